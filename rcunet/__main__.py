@@ -1,0 +1,3 @@
+from rcunet.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,60 @@
+"""The ``rcunet`` command.
+
+Each subcommand lives in its own module exposing ``configure(parser)`` and
+``run(args) -> int``; the table below maps names to modules so that ``--help``
+stays fast and a subcommand's dependencies load only when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from rcunet import __version__
+
+# name -> (module, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "decode": ("rcunet.cmd.decode", "print a tcpdump-style line per frame of a pcap/pcapng file"),
+}
+
+
+class UsageError(Exception):
+    """A command-line mistake: printed as one line, exit status 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rcunet",
+        description="A userspace TCP/IP stack with a contention-free socket layer.",
+    )
+    parser.add_argument("--version", action="version", version=f"rcunet {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        sub_parser = sub.add_parser(name, help=help_text, description=help_text)
+        sub_parser.set_defaults(_module=module_name)
+        importlib.import_module(module_name).configure(sub_parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    module = importlib.import_module(args._module)
+    try:
+        return int(module.run(args) or 0)
+    except UsageError as exc:
+        print(f"rcunet {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"rcunet {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

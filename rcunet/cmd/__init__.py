@@ -1,0 +1,1 @@
+"""Subcommands of the ``rcunet`` command, one module each."""

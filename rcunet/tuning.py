@@ -1,0 +1,93 @@
+"""Per-Host tuning: Linux's sysctls under their Linux names, and the seeds as switches.
+
+Every seed's "before" is one switch here so legacy and modern run side by side in one
+benchmark.  ``Tuning()`` (or ``Tuning.modern()``) is the scalable design; ``Tuning.legacy()``
+turns every seed switch back.  Fields can also be set one at a time with
+``dataclasses.replace``.  A Tuning is immutable: a Host publishes a new one with a single
+store, so readers need no lock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+#: The switches that undo one seed each, with their modern value.  ``legacy()`` flips them.
+SEED_SWITCHES: dict[str, tuple[str, ...]] = {
+    "seed000": ("connect_rcu_precheck", "connect_hash_port0"),
+    "seed001": ("tcp_defer_free",),
+    "seed002": ("dst_rcuref",),
+    "seed003": ("udp_mcast_hash2", "udp_mcast_deliver_unlocked"),
+    "seed004": ("accept_no_global_lock",),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Tuning:
+    # --- seed 000: connect() port search (reference §3) -------------------------------
+    #: Check each candidate port's bhash chain and 4-tuple without the bucket lock first.
+    connect_rcu_precheck: bool = True
+    #: Hash (laddr, 0, faddr, fport) once per connect and add lport (Series B of §3.6);
+    #: legacy rehashes the full 4-tuple for every candidate.
+    connect_hash_port0: bool = True
+    # --- seed 001: TCP receive path (reference §5) --------------------------------------
+    #: recv() frees consumed buffers after the socket lock is released, returning them to
+    #: the allocating worker; legacy frees them under the lock.
+    tcp_defer_free: bool = True
+    # --- seed 002: route cache refcount (reference §4) -----------------------------------
+    #: dst entries pinned with rcuref; legacy uses an inc-not-zero (compare-and-swap) count.
+    dst_rcuref: bool = True
+    # --- seed 003: UDP multicast delivery (reference §6.5) -------------------------------
+    #: Use the (address, port) secondary hash for long chains; legacy walks the port chain.
+    udp_mcast_hash2: bool = True
+    #: Collect receivers under the bucket lock, deliver outside it; legacy delivers under it.
+    udp_mcast_deliver_unlocked: bool = True
+    # --- seed 004: FreeBSD INP_INFO (reference §7.2) -------------------------------------
+    #: accept() and SYN processing take no global lock; legacy takes a FreeBSD-9.2-style
+    #: global connection-table lock on accept, SYN processing and teardown.
+    accept_no_global_lock: bool = True
+
+    # --- sysctls (Linux names and defaults) ----------------------------------------------
+    ip_local_port_range: tuple[int, int] = (32768, 60999)
+    ip_local_reserved_ports: frozenset[int] = field(default_factory=frozenset)
+    ip_forward: bool = False
+    ip_default_ttl: int = 64
+    ipfrag_high_thresh: int = 4 * 1024 * 1024
+    ipfrag_time: float = 30.0
+    tcp_tw_reuse: int = 2
+    tcp_tw_reuse_delay: int = 1000  # ms
+    tcp_timestamps: bool = True
+    tcp_sack: bool = True
+    tcp_window_scaling: bool = True
+    tcp_syncookies: int = 1
+    tcp_max_syn_backlog: int = 4096
+    somaxconn: int = 4096
+    tcp_max_tw_buckets: int = 262144
+    tcp_fin_timeout: float = 60.0
+    tcp_rmem: tuple[int, int, int] = (4096, 131072, 6291456)
+    tcp_wmem: tuple[int, int, int] = (4096, 16384, 4194304)
+    tcp_congestion_control: str = "cubic"
+    udp_rmem_default: int = 212992
+    #: Record lock statistics (acquisitions, contentions, wait/hold times).
+    lock_stat: bool = False
+
+    @classmethod
+    def modern(cls, **overrides: object) -> Tuning:
+        return dataclasses.replace(cls(), **overrides)  # type: ignore[arg-type]
+
+    @classmethod
+    def legacy(cls, **overrides: object) -> Tuning:
+        flipped = {name: False for names in SEED_SWITCHES.values() for name in names}
+        flipped.update(overrides)
+        return dataclasses.replace(cls(), **flipped)  # type: ignore[arg-type]
+
+    @classmethod
+    def preset(cls, name: str, **overrides: object) -> Tuning:
+        if name == "modern":
+            return cls.modern(**overrides)
+        if name == "legacy":
+            return cls.legacy(**overrides)
+        raise ValueError(f"unknown tuning preset {name!r} (expected 'modern' or 'legacy')")
+
+    def seed_is_modern(self, seed: str) -> bool:
+        return all(getattr(self, name) for name in SEED_SWITCHES[seed])
