@@ -16,6 +16,7 @@ from rcunet import __version__
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "decode": ("rcunet.cmd.decode", "print a tcpdump-style line per frame of a pcap/pcapng file"),
+    "bench": ("rcunet.cmd.bench", "run a benchmark (codec, tables, ...)"),
 }
 
 

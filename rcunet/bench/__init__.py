@@ -1,0 +1,1 @@
+"""Benchmarks: codec and table microbenchmarks, neper-compatible workloads, the seed lab."""

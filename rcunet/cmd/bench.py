@@ -1,0 +1,25 @@
+"""``rcunet bench WORKLOAD``: each workload is a module in ``rcunet.bench`` exposing
+``configure(parser)`` and ``run(args) -> int``, registered in ``WORKLOADS``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+# workload -> (module, one-line help)
+WORKLOADS: dict[str, tuple[str, str]] = {
+    "codec": ("rcunet.bench.codec", "parse+build rates: rcunet vs dpkt vs scapy"),
+    "tables": ("rcunet.bench.tables", "socket-table mechanisms of seeds 000/002/003, before vs after"),
+}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="workload", metavar="WORKLOAD", required=True)
+    for name, (module_name, help_text) in WORKLOADS.items():
+        workload_parser = sub.add_parser(name, help=help_text, description=help_text)
+        workload_parser.set_defaults(_workload_module=module_name)
+        importlib.import_module(module_name).configure(workload_parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    return int(importlib.import_module(args._workload_module).run(args) or 0)
