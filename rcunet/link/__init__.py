@@ -1,0 +1,1 @@
+"""Link layer: drivers (in-memory links, TAP/TUN) and captures (``pcap``: pcap/pcapng)."""
