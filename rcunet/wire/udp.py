@@ -35,7 +35,7 @@ class Packet:
 
     def check_len(self) -> None:
         if len(self.buf) < HEADER_LEN:
-            raise WireError("truncated", f"UDP header needs {HEADER_LEN} bytes, got {len(self.buf)}")
+            raise WireError("truncated", f"UDP needs {HEADER_LEN} bytes, got {len(self.buf)}")
         length = self.length
         if length < HEADER_LEN:
             raise WireError("bad-length", f"UDP length {length} < {HEADER_LEN}")
