@@ -19,7 +19,7 @@ Payload option in Hop-by-Hop; build writes that option's value.
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from typing import NamedTuple, overload
 
 from rcunet.wire.errors import WireError
 
@@ -416,6 +416,12 @@ class Repr(NamedTuple):
     def buffer_len(self) -> int:
         return HEADER_LEN + chain_len(self.extensions) + len(self.payload)
 
+    @overload
+    def build(self, buf: None = None, offset: int = 0) -> bytes: ...
+
+    @overload
+    def build(self, buf: bytearray | memoryview, offset: int = 0) -> int: ...
+
     def build(self, buf: bytearray | memoryview | None = None, offset: int = 0) -> bytes | int:
         """Emit the packet with its extension chain."""
         check_chain(self.extensions)
@@ -444,7 +450,7 @@ class Repr(NamedTuple):
         if buf is None:
             return b"".join((header, chain, self.payload))
         end = offset + length
-        if len(buf) < end:
+        if offset < 0 or len(buf) < end:
             raise WireError("buffer-too-small", f"need {end} bytes, have {len(buf)}")
         buf[offset : offset + HEADER_LEN] = header
         upper = offset + HEADER_LEN + len(chain)

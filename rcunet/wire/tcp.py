@@ -13,7 +13,7 @@ by the length of the addresses given.  Sums use the identity ``2**16 == 1 (mod 0
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from typing import NamedTuple, overload
 
 from rcunet.wire import tcp_options as _opt
 from rcunet.wire.errors import WireError
@@ -78,8 +78,9 @@ class Packet:
         return packet
 
     def check_len(self) -> None:
-        if len(self.buf) < HEADER_LEN:
-            raise WireError("truncated", f"TCP header needs {HEADER_LEN} bytes, got {len(self.buf)}")
+        n = len(self.buf)
+        if n < HEADER_LEN:
+            raise WireError("truncated", f"TCP header needs {HEADER_LEN} bytes, got {n}")
         header_len = self.header_len
         if header_len < HEADER_LEN:
             raise WireError("bad-data-offset", f"TCP data offset {header_len // 4} < 5")
@@ -258,6 +259,28 @@ class Repr(NamedTuple):
     def buffer_len(self) -> int:
         return HEADER_LEN + len(self.options_bytes()) + len(self.payload)
 
+    @overload
+    def build(
+        self,
+        buf: None = None,
+        offset: int = 0,
+        *,
+        src: bytes | None = None,
+        dst: bytes | None = None,
+        checksum: bool = True,
+    ) -> bytes: ...
+
+    @overload
+    def build(
+        self,
+        buf: bytearray | memoryview,
+        offset: int = 0,
+        *,
+        src: bytes | None = None,
+        dst: bytes | None = None,
+        checksum: bool = True,
+    ) -> int: ...
+
     def build(
         self,
         buf: bytearray | memoryview | None = None,
@@ -309,7 +332,7 @@ class Repr(NamedTuple):
             header = layout.pack(sp, dp, seq, ack, off, flags & 0xFF, win, csum, urg, *extra)
             return header + options + payload if options else header + payload
         end = offset + length
-        if len(buf) < end:
+        if offset < 0 or len(buf) < end:
             raise WireError("buffer-too-small", f"need {end} bytes, have {len(buf)}")
         layout.pack_into(buf, offset, sp, dp, seq, ack, off, flags & 0xFF, win, csum, urg,
                          *extra)
