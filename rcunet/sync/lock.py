@@ -1,0 +1,399 @@
+"""Named lock classes with optional statistics (lock_stat) and order checking (lockdep).
+
+Every lock belongs to a ``LockClass`` (lockdep's notion: one class per *kind* of lock, all
+instances share statistics and ordering rules)::
+
+    EHASH_LOCK = LockClass("&ehash->lock")
+    locks = [EHASH_LOCK.new() for _ in range(n)]
+    with locks[i]:
+        ...
+
+Two modes, switched for every live instance at once by ``lockstat.enable()`` /
+``lockdep.enable()`` (and back when both are off):
+
+* **fast** (default): ``lock.acquire``/``lock.release`` *are* the bound methods of the
+  underlying ``threading.Lock``, and ``with lock:`` reaches the raw lock's ``__enter__`` /
+  ``__exit__`` through a C-level property, so nothing Python-level runs per acquisition.
+* **instrumented**: acquire first tries a non-blocking acquire; if that fails the
+  acquisition is a *contention* and the blocking wait is timed.  Statistics record
+  acquisitions, contentions, wait and hold times and call sites (lockstat on); lockdep
+  records the per-thread held stack and the class order graph (lockdep on);
+  ``assert_held()`` checks the owner (lockdep on).
+
+A mode switch while a lock is held is tolerated: the release of a lock taken in the other
+mode skips the bookkeeping it has no start for.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+import threading
+import weakref
+from operator import attrgetter
+from time import perf_counter_ns
+from types import CodeType, FrameType
+from typing import Any
+
+from rcunet.sync import lockdep as _lockdep
+
+_get_ident = threading.get_ident
+
+# Global mode.  atomic: module-global loads in the instrumented path pair with the stores
+# in _set_mode(), which also re-points every instance under _registry_lock.
+_stats_on = False
+_checks_on = False
+
+Site = tuple[CodeType, int]  # (code object, line number) of an acquisition
+
+
+def format_site(site: Site | None) -> str:
+    """``Class.method:line`` — one token, so ``awk '{print $NF}'`` works."""
+    if site is None:
+        return "?"
+    code, line = site
+    return f"{code.co_qualname}:{line}"
+
+
+def site_address(site: Site | None) -> int:
+    """A stable pseudo instruction pointer for a call site (lock_stat's ``[<addr>]``)."""
+    if site is None:
+        return 0
+    code, line = site
+    return (id(code) + line) & 0xFFFF_FFFF_FFFF_FFFF
+
+
+class _HoldStats:
+    """One thread's acquisitions of one class.  owner: that thread only writes it."""
+
+    __slots__ = ("acquisitions", "acq_bounces", "hold_total", "hold_max", "hold_min")
+
+    def __init__(self) -> None:
+        self.acquisitions = 0
+        self.acq_bounces = 0
+        self.hold_total = 0
+        self.hold_max = 0
+        self.hold_min = 0
+
+
+class _WaitStats:
+    """Contention of one class (or one call site).  guarded-by: LockClass._stats_lock."""
+
+    __slots__ = ("contentions", "con_bounces", "wait_total", "wait_max", "wait_min")
+
+    def __init__(self) -> None:
+        self.contentions = 0
+        self.con_bounces = 0
+        self.wait_total = 0
+        self.wait_max = 0
+        self.wait_min = 0
+
+    def add(self, waited: int) -> None:
+        if self.contentions == 0 or waited < self.wait_min:
+            self.wait_min = waited
+        if waited > self.wait_max:
+            self.wait_max = waited
+        self.wait_total += waited
+        self.contentions += 1
+
+
+_class_keys = itertools.count(1)  # atomic: itertools.count.__next__ (thread-safe in 3.13t)
+_classes_lock = threading.Lock()
+_classes: list[weakref.ref[LockClass]] = []  # guarded-by: _classes_lock
+
+
+class LockClass:
+    """A kind of lock: the unit of lock statistics and of lock-order rules.
+
+    ``nests_with_self``: holding two instances of this class at once is legal (otherwise
+    lockdep reports "possible recursive locking").  ``kind`` is the perf lock type printed
+    in contention reports (``mutex``, ``spinlock``, ``rwlock:W``...).
+
+    Concurrency:
+      hold stats  per thread (``_records[thread id]``), written only by that thread while it
+                  holds an instance; ``reset()`` publishes a fresh dict with one store.
+      wait stats  under ``_stats_lock`` (taken only after a contended acquisition).
+      readers     ``snapshot()`` reads the counters without locks (attribute loads are
+                  atomic; a snapshot taken during activity is approximate, as lock_stat is).
+    """
+
+    __slots__ = (
+        "name",
+        "kind",
+        "nests_with_self",
+        "key",
+        "display_name",
+        "_records",
+        "_stats_lock",
+        "_wait",
+        "_points",
+        "_contending",
+        "__weakref__",
+    )
+
+    def __init__(self, name: str, *, nests_with_self: bool = False, kind: str = "mutex") -> None:
+        if not name or any(ch.isspace() for ch in name):
+            raise ValueError(f"lock class name must be one non-empty token, got {name!r}")
+        self.name = name
+        self.kind = kind
+        self.nests_with_self = nests_with_self
+        self.key = next(_class_keys)
+        self._records: dict[int, _HoldStats] = {}  # rcu: reset() replaces it with one store
+        self._stats_lock = threading.Lock()
+        self._wait = _WaitStats()  # guarded-by: _stats_lock
+        self._points: dict[Site, _WaitStats] = {}  # guarded-by: _stats_lock (waiter sites)
+        self._contending: dict[Site, int] = {}  # guarded-by: _stats_lock (holder sites)
+        self.display_name = name + _register_class(self)
+
+    def __repr__(self) -> str:
+        return f"LockClass({self.display_name!r})"
+
+    def new(self) -> Lock:
+        """A new lock of this class."""
+        return Lock(self)
+
+    # -- statistics (called from Lock's instrumented path) -----------------------------
+    def _hold_record(self, ident: int) -> _HoldStats:
+        records = self._records  # atomic: attribute load; pairs with the store in reset
+        rec = records.get(ident)  # atomic: dict get
+        if rec is None:
+            rec = records.setdefault(ident, _HoldStats())  # atomic: dict.setdefault
+        return rec
+
+    def _record_contention(
+        self, waited: int, waiter: Site, holder: Site | None, bounce: bool
+    ) -> None:
+        with self._stats_lock:
+            self._wait.add(waited)
+            if bounce:
+                self._wait.con_bounces += 1
+            point = self._points.get(waiter)
+            if point is None:
+                point = self._points[waiter] = _WaitStats()
+            point.add(waited)
+            if holder is not None:
+                self._contending[holder] = self._contending.get(holder, 0) + 1
+
+    def _reset_stats(self) -> None:
+        with self._stats_lock:
+            self._records = {}
+            self._wait = _WaitStats()
+            self._points = {}
+            self._contending = {}
+
+    def _stats(
+        self,
+    ) -> tuple[list[_HoldStats], _WaitStats, dict[Site, _WaitStats], dict[Site, int]]:
+        with self._stats_lock:
+            wait = _WaitStats()
+            for field in _WaitStats.__slots__:
+                setattr(wait, field, getattr(self._wait, field))
+            points = {site: _copy_wait(w) for site, w in self._points.items()}
+            contending = dict(self._contending)
+            records = list(self._records.copy().values())  # atomic: dict.copy
+        return records, wait, points, contending
+
+
+def _copy_wait(w: _WaitStats) -> _WaitStats:
+    c = _WaitStats()
+    for field in _WaitStats.__slots__:
+        setattr(c, field, getattr(w, field))
+    return c
+
+
+def _register_class(cls: LockClass) -> str:
+    """Register for reports; returns the lockdep ``#N`` suffix for a repeated name."""
+    with _classes_lock:
+        alive = [ref for ref in _classes if ref() is not None]
+        same = sum(1 for ref in alive if (c := ref()) is not None and c.name == cls.name)
+        alive.append(weakref.ref(cls))
+        _classes[:] = alive
+    return f"#{same + 1}" if same else ""
+
+
+def all_classes() -> list[LockClass]:
+    """Every live lock class, in creation order."""
+    with _classes_lock:
+        refs = list(_classes)
+    return [c for ref in refs if (c := ref()) is not None]
+
+
+class Lock:
+    """One lock of a ``LockClass``; a drop-in for ``threading.Lock``.
+
+    ``acquire(blocking=True, timeout=-1) -> bool``, ``release()``, ``with lock:``,
+    ``locked()``, ``assert_held()``.  Works as the lock of a ``threading.Condition``.
+
+    Concurrency:
+      ``_lock`` is the real lock.  ``acquire``/``release``/``_enter``/``_exit`` are instance
+      attributes re-pointed by ``_set_mode`` under ``_registry_lock`` (fast: the raw
+      lock's bound methods; instrumented: this object's methods).  The bookkeeping fields
+      (``_owner``, ``_acquired_at``, ``_site``...) are written only by the holder.
+    """
+
+    __slots__ = (
+        "_lock",
+        "lock_class",
+        "acquire",
+        "release",
+        "_enter",
+        "_exit",
+        "_owner",
+        "_acquired_at",
+        "_acq_thread",
+        "_last_thread",
+        "_site",
+        "_held_in",
+        "__weakref__",
+    )
+
+    # ``with lock:`` looks __enter__/__exit__ up on the type and binds descriptors: a
+    # property over attrgetter is C all the way down, so the fast mode stays bare-lock fast.
+    __enter__ = property(attrgetter("_enter"))
+    __exit__ = property(attrgetter("_exit"))
+
+    def __init__(self, lock_class: LockClass) -> None:
+        self._lock = threading.Lock()
+        self.lock_class = lock_class
+        self._owner: int | None = None
+        self._acquired_at: int | None = None
+        self._acq_thread = 0
+        self._last_thread = 0
+        self._site: Site | None = None
+        self._held_in: list[Any] | None = None
+        _register_lock(self)
+
+    def __repr__(self) -> str:
+        state = "locked" if self._lock.locked() else "unlocked"
+        return f"<Lock {self.lock_class.display_name} {state}>"
+
+    def locked(self) -> bool:
+        return self._lock.locked()
+
+    def assert_held(self) -> None:
+        """AssertionError unless the calling thread holds this lock (with lockdep on)."""
+        if _checks_on and self._owner != _get_ident():
+            raise AssertionError(
+                f"{self.lock_class.display_name} is not held by "
+                f"{threading.current_thread().name}"
+            )
+
+    # -- mode switching ----------------------------------------------------------------
+    def _use_fast(self) -> None:
+        raw = self._lock
+        self.acquire = raw.acquire
+        self.release = raw.release
+        self._enter = raw.__enter__
+        self._exit = raw.__exit__
+
+    def _use_instrumented(self) -> None:
+        self.acquire = self._acquire_instrumented
+        self.release = self._release_instrumented
+        self._enter = self._acquire_instrumented
+        self._exit = self._exit_instrumented
+
+    # -- instrumented path ---------------------------------------------------------------
+    def _acquire_instrumented(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if not blocking and timeout != -1:
+            raise ValueError("can't specify a timeout for a non-blocking call")
+        stats = _stats_on
+        checks = _checks_on
+        frame: FrameType = sys._getframe(1)
+        if checks and blocking:
+            _lockdep.check_acquire(self, frame)  # OSError(EDEADLK) on a certain self-deadlock
+        raw = self._lock
+        if not raw.acquire(False):
+            if not blocking:
+                return False  # a failed trylock is not a contention
+            if stats:
+                t0 = perf_counter_ns()
+                ok = raw.acquire(True, timeout)
+                waited = perf_counter_ns() - t0
+                holder = self._site  # racy read of the holder's site: one attribute load
+                ident = _get_ident()
+                self.lock_class._record_contention(
+                    waited, (frame.f_code, frame.f_lineno), holder, self._last_thread != ident
+                )
+            else:
+                ok = raw.acquire(True, timeout)
+            if not ok:
+                return False
+        # held from here on: the fields below are written only by the holder
+        if stats:
+            self._site = (frame.f_code, frame.f_lineno)
+            self._acq_thread = _get_ident()
+            self._acquired_at = perf_counter_ns()
+        if checks:
+            self._owner = _get_ident()
+            _lockdep.push(self, frame)
+        return True
+
+    def _release_instrumented(self) -> None:
+        started = self._acquired_at
+        if started is not None:
+            held = perf_counter_ns() - started
+            self._acquired_at = None
+            ident = _get_ident()
+            rec = self.lock_class._hold_record(ident)
+            if rec.acquisitions == 0 or held < rec.hold_min:
+                rec.hold_min = held
+            if held > rec.hold_max:
+                rec.hold_max = held
+            rec.hold_total += held
+            rec.acquisitions += 1
+            if self._acq_thread != self._last_thread:
+                rec.acq_bounces += 1
+                self._last_thread = self._acq_thread
+        if self._owner is not None:
+            self._owner = None
+            _lockdep.pop(self)
+        self._lock.release()  # RuntimeError on an unlocked lock, as threading.Lock
+
+    def _exit_instrumented(self, *exc: object) -> None:
+        self._release_instrumented()
+
+
+_registry_lock = threading.Lock()
+_locks: list[weakref.ref[Lock]] = []  # guarded-by: _registry_lock
+_prune_at = 1024  # guarded-by: _registry_lock
+
+
+def _register_lock(lock: Lock) -> None:
+    global _locks, _prune_at
+    ref = weakref.ref(lock)
+    with _registry_lock:
+        if _stats_on or _checks_on:
+            lock._use_instrumented()
+        else:
+            lock._use_fast()
+        _locks.append(ref)
+        if len(_locks) >= _prune_at:
+            _locks = [r for r in _locks if r() is not None]
+            _prune_at = max(1024, 2 * len(_locks))
+
+
+def _set_mode(*, stats: bool | None = None, checks: bool | None = None) -> None:
+    """Switch statistics and/or checks, re-pointing every live lock."""
+    global _stats_on, _checks_on
+    with _registry_lock:
+        if stats is not None:
+            _stats_on = stats
+        if checks is not None:
+            _checks_on = checks
+        instrumented = _stats_on or _checks_on
+        for ref in _locks:
+            lock = ref()
+            if lock is None:
+                continue
+            if instrumented:
+                lock._use_instrumented()
+            else:
+                lock._use_fast()
+
+
+def stats_enabled() -> bool:
+    return _stats_on
+
+
+def checks_enabled() -> bool:
+    return _checks_on

@@ -1,0 +1,247 @@
+"""Reference counts for RCU-managed objects: ``RcuRef`` (rcuref_t) and ``IncNotZeroRef``.
+
+``RcuRef`` reproduces lib/rcuref.c (reference §4) exactly: the word stores references - 1
+in 32 bits, ``get`` is one *unconditional* add followed by a sign check, ``put`` one
+unconditional subtract; only a result outside the valid zone takes a slow path, and the
+final put marks the object DEAD with a single compare-and-swap.  Zones make an
+unconditional add on a dead or saturated object harmless; a dead object is never revived.
+
+``IncNotZeroRef`` is the legacy ``atomic_inc_not_zero`` / ``atomic_dec_return`` pair that
+dst entries used before (seed 002): ``get`` is a compare-and-swap retry loop failing at 0.
+
+The atomic primitive, and why it is a tiny lock:
+  Pure Python has no fetch-and-add.  ``itertools.count.__next__`` *is* a thread-safe
+  fetch-and-increment (an atomic compare-exchange inside since gh-117657, CPython 3.13
+  free-threaded), but it only counts up by a fixed step and has no read or compare-and-swap,
+  so one count cannot carry a value that goes both ways and whose *returned* value the
+  caller reasons about (put's NOREF test).  So each refcount word has a private
+  ``threading.Lock`` (``_atomic``) held for exactly one load+store — an emulated
+  ``lock xadd`` / ``lock cmpxchg``.  Every *write* of the word goes under it (including the
+  slow paths' re-centring stores, which are ``atomic_set`` in the kernel); plain *reads*
+  are single attribute loads.
+  What this can show: the *semantics* of the two algorithms, and their contention
+  behaviour — an emulated fetch-and-add may wait for the word but never retries, while the
+  emulated cmpxchg loop must re-read and retry whenever another thread changed the word
+  between its read and its CAS (counted in ``cas_retries``).  It cannot show the hardware
+  cost difference between ``lock add`` and ``lock cmpxchg`` (tglx's numbers); that is not
+  what a Python benchmark measures.
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+
+from rcunet.sync.hooks import yield_point
+from rcunet.sync.rcu import Rcu
+from rcunet.sync.rcu import rcu as default_rcu
+
+MASK = 0xFFFF_FFFF
+ONEREF = 0x0000_0000  # one reference
+MAXREF = 0x7FFF_FFFF  # top of the valid zone (INT_MAX)
+SATURATED = 0xA000_0000  # centre of the saturation zone 0x80000000-0xBFFFFFFF
+RELEASED = 0xC000_0000  # start of the dead zone
+DEAD = 0xE000_0000  # centre of the dead zone
+NOREF = 0xFFFF_FFFF  # the value after the last reference was dropped (-1)
+
+#: Yield point between put's decrement and its NOREF -> DEAD compare-and-swap (§8.2 #28).
+PUT_AFTER_DEC = "rcuref.put.after_dec"
+#: Yield point between inc_not_zero's read and its compare-and-swap.
+INC_NOT_ZERO_BEFORE_CAS = "refcount.inc_not_zero.before_cas"
+
+class RefcountWarning(RuntimeWarning):
+    """The kernel's WARN_ONCE cases: imbalanced put, saturation, underflow."""
+
+
+class RcuRef:
+    """rcuref_t: a scalable reference count for RCU-managed objects.
+
+    ``get()`` -> True unless the object is dead (False) — a saturated count succeeds and
+    leaks.  ``put()`` -> True exactly once: for the put that drops the last reference and
+    wins the NOREF -> DEAD CAS; the caller may then free the object (after a grace period,
+    e.g. ``rcu.call_rcu``).  ``read()`` is references held (0 once released).
+
+    Concurrency:
+      ``_cnt`` is the refcount word.  Writes: under ``_atomic`` (one load+store each, never
+      a retry).  Reads: one attribute load.  ``put()`` runs inside a read-side section of
+      its RCU domain (rcuref_put disables preemption): a grace period cannot complete
+      between its decrement and the dead-marking CAS, so the object cannot be freed and
+      reused under it (§4.4).  ``put_rcusafe()`` is for callers already in a section.
+      ``slow_paths`` / ``imbalanced_puts`` / ``saturations`` are written under ``_atomic``.
+    """
+
+    __slots__ = ("_cnt", "_atomic", "_rcu", "slow_paths", "imbalanced_puts", "saturations")
+
+    def __init__(self, initial: int = 1, *, rcu: Rcu | None = None) -> None:
+        if not 1 <= initial <= MAXREF + 1:
+            raise ValueError(f"initial reference count must be 1..{MAXREF + 1}, got {initial}")
+        self._cnt = initial - 1  # rcuref_init(ref, n) stores n - 1
+        self._atomic = threading.Lock()
+        self._rcu = default_rcu if rcu is None else rcu
+        self.slow_paths = 0
+        self.imbalanced_puts = 0
+        self.saturations = 0
+
+    def __repr__(self) -> str:
+        return f"<RcuRef word=0x{self._cnt:08x} refs={self.read()}>"
+
+    @property
+    def cas_retries(self) -> int:
+        """Always 0: rcuref never retries (kept for the benchmark's common interface)."""
+        return 0
+
+    @property
+    def raw(self) -> int:
+        """The stored 32-bit word (for tests and debugging)."""
+        return self._cnt  # atomic: attribute load
+
+    def read(self) -> int:
+        """rcuref_read: references held, 0 when released or dead."""
+        cnt = self._cnt  # atomic: attribute load
+        return 0 if cnt >= RELEASED else cnt + 1
+
+    def is_dead(self) -> bool:
+        return self._cnt >= RELEASED  # atomic: attribute load
+
+    def get(self) -> bool:
+        """rcuref_get: one unconditional add; False only for a dead object."""
+        with self._atomic:  # emulated atomic_add_negative_relaxed(1): load+store, no retry
+            cnt = (self._cnt + 1) & MASK
+            self._cnt = cnt
+        if cnt <= MAXREF:  # result non-negative as a signed 32-bit int
+            return True
+        return self._get_slowpath()
+
+    def _get_slowpath(self) -> bool:
+        cnt = self._cnt  # lib/rcuref.c re-reads here (only put's slow path was fixed)
+        if cnt >= RELEASED:  # dead: undo by re-centring, fail
+            self._store_slow(DEAD)
+            return False
+        if cnt > MAXREF:  # saturated: warn, re-centre, succeed (and leak)
+            with self._atomic:
+                self._cnt = SATURATED
+                self.slow_paths += 1
+                self.saturations += 1
+            warnings.warn(RefcountWarning("rcuref saturated - leaking memory"), stacklevel=3)
+            return True
+        with self._atomic:
+            self.slow_paths += 1
+        return True
+
+    def put(self) -> bool:
+        """rcuref_put: True when this call dropped the last reference and marked it DEAD."""
+        rcu = self._rcu
+        rcu.read_lock()  # no grace period may complete until the slow path is done (§4.4)
+        try:
+            return self.put_rcusafe()
+        finally:
+            rcu.read_unlock()
+
+    def put_rcusafe(self) -> bool:
+        """rcuref_put_rcusafe: the caller is in a read section (or otherwise blocks grace
+        periods)."""
+        with self._atomic:  # emulated atomic_add_negative_release(-1)
+            cnt = (self._cnt - 1) & MASK
+            self._cnt = cnt
+        if cnt <= MAXREF:
+            return False
+        return self._put_slowpath(cnt)
+
+    def _put_slowpath(self, cnt: int) -> bool:
+        # Reasons about the value its own decrement produced, never a re-read (2025 fix).
+        yield_point(PUT_AFTER_DEC)
+        if cnt == NOREF:  # we dropped the last reference: try cmpxchg(NOREF -> DEAD)
+            with self._atomic:  # emulated atomic_try_cmpxchg_release
+                self.slow_paths += 1
+                if self._cnt == NOREF:
+                    self._cnt = DEAD
+                    return True
+            # A concurrent get revived it, or a racing get+put already marked it dead:
+            # both valid, no retry, and this caller must not free the object.
+            return False
+        if cnt >= RELEASED:
+            with self._atomic:
+                self._cnt = DEAD
+                self.slow_paths += 1
+                self.imbalanced_puts += 1
+            warnings.warn(RefcountWarning("rcuref - imbalanced put()"), stacklevel=3)
+            return False
+        # put on a saturated count: restore the mean saturation value, never free
+        self._store_slow(SATURATED)
+        return False
+
+    def _store_slow(self, value: int) -> None:
+        with self._atomic:  # atomic_set
+            self._cnt = value
+            self.slow_paths += 1
+
+    def init(self, initial: int = 1) -> None:
+        """rcuref_init for a recycled object (only once no other thread can see it)."""
+        if not 1 <= initial <= MAXREF + 1:
+            raise ValueError(f"initial reference count must be 1..{MAXREF + 1}, got {initial}")
+        with self._atomic:
+            self._cnt = initial - 1
+
+
+class IncNotZeroRef:
+    """The legacy count: ``refcount_inc_not_zero`` as a compare-and-swap retry loop.
+
+    ``get()`` reads the count, fails at 0, else CASes count -> count+1 and retries from the
+    read if another thread changed the count in between.  ``put()`` is
+    ``atomic_dec_return``: True when it reached 0 (a put below 0 warns "underflow").
+
+    Concurrency:
+      ``_value`` writes: under ``_atomic`` (each CAS attempt and each decrement holds it
+      once).  Reads: one attribute load.  ``cas_retries`` (failed CAS attempts) and
+      ``slow_paths`` (gets that needed more than one attempt) are written under ``_atomic``.
+    """
+
+    __slots__ = ("_value", "_atomic", "cas_retries", "slow_paths", "underflows")
+
+    def __init__(self, initial: int = 1) -> None:
+        if initial < 1:
+            raise ValueError(f"initial reference count must be >= 1, got {initial}")
+        self._value = initial
+        self._atomic = threading.Lock()
+        self.cas_retries = 0
+        self.slow_paths = 0
+        self.underflows = 0
+
+    def __repr__(self) -> str:
+        return f"<IncNotZeroRef refs={self._value}>"
+
+    def read(self) -> int:
+        return max(self._value, 0)  # atomic: attribute load
+
+    def is_dead(self) -> bool:
+        return self._value <= 0
+
+    def get(self) -> bool:
+        retried = False
+        while True:
+            old = self._value  # atomic: attribute load (the cmpxchg loop's initial read)
+            if old <= 0:
+                return False
+            yield_point(INC_NOT_ZERO_BEFORE_CAS)
+            with self._atomic:  # emulated cmpxchg(&value, old, old + 1)
+                if self._value == old:
+                    self._value = old + 1
+                    if retried:
+                        self.slow_paths += 1
+                    return True
+                self.cas_retries += 1
+            retried = True
+
+    def put(self) -> bool:
+        with self._atomic:  # emulated atomic_dec_return
+            value = self._value - 1
+            self._value = value
+            if value < 0:
+                self.underflows += 1
+        if value < 0:
+            warnings.warn(RefcountWarning("refcount underflow"), stacklevel=2)
+            return False
+        return value == 0
+
+    def put_rcusafe(self) -> bool:
+        return self.put()
