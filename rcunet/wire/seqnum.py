@@ -74,21 +74,22 @@ class SeqNum(int):
     __radd__ = __add__
 
     def __sub__(self, other: int) -> int:
+        # int() first: the module functions subtract, which would recurse into here.
         if isinstance(other, SeqNum):
-            return sub(self, other)
+            return sub(int(self), int(other))
         return SeqNum(int(self) - int(other))
 
     def __lt__(self, other: int) -> bool:
-        return lt(self, other)
+        return lt(int(self), int(other))
 
     def __le__(self, other: int) -> bool:
-        return le(self, other)
+        return le(int(self), int(other))
 
     def __gt__(self, other: int) -> bool:
-        return gt(self, other)
+        return gt(int(self), int(other))
 
     def __ge__(self, other: int) -> bool:
-        return ge(self, other)
+        return ge(int(self), int(other))
 
     def __repr__(self) -> str:
         return f"SeqNum({int(self)})"
