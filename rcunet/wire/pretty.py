@@ -14,6 +14,8 @@ with ``[layer: reason: detail]`` naming the ``WireError``; nothing else is raise
 
 With ``verify_checksums`` a bad checksum is marked the way ``tcpdump -v`` marks it
 (``cksum 0x1234 (incorrect -> 0xabcd)`` for TCP, ``bad cksum`` for the IPv4 header...).
+An 802.1Q tag is shown as ``tcpdump -e`` shows it (``vlan 10, p 0, ethertype IPv4
+(0x0800), ``) before the network layer.
 """
 
 from __future__ import annotations
@@ -162,19 +164,14 @@ def _ipv4(view: memoryview, verify: bool) -> str:
     src, dst = _ip4_text(packet.src), _ip4_text(packet.dst)
     if packet.frag_offset:
         # Later fragments carry no transport header (tcpdump prints the protocol only).
-        return f"{head}{src} > {dst}: ip-proto-{packet.protocol}{_frag4_note(packet)}"
+        return f"{head}{src} > {dst}: ip-proto-{packet.protocol}"
     # A first fragment's transport checksum covers bytes it does not hold.
     check = verify and not packet.more_fragments
     has_ports, text = _transport(packet.protocol, packet.src, packet.dst, src, dst,
                                  memoryview(packet.payload), check, 4)
     if not has_ports:
         text = f"{src} > {dst}: {text}"
-    return f"{head}{text}{_frag4_note(packet) if packet.more_fragments else ''}"
-
-
-def _frag4_note(packet: ipv4.Repr) -> str:
-    more = "+" if packet.more_fragments else ""
-    return f" (frag {packet.ident}:{len(packet.payload)}@{packet.frag_offset}{more})"
+    return f"{head}{text}"
 
 
 def _ipv6(view: memoryview, verify: bool) -> str:
@@ -190,10 +187,11 @@ def _ipv6(view: memoryview, verify: bool) -> str:
         # Later fragments carry no transport header.
         return f"IP6 {src} > {dst}: {chain.rstrip()}"
     check = verify and fragment is None
-    has_ports, text = _transport(packet.next_header, packet.src, packet.dst, src, dst,
-                                 payload, check, 6)
-    # Like tcpdump: the addresses come first unless a TCP/UDP line opens with its own
-    # address.port pairs; with extension headers both are printed.
+    # Like tcpdump: a TCP/UDP line opens with its own address.port pairs, except after
+    # extension headers, where the addresses were printed already and only ports follow.
+    src_text, dst_text = ("", "") if chain else (src, dst)
+    has_ports, text = _transport(packet.next_header, packet.src, packet.dst, src_text,
+                                 dst_text, payload, check, 6)
     if chain or not has_ports:
         return f"IP6 {src} > {dst}: {chain}{text}"
     return f"IP6 {text}"
@@ -235,6 +233,11 @@ def _transport(
     return False, f"ip-proto-{protocol} {len(payload)}"
 
 
+def _endpoint(address_text: str, port: int) -> str:
+    """``address.port``, or the bare port when the address was printed already."""
+    return f"{address_text}.{port}" if address_text else str(port)
+
+
 _TCP_FLAG_CHARS = (
     (tcp.FIN, "F"), (tcp.SYN, "S"), (tcp.RST, "R"), (tcp.PSH, "P"), (tcp.ACK, "."),
     (tcp.URG, "U"), (tcp.ECE, "E"), (tcp.CWR, "W"), (tcp.AE, "e"),
@@ -255,7 +258,8 @@ def _tcp(src_text: str, dst_text: str, src: bytes, dst: bytes, view: memoryview,
     except WireError as exc:
         return f"{src_text} > {dst_text}: " + _error("tcp", exc)
     flags = segment.flags
-    parts = [f"{src_text}.{segment.src_port} > {dst_text}.{segment.dst_port}: "
+    parts = [f"{_endpoint(src_text, segment.src_port)} > "
+             f"{_endpoint(dst_text, segment.dst_port)}: "
              f"Flags [{_tcp_flags(flags)}]"]
     if segment.checksum_ok is False:
         pseudo = _ck.pseudo_header_sum(src, dst, tcp.PROTOCOL, len(view))
@@ -336,8 +340,8 @@ def _udp(src_text: str, dst_text: str, src: bytes, dst: bytes, view: memoryview,
         length = udp.HEADER_LEN + len(datagram.payload)
         pseudo = _ck.pseudo_header_sum(src, dst, udp.PROTOCOL, length)
         should = _should_be(view[:length], 6, pseudo) or 0xFFFF
-        note = f"[bad udp cksum {datagram.checksum:#x} -> {should:#x}!] "
-    ports = f"{src_text}.{datagram.src_port} > {dst_text}.{datagram.dst_port}"
+        note = f"[bad udp cksum 0x{datagram.checksum:04x} -> 0x{should:04x}!] "
+    ports = f"{_endpoint(src_text, datagram.src_port)} > {_endpoint(dst_text, datagram.dst_port)}"
     return f"{ports}: {note}UDP, length {len(datagram.payload)}"
 
 
@@ -430,6 +434,13 @@ _ICMP6_NAMES = {
     137: "redirect",
     icmpv6.MLDV2_REPORT: "multicast listener report v2",
 }
+_UNREACH6 = {
+    icmpv6.NO_ROUTE: "unreachable route",
+    icmpv6.ADMIN_PROHIBITED: "unreachable prohibited",
+    icmpv6.BEYOND_SCOPE: "beyond scope",
+    icmpv6.ADDRESS_UNREACHABLE: "unreachable address",
+    icmpv6.PORT_UNREACHABLE: "unreachable port",
+}
 _PARAM_PROBLEMS6 = {
     icmpv6.ERRONEOUS_HEADER: "erroneous",
     icmpv6.UNRECOGNIZED_NEXT_HEADER: "next header",
@@ -478,14 +489,15 @@ def _icmpv6_detail(message: icmpv6.Repr) -> str:
     target = _ip6_text(flow.dst)
     if kind == icmpv6.TIME_EXCEEDED:
         return f" for {target}" if code == icmpv6.HOP_LIMIT_EXCEEDED else f", code {code}"
+    text = ", " + _UNREACH6.get(code, f"unknown unreach code ({code})")
     if code == icmpv6.PORT_UNREACHABLE:
         name = _PORT_PROTOCOL_NAMES.get(flow.protocol)
         port = "?" if flow.dst_port is None else str(flow.dst_port)
         if name is None:
-            return f", {target} protocol {flow.protocol} port {port} unreachable"
-        return f", {target} {name} port {port}"
+            return f"{text}, {target} protocol {flow.protocol} port {port} unreachable"
+        return f"{text}, {target} {name} port {port}"
     if code == icmpv6.BEYOND_SCOPE:
-        return f" {target}, source address {_ip6_text(flow.src)}"
-    if code in (icmpv6.NO_ROUTE, icmpv6.ADMIN_PROHIBITED, icmpv6.ADDRESS_UNREACHABLE):
-        return f" {target}"
-    return f", code {code}"
+        return f"{text} {target}, source address {_ip6_text(flow.src)}"
+    if code in _UNREACH6:
+        return f"{text} {target}"
+    return text
