@@ -73,8 +73,8 @@ class TcpHashInfo:
         return self.bind.bind(sk, laddr, port, stats)
 
     def connect(self, sk: TableEntry, daddr: bytes, dport: int,
-                stats: ConnectStats | None = None) -> int:
-        return self.ports.connect(sk, daddr, dport, stats)
+                stats: ConnectStats | None = None, *, saddr: bytes | None = None) -> int:
+        return self.ports.connect(sk, daddr, dport, stats, saddr=saddr)
 
     def listen_socket(self, sk: TableEntry) -> None:
         """``inet_csk_listen_start``: state LISTEN, re-validate the port, hash it."""

@@ -128,7 +128,8 @@ class EstablishedTable:
             for e in chain:
                 if e.sk_hash != h or e.key != key or (e.bound_dev and e.bound_dev != dif):
                     continue
-                ref = e.ref
+                yield_point("ehash.lookup.after_match")
+                ref = e.ref  # the incarnation we pin; a recycle installs a new RcuRef
                 if not ref.get():
                     return None  # dying: Linux gives up here rather than restarting
                 yield_point("ehash.lookup.after_pin")

@@ -41,6 +41,7 @@ from rcunet.tables.entry import (
     TimeWaitEntry,
     check_address,
     check_port,
+    is_any,
     is_loopback,
 )
 from rcunet.tables.secret import M32
@@ -197,17 +198,28 @@ class PortSelector:
 
     # --- connect() ---------------------------------------------------------------------
     def connect(self, sk: TableEntry, daddr: bytes, dport: int,
-                stats: ConnectStats | None = None) -> int:
-        """Give sk (source address already chosen, state CLOSE/SYN_SENT, not hashed) the
-        destination (daddr, dport) and a source port; publish it in the established hash
-        and the bind tables.  Returns the port.  EADDRNOTAVAIL when every candidate is
-        taken (or, for a bound socket, when its 4-tuple is)."""
+                stats: ConnectStats | None = None, *, saddr: bytes | None = None) -> int:
+        """Give sk the destination (daddr, dport) and a source port; publish it in the
+        established hash and the bind tables.  Returns the port.
+
+        sk must not be hashed yet.  Its source address is ``sk.laddr``, or ``saddr``
+        (the routed source) when sk is bound to the wildcard: a bound sk then moves
+        from the (ANY, port) tb2 to the (saddr, port) tb2 first and moves back if
+        connect() fails (``inet_bhash2_update_saddr`` / ``reset_saddr``).
+        EADDRNOTAVAIL when every candidate is taken (or, for a bound port, its 4-tuple)."""
         check_address(sk.family, daddr)
         check_port(dport)
         if dport == 0:
             raise OSError(errno.EADDRNOTAVAIL, "connect() to port 0")
         if sk.sk_hash and self.ehash.contains(sk):
             raise OSError(errno.EISCONN, "socket is already connected")
+        moved_saddr = False
+        if is_any(sk.laddr):
+            if saddr is None:
+                raise OSError(errno.EADDRNOTAVAIL, "no source address for a wildcard socket")
+            check_address(sk.family, saddr)
+            self.bind.update_saddr(sk, saddr)
+            moved_saddr = True
         tuning = self.bind.tuning  # atomic: attribute load; one Tuning for this connect
         now = self.clock()
         old_state = sk.state
@@ -228,6 +240,12 @@ class PortSelector:
                 stats.failures += 1
             sk.state = old_state
             sk.set_key(sk.laddr, sk.lport, sk.faddr, 0)
+            if moved_saddr:
+                if sk.tb is not None:
+                    self.bind.reset_saddr(sk)
+                else:
+                    wildcard = bytes(len(sk.laddr))
+                    sk.set_key(wildcard, sk.lport, sk.faddr, sk.fport)
             raise
         return sk.lport
 
