@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
+from typing import NamedTuple, overload
 
 from rcunet.wire import checksum as _ck
 from rcunet.wire.errors import WireError
@@ -129,6 +129,28 @@ class Repr(NamedTuple):
     def buffer_len(self) -> int:
         return HEADER_LEN + len(self.payload)
 
+    @overload
+    def build(
+        self,
+        buf: None = None,
+        offset: int = 0,
+        *,
+        src: bytes | None = None,
+        dst: bytes | None = None,
+        checksum: bool = True,
+    ) -> bytes: ...
+
+    @overload
+    def build(
+        self,
+        buf: bytearray | memoryview,
+        offset: int = 0,
+        *,
+        src: bytes | None = None,
+        dst: bytes | None = None,
+        checksum: bool = True,
+    ) -> int: ...
+
     def build(
         self,
         buf: bytearray | memoryview | None = None,
@@ -147,7 +169,12 @@ class Repr(NamedTuple):
         end = offset + length
         if len(out) < end:
             raise WireError("buffer-too-small", f"need {end} bytes, have {len(out)}")
-        _HEADER.pack_into(out, offset, self.src_port, self.dst_port, length, 0)
+        if offset < 0:
+            raise WireError("buffer-too-small", f"negative offset {offset}")
+        try:
+            _HEADER.pack_into(out, offset, self.src_port, self.dst_port, length, 0)
+        except struct.error as exc:  # a port out of 0..65535
+            raise WireError("bad-field", f"UDP port out of range: {exc}") from None
         out[offset + HEADER_LEN : end] = self.payload
         if checksum and src is not None and dst is not None:
             pseudo = _ck.pseudo_header_sum(src, dst, PROTOCOL, length)
