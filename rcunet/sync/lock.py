@@ -36,6 +36,7 @@ from types import CodeType, FrameType
 from typing import Any
 
 from rcunet.sync import lockdep as _lockdep
+from rcunet.sync.hooks import yield_point
 
 _get_ident = threading.get_ident
 
@@ -43,6 +44,9 @@ _get_ident = threading.get_ident
 # in _set_mode(), which also re-points every instance under _registry_lock.
 _stats_on = False
 _checks_on = False
+
+#: Yield point (instrumented mode only) after a failed trylock, before the blocking wait.
+CONTENDED = "lock.contended"
 
 Site = tuple[CodeType, int]  # (code object, line number) of an acquisition
 
@@ -305,6 +309,7 @@ class Lock:
         if not raw.acquire(False):
             if not blocking:
                 return False  # a failed trylock is not a contention
+            yield_point(CONTENDED)
             if stats:
                 t0 = perf_counter_ns()
                 ok = raw.acquire(True, timeout)

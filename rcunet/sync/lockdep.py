@@ -313,6 +313,14 @@ def _report_circular(held: _Held, cls: LockClass, site: str, chain: list[int]) -
     _add_report(("circular", outer.key, cls.key), "\n".join(lines))
 
 
+def _declaring_chain(path: list[str]) -> list[str]:
+    """The ``declare_order`` call that orders ``path[0]`` before ``path[-1]``, if one does."""
+    for chain in _declared_chains:
+        if path[0] in chain and path[-1] in chain:
+            return list(chain)
+    return path
+
+
 def _report_declared(held: _Held, cls: LockClass, site: str, declared: list[str]) -> None:
     # caller holds _graph_lock; declared runs cls.name -> ... -> outer.name
     outer = held.lock_class
@@ -326,7 +334,7 @@ def _report_declared(held: _Held, cls: LockClass, site: str, declared: list[str]
         "but thread is already holding lock:",
         f"  ({outer.display_name}), at: {held.site}",
         "",
-        f"declared order: {' -> '.join(declared)}",
+        f"declared order: {' -> '.join(_declaring_chain(declared))}",
         "",
     ]
     lines += _scenario(outer.display_name, cls.display_name)

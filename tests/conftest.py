@@ -1,0 +1,47 @@
+"""Suite-wide checks: lockdep is on for every test, and a test fails if it produced reports.
+
+Lock-order checking is switched on at import time, before any test module creates a lock,
+so every ``rcunet.sync.lock.Lock`` in the suite runs the instrumented path (held stacks,
+order graph, ``assert_held``).  ``RCUNET_LOCKDEP=0`` turns it off (e.g. to time something).
+
+After each test:
+* lockdep reports (order reversal, declared-order violation, recursive locking) fail it;
+  a test that provokes reports on purpose asserts on them and calls ``lockdep.clear()``;
+* hooks left installed are removed and fail it (a test must not leak schedules);
+* lockdep is switched back on and lock statistics back off if the test changed them.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from rcunet.sync import hooks, lockdep, lockstat
+
+LOCKDEP_ON = os.environ.get("RCUNET_LOCKDEP", "1") != "0"
+
+if LOCKDEP_ON:
+    lockdep.enable()
+
+
+@pytest.fixture(autouse=True)
+def _lockdep_guard():
+    lockdep.clear()
+    stats_were_on = lockstat.enabled()
+    yield
+    problems = []
+    found = lockdep.reports()
+    if found:
+        problems.append(f"lockdep produced {len(found)} report(s):\n" + "\n\n".join(found))
+    lockdep.clear()
+    leftover = hooks.active_points()
+    if leftover:
+        hooks._publish(None)
+        problems.append(f"hooks left installed at {sorted(leftover)}")
+    if LOCKDEP_ON and not lockdep.enabled():
+        lockdep.enable()
+    if lockstat.enabled() and not stats_were_on:
+        lockstat.disable()
+    if problems:
+        pytest.fail("\n".join(problems), pytrace=False)

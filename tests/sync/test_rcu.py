@@ -1,0 +1,129 @@
+"""Epoch-based RCU.
+
+Covered: synchronize waits for a reader that began before it and not for one that began
+after it (both forced with events, no sleeps); nested sections end at the outermost unlock;
+call_rcu callbacks never run before a grace period has completed and run after barrier();
+misuse (unlock without lock, synchronize inside a read section) raises RcuError; timeouts
+bound every wait.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from rcunet.sync.hooks import wait_until
+from rcunet.sync.rcu import Rcu, RcuError
+
+JOIN_S = 5.0
+
+
+class Reader:
+    """A thread that sits in a read section until told to leave."""
+
+    def __init__(self, rcu: Rcu, name: str) -> None:
+        self.rcu = rcu
+        self.inside = threading.Event()
+        self.leave = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=name)
+        self.thread.start()
+        assert self.inside.wait(JOIN_S)
+
+    def _run(self) -> None:
+        with self.rcu.read():
+            self.inside.set()
+            self.leave.wait(JOIN_S)
+
+    def finish(self) -> None:
+        self.leave.set()
+        self.thread.join(JOIN_S)
+        assert not self.thread.is_alive()
+
+
+def test_synchronize_waits_for_an_old_reader():
+    rcu = Rcu("t_old")
+    reader = Reader(rcu, "old-reader")
+    assert rcu.readers_blocking() == ["old-reader"]
+    assert rcu.synchronize(timeout=0.05) is False  # the reader is still inside
+    reader.finish()
+    assert rcu.synchronize(timeout=JOIN_S) is True
+    assert rcu.readers_blocking() == []
+
+
+def test_synchronize_does_not_wait_for_a_reader_that_began_after_it():
+    rcu = Rcu("t_new")
+    old = Reader(rcu, "old")
+    start_epoch = rcu._epoch
+    done = threading.Event()
+    syncer = threading.Thread(target=lambda: rcu.synchronize(timeout=JOIN_S) and done.set())
+    syncer.start()
+    wait_until(lambda: rcu._epoch > start_epoch, what="synchronize advanced the epoch")
+    new = Reader(rcu, "new")  # enters after the grace period started
+    old.finish()
+    syncer.join(JOIN_S)
+    assert done.is_set(), "synchronize waited for a reader that began after it"
+    new.finish()
+
+
+def test_nested_sections_end_at_the_outermost_unlock():
+    rcu = Rcu("t_nest")
+    inner_left = threading.Event()
+    leave = threading.Event()
+
+    def nested():
+        rcu.read_lock()
+        rcu.read_lock()
+        rcu.read_unlock()
+        inner_left.set()
+        leave.wait(JOIN_S)
+        rcu.read_unlock()
+
+    t = threading.Thread(target=nested)
+    t.start()
+    assert inner_left.wait(JOIN_S)
+    assert rcu.synchronize(timeout=0.05) is False  # still inside the outer section
+    leave.set()
+    t.join(JOIN_S)
+    assert rcu.synchronize(timeout=JOIN_S)
+
+
+def test_call_rcu_runs_only_after_a_grace_period():
+    rcu = Rcu("t_cb")
+    reader = Reader(rcu, "holder")
+    ran = []
+    rcu.call_rcu(lambda: ran.append("freed"))
+    assert rcu.pending() == 1
+    assert rcu.poll() == 0
+    assert rcu.barrier(timeout=0.05) is False
+    assert ran == []
+    reader.finish()
+    assert rcu.barrier(timeout=JOIN_S) is True
+    assert ran == ["freed"] and rcu.pending() == 0
+
+
+def test_call_rcu_waits_for_a_grace_period_that_started_after_it():
+    rcu = Rcu("t_cb2")
+    ran = []
+    rcu.synchronize()  # completes epoch N; the callback must not ride on it
+    rcu.call_rcu(lambda: ran.append(1))
+    assert rcu.poll() == 0
+    rcu.synchronize()
+    rcu.synchronize()
+    assert ran == [1]
+
+
+def test_misuse_raises():
+    rcu = Rcu("t_misuse")
+    with pytest.raises(RcuError):
+        rcu.read_unlock()
+    with rcu.read():
+        with pytest.raises(RcuError):
+            rcu.synchronize()
+    assert not rcu.in_read_section()
+
+
+def test_no_readers_means_immediate_grace_period():
+    rcu = Rcu("t_idle")
+    assert rcu.synchronize(timeout=JOIN_S)
+    assert rcu.grace_periods == 1
