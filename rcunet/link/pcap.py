@@ -14,9 +14,10 @@ from __future__ import annotations
 import io
 import os
 import struct
-import threading
 from collections.abc import Callable, Iterator
 from typing import BinaryIO, NamedTuple
+
+from rcunet.sync.lock import LockClass
 
 LINKTYPE_ETHERNET = 1
 LINKTYPE_RAW = 101  # raw IPv4 or IPv6, told apart by the version nibble
@@ -50,6 +51,9 @@ _OPT_IF_TSRESOL = 9
 _OPT_IF_TSOFFSET = 14
 
 Source = str | os.PathLike[str] | bytes | bytearray | memoryview | BinaryIO
+
+#: Serialises the records of one capture file (innermost: nothing is taken under it).
+PCAP_WRITER_LOCK = LockClass("&pcap_writer->lock")
 
 
 class PcapError(ValueError):
@@ -86,8 +90,10 @@ class PcapWriter:
     original length in the record header, as libpcap does.
 
     Concurrency:
-      writers  any thread may call ``write``; ``_lock`` serialises the record header
-               and data so records never interleave, and guards ``_closed``.
+      writers  any thread may call ``write``; ``_lock`` (``PCAP_WRITER_LOCK``) makes
+               each record's header and data one ``write`` call in record order, so
+               records never interleave, and guards ``_closed``.  Packing happens
+               before the lock is taken.
       readers  none: the file is only written.
     """
 
@@ -107,7 +113,7 @@ class PcapWriter:
         self.snaplen = snaplen  # immutable
         self.nanosecond = nanosecond  # immutable
         self._frac_div = 1 if nanosecond else 1_000  # immutable: ns per fraction unit
-        self._lock = threading.Lock()
+        self._lock = PCAP_WRITER_LOCK.new()
         self._owns_file = isinstance(target, (str, os.PathLike))
         self._file: BinaryIO = (
             open(target, "wb") if isinstance(target, (str, os.PathLike)) else target
