@@ -369,3 +369,14 @@ def test_tshark_reads_nanosecond_raw_ip_capture(tmp_path: Path) -> None:
     assert_tshark_clean(path, len(frames))
     fields = run_tshark("-r", str(path), "-T", "fields", "-e", "frame.time_epoch")
     assert fields.splitlines()[0].startswith("1700000000.000000001")
+
+
+def test_pcapng_written_by_tshark_reads_back_identically(tmp_path: Path) -> None:
+    ours = tmp_path / "handshake.pcap"
+    load_make_samples().write_handshake(ours)
+    theirs = tmp_path / "handshake.pcapng"
+    result = subprocess.run([tshark(), "-r", str(ours), "-F", "pcapng", "-w", str(theirs)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert theirs.read_bytes()[:4] == b"\x0a\x0d\x0d\x0a"
+    assert pcap.read_all(theirs) == pcap.read_all(ours)
