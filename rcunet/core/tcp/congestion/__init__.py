@@ -1,0 +1,20 @@
+"""Congestion control algorithms, selectable per connection by name (Linux's names)."""
+
+from __future__ import annotations
+
+from rcunet.core.tcp.congestion.base import CongestionControl
+from rcunet.core.tcp.congestion.cubic import Cubic
+from rcunet.core.tcp.congestion.newreno import NewReno
+
+ALGORITHMS: dict[str, type[CongestionControl]] = {"reno": NewReno, "cubic": Cubic}
+
+
+def create(name: str, mss: int, initial_cwnd: int) -> CongestionControl:
+    try:
+        cls = ALGORITHMS[name]
+    except KeyError:
+        raise ValueError(f"unknown congestion control {name!r}") from None
+    return cls(mss, initial_cwnd)
+
+
+__all__ = ["ALGORITHMS", "CongestionControl", "Cubic", "NewReno", "create"]

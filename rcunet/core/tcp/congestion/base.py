@@ -1,0 +1,44 @@
+"""What the connection asks of a congestion controller.
+
+The connection owns loss detection and recovery (RFC 6582 / RFC 6675 bookkeeping); the
+controller owns ``cwnd`` and ``ssthresh`` (bytes) and how they grow and shrink.
+"""
+
+from __future__ import annotations
+
+
+class CongestionControl:
+    name = "base"
+
+    def __init__(self, mss: int, initial_cwnd: int) -> None:
+        self.mss = mss
+        self.cwnd = initial_cwnd * mss  # RFC 5681 §3.1 IW (RFC 6928: 10 segments)
+        self.ssthresh = 1 << 30  # RFC 5681 §3.1: "arbitrarily high"
+
+    @property
+    def in_slow_start(self) -> bool:
+        return self.cwnd < self.ssthresh
+
+    def set_mss(self, mss: int) -> None:
+        self.mss = mss
+
+    def set_loss_window(self) -> None:
+        """RFC 5681 §3.1: a lost SYN leaves IW at one segment."""
+        self.cwnd = self.mss
+
+    def on_ack(self, acked: int, now: int, srtt: int | None) -> None:
+        """``acked`` bytes newly acknowledged outside loss recovery."""
+        raise NotImplementedError
+
+    def on_congestion(self, now: int, flight: int) -> None:
+        """Loss detected by dupacks/SACK: set ssthresh (the connection then sets cwnd)."""
+        raise NotImplementedError
+
+    def on_timeout(self, now: int, flight: int) -> None:
+        """Retransmission timeout (RFC 5681 §3.1 eq. 4 then LW = 1 segment)."""
+        self.on_congestion(now, flight)
+        self.cwnd = self.mss
+
+    def on_recovery_exit(self, now: int) -> None:
+        """Fast recovery ended: RFC 5681 §3.2 step 6 deflates cwnd to ssthresh."""
+        self.cwnd = max(self.ssthresh, self.mss)

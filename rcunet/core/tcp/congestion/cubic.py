@@ -1,0 +1,82 @@
+"""CUBIC (RFC 9438), window in segments as floats, time from the caller's ``now``.
+
+Standard slow start (no HyStart++), fast convergence on (§4.7), the Reno-friendly
+region of §4.3 with alpha_cubic switching to 1 once W_est reaches W_max.
+"""
+
+from __future__ import annotations
+
+import math
+
+from rcunet.core.tcp.congestion.base import CongestionControl
+
+C = 0.4  #: RFC 9438 §5.1
+BETA = 0.7  #: RFC 9438 §4.6 beta_cubic
+ALPHA = 3 * (1 - BETA) / (1 + BETA)  #: RFC 9438 §4.3 alpha_cubic
+NS = 1e9
+
+
+class Cubic(CongestionControl):
+    name = "cubic"
+
+    def __init__(self, mss: int, initial_cwnd: int) -> None:
+        super().__init__(mss, initial_cwnd)
+        self.w_max = 0.0  #: segments, window before the last reduction
+        self.k = 0.0  #: seconds, time to climb back to w_max (eq. 2)
+        self.epoch_at: int | None = None  #: start of the current CA epoch (t_epoch)
+        self.cwnd_epoch = 0.0
+        self.w_est = 0.0  #: Reno-friendly estimate (§4.3)
+        self._seg = float(self.cwnd) / mss  # cwnd in segments, fractional
+
+    def _sync(self) -> None:
+        self.cwnd = max(int(self._seg * self.mss), self.mss)
+
+    def w_cubic(self, t: float) -> float:
+        """RFC 9438 eq. 1: W_cubic(t) = C * (t - K)^3 + W_max (segments)."""
+        return C * (t - self.k) ** 3 + self.w_max
+
+    def on_ack(self, acked: int, now: int, srtt: int | None) -> None:
+        if self.cwnd != int(self._seg * self.mss):  # the connection set cwnd directly
+            self._seg = self.cwnd / self.mss
+        segs = acked / self.mss
+        if self.in_slow_start:
+            self._seg += min(segs, 1.0)  # RFC 5681 slow start, per §4.10
+            self._sync()
+            return
+        if self.epoch_at is None:  # §4.2: first ACK of a new congestion-avoidance epoch
+            self.epoch_at = now
+            self.cwnd_epoch = self._seg
+            self.w_est = self._seg
+            if self.w_max < self._seg:
+                self.w_max = self._seg
+            self.k = math.cbrt((self.w_max - self.cwnd_epoch) / C)
+        t = (now - self.epoch_at) / NS
+        rtt = (srtt or 0) / NS
+        alpha = 1.0 if self.w_est >= self.w_max else ALPHA
+        self.w_est += alpha * segs / self._seg  # §4.3 eq. 4
+        if self.w_cubic(t) < self.w_est:
+            self._seg = max(self._seg, self.w_est)  # Reno-friendly region (§4.3)
+        else:
+            # §4.4: target = W_cubic(t + RTT) clamped to [cwnd, 1.5 cwnd]
+            target = min(max(self.w_cubic(t + rtt), self._seg), 1.5 * self._seg)
+            self._seg += (target - self._seg) / self._seg * segs
+        self._sync()
+
+    def on_congestion(self, now: int, flight: int) -> None:
+        cwnd_seg = self.cwnd / self.mss
+        # §4.7 fast convergence: release bandwidth when W_max keeps shrinking.
+        if cwnd_seg < self.w_max:
+            self.w_max = cwnd_seg * (1 + BETA) / 2
+        else:
+            self.w_max = cwnd_seg
+        # §4.6: ssthresh = cwnd * beta_cubic, at least 2 segments (RFC 5681 floor).
+        self.ssthresh = max(int(self.cwnd * BETA), 2 * self.mss)
+        self.epoch_at = None
+
+    def on_timeout(self, now: int, flight: int) -> None:
+        super().on_timeout(now, flight)  # §4.8: then cwnd = 1 segment, slow start again
+        self._seg = self.cwnd / self.mss
+
+    def on_recovery_exit(self, now: int) -> None:
+        super().on_recovery_exit(now)
+        self._seg = self.cwnd / self.mss

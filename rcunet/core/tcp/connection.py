@@ -1,0 +1,1352 @@
+"""The TCP connection engine: one sans-IO state machine per connection (RFC 9293).
+
+Three things drive a ``Connection`` (aioquic's shape):
+
+* segments from the peer: ``on_segment(seg, now)``;
+* the clock: ``on_timer(now)`` once ``now >= next_deadline()``;
+* the application: ``send``, ``recv``, ``shutdown_write``, ``close``, ``abort``.
+
+After any of these the caller collects what the call produced -- **every entry point may
+leave output pending**: ``take_segments()`` (``rcunet.wire.tcp.Repr`` values to put on the
+wire), ``take_events()`` (``events.py``) and ``next_deadline()``.  Nothing here reads a
+clock, draws a random number or touches a socket: ``now`` (int ns), the ISN and the
+timestamp offset are arguments.
+
+The listener lives in the host (it owns the SYN queue): ``listen_action`` classifies a
+segment that reached a listening socket, ``Connection.accept_syn`` turns a SYN into a
+SYN-RECEIVED connection that answers with SYN,ACK, ``reset_for`` builds the RST the RFC
+asks for when no connection matches, and ``rcunet.core.tcp.syncookies`` covers SYN-queue
+overflow.
+
+Input follows RFC 9293 §3.10.7 step by step (the methods are named after the steps), with
+RFC 5961 (blind in-window attacks), RFC 7323 (window scale, timestamps, PAWS), RFC 2018 /
+6675 (SACK), RFC 5681 / 6582 (congestion control, NewReno) and RFC 6298 (RTO).  Where
+Linux chooses among RFC options, or deviates, this file does what Linux does and says so.
+
+Concurrency: none.  A Connection is touched only by whoever holds its socket lock
+(reference §5.1); the engine keeps no references to anything shared except the
+``Counters`` object the caller passes in, which must not be shared across threads.
+"""
+
+from __future__ import annotations
+
+import enum
+import errno as errnos
+
+from rcunet.core.tcp import congestion
+from rcunet.core.tcp.counters import Counters
+from rcunet.core.tcp.events import (
+    Closed,
+    ConnectionFailed,
+    DataReceived,
+    Established,
+    Event,
+    FinReceived,
+    ResetReceived,
+    SendSpaceAvailable,
+    TimeWaitEntered,
+)
+from rcunet.core.tcp.options import SECOND, Options
+from rcunet.core.tcp.reassembly import Assembler
+from rcunet.core.tcp.rto import RtoEstimator, retransmits_timed_out
+from rcunet.core.tcp.sack import DUP_THRESH, ReceiverBlocks, Scoreboard
+from rcunet.core.tcp.state import TRANSITIONS, State
+from rcunet.core.tcp.tcb import Tcb
+from rcunet.core.tcp.timers import Timers
+from rcunet.wire import tcp
+from rcunet.wire.seqnum import add, ge, gt, le, lt, sub
+
+FIN, SYN, RST, PSH, ACK = tcp.FIN, tcp.SYN, tcp.RST, tcp.PSH, tcp.ACK
+MASK32 = 0xFFFFFFFF
+MS = 1_000_000
+#: RFC 7323 §2.3: shift counts above 14 are treated as 14.
+MAX_WSCALE = 14
+#: RFC 7323 §5.5: TS.Recent is invalid after 24 days of idleness.
+PAWS_IDLE_LIMIT = 24 * 86400 * SECOND
+#: Bytes of option space a timestamp takes on every segment (RFC 7323 §3.2, aligned).
+TS_OPTION_LEN = 12
+#: Synchronized states in which an ABORT sends RST (RFC 9293 §3.10.5).
+#: States in which send() queues data (SYN-SENT/RECEIVED: sent once established).
+_SEND_STATES = (State.SYN_SENT, State.SYN_RECEIVED, State.ESTABLISHED, State.CLOSE_WAIT)
+_ABORT_SENDS_RST = (State.SYN_RECEIVED, State.ESTABLISHED, State.FIN_WAIT_1,
+                    State.FIN_WAIT_2, State.CLOSE_WAIT)
+
+
+def seg_len(seg: tcp.Repr) -> int:
+    """SEG.LEN: payload bytes plus one for each of SYN and FIN (RFC 9293 §3.4)."""
+    return len(seg.payload) + (1 if seg.flags & SYN else 0) + (1 if seg.flags & FIN else 0)
+
+
+def reset_for(seg: tcp.Repr) -> tcp.Repr | None:
+    """The RST answering a segment that matches no connection (RFC 9293 §3.10.7.1).
+
+    Never answer a RST with a RST.  ACK set: <SEQ=SEG.ACK><CTL=RST>; otherwise
+    <SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>.
+    """
+    if seg.flags & RST:
+        return None
+    if seg.flags & ACK:
+        return tcp.Repr(src_port=seg.dst_port, dst_port=seg.src_port, seq=seg.ack, ack=0,
+                        flags=RST, window=0)
+    return tcp.Repr(src_port=seg.dst_port, dst_port=seg.src_port, seq=0,
+                    ack=add(seg.seq, seg_len(seg)), flags=RST | ACK, window=0)
+
+
+class ListenAction(enum.Enum):
+    DROP = "drop"  #: ignore silently
+    RESET = "reset"  #: answer with ``reset_for(seg)`` (or try it as a SYN-cookie ACK first)
+    SYN = "syn"  #: a connection request: ``Connection.accept_syn`` (or a SYN cookie)
+
+
+def listen_action(seg: tcp.Repr) -> ListenAction:
+    """What a LISTEN socket does with ``seg`` (RFC 9293 §3.10.7.2)."""
+    if seg.flags & RST:
+        return ListenAction.DROP  # "An incoming RST segment could not be valid"
+    if seg.flags & ACK:
+        return ListenAction.RESET  # "Any acknowledgment is bad if it arrives here"
+    if seg.flags & SYN:
+        if seg.flags & FIN:
+            return ListenAction.DROP  # Linux drops SYN+FIN (tcp_rcv_state_process, 2012)
+        return ListenAction.SYN
+    return ListenAction.DROP  # "Any other control or text-bearing segment ... drop it"
+
+
+def choose_wscale(rcvbuf: int) -> int:
+    """Smallest shift that lets the 16-bit window field cover ``rcvbuf`` (RFC 7323 §2.2)."""
+    shift = 0
+    while (rcvbuf >> shift) > 0xFFFF and shift < MAX_WSCALE:
+        shift += 1
+    return shift
+
+
+class Connection:
+    """One TCP connection.  See the module docstring for how to drive it.
+
+    Public state for the host: ``state``, ``tcb`` (RFC 9293 variables), ``timers``,
+    ``local_port``/``remote_port``, ``counters``, ``error`` (pending errno or None).
+    """
+
+    def __init__(self, *, local_port: int, remote_port: int, iss: int,
+                 options: Options | None = None, ts_offset: int = 0,
+                 counters: Counters | None = None, passive: bool = False) -> None:
+        self.options = options = options if options is not None else Options()
+        options.validate()
+        self.local_port = local_port
+        self.remote_port = remote_port
+        self.counters = counters if counters is not None else Counters()
+        self.state = State.CLOSED
+        self.passive = passive
+        self.tcb = t = Tcb()
+        t.iss = iss & MASK32
+        t.snd_una = t.snd_nxt = t.snd_max = t.iss
+        t.ts_offset = ts_offset & MASK32
+        t.rcv_wscale = choose_wscale(options.rcvbuf) if options.window_scaling else 0
+        t.snd_mss = t.rcv_mss = min(options.default_peer_mss, options.mss)
+        self.timers = Timers()
+        self.rto = RtoEstimator(options.rto_initial, options.rto_min, options.rto_max)
+        self.cc = congestion.create(options.congestion_control, t.snd_mss, options.initial_cwnd)
+        # send side: _tx holds every byte from _tx_seq (first unacknowledged data byte) on
+        self._tx = bytearray()
+        self._tx_seq = add(t.iss, 1)
+        self._fin_queued = False  # the application shut down its direction
+        self._send_blocked = False  # send() refused bytes: report SendSpaceAvailable
+        # receive side
+        self._rx = bytearray()  # in-order bytes the application has not read yet
+        self._ofo = Assembler(options.ofo_max_ranges)
+        self._rx_blocks = ReceiverBlocks()
+        self._fin_offset: int | None = None  # peer FIN beyond a hole, relative to RCV.NXT
+        self._rcv_unacked = 0  # bytes received since our last ACK (delayed ACK)
+        self._ack_now = False
+        self._orphaned = False  # close() was called: nobody reads any more
+        # timing and recovery
+        self._syn_sent_at: int | None = None
+        self._syn_retransmitted = False
+        self._retransmits = 0  # consecutive RTO expiries
+        self._first_rtx_at: int | None = None  # Linux retrans_stamp
+        self._rtt_seq: int | None = None  # Karn timing: end seq of the timed segment
+        self._rtt_start = 0
+        self._dupacks = 0
+        self._recovery: str | None = None  # None, "reno" (RFC 6582) or "sack" (RFC 6675)
+        # RFC 6582 "recover" / RFC 6675 RecoveryPoint; None until the first loss (the RFC
+        # starts it at ISS) and again once SND.UNA is far past it, so it never wraps.
+        self._recover: int | None = None
+        self._high_rxt = t.iss  # RFC 6675 HighRxt
+        self.scoreboard = Scoreboard()
+        self._persist_backoff = 0
+        self._keepalive_probes = 0
+        self._last_rcv_at = 0
+        self._challenge_window_at: int | None = None
+        self._challenge_count = 0
+        self._last_oow_ack_at: int | None = None
+        self._peer_ws_offered = False
+        # outputs
+        self._out: list[tcp.Repr] = []
+        self._events: list[Event] = []
+        self.error: int | None = None  # errno the application has not seen yet
+        self._closed_reported = False
+        self._now = 0
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def connect(cls, *, local_port: int, remote_port: int, iss: int, now: int,
+                options: Options | None = None, ts_offset: int = 0,
+                counters: Counters | None = None) -> Connection:
+        """Active OPEN (RFC 9293 §3.10.1): CLOSED -> SYN-SENT, SYN pending."""
+        conn = cls(local_port=local_port, remote_port=remote_port, iss=iss, options=options,
+                   ts_offset=ts_offset, counters=counters)
+        conn._now = now
+        conn.counters.add("TcpActiveOpens")
+        conn._set_state(State.SYN_SENT)
+        conn._send_syn(now)
+        return conn
+
+    @classmethod
+    def accept_syn(cls, syn: tcp.Repr, *, iss: int, now: int, options: Options | None = None,
+                   ts_offset: int = 0, counters: Counters | None = None) -> Connection:
+        """A listener took ``syn`` (``listen_action`` said SYN): SYN-RECEIVED, SYN,ACK pending.
+
+        RFC 9293 §3.10.7.2 third check.  Data carried by the SYN is dropped (no TCP Fast
+        Open), as Linux does; the peer retransmits it.
+        """
+        if listen_action(syn) is not ListenAction.SYN:
+            raise ValueError("accept_syn needs a SYN without ACK, RST or FIN")
+        conn = cls(local_port=syn.dst_port, remote_port=syn.src_port, iss=iss, options=options,
+                   ts_offset=ts_offset, counters=counters, passive=True)
+        conn._now = now
+        conn._take_peer_syn(syn, now, offered=False)
+        conn._set_state(State.SYN_RECEIVED)
+        conn._send_syn(now)
+        return conn
+
+    @classmethod
+    def from_cookie(cls, ack: tcp.Repr, *, mss: int, wscale: int | None, sack_ok: bool,
+                    ts_ok: bool, now: int, options: Options | None = None, ts_offset: int = 0,
+                    counters: Counters | None = None) -> Connection:
+        """An ESTABLISHED connection rebuilt from a valid SYN-cookie ACK (RFC 4987 §3.6).
+
+        ``mss``/``wscale``/``sack_ok``/``ts_ok`` are what ``syncookies.check`` decoded.
+        The ACK itself is then processed like any segment (it may carry data).
+        """
+        conn = cls(local_port=ack.dst_port, remote_port=ack.src_port, iss=(ack.ack - 1) & MASK32,
+                   options=options, ts_offset=ts_offset, counters=counters, passive=True)
+        conn._now = now
+        t = conn.tcb
+        opts = conn.options
+        t.irs = (ack.seq - 1) & MASK32
+        t.rcv_nxt = ack.seq
+        t.snd_una = t.snd_nxt = t.snd_max = ack.ack
+        if wscale is not None and opts.window_scaling:
+            t.snd_wscale = min(wscale, MAX_WSCALE)
+        else:
+            t.rcv_wscale = 0
+        t.ts_ok = ts_ok and opts.timestamps and ack.timestamp is not None
+        if t.ts_ok and ack.timestamp is not None:
+            t.ts_recent, t.ts_recent_stamp = ack.timestamp[0], now
+        t.sack_ok = sack_ok and opts.sack
+        conn._set_mss(mss)
+        t.rcv_adv = add(t.rcv_nxt, min(opts.rcvbuf, 0xFFFF))  # what the SYN,ACK offered
+        t.snd_wl1, t.snd_wl2 = (ack.seq - 1) & MASK32, ack.ack
+        conn._set_state(State.ESTABLISHED)
+        conn._on_established(now)
+        conn.on_segment(ack, now)
+        return conn
+
+    # ------------------------------------------------------------------ outputs
+    def take_segments(self) -> list[tcp.Repr]:
+        """Segments to transmit, oldest first; the list is handed over (not copied)."""
+        out, self._out = self._out, []
+        return out
+
+    def take_events(self) -> list[Event]:
+        out, self._events = self._events, []
+        return out
+
+    def next_deadline(self) -> int | None:
+        """When ``on_timer`` must run next (absolute ns), or None."""
+        return self.timers.next_at()
+
+    @property
+    def readable(self) -> int:
+        """Bytes ``recv`` can return now."""
+        return len(self._rx)
+
+    @property
+    def send_space(self) -> int:
+        return max(0, self.options.sndbuf - len(self._tx))
+
+    @property
+    def unacked(self) -> int:
+        """Bytes in the send buffer (unsent and unacknowledged)."""
+        return len(self._tx)
+
+    @property
+    def at_eof(self) -> bool:
+        """The peer's FIN has been received and every byte before it read."""
+        return self.state.fin_received and not self._rx
+
+    # ------------------------------------------------------------------ application API
+    def send(self, data: bytes | bytearray | memoryview, now: int) -> int:
+        """Queue ``data``; return how many bytes the send buffer took (0 when full)."""
+        self._now = now
+        self._raise_pending_error()
+        if self._fin_queued or self.state not in _SEND_STATES:
+            raise BrokenPipeError(errnos.EPIPE, "send after shutdown or close")
+        n = min(len(data), self.send_space)
+        if n < len(data):
+            self._send_blocked = True
+        if n:
+            self._tx += memoryview(data)[:n]
+            self._output(now)
+        return n
+
+    def recv(self, max_bytes: int, now: int) -> bytes:
+        """Up to ``max_bytes`` in-order bytes; b"" at EOF.
+
+        Raises BlockingIOError (EAGAIN) when nothing is readable yet, and the connection's
+        error (ECONNRESET, ETIMEDOUT, ...) once, after any data that arrived before it.
+        """
+        self._now = now
+        if max_bytes < 0:
+            raise OSError(errnos.EINVAL, "negative recv size")
+        if self._rx and max_bytes:
+            data = bytes(self._rx[:max_bytes])
+            del self._rx[:max_bytes]
+            self._maybe_window_update()
+            self._output(now)
+            return data
+        if max_bytes == 0:
+            return b""
+        self._raise_pending_error()
+        if self.state.fin_received or self.state is State.CLOSED:
+            return b""
+        raise BlockingIOError(errnos.EAGAIN, "no data")
+
+    def shutdown_write(self, now: int) -> None:
+        """SHUT_WR: send FIN after the queued data (RFC 9293 §3.10.4 CLOSE)."""
+        self._now = now
+        st = self.state
+        if st is State.CLOSED:
+            raise OSError(errnos.ENOTCONN, "not connected")
+        if self._fin_queued:
+            return
+        self._fin_queued = True
+        if st is State.ESTABLISHED:
+            self._set_state(State.FIN_WAIT_1)
+        elif st is State.CLOSE_WAIT:
+            self._set_state(State.LAST_ACK)
+        # SYN-SENT / SYN-RECEIVED: "queue ... until ESTABLISHED" (RFC 9293 §3.10.4)
+        self._output(now)
+
+    def close(self, now: int) -> None:
+        """close(): FIN after queued data; RST instead if unread data would be lost.
+
+        RFC 9293 §3.10.4 plus RFC 2525 §2.17 (Linux TCPAbortOnClose): closing with unread
+        received data resets the connection.  In SYN-SENT the TCB is just deleted.
+        """
+        self._now = now
+        st = self.state
+        if st is State.CLOSED:
+            return
+        if st is State.SYN_SENT:
+            self._enter_closed()
+            self._output(now)
+            return
+        if self._rx or self._ofo.buffered:
+            self.counters.add("TcpExtTCPAbortOnClose")
+            self._abort(now)
+            return
+        self._orphaned = True
+        if not self._fin_queued and st is not State.TIME_WAIT:
+            self.shutdown_write(now)
+        if self.state is State.FIN_WAIT_2:
+            self.timers.fin_wait2_at = now + self.options.fin_timeout
+        self._output(now)
+
+    def abort(self, now: int) -> None:
+        """ABORT (RFC 9293 §3.10.5), e.g. close() with SO_LINGER {1, 0}: RST, then CLOSED."""
+        self._now = now
+        if self.state is not State.CLOSED:
+            self.counters.add("TcpExtTCPAbortOnData")  # Linux counts a linger-0 close here
+            self._abort(now)
+
+    def _abort(self, now: int) -> None:
+        if self.state in _ABORT_SENDS_RST:
+            self._emit(self._make(self.tcb.snd_nxt, RST | ACK, now))
+            self.counters.add("TcpOutRsts")
+        self._tx.clear()
+        self._rx.clear()
+        self._ofo.clear()
+        self._enter_closed()
+
+    # ------------------------------------------------------------------ TIME-WAIT helpers
+    def time_wait_accepts_syn(self, syn: tcp.Repr) -> bool:
+        """May this SYN open a new incarnation while we sit in TIME-WAIT? (RFC 6191 §2)
+
+        With timestamps: its TSval is newer than TS.Recent.  Without: its sequence number
+        is beyond RCV.NXT (RFC 1122 §4.2.2.13).  The host then starts the new connection
+        with ``reuse_iss()`` and retires this one.
+        """
+        t = self.tcb
+        if self.state is not State.TIME_WAIT or not (syn.flags & SYN) or syn.flags & (ACK | RST):
+            return False
+        if t.ts_ok and syn.timestamp is not None:
+            return gt(syn.timestamp[0], t.ts_recent)
+        return gt(syn.seq, t.rcv_nxt)
+
+    def reuse_iss(self) -> int:
+        """ISS for a connection replacing this TIME-WAIT one: Linux tw_snd_nxt + 65535 + 2."""
+        iss = add(self.tcb.snd_nxt, 65535 + 2)
+        return iss or 1
+
+    # ------------------------------------------------------------------ input
+    def on_segment(self, seg: tcp.Repr, now: int) -> None:
+        """Process one segment addressed to this connection (RFC 9293 §3.10.7)."""
+        self._now = now
+        self.counters.add("TcpInSegs")
+        if seg.checksum_ok is False:
+            self.counters.add("TcpInErrs")
+            self.counters.add("TcpInCsumErrors")
+            return
+        st = self.state
+        if st is State.CLOSED:
+            reply = reset_for(seg)  # §3.10.7.1
+            if reply is not None:
+                self._emit(reply)
+                self.counters.add("TcpOutRsts")
+        elif st is State.SYN_SENT:
+            self._input_syn_sent(seg, now)
+        elif st is not State.LISTEN:
+            self._input_synchronized(seg, now)
+        self._output(now)
+
+    def _input_syn_sent(self, seg: tcp.Repr, now: int) -> None:
+        """RFC 9293 §3.10.7.3 (SYN-SENT), with RFC 5961 §3.2's RST rule."""
+        t = self.tcb
+        flags = seg.flags
+        if flags & ACK:
+            # first: "If SEG.ACK =< ISS or SEG.ACK > SND.NXT, send a reset (unless RST)"
+            if le(seg.ack, t.iss) or gt(seg.ack, t.snd_max):
+                if not flags & RST:
+                    self._emit(tcp.Repr(src_port=self.local_port, dst_port=self.remote_port,
+                                        seq=seg.ack, ack=0, flags=RST, window=0))
+                    self.counters.add("TcpOutRsts")
+                return
+        if flags & RST:
+            # second: only a RST that acknowledges our SYN is acceptable (RFC 5961 §3.2)
+            if flags & ACK:
+                self.counters.add("TcpAttemptFails")
+                self._events.append(ResetReceived())
+                self._fail(errnos.ECONNREFUSED)
+            return
+        if not flags & SYN:
+            return  # fifth: "drop the segment and return"
+        self._take_peer_syn(seg, now, offered=True)
+        if flags & ACK:
+            self._rtt_sample_handshake(seg, now)
+            t.snd_una = seg.ack
+            self._set_state(State.ESTABLISHED)
+            self._on_established(now)
+            self._ack_now = True
+            self._process_text_and_fin(seg, add(seg.seq, 1), now)
+        else:
+            # Simultaneous open: "enter SYN-RECEIVED, form a SYN,ACK segment and send it".
+            # Text in the SYN is dropped (the peer retransmits it once synchronized).
+            self._set_state(State.SYN_RECEIVED)
+            self._send_syn(now)
+
+    def _input_synchronized(self, seg: tcp.Repr, now: int) -> None:
+        """RFC 9293 §3.10.7.4: SYN-RECEIVED and every synchronized state."""
+        t = self.tcb
+        flags = seg.flags
+        length = seg_len(seg)
+        # RFC 7323 §5.3 R1: PAWS, before the sequence check.
+        if (t.ts_ok and seg.timestamp is not None and not flags & RST
+                and self._paws_reject(seg, now)):
+            self.counters.add("TcpExtPAWSEstab")
+            self._send_dupack(seg, now, "TcpExtTCPACKSkippedPAWS")
+            return
+        if self._is_simultaneous_open_synack(seg):
+            # Linux tcp_validate_incoming: in a simultaneous open the peer's SYN,ACK
+            # repeats its SYN (not acceptable by the §3.10.7.4 table) but its ACK
+            # completes the handshake; take the ACK, skip the challenge.
+            seg = seg._replace(seq=add(seg.seq, 1), flags=flags & ~SYN)
+            flags, length = seg.flags, seg_len(seg)
+        if self.state is State.SYN_RECEIVED and flags & (SYN | ACK) == SYN and seg.seq == t.irs:
+            self._send_syn(now)  # the peer retransmitted its SYN: so do we (Linux)
+            return
+        # first: sequence number check
+        if not self._acceptable(seg.seq, length):
+            if flags & RST:
+                if self._rst_after_fin(seg):
+                    self._on_reset()
+                return  # "If the RST bit is set ... drop the segment and return"
+            if flags & FIN and self.state is State.TIME_WAIT:
+                # RFC 9293 §3.10.7.4 TIME-WAIT: a retransmitted FIN is ACKed and restarts 2MSL.
+                self.timers.time_wait_at = now + self.options.time_wait_timeout
+            if flags & SYN:
+                self._challenge_ack(now, syn=True)  # RFC 5961 §4.2, whatever the seq
+                return
+            self._send_dupack(seg, now, "TcpExtTCPACKSkippedSeq")
+            return
+        # second: RST (RFC 5961 §3.2)
+        if flags & RST:
+            if seg.seq == t.rcv_nxt:
+                self._on_reset()
+            else:
+                self._challenge_ack(now)
+            return
+        # fourth: SYN (RFC 5961 §4.2)
+        if flags & SYN:
+            self._challenge_ack(now, syn=True)
+            return
+        # fifth: ACK
+        if not flags & ACK:
+            return
+        self._last_rcv_at = now
+        self._keepalive_probes = 0
+        if self.state is State.SYN_RECEIVED:
+            if not (lt(t.snd_una, seg.ack) and le(seg.ack, t.snd_max)):
+                self._emit(tcp.Repr(src_port=self.local_port, dst_port=self.remote_port,
+                                    seq=seg.ack, ack=0, flags=RST, window=0))
+                self.counters.add("TcpOutRsts")
+                return
+            self._rtt_sample_handshake(seg, now)
+            t.snd_una = seg.ack
+            t.snd_wnd = seg.window << t.snd_wscale
+            t.max_snd_wnd = max(t.max_snd_wnd, t.snd_wnd)
+            t.snd_wl1, t.snd_wl2 = seg.seq, seg.ack
+            self._set_state(State.ESTABLISHED)
+            self._on_established(now)
+        elif not self._process_ack(seg, now):
+            return
+        if self.state is State.CLOSED:
+            return
+        self._update_ts_recent(seg, now)
+        # sixth (URG) is not implemented: urgent data is delivered inline (RFC 6093 §6).
+        self._process_text_and_fin(seg, seg.seq, now)
+
+    def _rst_after_fin(self, seg: tcp.Repr) -> bool:
+        """Linux tcp_reset_check: once the peer's FIN is in, a RST at RCV.NXT-1 counts too."""
+        return (self.state in (State.CLOSE_WAIT, State.CLOSING, State.LAST_ACK)
+                and seg.seq == (self.tcb.rcv_nxt - 1) & MASK32)
+
+    def _is_simultaneous_open_synack(self, seg: tcp.Repr) -> bool:
+        t = self.tcb
+        return (self.state is State.SYN_RECEIVED and not self.passive
+                and seg.flags & (SYN | ACK | RST | FIN) == SYN | ACK and not seg.payload
+                and add(seg.seq, 1) == t.rcv_nxt and seg.ack == t.snd_nxt)
+
+    # --- first: acceptability --------------------------------------------------------
+    def _acceptable(self, seq: int, length: int) -> bool:
+        """The four-case table of RFC 9293 §3.10.7.4 against the advertised window.
+
+        Zero window, data at RCV.NXT: accepted here so its ACK and RST/URG are processed
+        ("special allowance", same section); the text is then trimmed off entirely.
+        """
+        t = self.tcb
+        wnd = t.rcv_wnd
+        if length == 0:
+            if wnd == 0:
+                return seq == t.rcv_nxt
+            return self._in_rcv_window(seq, wnd)
+        if wnd == 0:
+            return seq == t.rcv_nxt
+        return self._in_rcv_window(seq, wnd) or self._in_rcv_window(add(seq, length - 1), wnd)
+
+    def _in_rcv_window(self, seq: int, wnd: int) -> bool:
+        off = sub(seq, self.tcb.rcv_nxt)
+        return 0 <= off < wnd
+
+    def _paws_reject(self, seg: tcp.Repr, now: int) -> bool:
+        """RFC 7323 §5.3 R1: TSval older than TS.Recent (unless TS.Recent went stale, §5.5)."""
+        t = self.tcb
+        assert seg.timestamp is not None
+        if t.ts_recent_stamp is not None and now - t.ts_recent_stamp > PAWS_IDLE_LIMIT:
+            return False
+        return lt(seg.timestamp[0], t.ts_recent)
+
+    def _update_ts_recent(self, seg: tcp.Repr, now: int) -> None:
+        """RFC 7323 §4.3 (2): TSval >= TS.Recent and SEG.SEQ =< Last.ACK.sent.
+
+        Done only once the segment passed the RST, SYN and ACK checks, as Linux does
+        (tcp_replace_ts_recent), so a rejected segment cannot move TS.Recent.
+        """
+        t = self.tcb
+        if not t.ts_ok or seg.timestamp is None:
+            return
+        tsval = seg.timestamp[0]
+        if ge(tsval, t.ts_recent) and le(seg.seq, t.last_ack_sent):
+            t.ts_recent, t.ts_recent_stamp = tsval, now
+
+    # --- second: RST -------------------------------------------------------------------
+    def _on_reset(self) -> None:
+        """An acceptable RST: errno by state as Linux's tcp_reset."""
+        st = self.state
+        self._events.append(ResetReceived())
+        if st in (State.ESTABLISHED, State.CLOSE_WAIT):
+            self.counters.add("TcpEstabResets")
+        if st is State.SYN_RECEIVED and self.passive:
+            self._enter_closed()  # RFC 9293: "return this connection to LISTEN"
+        elif st is State.SYN_RECEIVED:
+            self._fail(errnos.ECONNREFUSED)
+        elif st is State.CLOSE_WAIT:
+            self._fail(errnos.EPIPE)
+        elif st in (State.CLOSING, State.LAST_ACK, State.TIME_WAIT):
+            self._enter_closed()
+        else:
+            self._fail(errnos.ECONNRESET)
+
+    # --- challenge ACKs and rate limits ------------------------------------------------------
+    def _challenge_ack(self, now: int, syn: bool = False) -> None:
+        """RFC 5961 §3.2/§4.2 challenge ACK, rate limited (§7; Linux: also 500 ms per socket)."""
+        if syn:
+            self.counters.add("TcpExtTCPSYNChallenge")
+        if self._oow_rate_limited(now, "TcpExtTCPACKSkippedChallenge"):
+            return
+        if self._challenge_window_at is None or now - self._challenge_window_at >= SECOND:
+            self._challenge_window_at, self._challenge_count = now, 0
+        if self._challenge_count >= self.options.challenge_ack_limit:
+            self.counters.add("TcpExtTCPACKSkippedChallenge")
+            return
+        self._challenge_count += 1
+        self.counters.add("TcpExtTCPChallengeACK")
+        self._ack_now = True
+
+    def _send_dupack(self, seg: tcp.Repr, now: int, skipped_counter: str) -> None:
+        """ACK an unacceptable segment (RFC 9293 §3.10.7.4 first).
+
+        Linux (tcp_oow_rate_limited) rate-limits the answer only for segments without
+        data, which could otherwise start an ACK loop; data always gets its dup ACK.
+        """
+        if not seg.payload and self._oow_rate_limited(now, skipped_counter):
+            return
+        self._ack_now = True
+
+    def _oow_rate_limited(self, now: int, counter: str) -> bool:
+        last = self._last_oow_ack_at
+        if last is not None and now - last < self.options.invalid_ratelimit:
+            self.counters.add(counter)
+            return True
+        self._last_oow_ack_at = now
+        return False
+
+    # --- fifth: ACK --------------------------------------------------------------------
+    def _process_ack(self, seg: tcp.Repr, now: int) -> bool:
+        """RFC 9293 §3.10.7.4 fifth with RFC 5961 §5.2's range; False drops the segment."""
+        t = self.tcb
+        ack = seg.ack
+        if gt(ack, t.snd_max):
+            # "If the ACK acks something not yet sent ... send an ACK, drop the segment"
+            self._challenge_ack(now)
+            return False
+        if lt(ack, (t.snd_una - t.max_snd_wnd) & MASK32):
+            # RFC 5961 §5.2: older than SND.UNA - MAX.SND.WND
+            self._challenge_ack(now)
+            return False
+        prior_wnd = t.snd_wnd
+        new_ack = gt(ack, t.snd_una)
+        acked = sub(ack, t.snd_una) if new_ack else 0
+        if new_ack:
+            self._ack_advance(seg, now)
+        # window update (RFC 9293 §3.10.7.4 fifth, ESTABLISHED)
+        if le(t.snd_una, ack) and (lt(t.snd_wl1, seg.seq) or
+                                   (t.snd_wl1 == seg.seq and le(t.snd_wl2, ack))):
+            t.snd_wnd = seg.window << t.snd_wscale
+            t.max_snd_wnd = max(t.max_snd_wnd, t.snd_wnd)
+            t.snd_wl1, t.snd_wl2 = seg.seq, ack
+        newly_sacked = self._update_scoreboard(seg) if t.sack_ok else 0
+        self._loss_detection(seg, ack, new_ack, acked, prior_wnd, newly_sacked, now)
+        # state-specific ACK handling
+        st = self.state
+        if self._fin_acked:
+            if st is State.FIN_WAIT_1:
+                self._set_state(State.FIN_WAIT_2)
+                if self._orphaned:
+                    self.timers.fin_wait2_at = now + self.options.fin_timeout
+            elif st is State.CLOSING:
+                self._enter_time_wait(now)
+            elif st is State.LAST_ACK:
+                self._enter_closed()
+                return False
+        return True
+
+    @property
+    def _fin_acked(self) -> bool:
+        if not self._fin_queued or self._tx:
+            return False
+        return self.tcb.snd_una == add(self._tx_seq, 1) and self.tcb.snd_max == self.tcb.snd_una
+
+    def _ack_advance(self, seg: tcp.Repr, now: int) -> None:
+        """New data acknowledged: RTT, send buffer, RTO timer (RFC 6298 §5.2/5.3)."""
+        t = self.tcb
+        ack = seg.ack
+        acked = sub(ack, t.snd_una)
+        self._rtt_sample(seg, now)
+        data_acked = min(max(sub(ack, self._tx_seq), 0), len(self._tx))
+        if data_acked:
+            del self._tx[:data_acked]
+            self._tx_seq = add(self._tx_seq, data_acked)
+        t.snd_una = ack
+        if lt(t.snd_nxt, ack):
+            t.snd_nxt = ack  # after go-back-N the ACK may jump past SND.NXT
+        if lt(self._high_rxt, ack):
+            self._high_rxt = ack
+        self.scoreboard.advance(acked)
+        if self._recover is not None and self._recovery is None \
+                and sub(ack, self._recover) > 1 << 30:
+            self._recover = None
+        self._retransmits = 0
+        self._first_rtx_at = None
+        self.timers.rto_at = None if t.snd_una == t.snd_max else now + self.rto.rto
+        if self._send_blocked and self.send_space:
+            self._send_blocked = False
+            self._events.append(SendSpaceAvailable(self.send_space))
+
+    def _rtt_sample(self, seg: tcp.Repr, now: int) -> None:
+        """RTTM (RFC 7323 §4) from TSecr, else Karn's timed segment (RFC 6298 §3)."""
+        t = self.tcb
+        if t.ts_ok and seg.timestamp is not None and seg.timestamp[1]:
+            rtt_ms = sub(self._ts_val(now), seg.timestamp[1])
+            if rtt_ms >= 0:
+                self.rto.on_sample(max(rtt_ms, 1) * MS)
+            return
+        if self._rtt_seq is not None and ge(seg.ack, self._rtt_seq):
+            self.rto.on_sample(now - self._rtt_start)
+            self._rtt_seq = None
+
+    def _rtt_sample_handshake(self, seg: tcp.Repr, now: int) -> None:
+        t = self.tcb
+        if t.ts_ok and seg.timestamp is not None and seg.timestamp[1]:
+            rtt_ms = sub(self._ts_val(now), seg.timestamp[1])
+            if 0 <= rtt_ms:
+                self.rto.on_sample(max(rtt_ms, 1) * MS)
+        elif not self._syn_retransmitted and self._syn_sent_at is not None:
+            self.rto.on_sample(now - self._syn_sent_at)  # Karn: only unretransmitted SYNs
+
+    def _update_scoreboard(self, seg: tcp.Repr) -> int:
+        """Fold the peer's SACK blocks in, ignoring any outside [SND.UNA, SND.MAX] (RFC 2018)."""
+        t = self.tcb
+        limit = sub(t.snd_max, t.snd_una)
+        new = 0
+        for left, right in seg.sack_blocks:
+            start, end = sub(left, t.snd_una), sub(right, t.snd_una)
+            if 0 <= start < end <= limit:
+                new += self.scoreboard.add(start, end)
+        return new
+
+    # --- loss detection and recovery (RFC 5681 §3.2, RFC 6582, RFC 6675) ------------------
+    def _loss_detection(self, seg: tcp.Repr, ack: int, new_ack: bool, acked: int,
+                        prior_wnd: int, newly_sacked: int, now: int) -> None:
+        t = self.tcb
+        outstanding = t.snd_max != t.snd_una
+        # RFC 5681 §2 duplicate ACK; RFC 6675 §2 also counts an ACK carrying new SACK info.
+        is_dup = (not new_ack and ack == t.snd_una and outstanding and not seg.payload
+                  and not seg.flags & (SYN | FIN)
+                  and (newly_sacked > 0 or (t.snd_wnd == prior_wnd and not seg.sack_blocks)))
+        if self._recovery is None:
+            if new_ack:
+                self._dupacks = 0
+                self.cc.on_ack(acked, now, self.rto.srtt)
+            elif is_dup:
+                self._dupacks += 1
+            lost = t.sack_ok and outstanding and self.scoreboard.is_lost(0, t.snd_mss)
+            if outstanding and (self._dupacks >= DUP_THRESH or lost):
+                # RFC 6582 §3.2 step 2: only if the ACK covers more than "recover".
+                if self._recover is None or gt(ack, add(self._recover, 1)):
+                    self._enter_recovery(now)
+            return
+        if self._recover is None or gt(ack, self._recover):
+            self._exit_recovery(now)
+            return
+        if self._recovery == "reno":
+            if new_ack:
+                # RFC 6582 §3.2 step 3, partial ACK: retransmit the first unacknowledged
+                # segment, deflate cwnd by the amount acked, add back one SMSS.
+                self._retransmit_at(t.snd_una, now)
+                self.cc.cwnd = max(self.cc.cwnd - acked + (t.snd_mss if acked >= t.snd_mss else 0),
+                                   t.snd_mss)
+            elif is_dup:
+                self.cc.cwnd += t.snd_mss  # RFC 6582 §3.2 step 4 (RFC 5681 §3.2 step 4)
+
+    def _enter_recovery(self, now: int) -> None:
+        t = self.tcb
+        flight = sub(t.snd_max, t.snd_una)
+        self.cc.on_congestion(now, flight)
+        self._recover = (t.snd_max - 1) & MASK32  # RFC 6582 recover / RFC 6675 RecoveryPoint
+        self.counters.add("TcpExtTCPFastRetrans")
+        if t.sack_ok:
+            self._recovery = "sack"
+            self.counters.add("TcpExtTCPSackRecovery")
+            self.cc.cwnd = self.cc.ssthresh  # RFC 6675 §5 step (4.2)
+            self._high_rxt = t.snd_una
+            hole = self.scoreboard.next_seg_rule3(0, t.snd_mss)
+            end = self._retransmit_at(t.snd_una, now, hole[1] if hole else None)  # step (4.3)
+            if end is not None:
+                self._high_rxt = end
+        else:
+            self._recovery = "reno"
+            self.counters.add("TcpExtTCPRenoRecovery")
+            self._retransmit_at(t.snd_una, now)  # RFC 5681 §3.2 step 3
+            self.cc.cwnd = self.cc.ssthresh + 3 * t.snd_mss
+        self._rtt_seq = None  # Karn
+
+    def _exit_recovery(self, now: int) -> None:
+        t = self.tcb
+        if self._recovery == "reno":
+            # RFC 6582 §3.2 step 3, full ACK, option (1)
+            flight = sub(t.snd_max, t.snd_una)
+            self.cc.cwnd = min(self.cc.ssthresh, max(flight, t.snd_mss) + t.snd_mss)
+        else:
+            self.cc.on_recovery_exit(now)
+        self._recovery = None
+        self._dupacks = 0
+
+    # --- seventh and eighth: text and FIN -------------------------------------------------
+    def _process_text_and_fin(self, seg: tcp.Repr, seq: int, now: int) -> None:
+        t = self.tcb
+        fin = bool(seg.flags & FIN)
+        payload = seg.payload
+        if not self.state.receives_data:
+            if fin and self.state.fin_received:
+                self._ack_now = True  # a retransmitted FIN: ACK it again
+                if self.state is State.TIME_WAIT:
+                    self.timers.time_wait_at = now + self.options.time_wait_timeout  # restart 2MSL
+            elif payload:
+                self._ack_now = True
+            return
+        off = sub(seq, t.rcv_nxt)
+        data = memoryview(payload) if payload else memoryview(b"")
+        if off < 0:  # trim the duplicate prefix
+            cut = -off
+            if cut > len(data) or (cut == len(data) and not fin):
+                return
+            data, off = data[cut:], 0
+        wnd = t.rcv_wnd
+        if self._fin_offset is not None and off + len(data) > self._fin_offset:
+            data = data[: max(0, self._fin_offset - off)]  # nothing exists beyond the FIN
+        if off + len(data) > wnd:  # trim to the window; a FIN beyond it goes too
+            if wnd == 0 and data:
+                self.counters.add("TcpExtTCPZeroWindowDrop")
+            data = data[: max(0, wnd - off)]
+            fin = False
+            self._ack_now = True
+        if data and self._orphaned:
+            # Linux: new data after close() resets the connection (TCPAbortOnData).
+            self.counters.add("TcpExtTCPAbortOnData")
+            self._abort(now)
+            return
+        if data:
+            self._last_rcv_at = now
+            t.rcv_mss = max(t.rcv_mss, min(len(data), self.options.mss))
+            if off == 0:
+                self._deliver_in_order(data, now)
+            else:
+                self._queue_out_of_order(off, data)
+        if fin:
+            # The first FIN position wins; one below data we already hold is contradictory.
+            fin_off = sub(add(seq, len(payload)), t.rcv_nxt)
+            if self._fin_offset is None and fin_off >= max((e for _, e in self._ofo.ranges()),
+                                                           default=0):
+                self._fin_offset = fin_off
+        self._maybe_take_fin(now)
+
+    def _deliver_in_order(self, data: memoryview, now: int) -> None:
+        t = self.tcb
+        had_holes = bool(len(self._ofo))
+        self._rx += data
+        n = len(data)
+        self._advance_rcv(n)
+        while (chunk := self._ofo.pop_front()) is not None:
+            self._rx += chunk
+            self._advance_rcv(len(chunk))
+            n += len(chunk)
+        self._events.append(DataReceived(n))
+        self._rcv_unacked += n
+        if had_holes:
+            self._ack_now = True  # RFC 5681 §4.2: ACK at once when a gap is (partly) filled
+        elif self._rcv_unacked >= 2 * t.rcv_mss:
+            self._ack_now = True  # RFC 5681 §4.2: at least every second full-sized segment
+        elif self.timers.delack_at is None:
+            self.timers.delack_at = now + self.options.delack_delay
+
+    def _advance_rcv(self, n: int) -> None:
+        t = self.tcb
+        t.rcv_nxt = add(t.rcv_nxt, n)
+        self._ofo.advance(n)
+        self._rx_blocks.advance(n)
+        if self._fin_offset is not None:
+            self._fin_offset -= n
+
+    def _queue_out_of_order(self, off: int, data: memoryview) -> None:
+        added = self._ofo.add(off, data)
+        if added is None:
+            self.counters.add("TcpExtTCPOFODrop")
+        else:
+            self.counters.add("TcpExtTCPOFOQueue")
+            self._rx_blocks.note(off)
+        self._ack_now = True  # RFC 5681 §4.2: out-of-order data gets an immediate dup ACK
+
+    def _maybe_take_fin(self, now: int) -> None:
+        """Eighth step: a FIN counts once every byte before it has arrived."""
+        if self._fin_offset != 0 or not self.state.receives_data:
+            return
+        t = self.tcb
+        self._fin_offset = None
+        t.rcv_nxt = add(t.rcv_nxt, 1)
+        self._ack_now = True
+        self._events.append(FinReceived())
+        st = self.state
+        if st is State.ESTABLISHED:
+            self._set_state(State.CLOSE_WAIT)
+        elif st is State.FIN_WAIT_1:
+            if self._fin_acked:
+                self._enter_time_wait(now)
+            else:
+                self._set_state(State.CLOSING)  # simultaneous close
+        elif st is State.FIN_WAIT_2:
+            self._enter_time_wait(now)
+
+    # ------------------------------------------------------------------ timers
+    def on_timer(self, now: int) -> None:
+        """Run every deadline that is due (virtual time: call with ``next_deadline()``)."""
+        self._now = now
+        tm = self.timers
+        if tm.time_wait_at is not None and now >= tm.time_wait_at:
+            tm.time_wait_at = None
+            self._enter_closed()
+        if tm.fin_wait2_at is not None and now >= tm.fin_wait2_at:
+            tm.fin_wait2_at = None
+            if self.state is State.FIN_WAIT_2:
+                self._enter_closed()
+        if tm.rto_at is not None and now >= tm.rto_at:
+            tm.rto_at = None
+            self._on_rto(now)
+        if tm.persist_at is not None and now >= tm.persist_at:
+            tm.persist_at = None
+            self._on_persist(now)
+        if tm.delack_at is not None and now >= tm.delack_at:
+            tm.delack_at = None
+            if self.state.synchronized or self.state is State.SYN_RECEIVED:
+                self.counters.add("TcpExtDelayedACKs")
+                self._ack_now = True
+        if tm.keepalive_at is not None and now >= tm.keepalive_at:
+            tm.keepalive_at = None
+            self._on_keepalive(now)
+        self._output(now)
+
+    def _on_rto(self, now: int) -> None:
+        """RFC 6298 §5.4-5.6, with Linux's give-up rules (tcp_write_timeout)."""
+        t = self.tcb
+        o = self.options
+        st = self.state
+        if st in (State.SYN_SENT, State.SYN_RECEIVED):
+            passive_synack = st is State.SYN_RECEIVED and self.passive
+            limit = o.synack_retries if passive_synack else o.syn_retries
+            if self._retransmits >= limit:
+                self.counters.add("TcpExtTCPAbortOnTimeout")
+                if st is State.SYN_SENT:
+                    self.counters.add("TcpAttemptFails")
+                if self.passive:
+                    self._enter_closed()
+                else:
+                    self._fail(errnos.ETIMEDOUT)
+                return
+            self._retransmits += 1
+            self._syn_retransmitted = True
+            self.rto.on_timeout()
+            self.counters.add("TcpExtTCPTimeouts")
+            self.counters.add("TcpExtTCPSynRetrans")
+            self.counters.add("TcpRetransSegs")
+            self._send_syn(now, retransmit=True)
+            return
+        if t.snd_una == t.snd_max or st is State.CLOSED or st is State.TIME_WAIT:
+            return
+        if self._first_rtx_at is None:
+            self._first_rtx_at = now - self.rto.rto  # ~ when the head was first sent
+        if now - self._first_rtx_at >= retransmits_timed_out(o.retries2, o.rto_min, o.rto_max):
+            self.counters.add("TcpExtTCPAbortOnTimeout")
+            self._abort_timeout()
+            return
+        self._retransmits += 1
+        self.counters.add("TcpExtTCPTimeouts")
+        flight = sub(t.snd_max, t.snd_una)
+        self.cc.on_timeout(now, flight)
+        # RFC 6582 §3.2 step 4: no fast retransmit for data sent before the timeout.
+        self._recover = (t.snd_max - 1) & MASK32
+        self._recovery = None
+        self._dupacks = 0
+        self.scoreboard.clear()  # RFC 2018 §8: the receiver may renege; forget SACKs
+        self._high_rxt = t.snd_una
+        self._rtt_seq = None
+        self.rto.on_timeout()
+        t.snd_nxt = t.snd_una  # go back N; the head goes out even beyond the window
+        end = self._retransmit_at(t.snd_una, now)
+        if end is not None:
+            t.snd_nxt = end
+        self.timers.rto_at = now + self.rto.rto
+
+    def _abort_timeout(self) -> None:
+        self._tx.clear()
+        self._fail(errnos.ETIMEDOUT)
+
+    def _on_persist(self, now: int) -> None:
+        """RFC 9293 §3.8.6.1 zero-window probe (Linux: an old-seq ACK, tcp_xmit_probe_skb)."""
+        t = self.tcb
+        if not self.state.synchronized or t.snd_una != t.snd_max or self.state is State.TIME_WAIT:
+            return
+        if not self._tx and not self._fin_queued:
+            return
+        room = sub(add(t.snd_una, t.snd_wnd), t.snd_nxt)
+        if room > 0 and self._try_send(now, room=t.snd_mss, force=True):
+            self._persist_backoff = 0
+            return
+        self.counters.add("TcpExtTCPWinProbe")
+        self._emit(self._make((t.snd_una - 1) & MASK32, ACK, now))
+        self._persist_backoff += 1
+        self.timers.persist_at = now + self._persist_interval()
+
+    def _persist_interval(self) -> int:
+        return min(self.rto.base_rto << self._persist_backoff, self.options.rto_max)
+
+    def _on_keepalive(self, now: int) -> None:
+        """RFC 1122 §4.2.3.6 keep-alive, Linux's timing (tcp_keepalive_timer)."""
+        o = self.options
+        t = self.tcb
+        if not o.keepalive or self.state not in (State.ESTABLISHED, State.CLOSE_WAIT,
+                                                 State.FIN_WAIT_2):
+            return
+        if t.snd_una != t.snd_max or self._tx:
+            self.timers.keepalive_at = now + o.keepalive_time  # data in flight: RTO covers it
+            return
+        idle = now - self._last_rcv_at
+        if idle < o.keepalive_time and self._keepalive_probes == 0:
+            self.timers.keepalive_at = self._last_rcv_at + o.keepalive_time
+            return
+        if self._keepalive_probes >= o.keepalive_probes:
+            self.counters.add("TcpExtTCPAbortOnTimeout")
+            self._fail(errnos.ETIMEDOUT)
+            return
+        self._keepalive_probes += 1
+        self.counters.add("TcpExtTCPKeepAlive")
+        self._emit(self._make((t.snd_una - 1) & MASK32, ACK, now))
+        self.timers.keepalive_at = now + o.keepalive_intvl
+
+    # ------------------------------------------------------------------ state changes
+    def _set_state(self, new: State) -> None:
+        old = self.state
+        if (old, new) not in TRANSITIONS:
+            raise AssertionError(f"TCP transition {old} -> {new} is not in the table")
+        self.state = new
+
+    def _on_established(self, now: int) -> None:
+        t = self.tcb
+        self.timers.rto_at = None
+        self._retransmits = 0
+        self._last_rcv_at = now
+        if self._syn_retransmitted:
+            if self.rto.srtt is None:
+                # RFC 6298 §5.7: no valid sample and the SYN was retransmitted
+                self.rto.base_rto = max(self.rto.base_rto, self.options.rto_fallback)
+            self.rto.backoff = 0
+            self.cc.set_loss_window()  # RFC 5681 §3.1: IW = 1 segment after a lost SYN
+        if self.passive:
+            self.counters.add("TcpPassiveOpens")
+        if self.options.keepalive:
+            self.timers.keepalive_at = now + self.options.keepalive_time
+        self._events.append(Established())
+        if self._fin_queued:
+            self._set_state(State.FIN_WAIT_1)
+        t.snd_nxt = t.snd_max = t.snd_una
+
+    def _enter_time_wait(self, now: int) -> None:
+        self._set_state(State.TIME_WAIT)
+        self.timers.stop_all()
+        self.timers.time_wait_at = now + self.options.time_wait_timeout
+        self.counters.add("TcpExtTW")
+        self._events.append(TimeWaitEntered())
+
+    def _enter_closed(self) -> None:
+        if self.state is not State.CLOSED:
+            self._set_state(State.CLOSED)
+        self.timers.stop_all()
+        self._ofo.clear()
+        if not self._closed_reported:
+            self._closed_reported = True
+            self._events.append(Closed())
+
+    def _fail(self, err: int) -> None:
+        self.error = err
+        self._tx.clear()
+        self._events.append(ConnectionFailed(err))
+        self._enter_closed()
+
+    def _raise_pending_error(self) -> None:
+        err = self.error
+        if err is not None:
+            self.error = None
+            raise OSError(err, errnos.errorcode.get(err, "error"))
+
+    # ------------------------------------------------------------------ handshake helpers
+    def _take_peer_syn(self, seg: tcp.Repr, now: int, *, offered: bool) -> None:
+        """Record the peer's SYN: IRS and the options both sides agreed on (RFC 7323, 2018)."""
+        t = self.tcb
+        o = self.options
+        t.irs = seg.seq
+        t.rcv_nxt = add(seg.seq, 1)
+        if o.window_scaling and seg.window_scale is not None:
+            t.snd_wscale = min(seg.window_scale, MAX_WSCALE)  # RFC 7323 §2.3
+        else:
+            t.snd_wscale = 0
+            t.rcv_wscale = 0  # "both sides must send Window Scale ... to enable scaling"
+        t.ts_ok = o.timestamps and seg.timestamp is not None
+        if t.ts_ok and seg.timestamp is not None:
+            t.ts_recent, t.ts_recent_stamp = seg.timestamp[0], now
+        t.sack_ok = o.sack and seg.sack_permitted
+        self._peer_ws_offered = seg.window_scale is not None
+        peer_mss = seg.mss if seg.mss is not None else o.default_peer_mss
+        self._set_mss(peer_mss)
+        t.snd_wnd = seg.window  # RFC 7323 §2.2: the SYN's window is never scaled
+        t.max_snd_wnd = max(t.max_snd_wnd, t.snd_wnd)
+        t.snd_wl1, t.snd_wl2 = seg.seq, seg.ack
+        t.rcv_adv = add(t.rcv_nxt, self._syn_window())
+
+    def _set_mss(self, peer_mss: int) -> None:
+        """Effective send MSS (RFC 9293 §3.7.1), minus the timestamp option Linux reserves."""
+        t = self.tcb
+        o = self.options
+        mss = min(max(peer_mss, o.min_snd_mss), o.mss)
+        if t.ts_ok:
+            mss -= TS_OPTION_LEN
+        t.snd_mss = t.rcv_mss = max(mss, 1)
+        self.cc = congestion.create(o.congestion_control, t.snd_mss, o.initial_cwnd)
+
+    def _syn_window(self) -> int:
+        return min(self.options.rcvbuf, 0xFFFF)
+
+    def _send_syn(self, now: int, retransmit: bool = False) -> None:
+        """SYN (SYN-SENT) or SYN,ACK (SYN-RECEIVED) with our options."""
+        t = self.tcb
+        o = self.options
+        is_synack = self.state is State.SYN_RECEIVED
+        flags = SYN | (ACK if is_synack else 0)
+        # In a SYN,ACK, offer only what the peer's SYN offered (RFC 7323 §2.2, §3.2; 2018 §2).
+        if is_synack:
+            wscale = t.rcv_wscale if (o.window_scaling and self._peer_ws_offered) else None
+            sack_permitted = t.sack_ok
+            ts = (self._ts_val(now), t.ts_recent) if t.ts_ok else None
+        else:
+            wscale = t.rcv_wscale if o.window_scaling else None
+            sack_permitted = o.sack
+            ts = (self._ts_val(now), 0) if o.timestamps else None
+        seg = tcp.Repr(src_port=self.local_port, dst_port=self.remote_port, seq=t.iss,
+                       ack=t.rcv_nxt if is_synack else 0, flags=flags, window=self._syn_window(),
+                       mss=o.mss, window_scale=wscale, sack_permitted=sack_permitted,
+                       timestamp=ts)
+        if is_synack:
+            t.last_ack_sent = t.rcv_nxt
+        self._emit(seg)
+        if not retransmit and self._syn_sent_at is None:
+            self._syn_sent_at = now
+        t.snd_nxt = t.snd_max = add(t.iss, 1)
+        self.timers.rto_at = now + self.rto.rto
+
+    # ------------------------------------------------------------------ output
+    def _output(self, now: int) -> None:
+        """Generate whatever the state allows: data, FIN, ACKs; then arm the timers."""
+        st = self.state
+        t = self.tcb
+        if st.synchronized and st is not State.TIME_WAIT:
+            if self._recovery == "sack":
+                self._send_sack_recovery(now)
+            else:
+                while self._try_send(now, room=self.cc.cwnd - sub(t.snd_nxt, t.snd_una)):
+                    pass
+            self._arm_persist(now)
+        if self._ack_now and st is not State.CLOSED and st is not State.SYN_SENT:
+            self._emit_pure_ack(now)
+        if self.timers.rto_at is None and t.snd_una != t.snd_max and st is not State.CLOSED \
+                and st is not State.TIME_WAIT:
+            self.timers.rto_at = now + self.rto.rto  # RFC 6298 §5.1
+
+    def _emit_pure_ack(self, now: int) -> None:
+        self._emit(self._make(self.tcb.snd_nxt, ACK, now))
+
+    def _try_send(self, now: int, room: int, force: bool = False) -> bool:
+        """Send one segment from SND.NXT if the windows, Nagle and SWS rules allow it.
+
+        ``room`` is what congestion control allows (cwnd minus flight, or one SMSS in
+        SACK recovery).  ``force`` overrides SWS/Nagle (persist timer expiry).
+        """
+        t = self.tcb
+        data_end = add(self._tx_seq, len(self._tx))
+        avail = sub(data_end, t.snd_nxt)
+        if avail < 0:
+            return False
+        fin_pending = self._fin_queued and self.state in (
+            State.FIN_WAIT_1, State.CLOSING, State.LAST_ACK) and le(t.snd_nxt, data_end) \
+            and not self._fin_acked
+        win_room = sub(add(t.snd_una, t.snd_wnd), t.snd_nxt)
+        n = min(avail, t.snd_mss, win_room, room)
+        if n < 0:
+            n = 0
+        retransmission = lt(t.snd_nxt, t.snd_max)
+        if n == 0 and not (fin_pending and avail == 0):
+            return False
+        if not retransmission and not force and n < avail:
+            # Sender SWS avoidance (RFC 9293 §3.8.6.2.1): a full segment, or half the
+            # largest window the peer ever offered.
+            if n < t.snd_mss and n < t.max_snd_wnd // 2:
+                return False
+        if (not retransmission and not force and n == avail and n < t.snd_mss and n > 0
+                and not self.options.nodelay and not fin_pending
+                and t.snd_una != t.snd_max):
+            return False  # Nagle (RFC 1122 §4.2.3.4): small segment while data is in flight
+        fin = fin_pending and n == avail and win_room > n
+        if n == 0 and not fin:
+            return False
+        seq = t.snd_nxt
+        off = sub(seq, self._tx_seq)
+        payload = bytes(self._tx[off : off + n])
+        flags = ACK | (PSH if n and n == avail else 0) | (FIN if fin else 0)
+        self._emit(self._make(seq, flags, now, payload))
+        end = add(seq, n + (1 if fin else 0))
+        if retransmission:
+            self.counters.add("TcpRetransSegs")
+        elif self._rtt_seq is None and not t.ts_ok:
+            self._rtt_seq, self._rtt_start = end, now  # time this segment (Karn, RFC 6298 §3)
+        t.snd_nxt = end
+        if gt(end, t.snd_max):
+            t.snd_max = end
+        if self.timers.rto_at is None:
+            self.timers.rto_at = now + self.rto.rto  # RFC 6298 §5.1
+        self.timers.persist_at = None
+        return True
+
+    def _retransmit_at(self, seq: int, now: int, max_len: int | None = None) -> int | None:
+        """Retransmit one segment starting at ``seq``; return its end sequence number."""
+        t = self.tcb
+        off = sub(seq, self._tx_seq)
+        if off < 0:
+            return None
+        limit = t.snd_mss if max_len is None else min(max_len, t.snd_mss)
+        n = max(0, min(limit, len(self._tx) - off))
+        fin = (self._fin_queued and off + n == len(self._tx)
+               and self.state in (State.FIN_WAIT_1, State.CLOSING, State.LAST_ACK)
+               and lt(add(seq, n), t.snd_max))
+        if n == 0 and not fin:
+            return None
+        flags = ACK | (FIN if fin else 0) | (PSH if off + n == len(self._tx) and n else 0)
+        self._emit(self._make(seq, flags, now, bytes(self._tx[off : off + n])))
+        self.counters.add("TcpRetransSegs")
+        end = add(seq, n + (1 if fin else 0))
+        if self._rtt_seq is not None and lt(seq, self._rtt_seq):
+            self._rtt_seq = None  # Karn: never time a retransmitted segment
+        if self.timers.rto_at is None:
+            self.timers.rto_at = now + self.rto.rto
+        return end
+
+    def _send_sack_recovery(self, now: int) -> None:
+        """RFC 6675 §5 step (C): while cwnd - pipe >= 1 SMSS, send NextSeg()."""
+        t = self.tcb
+        mss = t.snd_mss
+        sb = self.scoreboard
+        for _ in range(1000):  # bounded: each pass sends a segment or stops
+            una = t.snd_una
+            high_data = sub(t.snd_max, una)
+            hrx = max(0, sub(self._high_rxt, una))
+            if self.cc.cwnd - sb.pipe(hrx, high_data, mss) < mss:
+                return
+            nxt = sb.next_seg(hrx, mss)  # rule 1: lost and not yet retransmitted
+            if nxt is None and self._try_send(now, room=mss):
+                continue  # rule 2: new data
+            if nxt is None:
+                nxt = sb.next_seg_rule3(hrx, mss)  # rule 3
+            if nxt is None:
+                return
+            end = self._retransmit_at(add(una, nxt[0]), now, nxt[1])
+            if end is None:
+                return
+            self._high_rxt = end
+
+    def _arm_persist(self, now: int) -> None:
+        """Start the persist timer when data waits on a closed window with nothing in flight."""
+        t = self.tcb
+        if t.snd_una != t.snd_max:
+            return
+        waiting = bool(self._tx) or (self._fin_queued and not self._fin_acked)
+        if not waiting:
+            self.timers.persist_at = None
+            self._persist_backoff = 0
+            return
+        if self.timers.persist_at is None:
+            self.timers.persist_at = now + self._persist_interval()
+
+    def _maybe_window_update(self) -> None:
+        """After recv(): ACK at once when the window at least doubles (Linux __tcp_cleanup_rbuf)."""
+        t = self.tcb
+        if not self.state.receives_data:
+            return
+        now_wnd = t.rcv_wnd
+        cap = min(self.options.rcvbuf, 0xFFFF << t.rcv_wscale)
+        if 2 * now_wnd <= cap:
+            new_wnd = ((cap - len(self._rx)) >> t.rcv_wscale) << t.rcv_wscale
+            if new_wnd and new_wnd >= 2 * now_wnd:
+                self._ack_now = True
+
+    def _window_field(self) -> int:
+        """The 16-bit window to advertise, with receiver SWS avoidance (RFC 9293 §3.8.6.2.2).
+
+        The right edge never moves left except by scaling granularity (RFC 7323 §2.4);
+        it moves right only by at least min(buffer/2, MSS).
+        """
+        t = self.tcb
+        ws = t.rcv_wscale
+        cap = min(self.options.rcvbuf, 0xFFFF << ws)
+        free = max(0, cap - len(self._rx))
+        cur = t.rcv_wnd
+        if free - cur < min(cap // 2, t.rcv_mss):
+            field = cur >> ws
+        else:
+            field = free >> ws
+        field = min(field, 0xFFFF)
+        edge = add(t.rcv_nxt, field << ws)
+        if gt(edge, t.rcv_adv):
+            t.rcv_adv = edge
+        return field
+
+    def _ts_val(self, now: int) -> int:
+        """Our TSval: a millisecond clock plus the per-connection offset (RFC 7323 §5.4)."""
+        return (now // MS + self.tcb.ts_offset) & MASK32
+
+    def _make(self, seq: int, flags: int, now: int, payload: bytes = b"") -> tcp.Repr:
+        """A non-SYN segment with our window, timestamps and SACK blocks."""
+        t = self.tcb
+        ts = (self._ts_val(now), t.ts_recent) if t.ts_ok else None
+        blocks: tuple[tuple[int, int], ...] = ()
+        if flags & ACK:
+            ack = t.rcv_nxt
+            if t.sack_ok and len(self._ofo):
+                limit = 3 if t.ts_ok else 4  # RFC 2018 §3: 40 bytes of option space
+                held = self._ofo.ranges()
+                blocks = tuple((add(t.rcv_nxt, s), add(t.rcv_nxt, e))
+                               for s, e in self._rx_blocks.blocks(held, limit))
+            window = self._window_field()
+            t.last_ack_sent = ack
+            self._ack_now = False
+            self._rcv_unacked = 0
+            self.timers.delack_at = None
+        else:
+            ack, window = 0, 0
+        if flags & RST:
+            window, blocks = 0, ()
+        return tcp.Repr(src_port=self.local_port, dst_port=self.remote_port, seq=seq & MASK32,
+                        ack=ack, flags=flags, window=window, payload=payload, timestamp=ts,
+                        sack_blocks=blocks)
+
+    def _emit(self, seg: tcp.Repr) -> None:
+        self._out.append(seg)
+        self.counters.add("TcpOutSegs")
+
+
+__all__ = ["Connection", "ListenAction", "choose_wscale", "listen_action", "reset_for",
+           "seg_len"]

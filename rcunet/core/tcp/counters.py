@@ -1,0 +1,50 @@
+"""Protocol counters under Linux's nstat names (``nstat -az`` spelling).
+
+The engine calls ``counters.add(name)`` while its caller holds the connection's socket
+lock; nothing else.  A ``Counters`` shared between connections that run on different
+threads would race on ``+=``, so the host passes one per worker (per-CPU in Linux terms)
+and sums them when reporting.  Concurrency: not thread-safe; one owner at a time.
+"""
+
+from __future__ import annotations
+
+#: Every name the engine may increment (the nstat spelling, MIB prefix included).
+NAMES = (
+    "TcpActiveOpens", "TcpPassiveOpens", "TcpAttemptFails", "TcpEstabResets",
+    "TcpInSegs", "TcpOutSegs", "TcpRetransSegs", "TcpInErrs", "TcpInCsumErrors", "TcpOutRsts",
+    "TcpExtTCPChallengeACK", "TcpExtTCPSYNChallenge", "TcpExtTCPACKSkippedChallenge",
+    "TcpExtTCPACKSkippedSeq", "TcpExtTCPACKSkippedPAWS", "TcpExtPAWSEstab",
+    "TcpExtTCPOFOQueue", "TcpExtTCPOFODrop", "TcpExtTCPOFOMerge", "TcpExtTCPZeroWindowDrop",
+    "TcpExtTCPRcvQDrop", "TcpExtDelayedACKs", "TcpExtTCPTimeouts", "TcpExtTCPFastRetrans",
+    "TcpExtTCPRenoRecovery", "TcpExtTCPSackRecovery", "TcpExtTCPLossProbes",
+    "TcpExtTCPWinProbe", "TcpExtTCPKeepAlive", "TcpExtTCPAbortOnTimeout",
+    "TcpExtTCPAbortOnData", "TcpExtTCPAbortOnClose", "TcpExtTCPAbortOnLinger",
+    "TcpExtTCPSynRetrans", "TcpExtTCPSACKReneging", "TcpExtTCPFullUndo",
+    "TcpExtSyncookiesSent", "TcpExtSyncookiesRecv", "TcpExtSyncookiesFailed",
+    "TcpExtTW", "TcpExtTCPPureAcks", "TcpExtTCPHPAcks",
+)
+_KNOWN = frozenset(NAMES)
+
+
+class Counters:
+    """A bag of monotonically increasing counters; unknown names are a programming error."""
+
+    __slots__ = ("values",)
+
+    def __init__(self) -> None:
+        self.values: dict[str, int] = {}
+
+    def add(self, name: str, n: int = 1) -> None:
+        if name not in _KNOWN:
+            raise KeyError(f"unknown counter {name!r}")
+        self.values[name] = self.values.get(name, 0) + n
+
+    def __getitem__(self, name: str) -> int:
+        if name not in _KNOWN:
+            raise KeyError(f"unknown counter {name!r}")
+        return self.values.get(name, 0)
+
+    def take(self) -> dict[str, int]:
+        """Return the deltas since the last ``take`` and start again from zero."""
+        out, self.values = self.values, {}
+        return out

@@ -1,0 +1,63 @@
+"""What a Connection tells its host.  Frozen, slotted, named in the past tense; don't subclass."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Established:
+    """The three-way handshake completed; ``send`` data now goes on the wire."""
+
+
+@dataclass(frozen=True, slots=True)
+class DataReceived:
+    """In-order bytes became readable with ``recv``."""
+
+    length: int  #: how many bytes were added to the receive buffer
+
+
+@dataclass(frozen=True, slots=True)
+class FinReceived:
+    """The peer closed its direction; ``recv`` returns b"" once the buffer is drained."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResetReceived:
+    """An acceptable RST arrived (RFC 9293 §3.10.7.4 second, RFC 5961 §3)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionFailed:
+    """The connection died with an error the application must see (Linux errno)."""
+
+    errno: int  #: ECONNREFUSED, ECONNRESET, ETIMEDOUT, ...
+
+
+@dataclass(frozen=True, slots=True)
+class SendSpaceAvailable:
+    """ACKs freed send-buffer space after ``send`` had been refused some bytes."""
+
+    space: int  #: free bytes in the send buffer now
+
+
+@dataclass(frozen=True, slots=True)
+class TimeWaitEntered:
+    """The connection entered TIME-WAIT; the host may move it to its TIME_WAIT table."""
+
+
+@dataclass(frozen=True, slots=True)
+class Closed:
+    """The connection reached CLOSED; the host may drop every reference to it."""
+
+
+Event = (
+    Established
+    | DataReceived
+    | FinReceived
+    | ResetReceived
+    | ConnectionFailed
+    | SendSpaceAvailable
+    | TimeWaitEntered
+    | Closed
+)

@@ -1,0 +1,61 @@
+"""Per-connection settings: socket options and the sysctls that reach TCP (Linux names).
+
+Durations are int nanoseconds (``*_timeout``/``*_delay``), sizes bytes.  Defaults are
+Linux's unless a comment says otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MS = 1_000_000
+SECOND = 1_000_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    #: Our MSS: route MTU minus 40 (IPv4) or 60 (IPv6).  Sent in the MSS option.
+    mss: int = 1460
+    #: Peer MSS assumed when its SYN carries none (RFC 9293 §3.7.1: 536 for IPv4, 1220 for IPv6).
+    default_peer_mss: int = 536
+    #: Smallest peer MSS honoured (Linux tcp_min_snd_mss; CVE-2019-11479).
+    min_snd_mss: int = 48
+    rcvbuf: int = 131072  #: receive buffer: bounds the window and all buffered input
+    sndbuf: int = 65536  #: send buffer: bytes ``send`` accepts before refusing more
+    window_scaling: bool = True  #: tcp_window_scaling (RFC 7323 §2)
+    timestamps: bool = True  #: tcp_timestamps (RFC 7323 §3)
+    sack: bool = True  #: tcp_sack (RFC 2018)
+    nodelay: bool = False  #: TCP_NODELAY: disable Nagle (RFC 896, RFC 1122 §4.2.3.4)
+    congestion_control: str = "cubic"  #: "reno" (RFC 5681/6582) or "cubic" (RFC 9438)
+    initial_cwnd: int = 10  #: segments (RFC 6928; Linux TCP_INIT_CWND)
+    rto_initial: int = 1 * SECOND  #: RFC 6298 §2.1 (Linux TCP_TIMEOUT_INIT)
+    rto_fallback: int = 3 * SECOND  #: after a retransmitted SYN (RFC 6298 §5.7)
+    rto_min: int = 200 * MS  #: Linux TCP_RTO_MIN (RFC 6298 §2.4 says 1 s)
+    rto_max: int = 120 * SECOND  #: Linux TCP_RTO_MAX (RFC 6298 §2.5 allows >= 60 s)
+    syn_retries: int = 6  #: tcp_syn_retries
+    synack_retries: int = 5  #: tcp_synack_retries
+    retries2: int = 15  #: tcp_retries2 (Linux turns it into a time bound, see rto.py)
+    delack_delay: int = 40 * MS  #: Linux TCP_DELACK_MIN (RFC 1122 §4.2.3.2: < 500 ms)
+    time_wait_timeout: int = 60 * SECOND  #: 2MSL; Linux TCP_TIMEWAIT_LEN
+    fin_timeout: int = 60 * SECOND  #: tcp_fin_timeout: orphaned FIN-WAIT-2 lifetime
+    keepalive: bool = False  #: SO_KEEPALIVE
+    keepalive_time: int = 7200 * SECOND  #: tcp_keepalive_time / TCP_KEEPIDLE
+    keepalive_intvl: int = 75 * SECOND  #: tcp_keepalive_intvl / TCP_KEEPINTVL
+    keepalive_probes: int = 9  #: tcp_keepalive_probes / TCP_KEEPCNT
+    #: Challenge ACKs per second per connection (RFC 5961 §7; Linux tcp_challenge_ack_limit).
+    challenge_ack_limit: int = 1000
+    #: Minimum gap between duplicate ACKs for out-of-window segments (tcp_invalid_ratelimit).
+    invalid_ratelimit: int = 500 * MS
+    #: Out-of-order queue bound in distinct ranges (its bytes are bounded by the window).
+    ofo_max_ranges: int = 256
+
+    def validate(self) -> None:
+        """Raise ValueError on settings that cannot work."""
+        if self.congestion_control not in ("reno", "cubic"):
+            raise ValueError(f"unknown congestion control {self.congestion_control!r}")
+        if not 88 <= self.mss <= 65495:
+            raise ValueError(f"mss {self.mss} outside 88..65495")
+        if self.rcvbuf < 1 or self.sndbuf < 1:
+            raise ValueError("buffers must hold at least one byte")
+        if not 0 < self.rto_min <= self.rto_initial <= self.rto_max:
+            raise ValueError("need 0 < rto_min <= rto_initial <= rto_max")

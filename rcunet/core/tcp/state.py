@@ -1,0 +1,74 @@
+"""TCP connection states (RFC 9293 §3.3.2) and the transitions the engine may make.
+
+Rule: every state change goes through ``Connection._set_state``, which checks the pair
+against ``TRANSITIONS`` below; an unlisted pair is a bug in the engine, not bad input.
+The table is the RFC 9293 Figure 5 diagram plus the arcs RFC 9293 and Linux add
+(RST and ABORT from any synchronized state, timeouts, SYN-RECEIVED -> CLOSED for a reset
+passive open, which the RFC calls "return to LISTEN": the listener lives in the host).
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class State(enum.Enum):
+    CLOSED = "CLOSED"
+    LISTEN = "LISTEN"
+    SYN_SENT = "SYN-SENT"
+    SYN_RECEIVED = "SYN-RECEIVED"
+    ESTABLISHED = "ESTABLISHED"
+    FIN_WAIT_1 = "FIN-WAIT-1"
+    FIN_WAIT_2 = "FIN-WAIT-2"
+    CLOSE_WAIT = "CLOSE-WAIT"
+    CLOSING = "CLOSING"
+    LAST_ACK = "LAST-ACK"
+    TIME_WAIT = "TIME-WAIT"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def synchronized(self) -> bool:
+        """RFC 9293 §3.3.2: ESTABLISHED and every state after it."""
+        return self not in (State.CLOSED, State.LISTEN, State.SYN_SENT, State.SYN_RECEIVED)
+
+    @property
+    def receives_data(self) -> bool:
+        """States in which segment text is delivered (RFC 9293 §3.10.7.4, seventh)."""
+        return self in (State.ESTABLISHED, State.FIN_WAIT_1, State.FIN_WAIT_2)
+
+    @property
+    def fin_received(self) -> bool:
+        return self in (State.CLOSE_WAIT, State.CLOSING, State.LAST_ACK, State.TIME_WAIT)
+
+
+S = State
+#: (old, new) -> why.  Figure 5 of RFC 9293 plus the resets/timeouts/aborts of §3.10.
+TRANSITIONS: dict[tuple[State, State], str] = {
+    (S.CLOSED, S.SYN_SENT): "active OPEN: send SYN",
+    (S.CLOSED, S.SYN_RECEIVED): "SYN taken from a listener: send SYN,ACK",
+    (S.CLOSED, S.ESTABLISHED): "valid SYN cookie ACK at a listener (RFC 4987 §3.6)",
+    (S.SYN_SENT, S.SYN_RECEIVED): "simultaneous open: SYN received, send SYN,ACK",
+    (S.SYN_SENT, S.ESTABLISHED): "SYN,ACK received: send ACK",
+    (S.SYN_SENT, S.CLOSED): "RST (ECONNREFUSED), timeout (ETIMEDOUT) or CLOSE",
+    (S.SYN_RECEIVED, S.ESTABLISHED): "ACK of our SYN",
+    (S.SYN_RECEIVED, S.FIN_WAIT_1): "ACK of our SYN with a CLOSE already queued",
+    (S.SYN_RECEIVED, S.CLOSE_WAIT): "ACK of our SYN together with the peer's FIN",
+    (S.SYN_RECEIVED, S.CLOSED): "RST, timeout or ABORT",
+    (S.ESTABLISHED, S.FIN_WAIT_1): "CLOSE: send FIN",
+    (S.ESTABLISHED, S.CLOSE_WAIT): "FIN received: send ACK",
+    (S.ESTABLISHED, S.CLOSED): "RST received, ABORT or retransmission timeout",
+    (S.FIN_WAIT_1, S.FIN_WAIT_2): "ACK of our FIN",
+    (S.FIN_WAIT_1, S.CLOSING): "simultaneous close: FIN received before the ACK of ours",
+    (S.FIN_WAIT_1, S.TIME_WAIT): "FIN received together with the ACK of ours",
+    (S.FIN_WAIT_1, S.CLOSED): "RST, ABORT, timeout, or data after close (RFC 2525 §2.17)",
+    (S.FIN_WAIT_2, S.TIME_WAIT): "FIN received: send ACK",
+    (S.FIN_WAIT_2, S.CLOSED): "RST, ABORT, orphan timeout (Linux tcp_fin_timeout)",
+    (S.CLOSE_WAIT, S.LAST_ACK): "CLOSE: send FIN",
+    (S.CLOSE_WAIT, S.CLOSED): "RST, ABORT or retransmission timeout",
+    (S.CLOSING, S.TIME_WAIT): "ACK of our FIN",
+    (S.CLOSING, S.CLOSED): "RST, ABORT or timeout",
+    (S.LAST_ACK, S.CLOSED): "ACK of our FIN, RST, ABORT or timeout",
+    (S.TIME_WAIT, S.CLOSED): "2MSL timeout, or RST (RFC 9293; RFC 1337 protection is off)",
+}

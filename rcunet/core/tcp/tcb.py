@@ -1,0 +1,45 @@
+"""The transmission control block: RFC 9293 §3.3.1 variables under their RFC names.
+
+Sequence numbers are plain ints modulo 2**32, compared only with ``rcunet.wire.seqnum``.
+Window values (``snd_wnd``, ``rcv_wnd``) are in bytes, already scaled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rcunet.wire import seqnum
+
+
+@dataclass(slots=True)
+class Tcb:
+    # --- send sequence space (RFC 9293 §3.3.1, Figure 3) --------------------------------
+    iss: int = 0  #: initial send sequence number
+    snd_una: int = 0  #: oldest unacknowledged sequence number
+    snd_nxt: int = 0  #: next sequence number to send (reset to snd_una after an RTO)
+    snd_max: int = 0  #: highest sequence number sent + 1 (BSD's snd_max)
+    snd_wnd: int = 0  #: peer's receive window, scaled, in bytes
+    snd_wl1: int = 0  #: segment sequence number used for the last window update
+    snd_wl2: int = 0  #: segment acknowledgment number used for the last window update
+    max_snd_wnd: int = 0  #: largest window the peer ever offered (RFC 5961 §5, SWS)
+    snd_wscale: int = 0  #: shift applied to the peer's window field (RFC 7323 §2.3)
+    snd_mss: int = 536  #: effective send MSS: payload bytes per segment (RFC 9293 §3.7.1)
+    # --- receive sequence space (RFC 9293 §3.3.1, Figure 4) -----------------------------
+    irs: int = 0  #: initial receive sequence number
+    rcv_nxt: int = 0  #: next sequence number expected
+    rcv_adv: int = 0  #: right edge of the window we advertised (RCV.NXT + RCV.WND at the time)
+    rcv_wscale: int = 0  #: shift applied to the window field we send
+    rcv_mss: int = 536  #: the peer's likely segment size, for delayed-ACK counting
+    # --- RFC 7323 timestamps ----------------------------------------------------------------
+    ts_ok: bool = False  #: both SYNs carried TSopt
+    ts_offset: int = 0  #: added to our millisecond clock (per-connection, RFC 7323 §5.4)
+    ts_recent: int = 0  #: TS.Recent
+    ts_recent_stamp: int | None = None  #: ``now`` when TS.Recent was last set (RFC 7323 §5.5)
+    last_ack_sent: int = 0  #: Last.ACK.sent
+    # --- RFC 2018 -----------------------------------------------------------------------
+    sack_ok: bool = False  #: both SYNs carried SACK-permitted
+
+    @property
+    def rcv_wnd(self) -> int:
+        """RCV.WND as the peer sees it: what is left of the last advertised window."""
+        return max(0, seqnum.sub(self.rcv_adv, self.rcv_nxt))

@@ -1,0 +1,618 @@
+"""The TCP state machine, one section per state (smoltcp style), driven by hand.
+
+Peer segments come from ``seg(...)`` (a template overridden field by field); ``recv_one``
+and ``recv_nothing`` check what the engine emitted.  Time is virtual (int ns).
+"""
+
+from __future__ import annotations
+
+import errno
+
+import pytest
+from tcp_harness import (
+    ACK,
+    FIN,
+    ISS_LOCAL,
+    ISS_REMOTE,
+    LOCAL_PORT,
+    MS,
+    PSH,
+    REMOTE_PORT,
+    RST,
+    SECOND,
+    SYN,
+    Net,
+    established,
+    plain_options,
+    recv_nothing,
+    recv_one,
+    seg,
+    send,
+)
+
+from rcunet.core.tcp import (
+    Closed,
+    Connection,
+    ConnectionFailed,
+    DataReceived,
+    Established,
+    FinReceived,
+    ResetReceived,
+    State,
+    TimeWaitEntered,
+)
+from rcunet.core.tcp.connection import ListenAction, listen_action, reset_for
+from rcunet.core.tcp.state import TRANSITIONS
+
+L1 = ISS_LOCAL + 1
+R1 = ISS_REMOTE + 1
+
+
+def syn_sent(**kw: object) -> Connection:
+    conn = Connection.connect(local_port=LOCAL_PORT, remote_port=REMOTE_PORT, iss=ISS_LOCAL,
+                              now=0, options=plain_options(**kw))
+    out = recv_one(conn)
+    assert out.flags == SYN and out.seq == ISS_LOCAL
+    return conn
+
+
+def syn_received() -> Connection:
+    syn = seg(seq=ISS_REMOTE, ack=0, flags=SYN, mss=1460)
+    conn = Connection.accept_syn(syn, iss=ISS_LOCAL, now=0, options=plain_options())
+    out = recv_one(conn)
+    assert (out.flags, out.seq, out.ack) == (SYN | ACK, ISS_LOCAL, R1)
+    return conn
+
+
+def fin_wait_1() -> Connection:
+    conn = established()
+    conn.shutdown_write(0)
+    out = recv_one(conn)
+    assert out.flags == ACK | FIN and out.seq == L1
+    assert conn.state is State.FIN_WAIT_1
+    return conn
+
+
+def fin_wait_2() -> Connection:
+    conn = fin_wait_1()
+    recv_nothing_after(conn, seg(ack=L1 + 1))
+    assert conn.state is State.FIN_WAIT_2
+    return conn
+
+
+def close_wait() -> Connection:
+    conn = established()
+    out = send(conn, seg(flags=ACK | FIN))
+    assert [(o.flags, o.ack) for o in out] == [(ACK, R1 + 1)]
+    assert conn.state is State.CLOSE_WAIT
+    return conn
+
+
+def last_ack() -> Connection:
+    conn = close_wait()
+    conn.take_events()
+    conn.shutdown_write(0)
+    out = recv_one(conn)
+    assert out.flags == ACK | FIN and out.seq == L1
+    assert conn.state is State.LAST_ACK
+    return conn
+
+
+def closing() -> Connection:
+    conn = fin_wait_1()
+    out = send(conn, seg(flags=ACK | FIN, ack=L1))  # FIN without ACKing ours
+    assert [(o.flags, o.ack) for o in out] == [(ACK, R1 + 1)]
+    assert conn.state is State.CLOSING
+    return conn
+
+
+def time_wait() -> Connection:
+    conn = fin_wait_2()
+    out = send(conn, seg(flags=ACK | FIN, ack=L1 + 1))
+    assert [(o.flags, o.ack) for o in out] == [(ACK, R1 + 1)]
+    assert conn.state is State.TIME_WAIT
+    return conn
+
+
+def recv_nothing_after(conn: Connection, segment) -> None:
+    __tracebackhide__ = True
+    conn.on_segment(segment, 0)
+    recv_nothing(conn)
+
+
+# ====================================================================== table
+def test_state_names_use_rfc_spelling() -> None:
+    assert str(State.SYN_RECEIVED) == "SYN-RECEIVED"
+    assert str(State.TIME_WAIT) == "TIME-WAIT"
+
+
+def test_every_state_but_listen_appears_in_the_transition_table() -> None:
+    seen = {s for pair in TRANSITIONS for s in pair}
+    assert seen == set(State) - {State.LISTEN}
+
+
+# ====================================================================== LISTEN (host side)
+def test_listen_actions() -> None:
+    assert listen_action(seg(flags=RST)) is ListenAction.DROP
+    assert listen_action(seg(flags=ACK)) is ListenAction.RESET
+    assert listen_action(seg(flags=SYN, ack=0)) is ListenAction.SYN
+    assert listen_action(seg(flags=SYN | FIN, ack=0)) is ListenAction.DROP
+    assert listen_action(seg(flags=0, payload=b"x")) is ListenAction.DROP
+
+
+def test_reset_for_ack_uses_its_ack_number() -> None:
+    r = reset_for(seg(flags=ACK, ack=1234))
+    assert r is not None and (r.flags, r.seq) == (RST, 1234)
+
+
+def test_reset_for_non_ack_acks_the_segment() -> None:
+    r = reset_for(seg(flags=SYN, seq=500, ack=0, payload=b"abc"))
+    assert r is not None and (r.flags, r.seq, r.ack) == (RST | ACK, 0, 504)
+    assert reset_for(seg(flags=RST)) is None
+
+
+def test_accept_syn_rejects_non_syn() -> None:
+    with pytest.raises(ValueError):
+        Connection.accept_syn(seg(flags=ACK), iss=1, now=0)
+
+
+# ====================================================================== SYN-SENT
+def test_syn_sent_synack_establishes() -> None:
+    conn = syn_sent()
+    out = send(conn, seg(seq=ISS_REMOTE, ack=L1, flags=SYN | ACK, mss=1000))
+    assert [(o.flags, o.seq, o.ack) for o in out] == [(ACK, L1, R1)]
+    assert conn.state is State.ESTABLISHED
+    assert Established() in conn.take_events()
+    assert conn.tcb.snd_mss == 1000
+
+
+def test_syn_sent_bad_ack_gets_reset() -> None:
+    conn = syn_sent()
+    out = send(conn, seg(seq=ISS_REMOTE, ack=L1 + 5, flags=SYN | ACK))
+    assert [(o.flags, o.seq) for o in out] == [(RST, L1 + 5)]
+    assert conn.state is State.SYN_SENT
+
+
+def test_syn_sent_rst_with_good_ack_is_econnrefused() -> None:
+    conn = syn_sent()
+    recv_nothing_after(conn, seg(seq=0, ack=L1, flags=RST | ACK))
+    assert conn.state is State.CLOSED
+    events = conn.take_events()
+    assert ConnectionFailed(errno.ECONNREFUSED) in events and Closed() in events
+    with pytest.raises(ConnectionRefusedError):
+        conn.recv(10, 0)
+
+
+def test_syn_sent_rst_without_ack_is_ignored() -> None:
+    conn = syn_sent()  # RFC 5961 §3.2: a RST must acknowledge our SYN
+    recv_nothing_after(conn, seg(seq=ISS_REMOTE, ack=0, flags=RST))
+    assert conn.state is State.SYN_SENT
+
+
+def test_syn_sent_rst_with_bad_ack_is_ignored() -> None:
+    conn = syn_sent()
+    recv_nothing_after(conn, seg(ack=L1 + 100, flags=RST | ACK))
+    assert conn.state is State.SYN_SENT
+
+
+def test_syn_sent_plain_ack_or_data_dropped() -> None:
+    conn = syn_sent()
+    recv_nothing_after(conn, seg(flags=0, payload=b"x"))
+    assert conn.state is State.SYN_SENT
+
+
+def test_simultaneous_open() -> None:
+    conn = syn_sent()
+    out = send(conn, seg(seq=ISS_REMOTE, ack=0, flags=SYN))
+    assert [(o.flags, o.seq, o.ack) for o in out] == [(SYN | ACK, ISS_LOCAL, R1)]
+    assert conn.state is State.SYN_RECEIVED
+    # The peer's SYN,ACK repeats its SYN; Linux takes its ACK instead of challenging it.
+    recv_nothing_after(conn, seg(seq=ISS_REMOTE, ack=L1, flags=SYN | ACK))
+    assert conn.state is State.ESTABLISHED
+
+
+def test_simultaneous_open_plain_ack_also_establishes() -> None:
+    conn = syn_sent()
+    send(conn, seg(seq=ISS_REMOTE, ack=0, flags=SYN))
+    recv_nothing_after(conn, seg(seq=R1, ack=L1, flags=ACK))
+    assert conn.state is State.ESTABLISHED
+
+
+def test_simultaneous_open_over_the_wire() -> None:
+    a = Connection.connect(local_port=1, remote_port=2, iss=100, now=0, options=plain_options())
+    b = Connection.connect(local_port=2, remote_port=1, iss=900, now=0, options=plain_options())
+    sa, sb = a.take_segments(), b.take_segments()
+    for s in sb:
+        a.on_segment(s, 1)
+    for s in sa:
+        b.on_segment(s, 1)
+    assert a.state is b.state is State.SYN_RECEIVED
+    sa, sb = a.take_segments(), b.take_segments()  # the SYN,ACKs
+    for s in sb:
+        a.on_segment(s, 2)
+    for s in sa:
+        b.on_segment(s, 2)
+    assert a.state is b.state is State.ESTABLISHED
+    assert Established() in a.take_events() and Established() in b.take_events()
+
+
+def test_close_in_syn_sent_deletes_tcb() -> None:
+    conn = syn_sent()
+    conn.close(0)
+    recv_nothing(conn)
+    assert conn.state is State.CLOSED and Closed() in conn.take_events()
+
+
+def test_syn_retransmission_schedule_and_etimedout() -> None:
+    conn = syn_sent()
+    times = []
+    while conn.state is State.SYN_SENT:
+        at = conn.next_deadline()
+        assert at is not None
+        conn.on_timer(at)
+        times.append(at)
+        for out in conn.take_segments():
+            assert out.flags == SYN and out.seq == ISS_LOCAL
+    # Linux: 1 s initial RTO, doubled, tcp_syn_retries = 6 -> give up at 127 s.
+    assert times == [s * SECOND for s in (1, 3, 7, 15, 31, 63, 127)]
+    assert ConnectionFailed(errno.ETIMEDOUT) in conn.take_events()
+    assert conn.counters["TcpExtTCPSynRetrans"] == 6
+
+
+def test_lost_syn_sets_loss_window_and_fallback_rto() -> None:
+    conn = syn_sent()
+    conn.on_timer(SECOND)
+    conn.take_segments()
+    conn.on_segment(seg(seq=ISS_REMOTE, ack=L1, flags=SYN | ACK), SECOND + 10 * MS)
+    assert conn.cc.cwnd == conn.tcb.snd_mss  # RFC 5681 §3.1
+    assert conn.rto.rto == 3 * SECOND  # RFC 6298 §5.7 (no valid sample: SYN retransmitted)
+
+
+# ====================================================================== SYN-RECEIVED
+def test_syn_received_ack_establishes() -> None:
+    conn = syn_received()
+    recv_nothing_after(conn, seg())
+    assert conn.state is State.ESTABLISHED
+    assert conn.counters["TcpPassiveOpens"] == 1
+
+
+def test_syn_received_ack_with_data_establishes_and_delivers() -> None:
+    conn = syn_received()
+    conn.on_segment(seg(payload=b"hello", flags=ACK | PSH), 0)
+    assert conn.state is State.ESTABLISHED
+    assert conn.recv(100, 0) == b"hello"
+
+
+def test_syn_received_bad_ack_gets_reset() -> None:
+    conn = syn_received()
+    out = send(conn, seg(ack=L1 + 7))
+    assert [(o.flags, o.seq) for o in out] == [(RST, L1 + 7)]
+    assert conn.state is State.SYN_RECEIVED
+
+
+def test_syn_received_duplicate_syn_retransmits_synack() -> None:
+    conn = syn_received()
+    out = send(conn, seg(seq=ISS_REMOTE, ack=0, flags=SYN))
+    assert [(o.flags, o.seq) for o in out] == [(SYN | ACK, ISS_LOCAL)]
+
+
+def test_syn_received_rst_closes_quietly() -> None:
+    conn = syn_received()
+    recv_nothing_after(conn, seg(flags=RST))
+    assert conn.state is State.CLOSED
+    events = conn.take_events()
+    assert ResetReceived() in events and Closed() in events
+    assert not any(isinstance(e, ConnectionFailed) for e in events)
+
+
+def test_synack_retransmissions_give_up() -> None:
+    conn = syn_received()
+    n = 0
+    while conn.state is State.SYN_RECEIVED:
+        conn.on_timer(conn.next_deadline())
+        n += len(conn.take_segments())
+    assert n == 5  # tcp_synack_retries
+
+
+# ====================================================================== ESTABLISHED
+def test_established_receives_in_order_data() -> None:
+    conn = established()
+    recv_nothing_after(conn, seg(payload=b"abc"))  # delayed ACK
+    assert conn.take_events() == [DataReceived(3)]
+    assert conn.recv(2, 0) == b"ab" and conn.recv(10, 0) == b"c"
+    with pytest.raises(BlockingIOError):
+        conn.recv(10, 0)
+
+
+def test_established_sends_data() -> None:
+    conn = established()
+    assert conn.send(b"hello", 0) == 5
+    out = recv_one(conn)
+    assert (out.seq, out.ack, out.flags, bytes(out.payload)) == (L1, R1, ACK | PSH, b"hello")
+    recv_nothing_after(conn, seg(ack=L1 + 5))
+    assert conn.tcb.snd_una == L1 + 5 and conn.next_deadline() is None
+
+
+def test_established_fin_goes_close_wait() -> None:
+    conn = close_wait()
+    assert FinReceived() in conn.take_events()
+    assert conn.recv(10, 0) == b""  # EOF
+
+
+def test_established_rst_exact_seq_is_econnreset() -> None:
+    conn = established()
+    recv_nothing_after(conn, seg(flags=RST, seq=R1))
+    assert conn.state is State.CLOSED
+    assert ConnectionFailed(errno.ECONNRESET) in conn.take_events()
+    with pytest.raises(ConnectionResetError):
+        conn.recv(10, 0)
+    assert conn.recv(10, 0) == b""  # the error is reported once
+    assert conn.counters["TcpEstabResets"] == 1
+
+
+def test_established_rst_in_window_gets_challenge_ack() -> None:
+    conn = established()
+    out = send(conn, seg(flags=RST, seq=R1 + 100))
+    assert [(o.flags, o.seq, o.ack) for o in out] == [(ACK, L1, R1)]
+    assert conn.state is State.ESTABLISHED
+    assert conn.counters["TcpExtTCPChallengeACK"] == 1
+
+
+def test_established_rst_out_of_window_is_silently_dropped() -> None:
+    conn = established()
+    recv_nothing_after(conn, seg(flags=RST, seq=R1 + 1_000_000))
+    recv_nothing_after(conn, seg(flags=RST, seq=R1 - 1))
+    assert conn.state is State.ESTABLISHED
+
+
+def test_established_syn_gets_challenge_ack_whatever_its_seq() -> None:
+    for seq in (R1, R1 + 10, R1 + 5_000_000):
+        conn = established()
+        out = send(conn, seg(flags=SYN, seq=seq, ack=0))
+        assert [(o.flags, o.ack) for o in out] == [(ACK, R1)], seq
+        assert conn.state is State.ESTABLISHED
+        assert conn.counters["TcpExtTCPSYNChallenge"] == 1
+
+
+def test_challenge_acks_are_rate_limited_per_connection() -> None:
+    conn = established()
+    assert len(send(conn, seg(flags=RST, seq=R1 + 5), now=0)) == 1
+    assert send(conn, seg(flags=RST, seq=R1 + 6), now=100 * MS) == []
+    assert conn.counters["TcpExtTCPACKSkippedChallenge"] == 1
+    assert len(send(conn, seg(flags=RST, seq=R1 + 7), now=600 * MS)) == 1
+
+
+def test_ack_for_unsent_data_is_answered_and_dropped() -> None:
+    conn = established()
+    out = send(conn, seg(ack=L1 + 1000, payload=b"data"))
+    assert [(o.flags, o.ack) for o in out] == [(ACK, R1)]
+    assert conn.readable == 0 and conn.tcb.snd_una == L1
+
+
+def test_ack_too_old_is_dropped_rfc5961() -> None:
+    conn = established()
+    out = send(conn, seg(ack=L1 - 70000, payload=b"data"))
+    assert [(o.flags, o.ack) for o in out] == [(ACK, R1)]
+    assert conn.readable == 0
+
+
+def test_old_but_acceptable_ack_still_delivers_data() -> None:
+    conn = established()
+    conn.on_segment(seg(ack=L1 - 10, payload=b"data"), 0)
+    assert conn.readable == 4
+
+
+def test_segment_without_ack_is_dropped() -> None:
+    conn = established()
+    recv_nothing_after(conn, seg(flags=0, payload=b"zz"))
+    assert conn.readable == 0
+
+
+def test_out_of_window_data_gets_duplicate_ack() -> None:
+    conn = established()
+    out = send(conn, seg(seq=R1 + 70000, payload=b"far"))
+    assert [(o.flags, o.ack) for o in out] == [(ACK, R1)]
+    out = send(conn, seg(seq=R1 - 3, payload=b"old"))  # entirely duplicate data
+    assert [(o.flags, o.ack) for o in out] == [(ACK, R1)]
+    assert conn.readable == 0
+
+
+def test_partially_duplicate_segment_is_trimmed() -> None:
+    conn = established()
+    conn.on_segment(seg(payload=b"abc"), 0)
+    conn.on_segment(seg(seq=R1 + 1, payload=b"bcdef"), 0)
+    assert conn.recv(100, 0) == b"abcdef"
+
+
+def test_send_after_shutdown_is_epipe() -> None:
+    conn = fin_wait_1()
+    with pytest.raises(BrokenPipeError):
+        conn.send(b"x", 0)
+
+
+def test_close_with_unread_data_sends_rst() -> None:
+    conn = established()
+    conn.on_segment(seg(payload=b"unread"), 0)
+    conn.take_segments()
+    conn.close(0)
+    out = recv_one(conn)
+    assert out.flags & RST and out.seq == L1
+    assert conn.state is State.CLOSED
+    assert conn.counters["TcpExtTCPAbortOnClose"] == 1
+
+
+def test_abort_sends_rst_and_closes() -> None:
+    conn = established()
+    conn.send(b"pending", 0)
+    conn.take_segments()
+    conn.abort(0)
+    out = recv_one(conn)
+    assert out.flags & RST and out.seq == L1 + 7
+    assert conn.state is State.CLOSED and conn.unacked == 0
+
+
+def test_data_after_close_resets() -> None:
+    conn = fin_wait_2()
+    conn.close(0)
+    out = send(conn, seg(ack=L1 + 1, payload=b"late"))
+    assert len(out) == 1 and out[0].flags & RST
+    assert conn.state is State.CLOSED
+    assert conn.counters["TcpExtTCPAbortOnData"] == 1
+
+
+# ====================================================================== FIN-WAIT-1
+def test_fin_wait_1_fin_and_ack_together_time_wait() -> None:
+    conn = fin_wait_1()
+    out = send(conn, seg(flags=ACK | FIN, ack=L1 + 1))
+    assert [(o.flags, o.ack) for o in out] == [(ACK, R1 + 1)]
+    assert conn.state is State.TIME_WAIT
+    assert TimeWaitEntered() in conn.take_events()
+
+
+def test_fin_wait_1_rst_is_econnreset() -> None:
+    conn = fin_wait_1()
+    recv_nothing_after(conn, seg(flags=RST))
+    assert ConnectionFailed(errno.ECONNRESET) in conn.take_events()
+
+
+def test_fin_wait_1_still_receives_data() -> None:
+    conn = fin_wait_1()
+    conn.on_segment(seg(payload=b"more", ack=L1 + 1), 0)
+    assert conn.state is State.FIN_WAIT_2 and conn.recv(10, 0) == b"more"
+
+
+# ====================================================================== FIN-WAIT-2
+def test_fin_wait_2_fin_time_wait() -> None:
+    time_wait()
+
+
+def test_orphaned_fin_wait_2_times_out() -> None:
+    conn = fin_wait_2()
+    conn.close(0)
+    assert conn.next_deadline() == 60 * SECOND  # tcp_fin_timeout
+    conn.on_timer(60 * SECOND)
+    assert conn.state is State.CLOSED
+
+
+# ====================================================================== CLOSING
+def test_closing_ack_goes_time_wait() -> None:
+    conn = closing()
+    recv_nothing_after(conn, seg(seq=R1 + 1, ack=L1 + 1))
+    assert conn.state is State.TIME_WAIT
+
+
+def test_simultaneous_close_over_the_wire() -> None:
+    net = Net()
+    net.run(until=SECOND)
+    net.client.shutdown_write(net.now)
+    net.server.shutdown_write(net.now)  # both FINs cross in flight
+    net.flush()
+    net.run(until=2 * SECOND)
+    assert net.client.state is State.TIME_WAIT and net.server.state is State.TIME_WAIT
+    net.run()
+    assert net.client.state is State.CLOSED and net.server.state is State.CLOSED
+
+
+def test_closing_rst_closes_without_error() -> None:
+    conn = closing()
+    recv_nothing_after(conn, seg(flags=RST, seq=R1 + 1))
+    assert conn.state is State.CLOSED
+    assert not any(isinstance(e, ConnectionFailed) for e in conn.take_events())
+
+
+# ====================================================================== CLOSE-WAIT
+def test_close_wait_can_still_send() -> None:
+    conn = close_wait()
+    assert conn.send(b"reply", 0) == 5
+    assert bytes(recv_one(conn).payload) == b"reply"
+
+
+def test_close_wait_rst_is_epipe_like_linux() -> None:
+    conn = close_wait()
+    recv_nothing_after(conn, seg(flags=RST, seq=R1 + 1))
+    assert ConnectionFailed(errno.EPIPE) in conn.take_events()
+
+
+def test_close_wait_rst_at_rcv_nxt_minus_one_accepted_like_linux() -> None:
+    conn = close_wait()
+    recv_nothing_after(conn, seg(flags=RST, seq=R1))
+    assert conn.state is State.CLOSED
+
+
+def test_close_wait_retransmitted_fin_is_acked() -> None:
+    conn = close_wait()
+    out = send(conn, seg(flags=ACK | FIN, seq=R1))
+    assert [(o.flags, o.ack) for o in out] == [(ACK, R1 + 1)]
+
+
+# ====================================================================== LAST-ACK
+def test_last_ack_ack_closes() -> None:
+    conn = last_ack()
+    recv_nothing_after(conn, seg(seq=R1 + 1, ack=L1 + 1))
+    assert conn.state is State.CLOSED and Closed() in conn.take_events()
+
+
+def test_last_ack_fin_retransmitted_on_timeout() -> None:
+    conn = last_ack()
+    conn.on_timer(conn.next_deadline())
+    out = recv_one(conn)
+    assert out.flags & FIN and out.seq == L1
+
+
+# ====================================================================== TIME-WAIT
+def test_time_wait_lasts_2msl_and_restarts_on_fin() -> None:
+    conn = time_wait()
+    assert conn.next_deadline() == 60 * SECOND
+    out = send(conn, seg(flags=ACK | FIN, ack=L1 + 1), now=10 * SECOND)
+    assert [(o.flags, o.ack) for o in out] == [(ACK, R1 + 1)]
+    assert conn.next_deadline() == 70 * SECOND
+    conn.on_timer(70 * SECOND)
+    assert conn.state is State.CLOSED
+
+
+def test_time_wait_rst_closes() -> None:
+    conn = time_wait()
+    recv_nothing_after(conn, seg(flags=RST, seq=R1 + 1))
+    assert conn.state is State.CLOSED
+
+
+def test_time_wait_syn_reuse_rules() -> None:
+    conn = time_wait()
+    assert conn.time_wait_accepts_syn(seg(flags=SYN, seq=R1 + 100, ack=0))
+    assert not conn.time_wait_accepts_syn(seg(flags=SYN, seq=R1 - 100, ack=0))
+    assert conn.reuse_iss() == (L1 + 1 + 65537) & 0xFFFFFFFF
+
+
+def test_configurable_2msl() -> None:
+    conn = established(plain_options(time_wait_timeout=2 * SECOND))
+    conn.shutdown_write(0)
+    conn.on_segment(seg(flags=ACK | FIN, ack=L1 + 1), 0)
+    assert conn.state is State.TIME_WAIT and conn.next_deadline() == 2 * SECOND
+
+
+# ====================================================================== CLOSED
+def test_closed_answers_with_reset() -> None:
+    conn = established()
+    conn.abort(0)
+    conn.take_segments()
+    out = send(conn, seg(payload=b"x", ack=L1 + 3))
+    assert [(o.flags, o.seq) for o in out] == [(RST, L1 + 3)]
+    with pytest.raises(BrokenPipeError):
+        conn.send(b"x", 0)
+
+
+# ====================================================== full handshake over the wire
+def test_handshake_and_close_over_the_wire() -> None:
+    net = Net()
+    net.run(until=SECOND)
+    assert net.client.state is State.ESTABLISHED and net.server.state is State.ESTABLISHED
+    assert net.client.tcb.ts_ok and net.client.tcb.sack_ok
+    assert net.client.tcb.snd_wscale == net.server.tcb.rcv_wscale
+    net.client.close(net.now)
+    net.flush()
+    net.run(until=2 * SECOND)
+    assert net.server.state is State.CLOSE_WAIT and net.client.state is State.FIN_WAIT_2
+    net.server.close(net.now)
+    net.flush()
+    net.run()
+    assert net.client.state is State.CLOSED and net.server.state is State.CLOSED
