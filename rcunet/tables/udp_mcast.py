@@ -233,6 +233,7 @@ def _collect_locked(slots: Sequence[UdpSlot], match: MatchFn, daddr: bytes, dpor
     for slot in slots:
         with slot.lock:
             started = _perf_ns()
+            yield_point("udp.mcast.locked_walk")
             for sk in slot.chain:
                 if match(sk, daddr, dport, saddr, sport, dif) and sk.ref.get():
                     receivers.append(sk)
@@ -254,6 +255,7 @@ def _deliver_under_lock(table: UdpTable, slots: Sequence[UdpSlot], match: MatchF
         for index, slot in enumerate(slots):
             with slot.lock:
                 started = _perf_ns()
+                yield_point("udp.mcast.locked_walk")
                 for sk in slot.chain:
                     if not match(sk, daddr, dport, saddr, sport, dif):
                         continue
