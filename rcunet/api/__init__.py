@@ -1,0 +1,1 @@
+"""The user-facing socket API, compatible with Python's ``socket`` module."""

@@ -1,0 +1,332 @@
+"""A Host: one network namespace — interfaces, routes, neighbours, sockets — and the
+contexts that run it (reference DESIGN.md, Execution model).
+
+Three ways to run the same code:
+
+* **deterministic** (a ``VirtualClock``): no threads.  Links hand frames to
+  ``receive()``, which queues them; the test calls ``host.poll(now)`` (or
+  ``Network.run_until``) to process frames and fire timers.  Exact and repeatable.
+* **threaded** (``host.start()``): one receive worker per queue, frames steered to a
+  queue by flow hash (RSS) so a flow stays ordered, plus a timer thread.
+* **inline**: an interface created with ``inline_rx=True`` runs the receive path in the
+  sending thread, as Linux loopback does (netif_rx, then the same CPU's softirq).
+
+A receive worker never dies: an exception from a packet is counted
+(``RcunetRxExceptions``), reported once on stderr, and the next packet is processed.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import itertools
+import queue
+import random
+import sys
+import threading
+import traceback
+from collections import deque
+from collections.abc import Callable, Iterable
+
+from rcunet.core.route import PmtuStore, Route, RoutingTable
+from rcunet.host.clock import MonotonicClock, VirtualClock
+from rcunet.host.counters import Counters
+from rcunet.host.interface import Address, Interface, link_local_from_mac, parse_address
+from rcunet.host.timers import Timers
+from rcunet.tuning import Tuning
+
+Clock = MonotonicClock | VirtualClock
+
+_STOP = object()
+_TIMER_MAX_WAIT_NS = 50_000_000  # the timer thread re-checks for stop at least this often
+_HOST_IDS = itertools.count(1)
+
+
+def _ip(text: str | bytes) -> bytes:
+    if isinstance(text, bytes):
+        return text
+    return ipaddress.ip_address(text).packed
+
+
+class Host:
+    """One network namespace.
+
+    Concurrency:
+      interfaces   copy-on-write dict replaced under ``_config_lock``; the receive path
+                   reads ``self.interfaces`` once (atomic: one attribute load).
+      routes       RoutingTable publishes immutable snapshots; writers hold
+                   ``_config_lock`` (lookups take no lock).
+      tuning       immutable Tuning, replaced with one store.
+      counters     per-thread shards (see counters.py).
+    Lock order: _config_lock > table bucket locks > socket slock > neigh_lock.
+    """
+
+    def __init__(
+        self,
+        name: str | None = None,
+        *,
+        tuning: Tuning | None = None,
+        clock: Clock | None = None,
+        seed: int | None = None,
+        rx_queues: int = 1,
+    ) -> None:
+        from rcunet.host.ip import IpLayer
+        from rcunet.host.routecache import DstCache
+        from rcunet.host.udp import UdpLayer
+
+        self.id = next(_HOST_IDS)
+        self.name = name or f"host{self.id}"
+        self.tuning = tuning or Tuning()
+        self.clock: Clock = clock or MonotonicClock()
+        self.deterministic = self.clock.virtual
+        self.seed = self.id if seed is None else seed
+        self.rng = random.Random(self.seed)  # owner: configuration paths; workers use rng_for()
+        self._rng_lock = threading.Lock()
+        self.counters = Counters()
+        self.timers = Timers()
+        self.routes = RoutingTable()
+        self.pmtu = PmtuStore()
+        self._config_lock = threading.Lock()
+        self.interfaces: dict[int, Interface] = {}  # rcu: writers hold _config_lock
+        self._ifindex = itertools.count(1)
+        self.rx_queue_count = max(1, rx_queues)
+        self._pending: deque[tuple[Interface, bytes]] = deque()  # deterministic mode
+        self._rx_queues: list[queue.SimpleQueue[object]] = []
+        self._threads: list[threading.Thread] = []
+        self._running = False
+        self._stopping = threading.Event()
+        self._reported_errors: set[str] = set()
+        self.closed = False
+        self.ip = IpLayer(self)
+        self.dst_cache = DstCache(self)
+        self.udp = UdpLayer(self)
+        self.loopback = self._add_loopback()
+
+    def __repr__(self) -> str:
+        return f"<Host {self.name}>"
+
+    # -- time and randomness ----------
+    def now(self) -> int:
+        return self.clock.now()
+
+    def random_u32(self) -> int:
+        with self._rng_lock:
+            return self.rng.getrandbits(32)
+
+    # -- configuration ----------
+    def _add_loopback(self) -> Interface:
+        lo = self._register(Interface("lo", next(self._ifindex), mac=None, mtu=65536,
+                                      checksum_offload=True))
+        lo.attach(lambda frame: self.receive(lo, frame))
+        for text in ("127.0.0.1/8", "::1/128"):
+            self.add_address(lo, text)
+        return lo
+
+    def _register(self, iface: Interface) -> Interface:
+        with self._config_lock:
+            interfaces = dict(self.interfaces)
+            interfaces[iface.ifindex] = iface
+            self.interfaces = interfaces
+        return iface
+
+    def add_interface(
+        self,
+        name: str,
+        *,
+        mac: bytes | None = None,
+        mtu: int = 1500,
+        addresses: Iterable[str] = (),
+        checksum_offload: bool = False,
+        inline_rx: bool = False,
+    ) -> Interface:
+        """Create an interface (Ethernet when ``mac`` is given, pure IP otherwise),
+        add its addresses and connected routes (and an IPv6 link-local address on
+        Ethernet)."""
+        if any(i.name == name for i in self.interfaces.values()):
+            raise ValueError(f"{self.name}: interface {name!r} exists")
+        iface = Interface(name, next(self._ifindex), mac=mac, mtu=mtu,
+                          checksum_offload=checksum_offload)
+        iface.inline_rx = inline_rx  # type: ignore[attr-defined]
+        self._register(iface)
+        if mac is not None:
+            self.add_address(iface, f"{ipaddress.IPv6Address(link_local_from_mac(mac))}/64")
+        for text in addresses:
+            self.add_address(iface, text)
+        return iface
+
+    def interface(self, name: str) -> Interface:
+        for iface in self.interfaces.values():
+            if iface.name == name:
+                return iface
+        raise KeyError(f"{self.name}: no interface {name!r}")
+
+    def add_address(self, iface: Interface | str, text: str) -> Address:
+        if isinstance(iface, str):
+            iface = self.interface(iface)
+        address = parse_address(text)
+        iface.add_address(address)
+        with self._config_lock:
+            if address.prefix_len < len(address.addr) * 8 or iface.name == "lo":
+                self.routes.add_connected(iface.ifindex, address.addr, address.prefix_len)
+        self.dst_cache.invalidate()
+        if iface.is_ethernet and address.family == 6:
+            self.ip.join_solicited_node(iface, address.addr)
+        return address
+
+    def add_route(
+        self,
+        prefix: str,
+        *,
+        via: str | None = None,
+        dev: str | None = None,
+        metric: int | None = None,
+        mtu: int = 0,
+        src: str | None = None,
+    ) -> Route:
+        """``ip route add PREFIX [via GW] [dev DEV] [metric M] [mtu M] [src S]``;
+        ``prefix`` may be ``default`` / ``default6``."""
+        if prefix in ("default", "0.0.0.0/0"):
+            network = ipaddress.ip_network("0.0.0.0/0")
+        elif prefix in ("default6", "::/0"):
+            network = ipaddress.ip_network("::/0")
+        else:
+            network = ipaddress.ip_network(prefix, strict=False)
+        gateway = _ip(via) if via is not None else None
+        if dev is not None:
+            ifindex = self.interface(dev).ifindex
+        elif gateway is not None:
+            on_link = self.routes.lookup(gateway)
+            if on_link is None:
+                raise OSError(101, f"gateway {via} is not reachable (ENETUNREACH)")
+            ifindex = on_link.ifindex
+        else:
+            raise ValueError("a route needs 'via' or 'dev'")
+        if metric is None:
+            metric = 0 if network.version == 4 else 1024
+        route = Route(network.network_address.packed, network.prefixlen, ifindex, gateway,
+                      _ip(src) if src else None, metric, mtu)
+        with self._config_lock:
+            added = self.routes.add(route)
+        self.dst_cache.invalidate()
+        return added
+
+    def remove_route(self, route: Route) -> None:
+        with self._config_lock:
+            self.routes.remove(route)
+        self.dst_cache.invalidate()
+
+    def set_tuning(self, tuning: Tuning) -> None:
+        self.tuning = tuning  # atomic: one attribute store; readers load it once per use
+
+    def local_addresses(self, family: int | None = None) -> list[bytes]:
+        return [a.addr for iface in self.interfaces.values() for a in iface.addresses
+                if family is None or a.family == family]
+
+    # -- the receive entry point ----------
+    def receive(self, iface: Interface, frame: bytes) -> None:
+        """A link delivers ``frame`` on ``iface`` (any thread)."""
+        if self.closed:
+            return
+        if self.deterministic:
+            self._pending.append((iface, frame))  # atomic: deque.append
+        elif getattr(iface, "inline_rx", False) or not self._running:
+            self._rx_one(iface, frame)
+        else:
+            index = self.ip.flow_hash(iface, frame) % self.rx_queue_count
+            self._rx_queues[index].put((iface, frame))
+
+    def _rx_one(self, iface: Interface, frame: bytes) -> None:
+        try:
+            self.ip.link_input(iface, frame)
+        except Exception as exc:  # a bug must not kill the worker: count it, say it once
+            self.counters.inc("RcunetRxExceptions")
+            key = f"{type(exc).__name__}:{exc}"
+            if key not in self._reported_errors:
+                self._reported_errors.add(key)
+                print(f"rcunet {self.name}: receive path error (counted, packet dropped):",
+                      file=sys.stderr)
+                traceback.print_exc()
+
+    # -- deterministic mode ----------
+    def poll(self, now: int | None = None) -> int | None:
+        """Process queued frames and due timers at ``now``; return the next deadline.
+
+        In deterministic mode ``now`` moves the virtual clock forward first."""
+        if now is not None and isinstance(self.clock, VirtualClock) and now > self.clock.now():
+            self.clock.set(now)
+        current = self.clock.now()
+        while self._pending:
+            iface, frame = self._pending.popleft()
+            self._rx_one(iface, frame)
+        self.timers.run_due(current)
+        return self.next_deadline()
+
+    def has_pending(self) -> bool:
+        return bool(self._pending)
+
+    def next_deadline(self) -> int | None:
+        return self.timers.next_deadline()
+
+    # -- threaded mode ----------
+    def start(self) -> Host:
+        if self.deterministic:
+            raise RuntimeError(f"{self.name}: a virtual-clock Host is driven by poll()")
+        if self._running:
+            return self
+        self._running = True
+        self._rx_queues = [queue.SimpleQueue() for _ in range(self.rx_queue_count)]
+        for index, rxq in enumerate(self._rx_queues):
+            self._spawn(f"{self.name}-rx{index}", self._rx_worker, rxq)
+        self._spawn(f"{self.name}-timer", self._timer_worker)
+        return self
+
+    def _spawn(self, name: str, target: Callable[..., None], *args: object) -> None:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _rx_worker(self, rxq: queue.SimpleQueue[object]) -> None:
+        while True:
+            item = rxq.get()
+            if item is _STOP:
+                return
+            iface, frame = item  # type: ignore[misc]
+            self._rx_one(iface, frame)
+
+    def _timer_worker(self) -> None:
+        while not self._stopping.is_set():
+            now = self.clock.now()
+            try:
+                self.timers.run_due(now)
+            except Exception:
+                self.counters.inc("RcunetTimerExceptions")
+                traceback.print_exc()
+            self.timers.wait(self.clock.now(), _TIMER_MAX_WAIT_NS)
+
+    def close(self) -> None:
+        """Close every socket, stop the workers and wait for them."""
+        if self.closed:
+            return
+        self.udp.close_all()
+        self.closed = True
+        if self._running:
+            self._stopping.set()
+            for rxq in self._rx_queues:
+                rxq.put(_STOP)
+            self.timers.wake()
+            for thread in self._threads:
+                if thread is not threading.current_thread():
+                    thread.join(timeout=5)
+            self._running = False
+
+    def __enter__(self) -> Host:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- sockets ----------
+    def socket(self, family: int = 2, type: int = 1, proto: int = 0) -> object:
+        """A socket on this host, compatible with Python's ``socket.socket``."""
+        from rcunet.api.socket import Socket
+
+        return Socket(self, family, type, proto)

@@ -1,0 +1,787 @@
+"""The Host's data path below the transports: Ethernet, ARP and NDP, IPv4 and IPv6 input
+and output, forwarding, fragmentation and reassembly, ICMP and ICMPv6, IGMP/MLD reports.
+
+Every received frame enters ``link_input``.  A malformed packet is a counted drop
+(``WireError`` -> the counter named after the layer, e.g. ``IpInHdrErrors``), never an
+exception out of a worker.  Output goes ``output_ip`` -> route (pinned dst entry) ->
+fragmentation -> neighbour resolution -> link.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
+
+from rcunet.core import neigh as nd
+from rcunet.core.ip.fragment import FragmentationNeeded, fragment_ipv4, fragment_ipv6
+from rcunet.core.ip.reassembly import Ipv4Reassembler, Ipv6Reassembler, ParameterProblem
+from rcunet.host.interface import Interface, multicast_mac, solicited_node
+from rcunet.host.timers import Timer
+from rcunet.wire import arp, ethernet, icmpv4, icmpv6, igmp, ipv4, ipv6
+from rcunet.wire.errors import WireError
+
+if TYPE_CHECKING:
+    from rcunet.host.host import Host
+
+PROTO_ICMPV6 = icmpv6.PROTOCOL
+LIMITED_BROADCAST = b"\xff\xff\xff\xff"
+ALL_NODES = bytes.fromhex("ff020000000000000000000000000001")
+MLDV2_ROUTERS = bytes.fromhex("ff020000000000000000000000000016")
+UNSPECIFIED6 = bytes(16)
+ICMP_QUOTE_V4 = 576 - 20 - 8  # RFC 1812 §4.3.2.3: quote as much as fits in 576 bytes
+ICMP_QUOTE_V6 = 1280 - 40 - 8  # RFC 4443 §2.4(c)
+_FLOW_V4 = struct.Struct("!4s4sHH")
+
+
+class Delivery(NamedTuple):
+    """What a transport handler learns about the packet that carried its payload."""
+
+    iface: Interface
+    src: bytes
+    dst: bytes
+    protocol: int
+    ttl: int
+    to_multicast: bool  # multicast or broadcast destination
+    packet: bytes  # the whole IP packet (for ICMP errors that quote it)
+
+
+Handler = Callable[[Delivery, memoryview], None]
+ErrorHandler = Callable[[int, int, int, bytes, "icmpv4.QuotedFlow | icmpv6.QuotedFlow"], None]
+
+
+def is_multicast(addr: bytes) -> bool:
+    return addr[0] >> 4 == 14 if len(addr) == 4 else addr[0] == 0xFF
+
+
+class IcmpRateLimit:
+    """Token bucket on ICMP errors we send (Linux ``icmp_msgs_per_sec``/``burst``), so a
+    flood of bad packets cannot turn the Host into an amplifier."""
+
+    def __init__(self, per_sec: int = 1000, burst: int = 50) -> None:
+        self._lock = threading.Lock()
+        self._rate = per_sec
+        self._burst = burst
+        self._tokens = float(burst)
+        self._last = 0
+
+    def allow(self, now: int) -> bool:
+        with self._lock:
+            elapsed = (now - self._last) / 1e9
+            self._last = now
+            self._tokens = min(self._burst, self._tokens + elapsed * self._rate)
+            if self._tokens >= 1:
+                self._tokens -= 1
+                return True
+            return False
+
+
+class IpLayer:
+    """Concurrency: reassemblers and the ident counter are guarded by ``_frag_lock``; the
+    neighbour tables by their interface's ``neigh_lock``; everything else is per packet."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self.handlers: dict[int, Handler] = {}  # protocol -> transport input (config time)
+        self.error_handlers: dict[int, ErrorHandler] = {}
+        self._frag_lock = threading.Lock()
+        tuning = host.tuning
+        timeout = int(tuning.ipfrag_time * 1e9)
+        self.reasm4 = Ipv4Reassembler(tuning.ipfrag_high_thresh, timeout)  # guarded-by: _frag_lock
+        self.reasm6 = Ipv6Reassembler(tuning.ipfrag_high_thresh, timeout)  # guarded-by: _frag_lock
+        self._reasm_timer: Timer | None = None  # guarded-by: _frag_lock
+        self._ident = host.random_u32() & 0xFFFF  # guarded-by: _frag_lock
+        self._neigh_timers: dict[tuple[int, int], Timer] = {}  # guarded-by: neigh_lock
+        self.icmp_limit = IcmpRateLimit()
+        self.echo_listeners: list[Callable[[int, bytes, icmpv4.Repr | icmpv6.Repr], None]] = []
+
+    # -- helpers ----------
+    def flow_hash(self, iface: Interface, frame: bytes) -> int:
+        """RSS: a hash of addresses and ports, so one flow always lands on one queue."""
+        offset = 14 if iface.is_ethernet else 0
+        if len(frame) >= offset + 24 and frame[offset] >> 4 == 4:
+            return hash(frame[offset + 12 : offset + 24])
+        if len(frame) >= offset + 44:
+            return hash(frame[offset + 8 : offset + 44])
+        return 0
+
+    def next_ident(self) -> int:
+        with self._frag_lock:
+            self._ident = (self._ident + 1) & 0xFFFF
+            return self._ident
+
+    def is_local(self, addr: bytes) -> bool:
+        return any(iface.has_address(addr) for iface in self.host.interfaces.values())
+
+    def select_source(self, iface: Interface, dst: bytes) -> bytes | None:
+        """Source address for ``dst`` out of ``iface`` (RFC 6724 in brief: same family,
+        link-local only for link-local destinations, else prefer global scope)."""
+        family = 4 if len(dst) == 4 else 6
+        candidates = iface.addresses_of(family)
+        if not candidates:
+            candidates = [a for i in self.host.interfaces.values() for a in i.addresses_of(family)]
+        if family == 6:
+            link_local_dst = dst[:2] == b"\xfe\x80" or (dst[0] == 0xFF and dst[1] & 0x0F == 2)
+            scoped = [a for a in candidates if (a.addr[:2] == b"\xfe\x80") == link_local_dst]
+            candidates = scoped or candidates
+        for address in candidates:  # prefer the address whose subnet holds dst
+            if _same_subnet(address.addr, dst, address.prefix_len):
+                return address.addr
+        return candidates[0].addr if candidates else None
+
+    def _count(self, name: str) -> None:
+        self.host.counters.inc(name)
+
+    # -- link input ----------
+    def link_input(self, iface: Interface, frame: bytes) -> None:
+        if not iface.is_ethernet:
+            self._ip_input(iface, frame, link_multicast=False)
+            return
+        try:
+            eth = ethernet.Repr.parse(frame)
+        except WireError:
+            self._count("RcunetEthInErrors")
+            return
+        dst = eth.dst
+        link_multicast = dst[0] & 1 == 1
+        if not link_multicast and dst != iface.mac:
+            self._count("RcunetEthOtherHost")  # PACKET_OTHERHOST: not for us
+            return
+        if eth.ethertype == ethernet.ETHERTYPE_ARP:
+            self._arp_input(iface, eth)
+        elif eth.ethertype in (ethernet.ETHERTYPE_IPV4, ethernet.ETHERTYPE_IPV6):
+            self._ip_input(iface, eth.payload, link_multicast=link_multicast)
+        else:
+            self._count("RcunetEthUnknownType")
+
+    def _ip_input(self, iface: Interface, data: bytes | memoryview, *,
+                  link_multicast: bool) -> None:
+        if len(data) and data[0] >> 4 == 6:
+            self._ipv6_input(iface, data)
+        else:
+            self._ipv4_input(iface, data, link_multicast)
+
+    # -- ARP ----------
+    def _arp_input(self, iface: Interface, eth: ethernet.Repr) -> None:
+        try:
+            msg = arp.Repr.parse(eth.payload)
+        except WireError:
+            self._count("RcunetArpInErrors")
+            return
+        now = self.host.now()
+        target_is_ours = iface.has_address(msg.target_ip)
+        with iface.neigh_lock:
+            table = iface.neigh4
+            if target_is_ours and msg.operation == arp.REQUEST:
+                actions = table.solicitation_received(msg.sender_ip, msg.sender_mac, now)
+            else:
+                gratuitous = msg.sender_ip == msg.target_ip
+                actions = list(table.arp_received(
+                    msg.sender_ip, msg.sender_mac, now,
+                    reply_to_us=msg.operation == arp.REPLY and target_is_ours,
+                    gratuitous=gratuitous))
+            self._arm_neigh_locked(iface, 4)
+        if target_is_ours and msg.operation == arp.REQUEST:
+            reply = arp.Repr(arp.REPLY, iface.mac, msg.target_ip, msg.sender_mac,
+                             msg.sender_ip)
+            self._send_frame(iface, msg.sender_mac, ethernet.ETHERTYPE_ARP, reply.build())
+            self._count("RcunetArpOutReplies")
+        self._run_neigh_actions(iface, 4, actions)
+
+    def _send_arp_request(self, iface: Interface, target: bytes, lladdr: bytes | None) -> None:
+        src = self.select_source(iface, target) or bytes(4)
+        request = arp.Repr(arp.REQUEST, iface.mac, src, bytes(6), target)
+        self._send_frame(iface, lladdr or ethernet.BROADCAST, ethernet.ETHERTYPE_ARP,
+                         request.build())
+        self._count("RcunetArpOutRequests")
+
+    # -- neighbours ----------
+    def _neigh_table(self, iface: Interface, family: int) -> nd.NeighbourTable:
+        return iface.neigh4 if family == 4 else iface.neigh6
+
+    def _arm_neigh_locked(self, iface: Interface, family: int) -> None:
+        """Schedule the table's next deadline.  Caller holds ``iface.neigh_lock``."""
+        deadline = self._neigh_table(iface, family).next_deadline()
+        if deadline is None:
+            return
+        key = (iface.ifindex, family)
+        timer = self._neigh_timers.get(key)
+        if timer is not None and not timer.cancelled and timer.at <= deadline:
+            return
+        if timer is not None:
+            timer.cancel()
+        self._neigh_timers[key] = self.host.timers.schedule(
+            deadline, lambda now: self._neigh_timer(iface, family, now))
+
+    def _neigh_timer(self, iface: Interface, family: int, now: int) -> None:
+        with iface.neigh_lock:
+            self._neigh_timers.pop((iface.ifindex, family), None)
+            actions = self._neigh_table(iface, family).poll(now)
+            self._arm_neigh_locked(iface, family)
+        self._run_neigh_actions(iface, family, actions)
+
+    def _run_neigh_actions(self, iface: Interface, family: int, actions: object) -> None:
+        """Carry out neighbour actions with no lock held."""
+        for action in actions:
+            if isinstance(action, nd.Solicit):
+                if family == 4:
+                    self._send_arp_request(iface, action.addr, action.lladdr)
+                else:
+                    self._send_ns(iface, action.addr, action.lladdr)
+            elif isinstance(action, nd.Transmit):
+                ethertype = ethernet.ETHERTYPE_IPV4 if family == 4 else ethernet.ETHERTYPE_IPV6
+                for packet in action.packets:
+                    self._send_frame(iface, action.lladdr, ethertype, packet)
+            elif isinstance(action, nd.Unreachable):
+                for packet in action.packets:
+                    self._count("RcunetNeighUnreachable")
+                    self._icmp_host_unreachable(packet)
+            elif isinstance(action, nd.Discard):
+                self.host.counters.inc("RcunetNeighDiscards", len(action.packets))
+
+    def _resolve_and_send(self, iface: Interface, next_hop: bytes, packet: bytes) -> None:
+        family = 4 if len(next_hop) == 4 else 6
+        ethertype = ethernet.ETHERTYPE_IPV4 if family == 4 else ethernet.ETHERTYPE_IPV6
+        if is_multicast(next_hop):
+            self._send_frame(iface, multicast_mac(next_hop), ethertype, packet)
+            return
+        if family == 4 and (next_hop == LIMITED_BROADCAST or any(
+                a.broadcast() == next_hop for a in iface.addresses_of(4))):
+            self._send_frame(iface, ethernet.BROADCAST, ethertype, packet)
+            return
+        with iface.neigh_lock:
+            lladdr, actions = self._neigh_table(iface, family).resolve(
+                next_hop, self.host.now(), packet, len(packet))
+            if actions:
+                self._arm_neigh_locked(iface, family)
+        if lladdr is not None:
+            self._send_frame(iface, lladdr, ethertype, packet)
+        if actions:
+            self._run_neigh_actions(iface, family, actions)
+
+    def _send_frame(self, iface: Interface, dst_mac: bytes, ethertype: int, payload: bytes) -> None:
+        frame = ethernet.Repr(dst_mac, iface.mac, ethertype, payload).build()
+        iface.transmit(frame)
+
+    # -- IPv4 input ----------
+    def _ipv4_input(self, iface: Interface, data: bytes | memoryview, link_multicast: bool) -> None:
+        self._count("IpInReceives")
+        try:
+            packet = ipv4.Repr.parse(data)
+        except WireError as exc:
+            self._count("IpInTruncatedPkts" if exc.reason == "truncated" else "IpInHdrErrors")
+            return
+        if packet.checksum_ok is False and not iface.checksum_offload:
+            self._count("IpInCsumErrors")
+            self._count("IpInHdrErrors")
+            return
+        dst = packet.dst
+        local = iface.has_address(dst) or self.is_local(dst)
+        multicast = is_multicast(dst)
+        broadcast = dst == LIMITED_BROADCAST or any(
+            a.broadcast() == dst for a in iface.addresses_of(4))
+        if multicast and dst not in iface.groups and dst != igmp.ALL_HOSTS:
+            self._count("IpInAddrErrors")
+            return
+        if not (local or multicast or broadcast):
+            if link_multicast:
+                self._count("IpInAddrErrors")  # Linux drops L2-broadcast frames not for us
+                return
+            self._forward_v4(iface, packet, data)
+            return
+        if packet.more_fragments or packet.frag_offset:
+            with self._frag_lock:
+                result = self.reasm4.add(packet, self.host.now(), iface.ifindex)
+                self._arm_reasm_locked()
+            if result is None:
+                return
+            packet = result
+            data = packet.build()
+        self._deliver(iface, 4, packet.src, dst, packet.protocol, packet.ttl,
+                      multicast or broadcast, packet.payload, bytes(data))
+
+    def _deliver(self, iface: Interface, family: int, src: bytes, dst: bytes, protocol: int,
+                 ttl: int, to_multicast: bool, payload: memoryview | bytes, raw: bytes) -> None:
+        handler = self.handlers.get((family << 8) | protocol) or self.handlers.get(protocol)
+        if handler is None:
+            if family == 4:
+                self._count("IpInUnknownProtos")
+                if not to_multicast:
+                    self.send_icmp_error(raw, 4, icmpv4.DEST_UNREACHABLE,
+                                         icmpv4.PROTOCOL_UNREACHABLE)
+            else:
+                self._count("Ip6InUnknownProtos")
+                if not to_multicast:
+                    self.send_icmp_error(raw, 6, icmpv6.PARAMETER_PROBLEM,
+                                         icmpv6.UNRECOGNIZED_NEXT_HEADER, pointer=6)
+            return
+        self._count("IpInDelivers" if family == 4 else "Ip6InDelivers")
+        handler(Delivery(iface, src, dst, protocol, ttl, to_multicast, raw), memoryview(payload))
+
+    def _arm_reasm_locked(self) -> None:
+        deadlines = [d for d in (self.reasm4.next_deadline(), self.reasm6.next_deadline()) if d]
+        if not deadlines:
+            return
+        at = min(deadlines)
+        timer = self._reasm_timer
+        if timer is not None and not timer.cancelled and timer.at <= at:
+            return
+        if timer is not None:
+            timer.cancel()
+        self._reasm_timer = self.host.timers.schedule(at, self._reasm_expire)
+
+    def _reasm_expire(self, now: int) -> None:
+        with self._frag_lock:
+            self._reasm_timer = None
+            events4 = self.reasm4.expire(now)
+            events6 = self.reasm6.expire(now)
+            self._arm_reasm_locked()
+        for event in events4:
+            self.send_icmp_error(event.first.build(), 4, icmpv4.TIME_EXCEEDED,
+                                 icmpv4.REASSEMBLY_TIME_EXCEEDED)
+        for event in events6:
+            self.send_icmp_error(event.first.build(), 6, icmpv6.TIME_EXCEEDED,
+                                 icmpv6.REASSEMBLY_TIME_EXCEEDED)
+
+    def reassembly_counters(self) -> dict[str, int]:
+        with self._frag_lock:
+            four = dict(self.reasm4.counters)
+            six = dict(self.reasm6.counters)
+        merged = {f"Ip{name}": value for name, value in four.items()}
+        merged.update({f"Ip6{name}": value for name, value in six.items()})
+        return merged
+
+    # -- forwarding ----------
+    def _forward_v4(self, iface: Interface, packet: ipv4.Repr, raw: bytes | memoryview) -> None:
+        if not self.host.tuning.ip_forward:
+            self._count("IpInAddrErrors")
+            return
+        if packet.ttl <= 1:
+            self._count("IpInHdrErrors")
+            self.send_icmp_error(bytes(raw), 4, icmpv4.TIME_EXCEEDED, icmpv4.TTL_EXCEEDED)
+            return
+        dst_entry = self.host.dst_cache.lookup(packet.dst)
+        if dst_entry is None:
+            self._count("IpOutNoRoutes")
+            self.send_icmp_error(bytes(raw), 4, icmpv4.DEST_UNREACHABLE, icmpv4.NET_UNREACHABLE)
+            return
+        try:
+            out = dst_entry.use()
+            forwarded = packet._replace(ttl=packet.ttl - 1)
+            if forwarded.buffer_len() > out.mtu:
+                pieces = fragment_ipv4(forwarded, out.mtu)
+                if isinstance(pieces, FragmentationNeeded):
+                    self._count("IpFragFails")
+                    self.send_icmp_error(bytes(raw), 4, icmpv4.DEST_UNREACHABLE,
+                                         icmpv4.FRAG_NEEDED, mtu=out.mtu)
+                    return
+                self._count("IpFragOKs")
+            else:
+                pieces = [forwarded]
+            self._count("IpForwDatagrams")
+            for piece in pieces:
+                self._link_output(out.iface, out.next_hop, piece.build())
+        finally:
+            dst_entry.release()
+
+    def _forward_v6(self, iface: Interface, packet: ipv6.Repr, raw: bytes | memoryview) -> None:
+        if not self.host.tuning.ip_forward or packet.dst[:2] == b"\xfe\x80":
+            self._count("Ip6InAddrErrors")
+            return
+        if packet.hop_limit <= 1:
+            self._count("Ip6InHdrErrors")
+            self.send_icmp_error(bytes(raw), 6, icmpv6.TIME_EXCEEDED, icmpv6.HOP_LIMIT_EXCEEDED)
+            return
+        dst_entry = self.host.dst_cache.lookup(packet.dst)
+        if dst_entry is None:
+            self._count("Ip6OutNoRoutes")
+            self.send_icmp_error(bytes(raw), 6, icmpv6.DEST_UNREACHABLE, icmpv6.NO_ROUTE)
+            return
+        try:
+            out = dst_entry.use()
+            if len(raw) > out.mtu:  # RFC 8200 §5: routers never fragment IPv6
+                self._count("Ip6InTooBigErrors")
+                self.send_icmp_error(bytes(raw), 6, icmpv6.PACKET_TOO_BIG, 0, mtu=out.mtu)
+                return
+            self._count("Ip6OutForwDatagrams")
+            forwarded = packet._replace(hop_limit=packet.hop_limit - 1)
+            self._link_output(out.iface, out.next_hop, forwarded.build())
+        finally:
+            dst_entry.release()
+
+    # -- IPv6 input ----------
+    def _ipv6_input(self, iface: Interface, data: bytes | memoryview) -> None:
+        self._count("Ip6InReceives")
+        try:
+            packet = ipv6.Repr.parse(data)
+        except WireError as exc:
+            self._count("Ip6InTruncatedPkts" if exc.reason == "truncated" else "Ip6InHdrErrors")
+            return
+        dst = packet.dst
+        multicast = is_multicast(dst)
+        local = iface.has_address(dst) or self.is_local(dst)
+        if multicast and dst not in iface.groups and dst != ALL_NODES:
+            self._count("Ip6InAddrErrors")
+            return
+        if not (local or multicast):
+            self._forward_v6(iface, packet, data)
+            return
+        if packet.fragment is not None:
+            with self._frag_lock:
+                result = self.reasm6.add(packet, self.host.now(), iface.ifindex)
+                self._arm_reasm_locked()
+            if result is None:
+                return
+            if isinstance(result, ParameterProblem):
+                self.send_icmp_error(result.packet.build(), 6, icmpv6.PARAMETER_PROBLEM, 0,
+                                     pointer=result.pointer)
+                return
+            packet = result
+            data = packet.build()
+        self._deliver(iface, 6, packet.src, dst, packet.next_header, packet.hop_limit,
+                      multicast, packet.payload, bytes(data))
+
+    # -- output ----------
+    def output(
+        self,
+        src: bytes | None,
+        dst: bytes,
+        protocol: int,
+        build_payload: Callable[[bytes, bytes], bytes],
+        *,
+        ttl: int | None = None,
+        dont_fragment: bool = False,
+        oif: int = 0,
+    ) -> int:
+        """Route and send one datagram.  ``build_payload(src, dst)`` returns the transport
+        bytes (it needs the final source address for the pseudo-header checksum).
+        Returns 0 or a positive errno (ENETUNREACH, EMSGSIZE, EADDRNOTAVAIL)."""
+        if oif == 0 and self.is_local(dst):
+            oif = self.host.loopback.ifindex
+        if is_multicast(dst) or dst == LIMITED_BROADCAST:
+            return self._output_multicast(src, dst, protocol, build_payload, ttl, oif)
+        entry = self.host.dst_cache.lookup(dst, oif)
+        if entry is None:
+            self._count("IpOutNoRoutes" if len(dst) == 4 else "Ip6OutNoRoutes")
+            return 101  # ENETUNREACH
+        try:
+            out = entry.use()
+            source = src or out.src
+            iface = out.iface
+            if self.is_local(dst):
+                iface = self.host.loopback
+            payload = build_payload(source, dst)
+            return self._send_ip(iface, out.next_hop if iface is not self.host.loopback else dst,
+                                 source, dst, protocol, payload, ttl, dont_fragment, out.mtu
+                                 if iface is not self.host.loopback else iface.mtu)
+        finally:
+            entry.release()
+
+    def _output_multicast(self, src: bytes | None, dst: bytes, protocol: int,
+                          build_payload: Callable[[bytes, bytes], bytes], ttl: int | None,
+                          oif: int) -> int:
+        iface = self.host.interfaces.get(oif) if oif else None
+        if iface is None:
+            route = self.host.routes.lookup(dst)
+            iface = self.host.interfaces.get(route.ifindex) if route else None
+        if iface is None:
+            candidates = [i for i in self.host.interfaces.values() if i is not self.host.loopback
+                          and i.addresses_of(len(dst) == 4 and 4 or 6)]
+            if not candidates:
+                return 101
+            iface = candidates[0]
+        source = src or self.select_source(iface, dst)
+        if source is None:
+            return 99  # EADDRNOTAVAIL
+        payload = build_payload(source, dst)
+        hops = ttl if ttl is not None else 1
+        return self._send_ip(iface, dst, source, dst, protocol, payload, hops, False, iface.mtu)
+
+    def _send_ip(self, iface: Interface, next_hop: bytes, src: bytes, dst: bytes, protocol: int,
+                 payload: bytes, ttl: int | None, dont_fragment: bool, mtu: int) -> int:
+        hops = ttl if ttl is not None else self.host.tuning.ip_default_ttl
+        if len(dst) == 4:
+            self._count("IpOutRequests")
+            packet = ipv4.Repr(src, dst, protocol, payload, ttl=hops, ident=self.next_ident(),
+                               dont_fragment=dont_fragment)
+            if packet.buffer_len() <= mtu:
+                self._link_output(iface, next_hop, packet.build())
+                return 0
+            pieces = fragment_ipv4(packet, mtu)
+            if isinstance(pieces, FragmentationNeeded):
+                self._count("IpFragFails")
+                return 90  # EMSGSIZE
+            self._count("IpFragOKs")
+            self.host.counters.inc("IpFragCreates", len(pieces))
+        else:
+            self._count("Ip6OutRequests")
+            packet6 = ipv6.Repr(src, dst, protocol, payload, hop_limit=hops)
+            if packet6.buffer_len() <= mtu:
+                self._link_output(iface, next_hop, packet6.build())
+                return 0
+            if dont_fragment:
+                return 90
+            pieces = fragment_ipv6(packet6, mtu, self.host.random_u32())  # type: ignore[assignment]
+            self._count("Ip6FragOKs")
+            self.host.counters.inc("Ip6FragCreates", len(pieces))
+        for piece in pieces:
+            self._link_output(iface, next_hop, piece.build())
+        return 0
+
+    def _link_output(self, iface: Interface, next_hop: bytes, packet: bytes) -> None:
+        if iface.is_ethernet:
+            self._resolve_and_send(iface, next_hop, packet)
+        else:
+            iface.transmit(packet)
+
+    # -- ICMP ----------
+    def icmp4_input(self, info: Delivery, payload: memoryview) -> None:
+        self._count("IcmpInMsgs")
+        try:
+            msg = icmpv4.Repr.parse(payload)
+        except WireError:
+            self._count("IcmpInErrors")
+            return
+        if msg.checksum_ok is False and not info.iface.checksum_offload:
+            self._count("IcmpInCsumErrors")
+            self._count("IcmpInErrors")
+            return
+        if msg.type == icmpv4.ECHO_REQUEST:
+            self._count("IcmpInEchos")
+            if info.to_multicast:
+                return  # icmp_echo_ignore_broadcasts=1
+            reply = icmpv4.Repr.echo_reply(msg.ident, msg.seq, bytes(msg.data)).build()
+            self._count("IcmpOutEchoReps")
+            self._count("IcmpOutMsgs")
+            self.output(info.dst, info.src, ipv4.PROTO_ICMP, lambda s, d: reply)
+        elif msg.type == icmpv4.ECHO_REPLY:
+            self._count("IcmpInEchoReps")
+            for listener in list(self.echo_listeners):
+                listener(4, info.src, msg)
+        elif msg.type in icmpv4.ERROR_TYPES:
+            self._count("IcmpInDestUnreachs" if msg.type == icmpv4.DEST_UNREACHABLE
+                        else "IcmpInTimeExcds")
+            try:
+                flow = icmpv4.parse_quoted(msg.quoted)
+            except WireError:
+                self._count("IcmpInErrors")
+                return
+            if msg.type == icmpv4.DEST_UNREACHABLE and msg.code == icmpv4.FRAG_NEEDED:
+                self._pmtu_update(flow.dst, msg.next_mtu or 576)
+            handler = self.error_handlers.get(flow.protocol)
+            if handler is not None:
+                handler(4, msg.type, msg.code, info.src, flow)
+
+    def icmp6_input(self, info: Delivery, payload: memoryview) -> None:
+        self._count("Icmp6InMsgs")
+        try:
+            msg = icmpv6.Repr.parse(payload, info.src, info.dst)
+        except WireError:
+            self._count("Icmp6InErrors")
+            return
+        if msg.checksum_ok is False and not info.iface.checksum_offload:
+            self._count("Icmp6InCsumErrors")
+            self._count("Icmp6InErrors")
+            return
+        kind = msg.type
+        if kind == icmpv6.NEIGHBOR_SOLICIT:
+            self._ns_input(info, msg)
+        elif kind == icmpv6.NEIGHBOR_ADVERT:
+            self._na_input(info, msg)
+        elif kind == icmpv6.ECHO_REQUEST:
+            self._count("Icmp6InEchos")
+            reply = icmpv6.Repr.echo_reply(msg.ident, msg.seq, bytes(msg.data))
+            src = info.dst if not is_multicast(info.dst) else None
+            self._count("Icmp6OutEchoReplies")
+            self.output(src, info.src, PROTO_ICMPV6,
+                        lambda s, d: reply.build(src=s, dst=d))  # type: ignore[return-value]
+        elif kind == icmpv6.ECHO_REPLY:
+            self._count("Icmp6InEchoReplies")
+            for listener in list(self.echo_listeners):
+                listener(6, info.src, msg)
+        elif kind in icmpv6.ERROR_TYPES:
+            self._count("Icmp6InDestUnreachs" if kind == icmpv6.DEST_UNREACHABLE
+                        else "Icmp6InPktTooBigs" if kind == icmpv6.PACKET_TOO_BIG
+                        else "Icmp6InTimeExcds")
+            try:
+                flow = icmpv6.parse_quoted(msg.quoted)
+            except WireError:
+                self._count("Icmp6InErrors")
+                return
+            if kind == icmpv6.PACKET_TOO_BIG:
+                self._pmtu_update(flow.dst, msg.mtu)
+            handler = self.error_handlers.get(flow.protocol)
+            if handler is not None:
+                handler(6, kind, msg.code, info.src, flow)
+        else:
+            self._count("Icmp6InOther")
+
+    def _pmtu_update(self, dst: bytes, mtu: int) -> None:
+        if self.host.pmtu.update(dst, mtu, self.host.now()) is not None:
+            self.host.dst_cache.invalidate()
+
+    def send_icmp_error(self, offending: bytes, family: int, kind: int, code: int, *,
+                        mtu: int = 0, pointer: int = 0) -> None:
+        """Answer ``offending`` (a whole IP packet) with an ICMP error, unless RFC 1122
+        §3.2.2 / RFC 4443 §2.4(e) forbid it (errors about errors, multicast, fragments)."""
+        try:
+            if family == 4:
+                original = ipv4.Repr.parse(offending)
+                if is_multicast(original.dst) or original.dst == LIMITED_BROADCAST \
+                        or original.frag_offset or original.src == bytes(4):
+                    return
+                if original.protocol == ipv4.PROTO_ICMP:
+                    inner = icmpv4.Repr.parse(original.payload)
+                    if inner.type not in icmpv4.ECHO_TYPES:
+                        return
+            else:
+                original6 = ipv6.Repr.parse(offending)
+                if original6.src == UNSPECIFIED6 or (
+                        is_multicast(original6.dst) and kind != icmpv6.PACKET_TOO_BIG):
+                    return
+                if original6.next_header == PROTO_ICMPV6:
+                    inner6 = icmpv6.Repr.parse(original6.payload)
+                    if inner6.type in icmpv6.ERROR_TYPES:
+                        return
+        except WireError:
+            return
+        if not self.icmp_limit.allow(self.host.now()):
+            self._count("RcunetIcmpRateLimited")
+            return
+        if family == 4:
+            quoted = offending[:ICMP_QUOTE_V4]
+            if kind == icmpv4.DEST_UNREACHABLE:
+                message = icmpv4.Repr.dest_unreachable(code, quoted, next_mtu=mtu)
+            elif kind == icmpv4.TIME_EXCEEDED:
+                message = icmpv4.Repr.time_exceeded(code, quoted)
+            else:
+                message = icmpv4.Repr.parameter_problem(pointer, quoted, code)
+            self._count("IcmpOutMsgs")
+            self._count("IcmpOutDestUnreachs" if kind == icmpv4.DEST_UNREACHABLE
+                        else "IcmpOutTimeExcds")
+            body = message.build()
+            self.output(None, original.src, ipv4.PROTO_ICMP, lambda s, d: body)
+        else:
+            quoted = offending[:ICMP_QUOTE_V6]
+            if kind == icmpv6.PACKET_TOO_BIG:
+                message6 = icmpv6.Repr.packet_too_big(mtu, quoted)
+            elif kind == icmpv6.PARAMETER_PROBLEM:
+                message6 = icmpv6.Repr.parameter_problem(code, pointer, quoted)
+            elif kind == icmpv6.TIME_EXCEEDED:
+                message6 = icmpv6.Repr.time_exceeded(code, quoted)
+            else:
+                message6 = icmpv6.Repr.dest_unreachable(code, quoted)
+            self._count("Icmp6OutMsgs")
+            self._count("Icmp6OutDestUnreachs" if kind == icmpv6.DEST_UNREACHABLE
+                        else "Icmp6OutErrors")
+            self.output(None, original6.src, PROTO_ICMPV6,
+                        lambda s, d: message6.build(src=s, dst=d))  # type: ignore[return-value]
+
+    def _icmp_host_unreachable(self, packet: bytes) -> None:
+        if packet and packet[0] >> 4 == 4:
+            self.send_icmp_error(packet, 4, icmpv4.DEST_UNREACHABLE, icmpv4.HOST_UNREACHABLE)
+        else:
+            self.send_icmp_error(packet, 6, icmpv6.DEST_UNREACHABLE, icmpv6.ADDRESS_UNREACHABLE)
+
+    def ping(self, dst: bytes, ident: int, seq: int, data: bytes = b"") -> int:
+        """Send one echo request (ICMP or ICMPv6 by address family)."""
+        if len(dst) == 4:
+            body = icmpv4.Repr.echo_request(ident, seq, data).build()
+            self._count("IcmpOutEchos")
+            return self.output(None, dst, ipv4.PROTO_ICMP, lambda s, d: body)
+        request = icmpv6.Repr.echo_request(ident, seq, data)
+        self._count("Icmp6OutEchos")
+        return self.output(None, dst, PROTO_ICMPV6,
+                           lambda s, d: request.build(src=s, dst=d))  # type: ignore[return-value]
+
+    # -- NDP ----------
+    def _ns_input(self, info: Delivery, msg: icmpv6.Repr) -> None:
+        iface = info.iface
+        if info.ttl != 255 or not iface.has_address(msg.target):
+            self._count("Icmp6InNeighborSolicits")
+            return  # RFC 4861 §7.1.1: hop limit 255; not one of our addresses
+        self._count("Icmp6InNeighborSolicits")
+        lladdr = next((o.addr for o in msg.options if isinstance(o, icmpv6.SourceLinkAddr)), None)
+        actions: list[nd.Action] = []
+        if lladdr is not None and info.src != UNSPECIFIED6:
+            with iface.neigh_lock:
+                actions = iface.neigh6.solicitation_received(info.src, lladdr, self.host.now())
+                self._arm_neigh_locked(iface, 6)
+        if iface.mac is None:
+            return
+        dst = ALL_NODES if info.src == UNSPECIFIED6 else info.src
+        advert = icmpv6.Repr.neighbor_advert(
+            msg.target, solicited=dst != ALL_NODES, override=True,
+            options=(icmpv6.TargetLinkAddr(iface.mac),))
+        self._count("Icmp6OutNeighborAdvertisements")
+        self._send_ndp(iface, msg.target, dst, advert, lladdr)
+        self._run_neigh_actions(iface, 6, actions)
+
+    def _na_input(self, info: Delivery, msg: icmpv6.Repr) -> None:
+        self._count("Icmp6InNeighborAdvertisements")
+        if info.ttl != 255:
+            return
+        iface = info.iface
+        lladdr = next((o.addr for o in msg.options if isinstance(o, icmpv6.TargetLinkAddr)), None)
+        with iface.neigh_lock:
+            actions = iface.neigh6.advertisement_received(
+                msg.target, lladdr, self.host.now(),
+                solicited=bool(msg.flags & icmpv6.NA_SOLICITED),
+                override=bool(msg.flags & icmpv6.NA_OVERRIDE))
+            self._arm_neigh_locked(iface, 6)
+        self._run_neigh_actions(iface, 6, actions)
+
+    def _send_ns(self, iface: Interface, target: bytes, lladdr: bytes | None) -> None:
+        src = self.select_source(iface, target)
+        if src is None or iface.mac is None:
+            return
+        dst = target if lladdr is not None else solicited_node(target)
+        solicit = icmpv6.Repr.neighbor_solicit(target, (icmpv6.SourceLinkAddr(iface.mac),))
+        self._count("Icmp6OutNeighborSolicits")
+        self._send_ndp(iface, src, dst, solicit, lladdr)
+
+    def _send_ndp(self, iface: Interface, src: bytes, dst: bytes, msg: icmpv6.Repr,
+                  lladdr: bytes | None) -> None:
+        body = msg.build(src=src, dst=dst)
+        packet = ipv6.Repr(src, dst, PROTO_ICMPV6, body, hop_limit=255).build()
+        self._send_frame(iface, lladdr or multicast_mac(dst), ethernet.ETHERTYPE_IPV6, packet)
+
+    def join_solicited_node(self, iface: Interface, addr: bytes) -> None:
+        group = solicited_node(addr)
+        iface.join_group(group)
+
+    # -- group membership reports ----------
+    def report_membership(self, iface: Interface, group: bytes, joined: bool) -> None:
+        """Announce a join (or leave) on an Ethernet link: IGMPv2 report/leave for IPv4,
+        an MLDv2 report (CHANGE_TO_EXCLUDE {} / CHANGE_TO_INCLUDE {}) for IPv6."""
+        if not iface.is_ethernet or iface is self.host.loopback:
+            return
+        if len(group) == 4:
+            kind = igmp.V2_REPORT if joined else igmp.LEAVE_GROUP
+            dst = group if joined else igmp.ALL_ROUTERS
+            body = igmp.Repr(kind, group).build()
+            src = self.select_source(iface, dst) or bytes(4)
+            packet = ipv4.Repr(src, dst, igmp.PROTOCOL, body, ttl=1,
+                               options=b"\x94\x04\x00\x00").build()  # Router Alert, RFC 2113
+            self._send_frame(iface, multicast_mac(dst), ethernet.ETHERTYPE_IPV4, packet)
+            self._count("IgmpOutReports" if joined else "IgmpOutLeaves")
+        else:
+            mode = icmpv6.CHANGE_TO_EXCLUDE if joined else icmpv6.CHANGE_TO_INCLUDE
+            report = icmpv6.Repr(icmpv6.MLDV2_REPORT, 0,
+                                 records=(icmpv6.McastRecord(mode, group),))
+            src = self.select_source(iface, ALL_NODES) or UNSPECIFIED6
+            body = report.build(src=src, dst=MLDV2_ROUTERS)
+            hop_by_hop = ipv6.HopByHop(PROTO_ICMPV6, ((ipv6.OPT_ROUTER_ALERT, b"\x00\x00"),))
+            packet6 = ipv6.Repr(src, MLDV2_ROUTERS, PROTO_ICMPV6, body, hop_limit=1,
+                                extensions=(hop_by_hop,)).build()
+            self._send_frame(iface, multicast_mac(MLDV2_ROUTERS), ethernet.ETHERTYPE_IPV6, packet6)
+            self._count("Icmp6OutMLDv2Reports")
+
+
+def _same_subnet(a: bytes, b: bytes, prefix_len: int) -> bool:
+    if len(a) != len(b):
+        return False
+    bits = len(a) * 8
+    mask = ((1 << prefix_len) - 1) << (bits - prefix_len) if prefix_len else 0
+    return int.from_bytes(a, "big") & mask == int.from_bytes(b, "big") & mask

@@ -1,0 +1,132 @@
+"""The route cache (Linux's dst entries), pinned with rcuref — seed 002.
+
+A send looks up the cached ``DstEntry`` for its destination with no lock (one dict
+load), pins it with ``ref.get()`` and re-checks that it is still current (the routing
+table's generation); it uses the entry and drops the pin with ``release()``.  Route
+changes invalidate the cache by publishing an empty dict and dropping the cache's own
+reference on every old entry; the last sender to let go frees it.  A dead entry cannot
+be revived: ``get()`` fails and the sender takes the slow path.
+
+``Tuning.dst_rcuref`` picks the refcount: ``RcuRef`` (get is one unconditional add, no
+retry; modern) or ``IncNotZeroRef`` (compare-and-swap retry loop; legacy, before
+"net: Use rcuref for dst" in Linux 6.5).  ``DstEntry.freed`` plus ``use()`` let the
+seed-002 lab prove that no send ever uses a freed entry.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rcunet.core.route import Route
+from rcunet.sync.lock import LockClass
+from rcunet.sync.refcount import IncNotZeroRef, RcuRef
+
+if TYPE_CHECKING:
+    from rcunet.host.host import Host
+    from rcunet.host.interface import Interface
+
+DST_CACHE_LOCK = LockClass("dst_cache.lock")
+
+
+class UseAfterFree(RuntimeError):
+    """A send used a dst entry after its last reference was dropped."""
+
+
+class DstEntry:
+    """One cached route decision: where ``dst`` goes and from which source address.
+
+    Concurrency: every field but ``freed`` is immutable after construction.  ``freed``
+    is one attribute store by the thread whose ``put()`` returned True; ``use()`` reads
+    it (atomic: one attribute load) while holding a reference, so it can only see True
+    if the refcount was broken.
+    """
+
+    __slots__ = ("dst", "route", "iface", "src", "next_hop", "mtu", "generation", "ref",
+                 "freed")
+
+    def __init__(self, dst: bytes, route: Route, iface: Interface, src: bytes, mtu: int,
+                 generation: int, rcuref: bool) -> None:
+        self.dst = dst
+        self.route = route
+        self.iface = iface
+        self.src = src
+        self.next_hop = route.next_hop(dst)
+        self.mtu = mtu
+        self.generation = generation
+        # initial 2: one reference for the cache, one for the caller that created it
+        self.ref: RcuRef | IncNotZeroRef = RcuRef(2) if rcuref else IncNotZeroRef(2)
+        self.freed = False
+
+    def hold(self) -> bool:
+        return self.ref.get()
+
+    def release(self) -> None:
+        if self.ref.put():
+            self.freed = True
+
+    def use(self) -> DstEntry:
+        if self.freed:
+            raise UseAfterFree(f"dst entry for {self.dst.hex()} used after free")
+        return self
+
+
+class DstCache:
+    """Destination -> DstEntry.
+
+    Concurrency:
+      _entries  rcu: a dict replaced wholesale by ``invalidate`` (one store) and filled
+                under ``_lock``; readers do one ``dict.get`` (atomic) on the snapshot they
+                loaded, then pin the entry and re-check its generation.
+    """
+
+    def __init__(self, host: Host) -> None:
+        self._host = host
+        self._lock = DST_CACHE_LOCK.new()
+        self._entries: dict[tuple[bytes, int], DstEntry] = {}
+        self.slow_lookups = 0  # guarded-by: _lock
+
+    def lookup(self, dst: bytes, oif: int = 0) -> DstEntry | None:
+        """A pinned entry for ``dst`` (the caller must ``release()`` it), or None when
+        there is no route."""
+        generation = self._host.routes.generation
+        entry = self._entries.get((dst, oif))  # atomic: dict get on the published dict
+        if entry is not None and entry.generation == generation and entry.hold():
+            if entry.generation == self._host.routes.generation:
+                return entry
+            entry.release()
+        return self._lookup_slow(dst, oif)
+
+    def _lookup_slow(self, dst: bytes, oif: int) -> DstEntry | None:
+        host = self._host
+        route, generation = host.routes.lookup_with_generation(dst, oif or None)
+        if route is None:
+            return None
+        iface = host.interfaces.get(route.ifindex)
+        if iface is None:
+            return None
+        src = route.prefsrc or host.ip.select_source(iface, dst)
+        if src is None:
+            return None
+        link_mtu = route.mtu or iface.mtu
+        mtu = host.pmtu.path_mtu(dst, link_mtu, host.now())
+        entry = DstEntry(dst, route, iface, src, mtu, generation, host.tuning.dst_rcuref)
+        with self._lock:
+            self.slow_lookups += 1
+            old = self._entries.get((dst, oif))
+            entries = self._entries
+            entries[(dst, oif)] = entry  # atomic: dict set; readers see old or new
+        if old is not None:
+            old.release()  # the cache's reference to the entry it replaced
+        return entry
+
+    def invalidate(self) -> None:
+        """Routes or PMTU changed: drop every cached decision (senders holding one
+        finish with it; the last release frees it)."""
+        with self._lock:
+            old = self._entries
+            self._entries = {}  # atomic: one attribute store publishes the empty cache
+        for entry in old.values():
+            entry.release()
+
+    def __len__(self) -> int:
+        return len(self._entries)

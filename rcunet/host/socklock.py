@@ -1,0 +1,135 @@
+"""The two-level socket lock of Linux (reference §5.1): a small lock (``slock``), an
+"owned by user" flag, waiters, and a backlog.
+
+* A user thread calls ``lock_sock()``: it takes ``slock``, waits while another user owns
+  the socket, sets ``owned`` and drops ``slock`` — a mutex that is *not* held while the
+  user works.
+* A receive worker calls ``bh_deliver(item, size)``: under ``slock`` it processes the item
+  at once if nobody owns the socket, otherwise appends it to the backlog (bounded by
+  ``backlog_limit``: Linux's ``2*rcvbuf + sndbuf/2 + 64 KB``) — the worker never sleeps.
+* ``release_sock()`` drains the backlog: it detaches the whole list, drops ``slock``,
+  processes every item, retakes ``slock`` and repeats until empty; only then zeroes
+  ``backlog_len`` (so a flooding producer cannot keep the owner looping forever), runs
+  the deferred work (``release_cb``: timers that fired while owned), clears ``owned``
+  and wakes one waiter.
+
+Concurrency:
+  slock      guards owned, backlog, backlog_len, deferred.
+  owned      written under slock; ``owned_by_me()`` reads it with no lock (one attribute
+             load; only meaningful for the owner itself).
+  Lock order: ehash/bhash bucket locks > slock (a worker may look a socket up, then take
+  its slock; nothing takes a table lock while holding slock).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from rcunet.sync.lock import LockClass
+
+SLOCK = LockClass("sk_lock.slock")
+
+BACKLOG_EXTRA = 64 * 1024
+
+
+class SocketLock:
+    def __init__(
+        self,
+        process: Callable[[Any], None],
+        *,
+        backlog_limit: Callable[[], int] = lambda: 2 * 212992 + 212992 // 2 + BACKLOG_EXTRA,
+        release_cb: Callable[[set[str]], None] | None = None,
+        on_backlog_drop: Callable[[Any], None] | None = None,
+    ) -> None:
+        self.slock = SLOCK.new()
+        self._wait = threading.Condition(self.slock)  # type: ignore[arg-type]
+        self._process = process  # immutable: the protocol's do_rcv
+        self._backlog_limit = backlog_limit  # immutable
+        self._release_cb = release_cb  # immutable
+        self._on_backlog_drop = on_backlog_drop  # immutable
+        self.owned = False  # guarded-by: slock
+        self.owner: int | None = None  # guarded-by: slock (thread ident of the owner)
+        self.backlog: deque[tuple[Any, int]] = deque()  # guarded-by: slock
+        self.backlog_len = 0  # guarded-by: slock
+        self.backlog_max_seen = 0  # guarded-by: slock (for the seed-001 lab)
+        self.backlog_drops = 0  # guarded-by: slock
+        self.deferred: set[str] = set()  # guarded-by: slock
+
+    # -- user context ----------
+    def lock_sock(self) -> None:
+        me = threading.get_ident()
+        with self.slock:
+            if self.owner == me:
+                raise RuntimeError("lock_sock: this thread already owns the socket")
+            while self.owned:
+                self._wait.wait()
+            self.owned = True
+            self.owner = me
+
+    def release_sock(self) -> None:
+        slock = self.slock
+        slock.acquire()
+        try:
+            while self.backlog:
+                batch = self.backlog
+                self.backlog = deque()
+                slock.release()
+                try:
+                    for item, _size in batch:
+                        self._process(item)
+                finally:
+                    slock.acquire()
+            self.backlog_len = 0
+            if self.deferred and self._release_cb is not None:
+                work = self.deferred
+                self.deferred = set()
+                self._release_cb(work)
+            self.owned = False
+            self.owner = None
+            self._wait.notify()
+        finally:
+            slock.release()
+
+    def owned_by_me(self) -> bool:
+        # atomic: one attribute load; pairs with the store in lock_sock/release_sock.
+        return self.owner == threading.get_ident()
+
+    def __enter__(self) -> SocketLock:
+        self.lock_sock()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release_sock()
+
+    # -- worker (softirq) context ----------
+    def bh_deliver(self, item: Any, size: int) -> bool:
+        """Process ``item`` now, or queue it for the owner.  False when it was dropped
+        because the backlog is full (``TCPBacklogDrop``)."""
+        with self.slock:
+            if not self.owned:
+                self._process(item)
+                return True
+            if self.backlog_len + size > self._backlog_limit():
+                self.backlog_drops += 1
+                dropped = True
+            else:
+                self.backlog.append((item, size))
+                self.backlog_len += size
+                if self.backlog_len > self.backlog_max_seen:
+                    self.backlog_max_seen = self.backlog_len
+                dropped = False
+        if dropped and self._on_backlog_drop is not None:
+            self._on_backlog_drop(item)
+        return not dropped
+
+    def bh_defer(self, work: str, run_now: Callable[[], None]) -> None:
+        """Run ``run_now`` under ``slock`` if nobody owns the socket, else remember
+        ``work`` for ``release_cb`` (Linux's TCP_*_DEFERRED flags)."""
+        with self.slock:
+            if self.owned:
+                self.deferred.add(work)
+            else:
+                run_now()

@@ -1,0 +1,363 @@
+"""UDP on a Host: datagram sockets on the UDP tables (rcunet.tables.udp), unicast /
+broadcast / multicast input, port-unreachable, receive-buffer accounting, ICMP errors.
+
+Counters use Linux's names: UdpInDatagrams, UdpNoPorts, UdpInErrors, UdpInCsumErrors,
+UdpRcvbufErrors, UdpOutDatagrams (Udp6* for IPv6).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import random
+import threading
+from collections import deque
+from typing import TYPE_CHECKING
+
+from rcunet.host.ip import Delivery, is_multicast
+from rcunet.sync.lock import LockClass
+from rcunet.tables.entry import AF_INET, AF_INET6, ANY4, ANY6
+from rcunet.tables.udp import UdpTable
+from rcunet.tables.udp_entry import UdpEntry
+from rcunet.wire import icmpv4, icmpv6, udp
+from rcunet.wire.errors import WireError
+
+if TYPE_CHECKING:
+    from rcunet.host.host import Host
+
+RECEIVE_QUEUE_LOCK = LockClass("sk_receive_queue.lock")
+UDP_SOCK_LOCK = LockClass("udp_sock.lock")
+#: Per-datagram memory charged against SO_RCVBUF besides its payload (skb truesize).
+DATAGRAM_OVERHEAD = 256
+Datagram = tuple[bytes, tuple[bytes, int]]
+
+
+class UdpSock(UdpEntry):
+    """A UDP socket: its table identity (UdpEntry) plus the receive queue.
+
+    Concurrency:
+      lock        (udp_sock.lock) serialises the owner's bind/connect/close/options.
+      rq_lock     (sk_receive_queue.lock) guards queue, rmem, the eventfd level and
+                  wakes readers; receive workers take only this lock.
+      err         one attribute store by the ICMP error path, read-and-cleared under rq_lock.
+    Lock order: udp_sock.lock > udp_hslot_lock > udp_hslot2_lock; rq_lock is a leaf.
+    """
+
+    __slots__ = ("host", "lock", "rq_lock", "readable", "queue", "rmem", "rcvbuf", "sndbuf",
+                 "err", "closed", "_eventfd", "broadcast", "multicast_ttl", "multicast_loop",
+                 "multicast_if", "ttl", "shutdown_rd", "bound")
+
+    def __init__(self, host: Host, family: int) -> None:
+        super().__init__(family)
+        self.host = host
+        self.lock = UDP_SOCK_LOCK.new()
+        self.rq_lock = RECEIVE_QUEUE_LOCK.new()
+        self.readable = threading.Condition(self.rq_lock)  # type: ignore[arg-type]
+        self.queue: deque[Datagram] = deque()  # guarded-by: rq_lock
+        self.rmem = 0  # guarded-by: rq_lock
+        self.rcvbuf = host.tuning.udp_rmem_default
+        self.sndbuf = host.tuning.udp_rmem_default
+        self.err = 0
+        self.closed = False
+        self._eventfd = -1  # guarded-by: rq_lock
+        self.broadcast = False
+        self.multicast_ttl = 1
+        self.multicast_loop = True
+        self.multicast_if = 0
+        self.ttl: int | None = None
+        self.shutdown_rd = False
+        self.bound = False
+
+    # -- receive queue ----------
+    def enqueue(self, datagram: Datagram) -> bool:
+        """Queue a datagram (receive worker); False when SO_RCVBUF is full."""
+        size = len(datagram[0]) + DATAGRAM_OVERHEAD
+        with self.rq_lock:
+            if self.closed or self.shutdown_rd:
+                return False
+            if self.rmem + size > self.rcvbuf and self.queue:
+                return False  # __udp_enqueue_schedule_skb: at least one datagram fits
+            self.queue.append(datagram)
+            self.rmem += size
+            if len(self.queue) == 1:
+                self._set_readable_locked(True)
+            self.readable.notify()
+        return True
+
+    def dequeue(self, peek: bool = False) -> Datagram | None:
+        with self.rq_lock:
+            if not self.queue:
+                return None
+            if peek:
+                return self.queue[0]
+            datagram = self.queue.popleft()
+            self.rmem -= len(datagram[0]) + DATAGRAM_OVERHEAD
+            if not self.queue and not self.err:
+                self._set_readable_locked(False)
+            return datagram
+
+    def take_error(self) -> int:
+        with self.rq_lock:
+            err, self.err = self.err, 0
+            if err and not self.queue:
+                self._set_readable_locked(False)
+            return err
+
+    def set_error(self, err: int) -> None:
+        with self.rq_lock:
+            self.err = err
+            self._set_readable_locked(True)
+            self.readable.notify_all()
+
+    def wait_readable(self, timeout: float | None) -> bool:
+        with self.rq_lock:
+            if self.queue or self.err or self.closed or self.shutdown_rd:
+                return True
+            return self.readable.wait(timeout)
+
+    def wake_all(self) -> None:
+        with self.rq_lock:
+            self._set_readable_locked(True)
+            self.readable.notify_all()
+
+    def has_data(self) -> bool:
+        return bool(self.queue)  # atomic: len of a deque (one load)
+
+    # -- fileno() for selectors ----------
+    def fileno(self) -> int:
+        """An eventfd that is readable exactly while data (or an error) is queued."""
+        with self.rq_lock:
+            if self._eventfd < 0:
+                self._eventfd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+                if self.queue or self.err:
+                    os.eventfd_write(self._eventfd, 1)
+            return self._eventfd
+
+    def _set_readable_locked(self, readable: bool) -> None:
+        fd = self._eventfd
+        if fd < 0:
+            return
+        if readable:
+            os.eventfd_write(fd, 1)
+        else:
+            try:
+                os.eventfd_read(fd)
+            except BlockingIOError:
+                pass
+
+    def release_resources(self) -> None:
+        with self.rq_lock:
+            self.queue.clear()
+            self.rmem = 0
+            fd, self._eventfd = self._eventfd, -1
+            self.readable.notify_all()
+        if fd >= 0:
+            os.close(fd)
+
+
+class UdpLayer:
+    """The Host's UDP: the tables plus input/output."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self.table = UdpTable(tuning=host.tuning, rng=random.Random(host.seed ^ 0x5544),
+                              release=self._release)
+        self.sockets: set[UdpSock] = set()  # guarded-by: _sockets_lock
+        self._sockets_lock = threading.Lock()
+        host.ip.handlers[udp.PROTOCOL] = self.input
+        host.ip.handlers[1] = host.ip.icmp4_input
+        host.ip.handlers[(6 << 8) | 58] = host.ip.icmp6_input
+        host.ip.error_handlers[udp.PROTOCOL] = self.icmp_error
+
+    def _count(self, name: str, family: int) -> None:
+        self.host.counters.inc(name if family == 4 else name.replace("Udp", "Udp6", 1))
+
+    def _release(self, sk: UdpEntry) -> None:
+        if isinstance(sk, UdpSock):
+            sk.release_resources()
+
+    # -- sockets ----------
+    def new_socket(self, family: int) -> UdpSock:
+        if family not in (AF_INET, AF_INET6):
+            raise OSError(errno.EAFNOSUPPORT, "address family not supported")
+        sk = UdpSock(self.host, family)
+        with self._sockets_lock:
+            self.sockets.add(sk)
+        return sk
+
+    def close(self, sk: UdpSock) -> None:
+        with sk.lock:
+            if sk.closed:
+                return
+            sk.closed = True
+            for group, ifindex in list(sk.mc_list):
+                self.leave_group(sk, group, ifindex)
+            self.table.close(sk)  # unhash + drop the owner's reference
+        sk.wake_all()
+        with self._sockets_lock:
+            self.sockets.discard(sk)
+
+    def close_all(self) -> None:
+        with self._sockets_lock:
+            sockets = list(self.sockets)
+        for sk in sockets:
+            self.close(sk)
+
+    def join_group(self, sk: UdpSock, group: bytes, ifindex: int) -> None:
+        iface = self.host.interfaces.get(ifindex)
+        if iface is None:
+            raise OSError(errno.ENODEV, "no such interface")
+        sk.join_group(group, ifindex)
+        if iface.join_group(group):
+            self.host.ip.report_membership(iface, group, True)
+
+    def leave_group(self, sk: UdpSock, group: bytes, ifindex: int) -> None:
+        sk.leave_group(group, ifindex)
+        iface = self.host.interfaces.get(ifindex)
+        if iface is not None and iface.leave_group(group):
+            self.host.ip.report_membership(iface, group, False)
+
+    def default_multicast_ifindex(self, group: bytes) -> int:
+        route = self.host.routes.lookup(group)
+        if route is not None:
+            return route.ifindex
+        for iface in self.host.interfaces.values():
+            if iface is not self.host.loopback and iface.addresses_of(4 if len(group) == 4 else 6):
+                return iface.ifindex
+        raise OSError(errno.ENODEV, "no interface for this multicast group")
+
+    # -- input ----------
+    def input(self, info: Delivery, payload: memoryview) -> None:
+        family = 4 if len(info.src) == 4 else 6
+        try:
+            datagram = udp.Repr.parse(payload, info.src, info.dst)
+        except WireError:
+            self._count("UdpInErrors", family)
+            return
+        if datagram.checksum_ok is False and not info.iface.checksum_offload:
+            self._count("UdpInCsumErrors", family)
+            self._count("UdpInErrors", family)
+            return
+        data = bytes(datagram.payload)
+        source = (info.src, datagram.src_port)
+        if info.to_multicast:
+            delivered = self.table.mcast_deliver(
+                info.dst, datagram.dst_port, info.src, datagram.src_port, info.iface.ifindex,
+                (data, source), self._deliver_one, clone=_share)
+            if not delivered:
+                self._count("UdpNoPorts", family)  # Linux counts ignored mcast as NoPorts too
+            return
+        sk = self.table.lookup(info.src, datagram.src_port, info.dst, datagram.dst_port,
+                               info.iface.ifindex)
+        if sk is None:
+            self._count("UdpNoPorts", family)
+            if family == 4:
+                self.host.ip.send_icmp_error(info.packet, 4, icmpv4.DEST_UNREACHABLE,
+                                             icmpv4.PORT_UNREACHABLE)
+            else:
+                self.host.ip.send_icmp_error(info.packet, 6, icmpv6.DEST_UNREACHABLE,
+                                             icmpv6.PORT_UNREACHABLE)
+            return
+        try:
+            self._deliver_one(sk, (data, source))
+        finally:
+            self.table.put(sk)
+
+    def _deliver_one(self, sk: UdpEntry, datagram: object) -> None:
+        family = 4 if sk.family == AF_INET else 6
+        if isinstance(sk, UdpSock) and sk.enqueue(datagram):  # type: ignore[arg-type]
+            self._count("UdpInDatagrams", family)
+        else:
+            sk.add_drop()
+            self._count("UdpRcvbufErrors", family)
+            self._count("UdpInErrors", family)
+
+    def icmp_error(self, family: int, kind: int, code: int, reporter: bytes,
+                   flow: icmpv4.QuotedFlow | icmpv6.QuotedFlow) -> None:
+        """An ICMP error about a datagram we sent: connected sockets learn it (Linux
+        reports to unconnected ones only with IP_RECVERR)."""
+        if flow.src_port is None or flow.dst_port is None:
+            return
+        sk = self.table.lookup(flow.dst, flow.dst_port, flow.src, flow.src_port)
+        if sk is None:
+            return
+        try:
+            connected = sk.faddr not in (ANY4, ANY6)
+            if isinstance(sk, UdpSock) and connected:
+                sk.set_error(_icmp_errno(family, kind, code))
+        finally:
+            self.table.put(sk)
+
+    # -- output ----------
+    def sendto(self, sk: UdpSock, data: bytes, dst: bytes, dport: int) -> int:
+        family = 4 if sk.family == AF_INET else 6
+        if len(data) > (65507 if family == 4 else 65527):
+            raise OSError(errno.EMSGSIZE, "message too long")
+        if not sk.hashed:
+            with sk.lock:
+                if not sk.hashed:
+                    self.table.autobind(sk)
+        if dst == b"\xff\xff\xff\xff" and not sk.broadcast:
+            raise OSError(errno.EACCES, "permission denied (SO_BROADCAST is off)")
+        src = None if sk.laddr in (ANY4, ANY6) or is_multicast(sk.laddr) else sk.laddr
+        sport = sk.lport
+        offload = False
+        message = udp.Repr(sport, dport, data)
+        ttl = sk.multicast_ttl if is_multicast(dst) else sk.ttl
+        oif = sk.multicast_if if is_multicast(dst) else sk.bound_dev
+
+        def build(source: bytes, dest: bytes) -> bytes:
+            return message.build(src=source, dst=dest, checksum=not offload)
+
+        err = self.host.ip.output(src, dst, udp.PROTOCOL, build, ttl=ttl, oif=oif)
+        if err:
+            raise OSError(err, os.strerror(err))
+        self._count("UdpOutDatagrams", family)
+        if is_multicast(dst) and sk.multicast_loop:
+            self._loop_multicast(sk, data, dst, dport, src)
+        return len(data)
+
+    def _loop_multicast(self, sk: UdpSock, data: bytes, group: bytes, dport: int,
+                        src: bytes | None) -> None:
+        """IP_MULTICAST_LOOP: local members of the group get a copy too."""
+        try:
+            ifindex = sk.multicast_if or self.default_multicast_ifindex(group)
+        except OSError:
+            return
+        iface = self.host.interfaces.get(ifindex)
+        if iface is None or group not in iface.groups:
+            return
+        source = src or self.host.ip.select_source(iface, group)
+        if source is None:
+            return
+        self.table.mcast_deliver(group, dport, source, sk.lport, ifindex,
+                                 (data, (source, sk.lport)), self._deliver_one, clone=_share)
+
+
+def _share(datagram: object) -> object:
+    """Datagrams are immutable (bytes, address): every receiver can share one."""
+    return datagram
+
+
+def _icmp_errno(family: int, kind: int, code: int) -> int:
+    """icmp_err_convert / icmpv6_err_convert."""
+    if family == 4:
+        if kind == icmpv4.DEST_UNREACHABLE:
+            return {
+                icmpv4.NET_UNREACHABLE: errno.ENETUNREACH,
+                icmpv4.HOST_UNREACHABLE: errno.EHOSTUNREACH,
+                icmpv4.PROTOCOL_UNREACHABLE: errno.ENOPROTOOPT,
+                icmpv4.PORT_UNREACHABLE: errno.ECONNREFUSED,
+                icmpv4.FRAG_NEEDED: errno.EMSGSIZE,
+            }.get(code, errno.EHOSTUNREACH)
+        return errno.EHOSTUNREACH
+    if kind == icmpv6.DEST_UNREACHABLE:
+        return {
+            icmpv6.NO_ROUTE: errno.ENETUNREACH,
+            icmpv6.ADMIN_PROHIBITED: errno.EACCES,
+            icmpv6.ADDRESS_UNREACHABLE: errno.EHOSTUNREACH,
+            icmpv6.PORT_UNREACHABLE: errno.ECONNREFUSED,
+        }.get(code, errno.EHOSTUNREACH)
+    if kind == icmpv6.PACKET_TOO_BIG:
+        return errno.EMSGSIZE
+    return errno.EHOSTUNREACH
