@@ -96,13 +96,6 @@ def header_checksum_ok(header: Buffer) -> bool:
     return int.from_bytes(header, "big") % 0xFFFF == 0
 
 
-def _checksum_of_words(total: int) -> int:
-    """Checksum field for a header whose words (checksum zero) add up to ``total`` > 0."""
-    residue = total % 0xFFFF
-    # residue 0 means the one's-complement sum is 0xFFFF (never +0: total > 0).
-    return 0xFFFF - residue if residue else 0
-
-
 class Packet:
     """Zero-copy view of an IPv4 packet."""
 
@@ -351,16 +344,22 @@ class Repr(NamedTuple):
             raise WireError("bad-field", "IPv4 addresses must be 4 bytes")
         if dscp >> 6 or ecn >> 2:  # also catches negative values
             raise WireError("bad-field", f"DSCP {dscp} / ECN {ecn} out of range")
-        frag = _frag_word(df, mf, frag_offset) if df or mf or frag_offset else 0
-        vihl = VERSION << 4 | header_len >> 2
+        if frag_offset:
+            frag = _frag_word(df, mf, frag_offset)
+        else:
+            frag = (0x4000 if df else 0) | (0x2000 if mf else 0)  # FLAG_DF, FLAG_MF
+        vihl = 0x40 | header_len >> 2  # version 4
         tos = dscp << 2 | ecn
         csum = 0
         if checksum:
-            # Sum of the header's 16-bit words; the addresses and options as one integer
-            # are congruent (mod 0xFFFF) to the sum of their words.
-            words = (vihl << 8 | tos) + total_len + ident + frag + (ttl << 8 | protocol)
-            words += int.from_bytes(src + dst + options if options else src + dst, "big")
-            csum = _checksum_of_words(words)
+            # The header's 16-bit words summed modulo 0xFFFF (the addresses and options as
+            # one integer are congruent to the sum of their words); the total is never 0
+            # (vihl), so a residue of 0 is the one's-complement sum 0xFFFF, checksum 0.
+            residue = (
+                (vihl << 8 | tos) + total_len + ident + frag + (ttl << 8 | protocol)
+                + int.from_bytes(src + dst + options if options else src + dst, "big")
+            ) % 0xFFFF
+            csum = 0xFFFF - residue if residue else 0
         try:
             header = _HEADER.pack(vihl, tos, total_len, ident, frag, ttl, protocol, csum, src, dst)
         except struct.error as exc:  # ttl, protocol or ident out of range
