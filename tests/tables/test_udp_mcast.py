@@ -27,6 +27,9 @@ from rcunet.tables.udp_entry import MCAST_EXCLUDE, MCAST_INCLUDE, UdpEntry
 from rcunet.tables.udp_mcast import is_mcast_sock4, is_mcast_sock6, mcast_slots
 from rcunet.tuning import Tuning
 
+# An imbalanced put (a pin dropped twice, a put on a dead entry) fails the test.
+pytestmark = pytest.mark.filterwarnings("error::rcunet.sync.refcount.RefcountWarning")
+
 ANY4 = bytes(4)
 ANY6 = bytes(16)
 G1 = bytes([239, 1, 1, 1])
@@ -319,7 +322,7 @@ def test_clone_failure_is_per_socket_and_no_match_counts_ignored(mode: str) -> N
     mid = t.mcast_stats.snapshot()
     assert mid["UdpRcvbufErrors"] - before["UdpRcvbufErrors"] == 1
     assert mid["UdpInErrors"] - before["UdpInErrors"] == 1
-    assert t.mcast_deliver(G2, 5000, S1, 7, 1, b"x", lambda sk, _d: None) == 0
+    assert t.mcast_deliver(G2, 5009, S1, 7, 1, b"x", lambda sk, _d: None) == 0
     assert t.mcast_stats.snapshot()["UdpIgnoredMulti"] - mid["UdpIgnoredMulti"] == 1
 
 
