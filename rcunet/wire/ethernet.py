@@ -185,6 +185,8 @@ class Repr(NamedTuple):
             _check_ethertype(ethertype)
             raise WireError("bad-field", f"EtherType {ethertype:#x} out of range")
         if vlan is None:
+            if vlan_pcp or vlan_dei:
+                raise WireError("bad-field", "VLAN priority/DEI on an untagged frame")
             header = _HEADER.pack(dst, src, ethertype)
         else:
             tci = _tci(vlan, vlan_pcp, vlan_dei)

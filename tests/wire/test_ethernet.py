@@ -133,6 +133,8 @@ def test_smallest_ethertype_is_accepted() -> None:
         ethernet.Repr(b"\x01" * 6, b"\x02" * 6, 0x0800, b"", 4096),
         ethernet.Repr(b"\x01" * 6, b"\x02" * 6, 0x0800, b"", -1),
         ethernet.Repr(b"\x01" * 6, b"\x02" * 6, 0x0800, b"", 1, 8),
+        ethernet.Repr(b"\x01" * 6, b"\x02" * 6, 0x0800, b"", None, 3),  # would be lost
+        ethernet.Repr(b"\x01" * 6, b"\x02" * 6, 0x0800, b"", None, 0, True),
     ],
 )
 def test_build_rejects_bad_fields(frame: ethernet.Repr) -> None:
