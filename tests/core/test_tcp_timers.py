@@ -1,0 +1,311 @@
+"""Timers on the virtual clock: RTO (RFC 6298), delayed ACK, Nagle, persist, keepalive, PAWS."""
+
+from __future__ import annotations
+
+import errno
+
+from tcp_harness import (
+    ACK,
+    ISS_LOCAL,
+    ISS_REMOTE,
+    MS,
+    SECOND,
+    Impairments,
+    Net,
+    established,
+    plain_options,
+    recv_nothing,
+    recv_one,
+    seg,
+    send,
+)
+
+from rcunet.core.tcp import ConnectionFailed, Options, SendSpaceAvailable, State
+from rcunet.core.tcp.rto import RtoEstimator, retransmits_timed_out
+
+L1 = ISS_LOCAL + 1
+R1 = ISS_REMOTE + 1
+
+
+def rtt_100ms() -> object:
+    """ESTABLISHED (passive) whose handshake measured an RTT of exactly 100 ms."""
+    from rcunet.core.tcp import Connection
+
+    syn = seg(seq=ISS_REMOTE, ack=0, flags=0x02, mss=1460)
+    conn = Connection.accept_syn(syn, iss=ISS_LOCAL, now=0, options=plain_options())
+    conn.take_segments()
+    conn.on_segment(seg(), 100 * MS)
+    conn.take_segments()
+    return conn
+
+
+# ====================================================================== RFC 6298
+def test_rto_estimator_follows_rfc6298() -> None:
+    est = RtoEstimator(SECOND, 200 * MS, 120 * SECOND)
+    assert est.rto == SECOND  # §2.1
+    est.on_sample(100 * MS)  # §2.2: SRTT = R, RTTVAR = R/2, RTO = SRTT + 4 RTTVAR
+    assert (est.srtt, est.rttvar, est.rto) == (100 * MS, 50 * MS, 300 * MS)
+    est.on_sample(200 * MS)  # §2.3: RTTVAR = 3/4*50 + 1/4*|100-200|; SRTT = 7/8*100 + 1/8*200
+    assert est.rttvar == 62_500_000 and est.srtt == 112_500_000
+    assert est.rto == 112_500_000 + 4 * 62_500_000
+    est.on_sample(1 * MS)
+    for _ in range(50):
+        est.on_sample(1 * MS)
+    assert est.rto == 200 * MS  # Linux's floor (RFC 6298 §2.4 would say 1 s)
+    for _ in range(20):
+        est.on_timeout()
+    assert est.rto == 120 * SECOND  # §2.5 cap
+
+
+def test_linux_retries2_time_bound() -> None:
+    assert retransmits_timed_out(15, 200 * MS, 120 * SECOND) == 924_600 * MS
+    assert retransmits_timed_out(3, 200 * MS, 120 * SECOND) == 3 * SECOND
+
+
+def test_retransmission_timeouts_back_off_exactly() -> None:
+    conn = rtt_100ms()
+    assert conn.rto.rto == 300 * MS
+    conn.send(b"x" * 100, SECOND)
+    first = recv_one(conn)
+    times = []
+    for _ in range(4):
+        at = conn.next_deadline()
+        conn.on_timer(at)
+        out = recv_one(conn)
+        assert (out.seq, bytes(out.payload)) == (first.seq, bytes(first.payload))
+        times.append(at - SECOND)
+    assert times == [300 * MS, 900 * MS, 2100 * MS, 4500 * MS]  # 0.3, +0.6, +1.2, +2.4
+    assert conn.counters["TcpRetransSegs"] == 4 and conn.counters["TcpExtTCPTimeouts"] == 4
+    # An ACK for the data ends the backoff; Karn: no sample from the retransmitted segment.
+    conn.on_segment(seg(ack=L1 + 100), SECOND + 5 * SECOND)
+    assert conn.next_deadline() is None and conn.rto.srtt == 100 * MS
+
+
+def test_gives_up_with_etimedout_after_retries2() -> None:
+    conn = established(plain_options(retries2=3))
+    assert conn.rto.rto == 200 * MS
+    conn.send(b"data", 0)
+    recv_one(conn)
+    expiries = []
+    while conn.state is State.ESTABLISHED:
+        at = conn.next_deadline()
+        conn.on_timer(at)
+        expiries.append((at, len(conn.take_segments())))
+    # retransmissions at 0.2, 0.6, 1.4 s; the expiry at 3.0 s reaches Linux's bound
+    assert expiries == [(200 * MS, 1), (600 * MS, 1), (1400 * MS, 1), (3000 * MS, 0)]
+    assert ConnectionFailed(errno.ETIMEDOUT) in conn.take_events()
+    assert conn.counters["TcpExtTCPAbortOnTimeout"] == 1
+    with __import__("pytest").raises(TimeoutError):
+        conn.recv(1, 4 * SECOND)
+
+
+def test_timestamps_give_rtt_samples() -> None:
+    net = Net(delay=25 * MS)
+    net.run(until=SECOND)
+    assert net.client.rto.srtt == 50 * MS  # the SYN,ACK's TSecr, in milliseconds
+    net.client.send(b"ping", net.now)
+    net.flush()
+    net.run(until=2 * SECOND)
+    # the ping's ACK was delayed 40 ms: R = 90 ms, SRTT = 7/8 * 50 + 1/8 * 90
+    assert net.client.rto.srtt == 55 * MS
+
+
+# ====================================================================== delayed ACK
+def test_single_segment_is_acked_after_40ms() -> None:
+    conn = established()
+    recv_nothing_after = send(conn, seg(payload=b"a" * 100), now=0)
+    assert recv_nothing_after == []
+    assert conn.next_deadline() == 40 * MS
+    conn.on_timer(40 * MS)
+    out = recv_one(conn)
+    assert (out.flags, out.ack) == (ACK, R1 + 100)
+    assert conn.counters["TcpExtDelayedACKs"] == 1
+
+
+def test_every_second_full_segment_is_acked_at_once() -> None:
+    conn = established()
+    assert send(conn, seg(payload=b"a" * 1460)) == []
+    out = send(conn, seg(seq=R1 + 1460, payload=b"b" * 1460))
+    assert [(o.flags, o.ack) for o in out] == [(ACK, R1 + 2920)]
+    assert conn.next_deadline() is None
+
+
+def test_out_of_order_segment_is_acked_at_once() -> None:
+    conn = established()
+    out = send(conn, seg(seq=R1 + 1000, payload=b"z" * 10))
+    assert [(o.flags, o.ack) for o in out] == [(ACK, R1)]
+
+
+# ====================================================================== Nagle
+def test_nagle_holds_small_segments_while_data_is_in_flight() -> None:
+    conn = established()
+    conn.send(b"a", 0)
+    assert bytes(recv_one(conn).payload) == b"a"
+    conn.send(b"b", 0)
+    conn.send(b"c", 0)
+    recv_nothing(conn)
+    conn.on_segment(seg(ack=L1 + 1), 10 * MS)
+    assert bytes(recv_one(conn).payload) == b"bc"
+
+
+def test_nodelay_sends_small_segments_at_once() -> None:
+    conn2 = established(plain_options(nodelay=True))
+    conn2.send(b"a", 0)
+    first = conn2.take_segments()
+    conn2.send(b"b", 0)
+    second = conn2.take_segments()
+    assert [bytes(o.payload) for o in first + second] == [b"a", b"b"]
+
+
+def test_full_segments_are_not_delayed_by_nagle() -> None:
+    conn = established()
+    conn.send(b"a", 0)
+    recv_one(conn)
+    conn.send(b"x" * 3000, 0)
+    assert [len(o.payload) for o in conn.take_segments()] == [1460, 1460]  # 80 bytes wait
+
+
+# ====================================================================== zero window, persist
+def test_zero_window_probes_back_off_and_resume() -> None:
+    conn = rtt_100ms()  # RTO 300 ms
+    conn.on_segment(seg(window=0), 200 * MS)
+    conn.send(b"q" * 500, 200 * MS)
+    recv_nothing(conn)
+    probes = []
+    for _ in range(4):
+        at = conn.next_deadline()
+        conn.on_timer(at)
+        out = recv_one(conn)
+        assert out.seq == ISS_LOCAL and not out.payload  # SND.UNA - 1: forces an ACK
+        probes.append(at - 200 * MS)
+        conn.on_segment(seg(window=0), at + 100 * MS)  # the peer answers: still closed
+        recv_nothing(conn)
+    assert probes == [300 * MS, 900 * MS, 2100 * MS, 4500 * MS]
+    assert conn.counters["TcpExtTCPWinProbe"] == 4
+    assert conn.state is State.ESTABLISHED  # a peer that answers is never given up on
+    conn.on_segment(seg(window=8192), 5 * SECOND)
+    out = recv_one(conn)
+    assert len(out.payload) == 500 and out.seq == L1
+
+
+def test_peer_keeps_window_closed_forever_without_growing_memory() -> None:
+    net = Net(server_opts=Options(rcvbuf=4096))
+    net.run(until=SECOND)
+    sent = 0
+    for _ in range(20):
+        sent += net.client.send(b"m" * 100_000, net.now)
+        net.flush()
+        net.run(until=net.now + 60 * SECOND)
+    assert net.server.readable <= 4096 and net.client.unacked <= Options().sndbuf
+    assert net.client.state is State.ESTABLISHED
+    assert net.client.counters["TcpExtTCPWinProbe"] > 3
+    got = bytearray()
+    while len(got) < sent:
+        got += net.server.recv(1 << 20, net.now) if net.server.readable else b""
+        net.flush()
+        if not net.step():
+            break
+    assert bytes(got) == b"m" * sent
+
+
+def test_send_space_available_after_ack() -> None:
+    conn = established(plain_options(sndbuf=1000))
+    assert conn.send(b"x" * 1500, 0) == 1000
+    conn.take_segments()
+    conn.on_segment(seg(ack=L1 + 1000), 10 * MS)
+    assert SendSpaceAvailable(1000) in conn.take_events()
+
+
+# ====================================================================== keepalive
+def test_keepalive_probes_then_etimedout() -> None:
+    opts = plain_options(keepalive=True, keepalive_time=10 * SECOND,
+                         keepalive_intvl=SECOND, keepalive_probes=3)
+    conn = established(opts)
+    times = []
+    while conn.state is State.ESTABLISHED:
+        at = conn.next_deadline()
+        conn.on_timer(at)
+        for out in conn.take_segments():
+            assert out.seq == ISS_LOCAL and out.flags == ACK and not out.payload
+            times.append(at)
+    assert times == [10 * SECOND, 11 * SECOND, 12 * SECOND]
+    assert conn.counters["TcpExtTCPKeepAlive"] == 3
+    assert ConnectionFailed(errno.ETIMEDOUT) in conn.take_events()
+
+
+def test_keepalive_answer_resets_the_count() -> None:
+    opts = plain_options(keepalive=True, keepalive_time=10 * SECOND,
+                         keepalive_intvl=SECOND, keepalive_probes=2)
+    conn = established(opts)
+    conn.on_timer(10 * SECOND)
+    recv_one(conn)
+    conn.on_segment(seg(), 10 * SECOND + 5 * MS)  # the peer's ACK
+    conn.on_timer(conn.next_deadline())
+    assert conn.state is State.ESTABLISHED
+    assert conn.next_deadline() == 20 * SECOND + 5 * MS
+
+
+# ====================================================================== PAWS (RFC 7323)
+def test_paws_drops_old_timestamps() -> None:
+    conn = established(plain_options(timestamps=True))
+    assert conn.tcb.ts_ok and conn.tcb.snd_mss == 1448
+    conn.on_segment(seg(payload=b"new", timestamp=(2000, 0)), 0)
+    assert conn.tcb.ts_recent == 2000
+    out = send(conn, seg(seq=R1 + 3, payload=b"old", timestamp=(1500, 0)), now=MS)
+    assert [(o.flags, o.ack) for o in out] == [(ACK, R1 + 3)]
+    assert conn.readable == 3 and conn.counters["TcpExtPAWSEstab"] == 1
+    # timestamps wrap modulo 2**32: 0x10 is newer than 0xFFFFFFF0
+    conn.tcb.ts_recent = 0xFFFFFFF0
+    conn.on_segment(seg(seq=R1 + 3, payload=b"wrap", timestamp=(0x10, 0)), 2 * MS)
+    assert conn.readable == 7
+
+
+def test_paws_ignores_stale_ts_recent_after_24_days() -> None:
+    conn = established(plain_options(timestamps=True))
+    conn.on_segment(seg(payload=b"a", timestamp=(2000, 0)), 0)
+    later = 25 * 86400 * SECOND
+    conn.on_segment(seg(seq=R1 + 1, payload=b"b", timestamp=(5, 0)), later)
+    assert conn.readable == 2
+
+
+def test_rst_is_not_subject_to_paws() -> None:
+    conn = established(plain_options(timestamps=True))
+    conn.on_segment(seg(payload=b"a", timestamp=(2000, 0)), 0)
+    conn.on_segment(seg(seq=R1 + 1, flags=0x04, timestamp=(1, 0)), MS)
+    assert conn.state is State.CLOSED
+
+
+# ====================================================================== window scaling, buffers
+def test_window_scaling_negotiated_and_applied() -> None:
+    net = Net(client_opts=Options(rcvbuf=1 << 20), server_opts=Options(rcvbuf=1 << 20))
+    net.run(until=SECOND)
+    c, s = net.client, net.server
+    assert c.tcb.rcv_wscale == 5 and s.tcb.snd_wscale == 5
+    assert s.tcb.snd_wnd == (1 << 20)  # 32768 << 5 after the first scaled segment
+
+
+def test_no_scaling_when_one_side_does_not_offer() -> None:
+    net = Net(client_opts=Options(window_scaling=False), server_opts=Options(rcvbuf=1 << 20))
+    net.run(until=SECOND)
+    assert net.server.tcb.rcv_wscale == 0 and net.server.tcb.snd_wscale == 0
+    assert net.client.tcb.snd_wnd <= 0xFFFF
+
+
+def test_receive_window_update_after_reading() -> None:
+    net = Net(server_opts=Options(rcvbuf=8192), imp=Impairments())
+    net.run(until=SECOND)
+    data = bytes(range(256)) * 200  # 51200 bytes through an 8 KB window
+    sent = net.client.send(data, net.now)
+    net.flush()
+    got = bytearray()
+    for _ in range(100_000):
+        if net.server.readable:
+            got += net.server.recv(3000, net.now)
+            net.flush()
+        if sent < len(data):
+            sent += net.client.send(data[sent:], net.now)
+            net.flush()
+        if len(got) == len(data) or not net.step():
+            break
+    assert bytes(got) == data
+    assert net.now < 10 * SECOND  # window updates, not persist probes, kept it moving
