@@ -62,6 +62,9 @@ UNRECOGNIZED_OPTION = 2
 # Router-advertisement flags (RFC 4861 §4.2, RFC 4191 preference, RFC 5175).
 RA_MANAGED = 0x80
 RA_OTHER = 0x40
+RA_HOME_AGENT = 0x20
+RA_PREFERENCE_SHIFT = 3  # 2 bits: 01 high, 00 medium, 11 low (RFC 4191 §2.2)
+RA_PROXY = 0x04
 # Neighbor-advertisement flags (RFC 4861 §4.4).
 NA_ROUTER = 0x80
 NA_SOLICITED = 0x40
