@@ -578,13 +578,14 @@ class UdpTable:
     # --- multicast / broadcast ---------------------------------------------------------
     def mcast_deliver(self, daddr: bytes, dport: int, saddr: bytes, sport: int, ifindex: int,
                       datagram: object, deliver: Callable[[UdpEntry, object], None],
-                      *, clone: Callable[[object], object] | None = None) -> int:
+                      *, clone: Callable[[object], object] | None = None,
+                      tuning: Tuning | None = None, collect: str | None = None) -> int:
         """Deliver a multicast/broadcast datagram to every matching socket (see
         ``rcunet.tables.udp_mcast.mcast_deliver``); returns the receiver count."""
         from rcunet.tables.udp_mcast import mcast_deliver
 
         return mcast_deliver(self, daddr, dport, saddr, sport, ifindex, datagram, deliver,
-                             clone=clone)
+                             clone=clone, tuning=tuning, collect=collect)
 
     # --- introspection (tests, leak checks) ----------------------------------------------
     def entries(self) -> list[UdpEntry]:

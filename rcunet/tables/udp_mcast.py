@@ -51,6 +51,7 @@ from rcunet.tables.udp_entry import UdpEntry, mcast_allowed, v4_view
 
 if TYPE_CHECKING:
     from rcunet.tables.udp import UdpSlot, UdpTable
+    from rcunet.tuning import Tuning
 
 Deliver = Callable[[UdpEntry, object], None]
 Clone = Callable[[object], object]
@@ -167,13 +168,18 @@ def mcast_slots(table: UdpTable, daddr: bytes, dport: int, use_hash2: bool) -> S
 
 def mcast_deliver(table: UdpTable, daddr: bytes, dport: int, saddr: bytes, sport: int,
                   ifindex: int, datagram: object, deliver: Deliver, *,
-                  clone: Clone | None = None) -> int:
+                  clone: Clone | None = None, tuning: Tuning | None = None,
+                  collect: str | None = None) -> int:
     """Deliver ``datagram`` (sent from ``saddr:sport`` to the multicast or broadcast
     ``daddr:dport``, received on ``ifindex``) to every matching socket of ``table``:
     ``deliver(sk, datagram_or_clone)`` once per receiver.  Returns the number of
     receivers.  ``deliver`` must not raise; it runs with no table lock held in the
-    modern modes and under the slot lock in the legacy one."""
-    tuning = table.tuning  # one attribute load
+    modern modes and under the slot lock in the legacy one.  ``tuning``/``collect``
+    override the table's for this call (benchmarks compare modes on one table)."""
+    if tuning is None:
+        tuning = table.tuning  # one attribute load
+    if collect is None:
+        collect = table.mcast_collect
     match: MatchFn = is_mcast_sock4 if len(daddr) == 4 else is_mcast_sock6
     slots = mcast_slots(table, daddr, dport, tuning.udp_mcast_hash2)
     clone_fn = clone if clone is not None else copy_datagram
@@ -183,7 +189,7 @@ def mcast_deliver(table: UdpTable, daddr: bytes, dport: int, saddr: bytes, sport
         count = _deliver_under_lock(table, slots, match, daddr, dport, saddr, sport, ifindex,
                                     datagram, deliver, clone_fn, shard)
     else:
-        if table.mcast_collect == "rcu":
+        if collect == "rcu":
             receivers = _collect_rcu(slots, match, daddr, dport, saddr, sport, ifindex, table)
         else:
             receivers = _collect_locked(slots, match, daddr, dport, saddr, sport, ifindex,
