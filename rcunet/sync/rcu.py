@@ -115,6 +115,12 @@ class Rcu:
         if slot.nesting == 0:
             slot.epoch = 0  # atomic: attribute store; pairs with the load in _readers_left
 
+    def reader_slot(self) -> _ReaderSlot:
+        """The calling thread's slot (for primitives that inline a read section, such as
+        RcuRef.put; they must follow read_lock/read_unlock exactly)."""
+        slot: _ReaderSlot | None = getattr(self._tls, "slot", None)
+        return self._register_reader() if slot is None else slot
+
     def read(self) -> _ReadSection:
         """``with rcu.read():`` — a read-side critical section."""
         return self._read_section
