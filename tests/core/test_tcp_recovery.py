@@ -1,0 +1,232 @@
+"""Loss recovery: NewReno fast retransmit/recovery (RFC 5681/6582), SACK (RFC 2018/6675), CUBIC."""
+
+from __future__ import annotations
+
+import math
+
+from tcp_harness import (
+    ACK,
+    ISS_LOCAL,
+    ISS_REMOTE,
+    MS,
+    SECOND,
+    established,
+    plain_options,
+    recv_one,
+    seg,
+)
+
+from rcunet.core.tcp.congestion import Cubic, NewReno, create
+from rcunet.core.tcp.congestion.cubic import BETA, C
+from rcunet.core.tcp.reassembly import Assembler
+from rcunet.core.tcp.sack import ReceiverBlocks, Scoreboard
+
+L1 = ISS_LOCAL + 1
+R1 = ISS_REMOTE + 1
+MSS = 1460
+
+
+def sender(**kw: object):
+    conn = established(plain_options(**kw))
+    conn.send(bytes(range(256)) * 120, 0)  # 30720 bytes; IW = 10 segments go out
+    out = conn.take_segments()
+    assert [o.seq for o in out] == [L1 + i * MSS for i in range(10)]
+    return conn
+
+
+def dupack(conn, now: int, **kw: object) -> list:
+    conn.on_segment(seg(ack=L1, **kw), now)
+    return conn.take_segments()
+
+
+# ====================================================================== NewReno
+def test_three_dupacks_trigger_fast_retransmit() -> None:
+    conn = sender(congestion_control="reno")
+    assert dupack(conn, MS) == [] and dupack(conn, 2 * MS) == []
+    out = dupack(conn, 3 * MS)
+    assert [(o.seq, len(o.payload)) for o in out] == [(L1, MSS)]
+    assert conn.cc.ssthresh == 5 * MSS  # RFC 5681 eq. 4: FlightSize / 2
+    assert conn.cc.cwnd == 8 * MSS  # ssthresh + 3 SMSS
+    assert conn.counters["TcpExtTCPFastRetrans"] == 1
+    assert conn.counters["TcpExtTCPRenoRecovery"] == 1
+
+
+def test_newreno_inflates_then_handles_partial_and_full_ack() -> None:
+    conn = sender(congestion_control="reno")
+    for i in range(3):
+        dupack(conn, (i + 1) * MS)
+    # more dupacks inflate cwnd by one SMSS each; new data goes once cwnd > flight
+    sent = []
+    for i in range(5):
+        sent += dupack(conn, (10 + i) * MS)
+    assert conn.cc.cwnd == 13 * MSS
+    assert [o.seq for o in sent] == [L1 + 10 * MSS, L1 + 11 * MSS, L1 + 12 * MSS]
+    # partial ACK (segment 4 was also lost): retransmit it at once (RFC 6582 §3.2 step 3)
+    conn.on_segment(seg(ack=L1 + 4 * MSS), 30 * MS)
+    out = conn.take_segments()
+    assert out[0].seq == L1 + 4 * MSS and len(out[0].payload) == MSS
+    assert conn._recovery == "reno"
+    # full ACK beyond "recover": leave recovery, cwnd = min(ssthresh, flight + SMSS)
+    conn.on_segment(seg(ack=L1 + 13 * MSS), 60 * MS)
+    assert conn._recovery is None
+    assert conn.cc.cwnd == min(conn.cc.ssthresh, MSS + MSS)
+
+
+def test_no_second_fast_retransmit_for_data_before_recover() -> None:
+    conn = sender(congestion_control="reno")
+    for i in range(3):
+        dupack(conn, (i + 1) * MS)
+    conn.on_timer(conn.next_deadline())  # RTO during recovery
+    conn.take_segments()
+    for i in range(4):  # dupacks for data sent before the timeout: RFC 6582 step 2
+        dupack(conn, 2 * SECOND + i * MS)
+    assert conn.counters["TcpExtTCPFastRetrans"] == 1
+
+
+def test_window_update_is_not_a_dupack() -> None:
+    conn = sender(congestion_control="reno")
+    for i, w in enumerate((60000, 50000, 40000)):
+        dupack(conn, (i + 1) * MS, window=w)
+    assert conn.counters["TcpExtTCPFastRetrans"] == 0
+
+
+# ====================================================================== SACK
+def blocks(*segs: tuple[int, int]) -> tuple[tuple[int, int], ...]:
+    return tuple((L1 + a * MSS, L1 + b * MSS) for a, b in segs)
+
+
+def test_sack_recovery_retransmits_every_hole_once() -> None:
+    conn = sender(sack=True, congestion_control="reno")
+    out = dupack(conn, MS, sack_blocks=blocks((1, 5), (6, 10)))
+    # IsLost(HighACK + 1) already holds: enter recovery on this first ACK (RFC 6675 §5)
+    # both holes first; then pipe = 2 retransmitted segments < cwnd = ssthresh = 5 SMSS,
+    # so three new segments follow (RFC 6675 §5 step (C), NextSeg rule 2)
+    assert [o.seq for o in out] == [L1, L1 + 5 * MSS] + [L1 + i * MSS for i in (10, 11, 12)]
+    assert conn.counters["TcpExtTCPSackRecovery"] == 1
+    # more SACK information for the same holes does not repeat them (HighRxt)
+    out = dupack(conn, 2 * MS, sack_blocks=blocks((1, 5), (6, 10)))
+    assert all(o.seq >= L1 + 10 * MSS for o in out)
+    conn.on_segment(seg(ack=L1 + 10 * MSS), 30 * MS)
+    assert conn._recovery is None and conn.cc.cwnd == conn.cc.ssthresh
+
+
+def test_sack_recovery_sends_new_data_as_pipe_drains() -> None:
+    conn = sender(sack=True, congestion_control="reno")
+    sent = []
+    for i, hi in enumerate((2, 3, 4, 5, 6, 7, 8, 9, 10)):
+        sent += dupack(conn, (i + 1) * MS, sack_blocks=blocks((1, hi)))
+    seqs = [o.seq for o in sent]
+    assert seqs[0] == L1  # the one hole, retransmitted first
+    assert seqs.count(L1) == 1
+    assert all(s >= L1 + 10 * MSS for s in seqs[1:])  # then only new data
+    assert len(seqs) >= 3
+
+
+def test_sack_blocks_outside_sent_data_are_ignored() -> None:
+    conn = sender(sack=True)
+    for i in range(5):
+        dupack(conn, (i + 1) * MS, sack_blocks=((L1 + 50 * MSS, L1 + 60 * MSS),
+                                               (L1 - 5000, L1 - 10)))
+    assert conn.scoreboard.sacked_bytes == 0
+
+
+def test_receiver_reports_most_recent_block_first() -> None:
+    conn = established(plain_options(sack=True))
+    conn.on_segment(seg(seq=R1 + 1000, payload=b"a" * 100), 0)
+    conn.take_segments()
+    conn.on_segment(seg(seq=R1 + 3000, payload=b"b" * 100), 0)
+    out = recv_one(conn)
+    assert out.flags == ACK and out.ack == R1
+    assert out.sack_blocks == ((R1 + 3000, R1 + 3100), (R1 + 1000, R1 + 1100))
+    conn.on_segment(seg(seq=R1 + 1100, payload=b"c" * 100), 0)
+    assert recv_one(conn).sack_blocks == ((R1 + 1000, R1 + 1200), (R1 + 3000, R1 + 3100))
+
+
+def test_scoreboard_pipe_and_lost_boundary() -> None:
+    sb = Scoreboard()
+    sb.add(1 * MSS, 5 * MSS)
+    sb.add(6 * MSS, 10 * MSS)
+    assert sb.lost_boundary(MSS) == 10 * MSS - 1 - 2 * MSS
+    assert sb.is_lost(0, MSS) and sb.is_lost(5 * MSS, MSS)
+    assert sb.pipe(high_rxt=0, high_data=10 * MSS, smss=MSS) == 0
+    assert sb.pipe(high_rxt=MSS, high_data=12 * MSS, smss=MSS) == MSS + 2 * MSS
+    assert sb.next_seg(0, MSS) == (0, MSS)
+    assert sb.next_seg(MSS, MSS) == (5 * MSS, MSS)
+    sb.advance(5 * MSS)
+    assert sb.ranges() == [(MSS, 5 * MSS)]
+
+
+def test_reassembly_first_arrival_wins_and_ranges_are_bounded() -> None:
+    asm = Assembler(max_ranges=3)
+    assert asm.add(10, b"AAAA") == 4
+    assert asm.add(8, b"bbbbbbbb") == 4  # only the bytes around what we hold are new
+    assert asm.ranges() == [(8, 16)]
+    assert asm.add(20, b"x") == 1 and asm.add(30, b"y") == 1
+    assert asm.add(40, b"z") is None  # a fourth island is refused
+    asm.advance(8)
+    assert asm.pop_front() == b"bbAAAAbb"
+    assert asm.buffered == 2
+
+
+def test_receiver_blocks_order() -> None:
+    rb = ReceiverBlocks()
+    rb.note(50)
+    rb.note(10)
+    held = [(10, 20), (50, 60), (70, 80)]
+    assert rb.blocks(held, 3) == [(10, 20), (50, 60), (70, 80)]
+    assert rb.blocks(held, 2) == [(10, 20), (50, 60)]
+
+
+# ====================================================================== congestion control
+def test_reno_slow_start_and_congestion_avoidance() -> None:
+    cc = NewReno(1000, 10)
+    cc.on_ack(1000, 0, None)
+    assert cc.cwnd == 11000
+    cc.ssthresh = 11000
+    for _ in range(11):
+        cc.on_ack(1000, 0, None)
+    assert cc.cwnd == 12000  # one SMSS per window of ACKed bytes
+    cc.on_timeout(0, 20000)
+    assert (cc.ssthresh, cc.cwnd) == (10000, 1000)
+
+
+def run_cubic_epoch(cc: Cubic, seconds: float, rtt: int = 100 * MS, start: int = 0) -> int:
+    now = start
+    while now < start + int(seconds * SECOND):
+        for _ in range(cc.cwnd // cc.mss):  # one window of ACKs per RTT
+            cc.on_ack(cc.mss, now, rtt)
+        now += rtt
+    return now
+
+
+def test_cubic_concave_then_convex_around_w_max() -> None:
+    cc = Cubic(1000, 10)
+    cc.cwnd = 100_000
+    cc.on_congestion(0, 100_000)
+    assert cc.ssthresh == int(100_000 * BETA)
+    cc.cwnd = cc.ssthresh
+    k = math.cbrt(100 * (1 - BETA) / C)  # RFC 9438 eq. 2
+    reno = NewReno(1000, 10)
+    reno.cwnd = reno.ssthresh = 70_000
+    run_cubic_epoch(reno, k / 2)
+    t = run_cubic_epoch(cc, k / 2)
+    assert reno.cwnd < cc.cwnd < 100_000  # concave: fast, but still below W_max
+    t = run_cubic_epoch(cc, k / 2, start=t)
+    assert 95_000 <= cc.cwnd <= 105_000  # plateau around W_max at t = K
+    run_cubic_epoch(cc, k, start=t)
+    assert cc.cwnd > 110_000  # convex: probing beyond W_max
+
+
+def test_cubic_fast_convergence_and_friendliness() -> None:
+    cc = Cubic(1000, 10)
+    cc.cwnd = 100_000
+    cc.on_congestion(0, 100_000)
+    cc.cwnd = 80_000
+    cc.on_congestion(SECOND, 80_000)
+    assert math.isclose(cc.w_max, 80 * (1 + BETA) / 2)  # RFC 9438 §4.7
+    assert create("cubic", 1000, 10).name == "cubic" and create("reno", 1000, 10).name == "reno"
+
+
+def test_connection_uses_selected_algorithm() -> None:
+    assert established(plain_options(congestion_control="cubic")).cc.name == "cubic"
+    assert established(plain_options(congestion_control="reno")).cc.name == "reno"
