@@ -28,6 +28,9 @@ advances a virtual clock and polls) or by the worker thread, which sleeps until 
 next release time.  ``checksum_offload`` is True only for a clean link: once any
 impairment is active, hosts must compute and verify checksums (DESIGN.md).
 
+A receiver that raises loses its frame and nothing else: the exception is counted
+(``receiver_errors``), kept in ``link.last_error`` and logged; the sender carries on.
+
 Captures: ``link.tap`` and ``endpoint.tap`` accept any object with
 ``write(timestamp_ns, frame)`` (``rcunet.link.pcap.PcapWriter``); the link tap sees every
 frame put on the link, an endpoint tap what that endpoint sends and receives.  Taps are
@@ -37,6 +40,7 @@ called outside the link's lock and must be thread-safe themselves.
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import time
 from collections import deque
@@ -57,11 +61,12 @@ DEFAULT_FDB_AGEING = 300 * 1_000_000_000
 DEFAULT_FDB_MAX = 8192
 
 Receiver = Callable[[bytes], None]
+_log = logging.getLogger(__name__)
 
 ENDPOINT_COUNTERS = ("rx_packets", "rx_bytes", "rx_dropped", "tx_packets", "tx_bytes",
                      "tx_dropped")
 LINK_COUNTERS = ("frames", "mtu_drops", "runts", "delivered", "flooded", "forwarded",
-                 "filtered", "no_receiver", "backlog_drops", "impaired_drops")
+                 "filtered", "no_receiver", "backlog_drops", "receiver_errors")
 
 
 class Tap(Protocol):
@@ -177,6 +182,8 @@ class _Link:
         self._names = itertools.count()
         self._worker: threading.Thread | None = None  # guarded-by: _lock
         self._stopping = False  # guarded-by: _lock
+        #: The last exception a receiver raised (see ``receiver_errors``).
+        self.last_error: Exception | None = None  # guarded-by: _lock
 
     # -- configuration -----------------------------------------------------------------
 
@@ -313,7 +320,18 @@ class _Link:
         for target, frame, receiver in resolved:
             if receiver is not None:
                 self._tap(target.tap, now, frame)
-                receiver(frame)
+                try:
+                    receiver(frame)
+                except Exception as error:  # a wire never fails its sender
+                    self._receiver_failed(target, error)
+
+    def _receiver_failed(self, target: Endpoint, error: Exception) -> None:
+        """A receiver raised: the frame is gone, as if the host had crashed on it.  The
+        sender (or the worker) carries on; the error is counted, kept and logged."""
+        with self._lock:
+            self.counters["receiver_errors"] += 1
+            self.last_error = error
+        _log.error("receiver of %r raised", target, exc_info=error)
 
     @staticmethod
     def _tap(tap: Tap | None, now: int, frame: bytes) -> None:

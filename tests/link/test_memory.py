@@ -392,3 +392,18 @@ def test_concurrent_senders_through_impairments_accounted_for() -> None:
     assert received == threads * per_thread - stats["lost"] + stats["duplicated"]
     assert stats["lost"] > 0 and stats["duplicated"] > 0
     assert sink.stats()["rx_packets"] == received
+
+
+def test_receiver_that_raises_loses_only_its_frame() -> None:
+    seg = Segment(KIND_IP)
+    eps = [seg.add_endpoint() for _ in range(3)]
+    _, _, box = wired(eps)
+
+    def broken(frame: bytes) -> None:
+        raise RuntimeError("host bug")
+
+    eps[1].set_receiver(broken)
+    assert eps[0].send(b"\x45" + bytes(30))  # the sender is not told about the crash
+    assert len(box.take()) == 1
+    assert seg.stats()["receiver_errors"] == 1
+    assert isinstance(seg.last_error, RuntimeError)
