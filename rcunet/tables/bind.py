@@ -33,6 +33,7 @@ from rcunet.tables.entry import (
     AF_INET6,
     ANY4,
     ANY6,
+    SockEntry,
     State,
     TableEntry,
     check_address,
@@ -324,9 +325,9 @@ class BindTables:
         except OSError:
             sk.set_key(old_laddr, sk.lport, sk.faddr, sk.fport)  # a failed bind changes nothing
             raise
-        if hasattr(sk, "bind_port_locked"):  # SOCK_BINDPORT_LOCK / SOCK_BINDADDR_LOCK
-            sk.bind_port_locked = explicit_port  # type: ignore[attr-defined]
-            sk.bind_addr_locked = not _is_wildcard(sk)  # type: ignore[attr-defined]
+        if isinstance(sk, SockEntry):  # SOCK_BINDPORT_LOCK / SOCK_BINDADDR_LOCK
+            sk.bind_port_locked = explicit_port
+            sk.bind_addr_locked = not _is_wildcard(sk)
         return port
 
     def listen_port(self, sk: TableEntry, stats: BindStats | None = None) -> None:

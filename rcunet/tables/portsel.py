@@ -32,10 +32,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Protocol
 
+from rcunet.sync.hooks import yield_point
 from rcunet.sync.lock import LockClass
 from rcunet.tables.bind import Bind2Bucket, BindBucket, BindTables, v6_key
 from rcunet.tables.ehash import EstablishedTable, destroy_entry
 from rcunet.tables.entry import (
+    SockEntry,
     State,
     TableEntry,
     TimeWaitEntry,
@@ -113,11 +115,11 @@ def twsk_unique(sk: TableEntry, tw: TimeWaitEntry, *, explicit_port: bool, tunin
         return False
     if not tw.ref.get():
         return False
-    if hasattr(sk, "write_seq") and not getattr(sk, "repair", False):
+    if isinstance(sk, SockEntry) and not sk.repair:
         seq = (tw.snd_nxt + 65535 + 2) & M32
-        sk.write_seq = seq or 1  # type: ignore[attr-defined]
-        sk.ts_recent = tw.ts_recent  # type: ignore[attr-defined]
-        sk.ts_recent_stamp = tw.ts_recent_stamp  # type: ignore[attr-defined]
+        sk.write_seq = seq or 1
+        sk.ts_recent = tw.ts_recent
+        sk.ts_recent_stamp = tw.ts_recent_stamp
     return True
 
 
@@ -360,6 +362,7 @@ class PortSelector:
         """The candidate under its bhash lock: re-check the tb, check/insert the 4-tuple
         under the ehash lock (or create the tb: a new port has no 4-tuple), then bind."""
         bind = self.bind
+        yield_point("portsel.connect.before_lock")  # the pre-check said "maybe free"
         with bind.bhash_lock(port):
             if stats is not None:
                 stats.bhash_locks += 1

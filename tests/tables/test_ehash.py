@@ -225,6 +225,7 @@ def test_replace_never_exposes_neither_to_a_concurrent_reader(clock):
             put_entry(e)
 
     r = threading.Thread(target=reader, name="reader")
+    retired = []  # replaced entries stay alive until the reader is done (its snapshots)
     r.start()
     try:
         for i in range(300):
@@ -233,11 +234,11 @@ def test_replace_never_exposes_neither_to_a_concurrent_reader(clock):
             else:
                 new = established()
             assert t.replace(current, new)
-            if current.ref.put():
-                pass
+            retired.append(current)
             current = new
     finally:
         stop.set()
         r.join(5)
     assert misses == []
     assert dead_tw == []
+    assert all(e.ref.read() == 1 for e in retired)
