@@ -524,7 +524,7 @@ class NeighbourTable:
         self.stats["forced_gc_runs"] += 1
         target = self.params.gc_thresh2
         cutoff = now - 5 * SECOND
-        victims = []
+        victims: list[Entry] = []
         excess = len(self._entries) - target
         for entry in self._entries.values():
             if len(victims) >= max(excess, 1):
