@@ -101,7 +101,7 @@ class BufferPool:
         buf.generation += 1
         if self._owner_thread is not None and _get_ident() != self._owner_thread:
             self.recycled_foreign.add()
-        if len(self._free) >= self.capacity:
+        if len(self._free) >= self.capacity:  # a soft cap: racing recyclers may overshoot
             self.dropped.add()
             return
         self._free.append(buf)  # atomic: deque.append

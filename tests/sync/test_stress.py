@@ -154,7 +154,7 @@ def test_rcu_readers_never_see_a_freed_object():
 def test_deferred_free_loses_no_buffer():
     defer = DeferredFreeList(defer_max=16)
     pools = {}
-    stop = threading.Event()
+    owners_done = []  # atomic: list.append; both owners must finish before consumers stop
     registered = threading.Barrier(2 + 2)
     handoff = []  # atomic: list.append / list.pop by consumers
     allocated = [0, 0]
@@ -170,11 +170,11 @@ def test_deferred_free_loses_no_buffer():
                 handoff.append(pool.alloc())
                 allocated[i] += 1
             defer.drain()
-        stop.set()
+        owners_done.append(i)
 
     def consumer(_i):
         registered.wait()
-        while not stop.is_set() or handoff:
+        while len(owners_done) < 2 or handoff:
             try:
                 buf = handoff.pop()
             except IndexError:
