@@ -148,6 +148,13 @@ def test_bad_files_exit_nonzero_with_one_line_and_no_traceback(tmp_path: Path, k
     assert expected in result.stderr
 
 
+def test_dash_reads_the_capture_from_standard_input() -> None:
+    result = subprocess.run([sys.executable, "-m", "rcunet", "decode", "-c", "2", "-"],
+                            input=SAMPLE.read_bytes(), capture_output=True, timeout=60)
+    assert (result.returncode, result.stderr) == (0, b"")
+    assert result.stdout.decode().splitlines() == GOLDEN.splitlines()[:2]
+
+
 def test_readme_command_runs_from_the_repository() -> None:
     result = subprocess.run([sys.executable, "-m", "rcunet", "decode", "samples/handshake.pcap"],
                             capture_output=True, text=True, timeout=60, cwd=ROOT)

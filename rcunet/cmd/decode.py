@@ -14,7 +14,8 @@ from rcunet.cli import UsageError
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", metavar="FILE", help="a pcap or pcapng capture")
+    parser.add_argument("file", metavar="FILE",
+                        help="a pcap or pcapng capture ('-' reads standard input)")
     parser.add_argument("-c", "--count", type=int, metavar="COUNT",
                         help="stop after COUNT frames")
     parser.add_argument("--verify-checksums", action="store_true",
@@ -28,7 +29,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.count is not None and args.count < 1:
         raise UsageError(f"-c needs a count >= 1, got {args.count}")
-    records = pcap.read_records(args.file)
+    source = sys.stdin.buffer if args.file == "-" else args.file
+    records = pcap.read_records(source)
     printed = 0
     while args.count is None or printed < args.count:
         try:
