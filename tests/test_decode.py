@@ -253,6 +253,14 @@ def test_icmp_errors_name_the_quoted_flow() -> None:
                                                                                   dst=B6)
     assert pretty.summarize(frame6(58, unreach)).endswith(
         "ICMP6, destination unreachable, unreachable port, 2001:db8::1 tcp port 443, length 68")
+    record = icmpv6.McastRecord(icmpv6.CHANGE_TO_EXCLUDE, bytes.fromhex("ff02" + "00" * 13 + "16"))
+    report = icmpv6.Repr.mldv2_report((record,)).build(src=A6, dst=B6)
+    assert pretty.summarize(frame6(58, report, (ipv6.HopByHop(58),))) == (
+        "IP6 2001:db8::1 > 2001:db8::2: HBH ICMP6, multicast listener report v2, "
+        "1 group record(s), length 28")
+    redirect6 = icmpv6.Repr(137, 0, data=bytes(4) + B6 + A6).build(src=A6, dst=B6)
+    assert pretty.summarize(frame6(58, redirect6)).endswith(
+        "ICMP6, redirect, 2001:db8::2 to 2001:db8::1, length 40")
     no_route = icmpv6.Repr.dest_unreachable(icmpv6.NO_ROUTE, quoted6).build(src=A6, dst=B6)
     assert pretty.summarize(frame6(58, no_route)).endswith(
         "ICMP6, destination unreachable, unreachable route 2001:db8::1, length 68")

@@ -417,6 +417,7 @@ def _icmpv4_text(message: icmpv4.Repr) -> str:
     return template.format(dst=dst)
 
 
+_ICMP6_REDIRECT = 137
 _ICMP6_NAMES = {
     icmpv6.DEST_UNREACHABLE: "destination unreachable",
     icmpv6.PACKET_TOO_BIG: "packet too big",
@@ -431,7 +432,7 @@ _ICMP6_NAMES = {
     icmpv6.ROUTER_ADVERT: "router advertisement",
     icmpv6.NEIGHBOR_SOLICIT: "neighbor solicitation",
     icmpv6.NEIGHBOR_ADVERT: "neighbor advertisement",
-    137: "redirect",
+    _ICMP6_REDIRECT: "redirect",
     icmpv6.MLDV2_REPORT: "multicast listener report v2",
 }
 _UNREACH6 = {
@@ -475,6 +476,12 @@ def _icmpv6_detail(message: icmpv6.Repr) -> str:
         return f", tgt is {_ip6_text(message.target)}"
     if kind == icmpv6.PACKET_TOO_BIG:
         return f", mtu {message.mtu}"
+    if kind == icmpv6.MLDV2_REPORT:
+        return f", {len(message.records)} group record(s)"
+    if kind == _ICMP6_REDIRECT and len(message.data) >= 36:
+        # Kept verbatim by the codec: reserved(4), target(16), destination(16), options.
+        data = bytes(message.data)
+        return f", {_ip6_text(data[4:20])} to {_ip6_text(data[20:36])}"
     if kind == icmpv6.PARAMETER_PROBLEM:
         problem = _PARAM_PROBLEMS6.get(code, f"code {code}")
         return f", {problem} - octet {message.pointer}"
