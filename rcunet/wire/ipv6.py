@@ -424,39 +424,50 @@ class Repr(NamedTuple):
 
     def build(self, buf: bytearray | memoryview | None = None, offset: int = 0) -> bytes | int:
         """Emit the packet with its extension chain."""
-        check_chain(self.extensions)
-        payload_len = chain_len(self.extensions) + len(self.payload)
-        jumbo = self.extensions and isinstance(self.extensions[0], HopByHop) and (
-            _jumbo_option(self.extensions[0].options) is not None
-        )
-        if jumbo:
-            if payload_len <= MAX_PAYLOAD_LEN or self.fragment is not None:
-                raise WireError("bad-jumbo", f"jumbogram of {payload_len} bytes")
-            chain = emit_extensions(self.extensions, self.next_header, payload_len)
-            plen_field = 0
-        else:
-            if payload_len > MAX_PAYLOAD_LEN:
-                raise WireError("too-long", f"IPv6 payload of {payload_len} bytes")
-            if payload_len == 0:
-                raise WireError("bad-length", "an empty IPv6 payload reads as a jumbogram")
-            chain = emit_extensions(self.extensions, self.next_header)
-            plen_field = payload_len
-        first = protocol_of(self.extensions[0]) if self.extensions else self.next_header
-        word = 6 << 28 | (self.traffic_class & 0xFF) << 20 | self.flow_label & 0xFFFFF
-        length = HEADER_LEN + payload_len
-        if len(self.src) != 16 or len(self.dst) != 16:
+        src, dst, next_header, payload, hop_limit, traffic_class, flow_label, extensions = self
+        if len(src) != 16 or len(dst) != 16:
             raise WireError("bad-address", "IPv6 addresses are 16 bytes")
-        header = _FIXED.pack(word, plen_field, first, self.hop_limit, self.src, self.dst)
+        if not (0 <= traffic_class <= 0xFF and 0 <= flow_label <= 0xFFFFF
+                and 0 <= hop_limit <= 0xFF and 0 <= next_header <= 0xFF):
+            raise WireError("bad-field", f"IPv6 tc {traffic_class} flow {flow_label} "
+                            f"hop limit {hop_limit} next header {next_header}")
+        chain: bytes | bytearray
+        if extensions:
+            chain, plen_field = self._emit_chain()
+            first = protocol_of(extensions[0])
+        else:
+            chain, plen_field, first = b"", len(payload), next_header
+            if plen_field > MAX_PAYLOAD_LEN:
+                raise WireError("too-long", f"IPv6 payload of {plen_field} bytes")
+            if plen_field == 0:
+                raise WireError("bad-length", "an empty IPv6 payload reads as a jumbogram")
+        header = _FIXED.pack(6 << 28 | traffic_class << 20 | flow_label, plen_field, first,
+                             hop_limit, src, dst)
         if buf is None:
-            return b"".join((header, chain, self.payload))
+            return b"".join((header, chain, payload))
+        length = HEADER_LEN + len(chain) + len(payload)
         end = offset + length
         if offset < 0 or len(buf) < end:
             raise WireError("buffer-too-small", f"need {end} bytes, have {len(buf)}")
         buf[offset : offset + HEADER_LEN] = header
         upper = offset + HEADER_LEN + len(chain)
         buf[offset + HEADER_LEN : upper] = chain
-        buf[upper:end] = self.payload
+        buf[upper:end] = payload
         return length
+
+    def _emit_chain(self) -> tuple[bytearray, int]:
+        """The encoded chain and the payload length field (0 for a jumbogram)."""
+        extensions = self.extensions
+        check_chain(extensions)
+        payload_len = chain_len(extensions) + len(self.payload)
+        first = extensions[0]
+        if isinstance(first, HopByHop) and _jumbo_option(first.options) is not None:
+            if payload_len <= MAX_PAYLOAD_LEN or self.fragment is not None:
+                raise WireError("bad-jumbo", f"jumbogram of {payload_len} bytes")
+            return emit_extensions(extensions, self.next_header, payload_len), 0
+        if payload_len > MAX_PAYLOAD_LEN:
+            raise WireError("too-long", f"IPv6 payload of {payload_len} bytes")
+        return emit_extensions(extensions, self.next_header), payload_len
 
 
 def _jumbo_len(buf: Buffer, nh: int, n: int) -> int:

@@ -52,11 +52,14 @@ _new = tuple.__new__
 
 
 def _pseudo_sum(src: bytes, dst: bytes, length: int) -> int:
-    """Pseudo-header word sum, unfolded: addresses as whole integers (their 16-bit words
-    sum to the same residue mod 0xFFFF), plus protocol and segment length."""
-    if len(src) != len(dst) or len(src) not in (4, 16):
+    """Pseudo-header word sum, unfolded: the two addresses as one integer (its 16-bit
+    words sum to the same residue mod 0xFFFF), plus protocol and segment length."""
+    if len(src) != len(dst) or len(src) not in _ADDRESS_LENS:
         raise WireError("bad-address", "pseudo-header needs two 4- or two 16-byte addresses")
-    return int.from_bytes(src, "big") + int.from_bytes(dst, "big") + PROTOCOL + length
+    return int.from_bytes(src + dst, "big") + PROTOCOL + length
+
+
+_ADDRESS_LENS = (4, 16)
 
 
 class Packet:

@@ -266,6 +266,10 @@ def test_build_refuses_bad_addresses_and_short_buffers() -> None:
         ipv6.Repr(b"\0" * 4, DST, 17, b"x").build()
     with pytest.raises(WireError, match="buffer-too-small"):
         ipv6.Repr(SRC, DST, 17, b"x").build(bytearray(40))
+    for bad in (dict(traffic_class=256), dict(flow_label=1 << 20), dict(hop_limit=-1),
+                dict(next_header=256)):
+        with pytest.raises(WireError, match="bad-field"):
+            ipv6.Repr(SRC, DST, 17, b"x")._replace(**bad).build()
 
 
 def test_build_pads_options_and_links_next_headers() -> None:
