@@ -14,9 +14,12 @@ How the Linux mechanisms map to Python:
 * RCU readers (``udp4_lib_lookup2``, the multicast walk)  ->  one attribute load of a
   slot's chain, then a scan of that snapshot with no lock.
 * ``SOCK_RCU_FREE``  ->  entries are unhashed under the slot locks before their owner drops
-  its reference, so a reader that pins (``ref.get()``) an entry from an old snapshot either
-  fails (the close completed) or keeps it alive until it puts it back; the last ``put``
-  runs the table's ``release`` callback.
+  its reference, and the last ``put`` hands the table's ``release`` callback (the socket
+  destructor) to ``call_rcu``: it runs only after every RCU reader that could still hold
+  the entry has left its read section.  A reader that pins (``ref.get()``) an entry from
+  an old snapshot either fails (the entry is dead) or keeps it alive until it puts it
+  back.  UDP entries are never recycled into another identity (not
+  SLAB_TYPESAFE_BY_RCU), so the multicast walk needs only the read section.
 * Bucket indexes come from the per-host ``HashSecret`` (``net_hash_mix`` for the primary,
   the keyed ``ipv{4,6}_portaddr_hash`` for the secondary), so 0.0.0.0, ``::`` and
   ``::ffff:0.0.0.0`` share one hash2 slot and ``a.b.c.d`` shares one with
@@ -52,6 +55,7 @@ from collections.abc import Callable, Iterator
 from rcunet.sync import lockdep
 from rcunet.sync.hooks import yield_point
 from rcunet.sync.lock import LockClass
+from rcunet.sync.rcu import Rcu
 from rcunet.tables.entry import (
     AF_INET,
     AF_INET6,
@@ -208,12 +212,14 @@ class UdpTable:
                 group is changed only under its port's primary lock.
       tuning    one attribute load per operation; the Host replaces it with one store.
       rng       ephemeral port choice; guarded-by ``_rng_lock`` (a leaf lock).
+      release   runs from ``rcu`` callbacks, after a grace period (SOCK_RCU_FREE).
     Lock order: udp_hslot_lock > udp_hslot2_lock; never two of one class at once.
     """
 
     def __init__(self, secret: HashSecret | None = None, *, size: int = UDP_HTABLE_SIZE_MIN,
                  tuning: Tuning | None = None, rng: random.Random | None = None,
-                 release: Release | None = None, mcast_collect: str = "rcu") -> None:
+                 release: Release | None = None, mcast_collect: str = "rcu",
+                 rcu: Rcu | None = None) -> None:
         if size < 1 or size & (size - 1) or size > 65536:
             raise ValueError(f"UDP table size must be a power of two <= 65536, got {size}")
         if mcast_collect not in ("rcu", "locked"):
@@ -228,6 +234,9 @@ class UdpTable:
         self.hash2 = tuple(UdpSlot(HSLOT2_LOCK.new()) for _ in range(size))  # immutable
         self.tuning = tuning if tuning is not None else Tuning()  # replaced by one store
         self.release = release  # immutable after setup
+        #: The domain whose grace periods delay ``release``; its owner (the Host) drives
+        #: them with ``rcu.poll()``/``synchronize()``/``barrier()``.
+        self.rcu = rcu if rcu is not None else Rcu("udp")  # immutable
         #: Modern multicast with Tuning.udp_mcast_deliver_unlocked: "rcu" walks snapshots
         #: with no lock (Linux since 2016); "locked" collects under the slot lock and
         #: delivers outside it (the 2009/2014 design).
@@ -453,9 +462,11 @@ class UdpTable:
         sk.set_key(sk.laddr, 0, sk.faddr, sk.fport)
 
     def put(self, sk: UdpEntry) -> None:
-        """Drop one reference; the last one runs ``release`` (the socket destructor)."""
+        """Drop one reference; the last one queues ``release`` (the socket destructor)
+        behind a grace period (``sk_free`` -> ``call_rcu(__sk_destruct)``)."""
         if sk.ref.put() and self.release is not None:
-            self.release(sk)
+            release = self.release
+            self.rcu.call_rcu(lambda: release(sk))
 
     def close(self, sk: UdpEntry) -> None:
         """``udp_lib_close``: unhash, then drop the owner's reference."""

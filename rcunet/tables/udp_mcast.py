@@ -14,9 +14,11 @@ How receivers are reached (``Tuning.udp_mcast_deliver_unlocked``):
 * legacy (the seed's "before"): under each walked slot's lock, deliver to every match
   as it is found - clone, callback - so the lock is held for the whole fan-out;
 * modern, ``UdpTable.mcast_collect == "rcu"`` (the default; Linux since 2016, "udp: no
-  longer use SLAB_DESTROY_BY_RCU"): no lock at all.  Walk the chain snapshots, pin each
-  match with ``ref.get()`` (a failed get means its close completed: skip it), re-check
-  the match after the pin, then deliver to the pinned array and drop the pins;
+  longer use SLAB_DESTROY_BY_RCU"): no lock and no reference at all.  Inside one RCU read
+  section of ``table.rcu``, walk the chain snapshots into an array of matches, then
+  deliver to them.  A socket closed meanwhile may still get this datagram, but its
+  destructor (``release``, queued by ``call_rcu``) cannot run before the read section
+  ends, so nothing is ever delivered to a socket whose close completed;
 * modern, ``mcast_collect == "locked"`` (2009 "Optimise multicast reception" + 2014):
   collect and pin under each slot's lock, deliver after unlocking.
 
@@ -31,7 +33,7 @@ Reference §8.2 behaviours covered (tests in tests/tables/test_udp_mcast*.py):
 * 42 - N sockets on one port, N > 10 (the hash2 path) and ``hash2(daddr) ==
   hash2(ANY)``: each matching socket receives exactly once; under concurrent add/remove
   a socket present throughout receives exactly one copy, one added or removed receives
-  0 or 1, and none receives after its close completed (its last reference dropped);
+  0 or 1, and none receives after its close completed (its destructor ran);
   first match gets the original, the others clones; a clone failure is per socket;
   no match counts IgnoredMulti;
 * 43 - the membership/source filter (``ip_mc_sf_allow``) excludes sockets that did not
@@ -190,17 +192,25 @@ def mcast_deliver(table: UdpTable, daddr: bytes, dport: int, saddr: bytes, sport
                                     datagram, deliver, clone_fn, shard)
     else:
         if collect == "rcu":
-            receivers = _collect_rcu(slots, match, daddr, dport, saddr, sport, ifindex, table)
+            rcu = table.rcu
+            rcu.read_lock()
+            try:
+                receivers = _collect_rcu(slots, match, daddr, dport, saddr, sport, ifindex)
+                yield_point("udp.mcast.collected")
+                count = len(receivers)
+                _fan_out(receivers, datagram, deliver, clone_fn, shard)
+            finally:
+                rcu.read_unlock()
         else:
             receivers = _collect_locked(slots, match, daddr, dport, saddr, sport, ifindex,
                                         shard)
-        yield_point("udp.mcast.collected")
-        count = len(receivers)
-        try:
-            _fan_out(receivers, datagram, deliver, clone_fn, shard)
-        finally:
-            for sk in receivers:
-                table.put(sk)
+            yield_point("udp.mcast.collected")
+            count = len(receivers)
+            try:
+                _fan_out(receivers, datagram, deliver, clone_fn, shard)
+            finally:
+                for sk in receivers:
+                    table.put(sk)
     shard[_RECEIVERS] += count
     if not count:
         shard[_IGNORED] += 1
@@ -208,26 +218,19 @@ def mcast_deliver(table: UdpTable, daddr: bytes, dport: int, saddr: bytes, sport
 
 
 def _collect_rcu(slots: Sequence[UdpSlot], match: MatchFn, daddr: bytes, dport: int,
-                 saddr: bytes, sport: int, dif: int, table: UdpTable) -> list[UdpEntry]:
-    """The lockless walk: match on the snapshot, pin, re-check after the pin."""
+                 saddr: bytes, sport: int, dif: int) -> list[UdpEntry]:
+    """The lockless walk (caller is in an RCU read section): the matches of each chain
+    snapshot, each socket once."""
     receivers: list[UdpEntry] = []
-    seen: set[int] | None = None
     for index, slot in enumerate(slots):
+        chain = slot.chain  # atomic: one attribute load, paired with the writers' store
         if index and receivers:
             # A socket moved by a concurrent rehash could sit in both snapshots.
             seen = {id(sk) for sk in receivers}
-        chain = slot.chain  # atomic: one attribute load, paired with the writers' store
-        for sk in chain:
-            if not match(sk, daddr, dport, saddr, sport, dif):
-                continue
-            yield_point("udp.mcast.matched")
-            if not sk.ref.get():
-                continue  # dead: its close completed after our snapshot
-            if (seen is not None and id(sk) in seen) \
-                    or not match(sk, daddr, dport, saddr, sport, dif):
-                table.put(sk)  # re-keyed (or already collected) while we looked
-                continue
-            receivers.append(sk)
+            receivers.extend(sk for sk in chain if id(sk) not in seen
+                             and match(sk, daddr, dport, saddr, sport, dif))
+        else:
+            receivers.extend(sk for sk in chain if match(sk, daddr, dport, saddr, sport, dif))
     return receivers
 
 

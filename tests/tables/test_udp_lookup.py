@@ -160,6 +160,7 @@ def test_lookup_never_returns_a_closed_socket() -> None:
         reader.start()
         sched.wait_paused("udp.lookup.before_pin")
         t.close(victim)
+        t.rcu.barrier()  # the destructor runs after a grace period
         assert released == [victim]
         sched.release("udp.lookup.before_pin")
         reader.join(timeout=5)
