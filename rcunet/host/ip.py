@@ -114,6 +114,14 @@ class IpLayer:
     def is_local(self, addr: bytes) -> bool:
         return any(iface.has_address(addr) for iface in self.host.interfaces.values())
 
+    def is_broadcast(self, addr: bytes) -> bool:
+        """The limited broadcast or the directed broadcast of one of our subnets."""
+        if addr == LIMITED_BROADCAST:
+            return True
+        return len(addr) == 4 and any(a.broadcast() == addr
+                                      for i in self.host.interfaces.values()
+                                      for a in i.addresses_of(4))
+
     def select_source(self, iface: Interface, dst: bytes) -> bytes | None:
         """Source address for ``dst`` out of ``iface`` (RFC 6724 in brief: same family,
         link-local only for link-local destinations, else prefer global scope)."""
@@ -457,8 +465,12 @@ class IpLayer:
         """Route and send one datagram.  ``build_payload(src, dst)`` returns the transport
         bytes (it needs the final source address for the pseudo-header checksum).
         Returns 0 or a positive errno (ENETUNREACH, EMSGSIZE, EADDRNOTAVAIL)."""
-        if oif == 0 and self.is_local(dst):
-            oif = self.host.loopback.ifindex
+        if self.is_local(dst):
+            # Linux's local table: our own addresses go out (and back in) through lo.
+            lo = self.host.loopback
+            source = src or dst
+            return self._send_ip(lo, dst, source, dst, protocol, build_payload(source, dst),
+                                 ttl, dont_fragment, lo.mtu)
         if is_multicast(dst) or dst == LIMITED_BROADCAST:
             return self._output_multicast(src, dst, protocol, build_payload, ttl, oif)
         entry = self.host.dst_cache.lookup(dst, oif)
@@ -468,13 +480,8 @@ class IpLayer:
         try:
             out = entry.use()
             source = src or out.src
-            iface = out.iface
-            if self.is_local(dst):
-                iface = self.host.loopback
-            payload = build_payload(source, dst)
-            return self._send_ip(iface, out.next_hop if iface is not self.host.loopback else dst,
-                                 source, dst, protocol, payload, ttl, dont_fragment, out.mtu
-                                 if iface is not self.host.loopback else iface.mtu)
+            return self._send_ip(out.iface, out.next_hop, source, dst, protocol,
+                                 build_payload(source, dst), ttl, dont_fragment, out.mtu)
         finally:
             entry.release()
 

@@ -297,7 +297,7 @@ class UdpLayer:
             with sk.lock:
                 if not sk.hashed:
                     self.table.autobind(sk)
-        if dst == b"\xff\xff\xff\xff" and not sk.broadcast:
+        if not sk.broadcast and self.host.ip.is_broadcast(dst):
             raise OSError(errno.EACCES, "permission denied (SO_BROADCAST is off)")
         src = None if sk.laddr in (ANY4, ANY6) or is_multicast(sk.laddr) else sk.laddr
         sport = sk.lport
