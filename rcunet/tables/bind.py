@@ -398,15 +398,20 @@ class BindTables:
         return False
 
     def local_port_range(self, sk: TableEntry, tuning: Tuning) -> tuple[int, int, bool]:
-        """(low, high inclusive, per-socket?) as ``inet_sk_get_local_port_range``: a
-        per-socket IP_LOCAL_PORT_RANGE narrows the sysctl range."""
+        """(low, high inclusive, per-socket?) as ``inet_sk_get_local_port_range``: each
+        bound of a per-socket IP_LOCAL_PORT_RANGE applies when it lies inside the sysctl
+        range; setting the option at all switches connect() to step 1."""
         low, high = tuning.ip_local_port_range
         per_sock = getattr(sk, "local_port_range", None)
-        if per_sock is not None:
-            slo, shi = per_sock
-            if max(low, slo) <= min(high, shi):
-                return max(low, slo), min(high, shi), True
-        return low, high, False
+        if per_sock is None:
+            return low, high, False
+        sk_lo, sk_hi = per_sock
+        lo, hi = low, high
+        if lo <= sk_lo <= hi:
+            lo = sk_lo
+        if lo <= sk_hi <= hi:
+            hi = sk_hi
+        return lo, hi, True
 
     def find_open_port(self, sk: TableEntry, stats: BindStats | None = None) -> int:
         """``inet_csk_find_open_port`` + the success path of ``inet_csk_get_port``:

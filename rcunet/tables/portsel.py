@@ -263,7 +263,7 @@ class PortSelector:
         port = sk.lport
         h = (self._hash_port0(sk, stats) + port) & M32
         key = (sk.laddr, port, sk.faddr, sk.fport)
-        ok, tw = self._check_established_locked(sk, key, h, True, tuning, now, stats)
+        ok, tw, _ = self._check_established_locked(sk, key, h, True, tuning, now, stats)
         if not ok:
             raise OSError(errno.EADDRNOTAVAIL, "4-tuple already in use")
         if tw is not None:
@@ -271,24 +271,25 @@ class PortSelector:
 
     def _check_established_locked(self, sk: TableEntry, key: tuple[bytes, int, bytes, int],
                                   h: int, explicit_port: bool, tuning: Tuning, now: int,
-                                  stats: ConnectStats | None) -> tuple[bool, TimeWaitEntry | None]:
+                                  stats: ConnectStats | None,
+                                  ) -> tuple[bool, TimeWaitEntry | None, bool]:
         """``__inet_check_established(rcu_lookup=false)``: under the ehash lock, either
-        publish sk with ``key`` (taking over an acceptable TIME_WAIT) or report busy."""
+        publish sk with ``key`` (taking over an acceptable TIME_WAIT) or report busy.
+        Returns (ok, reused tw, occupied: a non-TIME_WAIT socket holds the tuple)."""
         def tw_unique(tw: TimeWaitEntry) -> bool:
             return twsk_unique(sk, tw, explicit_port=explicit_port, tuning=tuning, now=now)
 
         with self.ehash.ehash_lock(h):
             ok, tw, owner = self.ehash.connect_insert_locked(sk, key, h, tw_unique)
         # (the ehash lock is released before any bhash2 lock is taken)
+        occupied = owner is not None and owner.state != State.TIME_WAIT
         if stats is not None:
             stats.ehash_locks += 1
-            if owner is not None and owner.state != State.TIME_WAIT:
-                stats.occupied_candidate_locks += 1
-            if tw is not None:
-                stats.tw_recycled += 1
+            stats.occupied_candidate_locks += occupied
+            stats.tw_recycled += tw is not None
         if tw is not None and self.counters is not None:
             self.counters.inc("TcpExtTWRecycled")
-        return ok, tw
+        return ok, tw, occupied
 
     def _release_reused_tw(self, tw: TimeWaitEntry, stats: ConnectStats | None) -> None:
         """``inet_twsk_bind_unhash`` + ``inet_twsk_deschedule_put`` for a tw taken over
@@ -371,25 +372,24 @@ class PortSelector:
             if tb is not None:
                 if tb.fastreuse >= 0 or tb.fastreuseport >= 0:
                     return False
-                occupied_before = stats.occupied_candidate_locks if stats is not None else 0
-                ok, tw = self._check_established_locked(sk, key, h, False, tuning, now, stats)
+                ok, tw, occupied = self._check_established_locked(sk, key, h, False, tuning,
+                                                                  now, stats)
                 if not ok:
-                    if stats is not None and stats.occupied_candidate_locks != occupied_before:
-                        stats.occupied_candidate_locks += 1  # the bhash lock was for nothing too
+                    if stats is not None:
+                        stats.occupied_candidate_locks += occupied  # this bhash lock too
                     return False
+                hashed = True  # check_established published sk
             else:
                 tb = bind.create_tb_locked(port)
                 tb.fastreuse = tb.fastreuseport = -1
-            self._bind_ok_locked(sk, tb, port, h, i, step, index, tw, stats)
+                hashed = False
+            self._bind_ok_locked(sk, tb, port, h, i, step, index, tw, hashed, stats)
         if tw is not None:
-            if tw.tb is not None:  # tw sat in another tb2 (other address family form)
-                self._release_reused_tw(tw, stats)
-            else:
-                _drop_tw_refs(tw)
+            _drop_tw_refs(tw)
         return True
 
     def _bind_ok_locked(self, sk: TableEntry, tb: BindBucket, port: int, h: int, i: int,
-                        step: int, index: int, tw: TimeWaitEntry | None,
+                        step: int, index: int, tw: TimeWaitEntry | None, hashed: bool,
                         stats: ConnectStats | None) -> None:
         """The ``ok:`` label: bhash lock held; take the bhash2 lock, find or create the
         tb2, nudge the perturbation entry, bind, and hash sk if the check did not."""
@@ -402,15 +402,17 @@ class PortSelector:
             table = self.table_perturb()
             i = max(i, self.rng.randrange(8) * step)
             table[index] = (table[index] + i + step) & M32  # racy by design, see class doc
-            hashed = sk.lport == port and self.ehash.contains(sk)
             bind.add_owner_locked(sk, tb, tb2)  # sets sk.lport before sk is hashed
             if not hashed:
                 # A brand-new tb: no 4-tuple can use this port yet (inet_ehash_nolisten).
                 if stats is not None:
                     stats.ehash_locks += 1
                 self.ehash.insert(sk, check_dup=False, h=h)
-            if tw is not None and tw.tb2 is tb2:
-                bind.remove_owner_locked(tw)  # inet_twsk_bind_unhash, same buckets held
+            if tw is not None:
+                # inet_twsk_bind_unhash: the tw had sk's exact (laddr, port), so it sits in
+                # this same tb2 and both of its bucket locks are held here.
+                assert tw.tb2 is tb2
+                bind.remove_owner_locked(tw)
 
 
 def _drop_tw_refs(tw: TimeWaitEntry) -> None:

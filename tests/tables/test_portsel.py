@@ -344,3 +344,16 @@ def test_dying_tw_is_never_reused():
     with pytest.raises(OSError) as exc:
         tables.connect(new, D4, 80)
     assert exc.value.errno == errno.EADDRNOTAVAIL
+
+
+@pytest.mark.parametrize(("per_socket", "expected"), [
+    ((40010, 40019), (40010, 40019, True)),
+    ((30000, 40019), (40000, 40019, True)),   # a bound outside the sysctl range is ignored
+    ((40010, 50000), (40010, 40099, True)),
+    (None, (40000, 40099, False)),
+])
+def test_per_socket_range_narrows_the_sysctl(per_socket, expected):
+    tables = make_tables(ip_local_port_range=RANGE)
+    sk = sock(L4)
+    sk.local_port_range = per_socket
+    assert tables.bind.local_port_range(sk, tables.tuning) == expected
