@@ -243,6 +243,17 @@ def emit_extensions(
 ) -> bytearray:
     """Encode the chain; each header's Next Header names the one after it (``upper`` for
     the last), whatever the ``next_header`` fields of the values say."""
+    try:
+        return _emit_extensions(extensions, upper, jumbo_len)
+    except (struct.error, ValueError, TypeError) as err:
+        if isinstance(err, WireError):
+            raise
+        raise WireError("bad-field", f"extension header value: {err}") from None
+
+
+def _emit_extensions(
+    extensions: tuple[Extension, ...], upper: int, jumbo_len: int
+) -> bytearray:
     out = bytearray()
     for index, ext in enumerate(extensions):
         nxt = protocol_of(extensions[index + 1]) if index + 1 < len(extensions) else upper

@@ -315,6 +315,8 @@ class Repr(NamedTuple):
             sacks or unknown
         ):
             layout, off = _FIXED_SYN, 0xA0 | ae
+            if mss >> 16 or ws >> 8:  # would spill into the kind/length bytes
+                raise WireError("bad-field", f"TCP MSS {mss} / window scale {ws} out of range")
             extra = (_MSS_HIGH | mss, _WORD_SACKPERM_TS, ts[0], ts[1], _WS_HIGH | ws)
             extra_sum = _MSS_HIGH + mss + _WORD_SACKPERM_TS + ts[0] + ts[1] + _WS_HIGH + ws
         else:
@@ -332,13 +334,19 @@ class Repr(NamedTuple):
                 total += value << 8 if len(payload) & 1 else value
             csum = ~(total % 0xFFFF or 0xFFFF) & 0xFFFF
         if buf is None:
-            header = layout.pack(sp, dp, seq, ack, off, flags & 0xFF, win, csum, urg, *extra)
+            try:
+                header = layout.pack(sp, dp, seq, ack, off, flags & 0xFF, win, csum, urg, *extra)
+            except struct.error as err:
+                raise WireError("bad-field", f"TCP field out of range: {err}") from None
             return header + options + payload if options else header + payload
         end = offset + length
         if offset < 0 or len(buf) < end:
             raise WireError("buffer-too-small", f"need {end} bytes, have {len(buf)}")
-        layout.pack_into(buf, offset, sp, dp, seq, ack, off, flags & 0xFF, win, csum, urg,
-                         *extra)
+        try:
+            layout.pack_into(buf, offset, sp, dp, seq, ack, off, flags & 0xFF, win, csum, urg,
+                             *extra)
+        except struct.error as err:
+            raise WireError("bad-field", f"TCP field out of range: {err}") from None
         if options:
             buf[offset + HEADER_LEN : offset + header_len] = options
         buf[offset + header_len : end] = payload

@@ -109,6 +109,26 @@ def build_options(
     unknown: tuple[tuple[int, bytes], ...],
 ) -> bytes:
     """Emit options in Linux's order, padded with EOL to a multiple of 4 bytes."""
+    if mss is not None and not 0 <= mss <= 0xFFFF:
+        raise WireError("bad-field", f"TCP MSS {mss}")
+    if window_scale is not None and not 0 <= window_scale <= 0xFF:
+        raise WireError("bad-field", f"TCP window scale {window_scale}")
+    try:
+        return _emit(mss, window_scale, sack_permitted, sack_blocks, timestamp, unknown)
+    except (struct.error, ValueError, TypeError) as err:
+        if isinstance(err, WireError):
+            raise
+        raise WireError("bad-field", f"TCP option value: {err}") from None
+
+
+def _emit(
+    mss: int | None,
+    window_scale: int | None,
+    sack_permitted: bool,
+    sack_blocks: tuple[tuple[int, int], ...],
+    timestamp: tuple[int, int] | None,
+    unknown: tuple[tuple[int, bytes], ...],
+) -> bytes:
     out = bytearray()
     if mss is not None:
         out += _U32.pack(MSS << 24 | 4 << 16 | mss)

@@ -253,6 +253,9 @@ SRC, DST = addr("2001:db8::1"), addr("2001:db8::2")
         ((Fragment(17, 3),), b"x", "bad-fragment"),
         ((HopByHop(17, ((0, b"x"),)),), b"x", "bad-option"),
         ((HopByHop(17, ((0xC2, bytes(4)),)),), b"x", "bad-jumbo"),
+        ((Routing(17, 0, 256),), b"x", "bad-field"),
+        ((Fragment(17, 0, False, 1 << 32),), b"x", "bad-field"),
+        ((HopByHop(17, ((300, b""),)),), b"x", "bad-option"),
     ],
 )
 def test_build_refuses_bad_chains(extensions: Any, payload: bytes, reason: str) -> None:

@@ -299,6 +299,29 @@ def test_build_refuses_what_cannot_be_encoded(repr_: tcp.Repr) -> None:
         repr_.build()
 
 
+SYN_OPTIONS: dict[str, Any] = dict(mss=1460, window_scale=7, sack_permitted=True,
+                                   timestamp=(1, 0))
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        dict(src_port=1 << 16), dict(seq=1 << 32), dict(ack=-1), dict(window=1 << 16),
+        dict(urgent=-1), dict(mss=1 << 16), dict(window_scale=256), dict(mss=-1),
+        dict(mss=1 << 16, timestamp=None), dict(window_scale=-1, timestamp=None),
+        dict(timestamp=(1 << 32, 0)), dict(timestamp=(0, -1), mss=None),
+        dict(sack_blocks=((1 << 32, 0),)), dict(unknown_options=((256, b""),)),
+    ],
+)
+def test_build_refuses_out_of_range_fields(fields: dict[str, Any]) -> None:
+    r = tcp.Repr(1, 2, 3, 4, tcp.SYN, 5, **SYN_OPTIONS)._replace(**fields)
+    with pytest.raises(WireError) as err:
+        r.build(src=LO4, dst=LO4)
+    assert err.value.reason in ("bad-field", "bad-option")
+    with pytest.raises(WireError):
+        r.build(bytearray(100))
+
+
 def test_build_refuses_a_short_buffer() -> None:
     r = tcp.Repr(1, 2, 3, 4, tcp.ACK, 5, payload=b"abc")
     with pytest.raises(WireError, match="buffer-too-small"):
