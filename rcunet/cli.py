@@ -24,7 +24,10 @@ class UsageError(Exception):
     """A command-line mistake: printed as one line, exit status 2."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; only the subcommand named in ``argv`` (or all of them, when
+    ``argv`` is None) has its module imported to add its options."""
+    chosen = _chosen_command(argv)
     parser = argparse.ArgumentParser(
         prog="rcunet",
         description="A userspace TCP/IP stack with a contention-free socket layer.",
@@ -34,12 +37,24 @@ def build_parser() -> argparse.ArgumentParser:
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)
         sub_parser.set_defaults(_module=module_name)
-        importlib.import_module(module_name).configure(sub_parser)
+        if chosen is None or chosen == name:
+            importlib.import_module(module_name).configure(sub_parser)
     return parser
 
 
+def _chosen_command(argv: list[str] | None) -> str | None:
+    if argv is None:
+        return None
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg if arg in SUBCOMMANDS else None
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()

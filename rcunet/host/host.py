@@ -214,8 +214,18 @@ class Host:
             self.routes.remove(route)
         self.dst_cache.invalidate()
 
+    def add_neighbour(self, iface: Interface | str, addr: str, lladdr: bytes) -> None:
+        """``ip neigh add ADDR lladdr MAC dev IFACE nud permanent``."""
+        if isinstance(iface, str):
+            iface = self.interface(iface)
+        packed = _ip(addr)
+        with iface.neigh_lock:
+            table = iface.neigh4 if len(packed) == 4 else iface.neigh6
+            table.add_permanent(packed, lladdr, self.now())
+
     def set_tuning(self, tuning: Tuning) -> None:
         self.tuning = tuning  # atomic: one attribute store; readers load it once per use
+        self.udp.table.tuning = tuning
 
     def local_addresses(self, family: int | None = None) -> list[bytes]:
         return [a.addr for iface in self.interfaces.values() for a in iface.addresses

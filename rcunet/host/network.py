@@ -121,6 +121,8 @@ class Network:
             self._started = True
             for host in self.hosts:
                 host.start()
+            for link in self.links:
+                link.start()  # releases delayed frames on the real clock
         return self
 
     def step(self) -> bool:

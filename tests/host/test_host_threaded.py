@@ -1,0 +1,104 @@
+"""Threaded Hosts: receive workers, timer threads and many user threads at once.
+
+Every datagram sent is accounted for at the end: received by the application, or counted
+as dropped by a named counter (the link's ``lost``/``overflow``, the receiver's
+``UdpRcvbufErrors``).  Static neighbour entries keep ARP off the impaired links so that
+every frame on them is a test datagram.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+
+from rcunet.host.network import Network
+from rcunet.link.impair import ImpairmentConfig
+
+MS = 1_000_000
+SENDERS = 4
+PER_SENDER = 300
+
+
+def _static_neighbours(net, a, r, b):
+    links = net.links
+    a_eth, r_eth0 = a.interface("eth0"), r.interface("eth0")
+    r_eth1, b_eth = r.interface("eth1"), b.interface("eth0")
+    a.add_neighbour(a_eth, "10.1.0.1", r_eth0.mac)
+    r.add_neighbour(r_eth0, "10.1.0.2", a_eth.mac)
+    r.add_neighbour(r_eth1, "10.2.0.2", b_eth.mac)
+    b.add_neighbour(b_eth, "10.2.0.1", r_eth1.mac)
+    return links
+
+
+@pytest.mark.stress
+def test_udp_through_a_router_with_impairments_accounts_for_every_datagram():
+    impair = ImpairmentConfig(loss=0.03, delay=1 * MS, jitter=1 * MS, reorder=0.05,
+                              reorder_delay=2 * MS, seed=11)
+    net = Network(threaded=True, rx_queues=2)
+    a, r, b = net.host("a"), net.host("r", forwarding=True), net.host("b")
+    net.link(a, r, "10.1.0.2/24", "10.1.0.1/24", impair=impair)
+    net.link(r, b, "10.2.0.1/24", "10.2.0.2/24", impair=impair)
+    a.add_route("default", via="10.1.0.1")
+    b.add_route("default", via="10.2.0.1")
+    links = _static_neighbours(net, a, r, b)
+    net.start()
+    try:
+        receivers = []
+        for index in range(SENDERS):
+            sock = b.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sock.bind(("", 7000 + index))
+            sock.settimeout(0.05)
+            receivers.append(sock)
+        received: list[set[int]] = [set() for _ in range(SENDERS)]
+        stop = threading.Event()
+
+        def receive(index: int) -> None:
+            sock = receivers[index]
+            while not stop.is_set():
+                try:
+                    data = sock.recv(100)
+                except TimeoutError:
+                    continue
+                received[index].add(int(data))
+
+        def send(index: int) -> None:
+            sock = a.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            for seq in range(PER_SENDER):
+                sock.sendto(b"%d" % seq, ("10.2.0.2", 7000 + index))
+                if seq % 50 == 0:
+                    time.sleep(0.001)
+            sock.close()
+
+        readers = [threading.Thread(target=receive, args=(i,)) for i in range(SENDERS)]
+        writers = [threading.Thread(target=send, args=(i,)) for i in range(SENDERS)]
+        for thread in readers + writers:
+            thread.start()
+        for thread in writers:
+            thread.join(30)
+
+        def drops() -> int:
+            link_drops = sum(l.stats().get("lost", 0) + l.stats().get("overflow", 0)
+                             + l.stats().get("dropped_mtu", 0) for l in links)
+            return link_drops + b.counters.get("UdpRcvbufErrors")
+
+        expected = SENDERS * PER_SENDER
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if sum(map(len, received)) + drops() >= expected:
+                break
+            time.sleep(0.02)
+        stop.set()
+        for thread in readers:
+            thread.join(5)
+        total = sum(map(len, received))
+        assert total + drops() == expected, (total, drops(), [l.stats() for l in links])
+        assert total > expected * 0.8
+        for host in (a, r, b):
+            assert host.counters.get("RcunetRxExceptions") == 0
+    finally:
+        net.close()
+    for host in (a, r, b):
+        assert not any(t.is_alive() for t in host._threads), "a worker outlived close()"
