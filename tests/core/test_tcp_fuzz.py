@@ -147,7 +147,8 @@ def attack(kind: str, off: int, length: int, victim, data: bytes, rng) -> tcp.Re
         ack = (t.snd_max + 1 + abs(off)) & 0xFFFFFFFF
         payload = rng.randbytes(length)  # dropped with the segment: the ACK is unacceptable
     elif kind == "old_ack":
-        ack = (t.snd_una - 200_000 - abs(off)) & 0xFFFFFFFF
+        # older than SND.UNA - MAX.SND.WND (RFC 5961 §5.2): unacceptable, dropped whole
+        ack = (t.snd_una - t.max_snd_wnd - 1 - abs(off)) & 0xFFFFFFFF
         payload = rng.randbytes(length)
     ts = (t.ts_recent, 0) if t.ts_ok else None
     return tcp.Repr(src_port=REMOTE_PORT, dst_port=LOCAL_PORT, seq=seq, ack=ack, flags=flags,
