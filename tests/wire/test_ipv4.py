@@ -376,19 +376,22 @@ def test_scapy_builds_rcunet_parses() -> None:
 
 
 def random_options(rng: random.Random) -> bytes:
-    """Well-formed option bytes (any type codes), padded to a multiple of 4 with EOL."""
+    """Well-formed option bytes (any type codes), a multiple of 4 long; sometimes an
+    end-of-list option at an option boundary, the rest zero padding."""
     out = bytearray()
+    starts = []
     budget = rng.choice([0, 0, 4, 8, 20, 40])
     while len(out) < budget:
+        starts.append(len(out))
         room = budget - len(out)
         if room < 2 or rng.random() < 0.3:
             out.append(ipv4.OPT_NOP)
             continue
         length = rng.randrange(2, min(room, 12) + 1)
         out += bytes([rng.randrange(2, 256), length]) + rng.randbytes(length - 2)
-    if rng.random() < 0.2 and len(out) >= 4:
-        cut = rng.randrange(len(out) // 4) * 4
-        out[cut:] = bytes([ipv4.OPT_END]) + bytes(len(out) - cut - 1)  # EOL then padding
+    if starts and rng.random() < 0.2:
+        cut = rng.choice(starts)
+        out[cut:] = bytes([ipv4.OPT_END]) + bytes(len(out) - cut - 1)
     return bytes(out)
 
 
