@@ -8,6 +8,7 @@ TIME_WAIT hand-over and expiry) in the one lock order: bhash > bhash2 > ehash.
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 from collections.abc import Callable
@@ -89,6 +90,31 @@ class TcpHashInfo:
         except OSError:
             sk.state = old_state
             raise
+
+    def lookup(self, daddr: bytes, dport: int, saddr: bytes, sport: int, *, dif: int = 0,
+               cpu: int = -1) -> tuple[TableEntry | None, bool]:
+        """``__inet_lookup`` for an incoming segment (daddr/dport are local): the
+        established hash first, then the listeners.  Returns (entry, refcounted): an
+        established-hash entry comes pinned (the caller owes ``put_entry``), a listener
+        without a reference (listeners are freed only after every reader is done)."""
+        sk = self.ehash.lookup(daddr, dport, saddr, sport, dif)
+        if sk is not None:
+            return sk, True
+        return self.listen.lookup(daddr, dport, saddr, sport, dif=dif, cpu=cpu), False
+
+    def establish_child(self, listener: TableEntry, req: TableEntry,
+                        child: TableEntry) -> bool:
+        """The end of a passive open: the child takes the request socket's place in the
+        established hash in one publication and joins the listener's port.  False (and
+        nothing changed) when the request is gone - another thread completed it first;
+        the caller destroys the child, as ``inet_ehash_nolisten`` does."""
+        if child.key != req.key:
+            raise OSError(errno.EINVAL, "the child must carry the request's 4-tuple")
+        self.bind.inherit_port(listener, child)
+        if self.ehash.replace(req, child):
+            return True
+        self.bind.unbind(child, clear_port=False)
+        return False
 
     def close(self, sk: TableEntry) -> None:
         """Unhash sk from every table and release its port (idempotent)."""

@@ -488,6 +488,20 @@ class BindTables:
             sk.set_key(sk.laddr, 0, sk.faddr, sk.fport)
         return True
 
+    def inherit_port(self, listener: TableEntry, child: TableEntry) -> None:
+        """``__inet_inherit_port``: an accepted child shares its listener's tb; its tb2
+        is the one for the child's own (specific) address, created if needed."""
+        tb = listener.tb
+        if not isinstance(tb, BindBucket):
+            raise OSError(errno.EINVAL, "the listener holds no port")
+        if child.tb is not None:
+            raise OSError(errno.EINVAL, "the child is already bound")
+        addr = v6_key(child.family, child.laddr)
+        with self.bhash_lock(tb.port), self.bhash2_lock(addr, tb.port):
+            if tb.dead:
+                raise OSError(errno.EINVAL, "the listener's port was released")
+            self.add_owner_locked(child, tb, self.find_or_create_tb2_locked(tb, addr))
+
     def update_saddr(self, sk: TableEntry, laddr: bytes) -> None:
         """``inet_bhash2_update_saddr``: connect() on a socket bound to the wildcard moves
         it from the (ANY, port) tb2 to the (laddr, port) tb2 under the bhash lock, taking

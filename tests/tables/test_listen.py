@@ -1,8 +1,12 @@
 """Listener table (reference §2.5, §6.4), behaviour 17 of §8.2: the exact-address bucket
 is tried before the wildcard bucket; within a bucket the highest score wins (+1 bound
-device, +1 PF_INET, +1 matching incoming CPU); no reference is taken.  Plus SO_REUSEPORT
-groups: a flow always maps to the same member while membership is unchanged, members
-share the load, connected members are skipped; v6only listeners never get IPv4."""
+device, +1 PF_INET, +1 matching incoming CPU); no reference is taken.
+
+Plus: __inet_lookup (established first, pinned; then listener, unpinned); the passive-open
+hand-over (request -> child in one publication, the child inheriting the listener's
+port); SO_REUSEPORT groups (a flow always maps to the same member while membership is
+unchanged, members share the load, connected members are skipped); v6only listeners
+never get IPv4."""
 
 from __future__ import annotations
 
@@ -13,7 +17,8 @@ from collections import Counter
 import pytest
 from tables_helpers import ANY4, ANY6, D4, L4, L4B, L6, make_tables, sock
 
-from rcunet.tables import State
+from rcunet.tables import AF_INET, RequestEntry, SockEntry, State
+from rcunet.tables.ehash import put_entry
 from rcunet.tables.listen import ListenTable, ReuseportGroup, reciprocal_scale
 from rcunet.tables.secret import HashSecret
 
@@ -146,3 +151,52 @@ def test_listen_through_tcp_hash_info():
     tables.close(sk)
     assert tables.listen.lookup(L4, PORT, D4, 999) is None
     assert tables.bind.owners_of(PORT) == []
+
+
+def _passive_open(tables, listener):
+    req = RequestEntry(AF_INET, L4, PORT, D4, 5555, listener=listener)
+    assert tables.ehash.insert(req)
+    return req
+
+
+def test_lookup_prefers_established_then_listener():
+    tables = make_tables()
+    lsk = sock(ANY4)
+    tables.bind_socket(lsk, ANY4, PORT)
+    tables.listen_socket(lsk)
+    assert tables.lookup(L4, PORT, D4, 5555) == (lsk, False)
+    req = _passive_open(tables, lsk)
+    found, refcounted = tables.lookup(L4, PORT, D4, 5555)
+    assert found is req and refcounted
+    put_entry(found)
+
+
+def test_establish_child_replaces_the_request_and_inherits_the_port():
+    tables = make_tables()
+    lsk = sock(ANY4)
+    tables.bind_socket(lsk, ANY4, PORT)
+    tables.listen_socket(lsk)
+    req = _passive_open(tables, lsk)
+    child = SockEntry(AF_INET, L4, PORT, D4, 5555, state=State.ESTABLISHED)
+    assert tables.establish_child(lsk, req, child)
+    found, _ = tables.lookup(L4, PORT, D4, 5555)
+    assert found is child
+    put_entry(found)
+    assert child.tb is lsk.tb and child.tb2 is not lsk.tb2  # its own (10.0.0.1, 80) tb2
+    assert set(map(id, tables.bind.owners_of(PORT))) == {id(lsk), id(child)}
+    # A second completion of the same request loses and leaves nothing behind.
+    twin = SockEntry(AF_INET, L4, PORT, D4, 5555, state=State.ESTABLISHED)
+    assert not tables.establish_child(lsk, req, twin)
+    assert twin.tb is None and len(tables.bind.owners_of(PORT)) == 2
+    # The child's TIME_WAIT keeps the port after the listener is gone.
+    tables.close(lsk)
+    tw = tables.time_wait(child, timeout=10**9)
+    assert tw is not None and tables.bind.owners_of(PORT) == [tw]
+    assert tables.tw_kill(tw) and tables.bind.ports_in_use() == set()
+
+
+def test_inherit_port_needs_a_bound_listener():
+    tables = make_tables()
+    with pytest.raises(OSError) as exc:
+        tables.bind.inherit_port(sock(L4), sock(L4))
+    assert exc.value.errno == errno.EINVAL
