@@ -74,6 +74,12 @@ def test_packet_view() -> None:
     packet.set_sender_mac(bytes.fromhex("525400abcdef"))
     packet.set_sender_ip(bytes([192, 168, 1, 2]))
     assert bytes(packet.buf) == REPLY
+    assert (packet.target_mac, packet.target_ip) == (REPLY[18:24], REPLY[24:28])
+    with pytest.raises(WireError):
+        arp.Packet.checked(REQUEST[:27])
+    with pytest.raises(WireError):
+        arp.Packet.checked(bytes([0, 6]) + REQUEST[2:])
+    assert arp.Packet.unchecked(REQUEST[:8]).operation == arp.REQUEST
 
 
 @pytest.mark.parametrize("fixture", [REQUEST + PADDING, REPLY], ids=["request", "reply"])

@@ -73,6 +73,7 @@ def test_all_ones_words_and_zeros() -> None:
     assert ck.ones_complement_sum(b"") == 0
     assert ck.internet_checksum(b"\x00\x00") == 0xFFFF
     assert ck.ones_complement_sum(b"\x80\x00\x80\x00") == 0x0001
+    assert ck.fold(0) == 0 and ck.fold(0xFFFF) == 0xFFFF and ck.fold(0x1_0000) == 0x0001
 
 
 @given(st.binary(min_size=2, max_size=200).map(lambda b: b if len(b) % 2 == 0 else b + b"\x01"))

@@ -83,6 +83,11 @@ def test_packet_view() -> None:
     assert untagged.ethertype == ethernet.ETHERTYPE_ARP
     with pytest.raises(WireError):
         ethernet.Packet.checked(VLAN_FRAME[:16])
+    with pytest.raises(WireError):
+        ethernet.Packet.checked(b"\x00" * 13)
+    raw_view = ethernet.Packet.unchecked(bytearray(ARP_FRAME))
+    raw_view.payload_mut()[7] = 2  # the ARP operation byte: request -> reply, in place
+    assert ethernet.Repr.parse(raw_view.buf).payload[7] == 2
 
 
 @pytest.mark.parametrize("fixture", [ARP_FRAME, VLAN_FRAME], ids=["arp", "vlan"])

@@ -236,6 +236,9 @@ def test_packet_view() -> None:
     assert problem.pointer == 9
     with pytest.raises(WireError):
         icmpv4.Packet.checked(ECHO_REQUEST[:7])
+    view = icmpv4.Packet.unchecked(bytearray(ECHO_REQUEST))
+    view.payload_mut()[0:4] = b"\x00" * 4
+    assert not view.verify_checksum()
 
 
 # --- the quoted packet -------------------------------------------------------------------

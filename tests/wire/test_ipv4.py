@@ -308,6 +308,12 @@ def test_packet_view() -> None:
     assert len(packet.payload()) == 20 and packet.checksum == 0
     with pytest.raises(WireError):
         packet.set_fragment(False, False, 12)
+    for short in (FRAGMENT[:19], FRAGMENT[:100]):
+        with pytest.raises(WireError):
+            ipv4.Packet.checked(short)
+    view = ipv4.Packet.unchecked(bytearray(ECHO))
+    view.payload_mut()[0] = 0
+    assert bytes(view.payload()) == b"\x00" + ECHO[21:]
 
 
 def scapy_options(rng: random.Random) -> list[object]:

@@ -140,6 +140,9 @@ def test_build_into_small_buffer() -> None:
     with pytest.raises(WireError) as info:
         udp.Repr(1, 2, b"abc").build(bytearray(12), 2)
     assert info.value.reason == "buffer-too-small"
+    with pytest.raises(WireError) as info:
+        udp.Repr(1, 2, b"abc").build(bytearray(12), -1)
+    assert info.value.reason == "buffer-too-small"
 
 
 def test_packet_view() -> None:
@@ -157,6 +160,9 @@ def test_packet_view() -> None:
     packet.set_dst_port(2)
     packet.set_length(8)
     assert (packet.src_port, packet.dst_port, bytes(packet.payload())) == (1, 2, b"")
+    with pytest.raises(WireError):
+        udp.Packet.checked(HELLO[:7])
+    assert udp.Packet.unchecked(HELLO[:2]).src_port == 54321
 
 
 def random_addresses(rng: random.Random) -> tuple[bytes, bytes, bool]:
