@@ -7,12 +7,12 @@ fragment data, decoded again once the fragments are reassembled (``parse_extensi
 the reassembled payload, as Linux does).
 
 Chain rules enforced on parse and on build (RFC 8200 §4.1): Hop-by-Hop only right after
-the fixed header; Routing and Fragment at most once; Destination Options at most twice;
-no more than ``MAX_EXTENSIONS`` headers.  A header running past the payload is
-``WireError("truncated")``.  Option TLVs (Hop-by-Hop, Destination Options) are kept in
-order, padding included, as ``(type, data)`` pairs (Pad1 is ``(0, b"")``), so a packet
-re-encodes byte for byte; build pads an options header to a multiple of 8 only when its
-options do not already fill it.  Jumbograms (RFC 2675): payload length 0 needs a Jumbo
+the fixed header; Routing and Fragment at most once; Destination Options at most twice (so
+at most 5 headers; ``MAX_EXTENSIONS`` bounds the walk besides). A header running past the
+payload is ``WireError("truncated")``. Option TLVs (Hop-by-Hop, Destination Options) are
+kept in order, padding included, as ``(type, data)`` pairs (Pad1 is ``(0, b"")``), so a
+packet re-encodes byte for byte; build pads an options header to a multiple of 8 only when
+its options do not already fill it. Jumbograms (RFC 2675): payload length 0 needs a Jumbo
 Payload option in Hop-by-Hop; build writes that option's value.
 """
 
@@ -178,6 +178,8 @@ def parse_extensions(
     nh = next_header
     i = start
     while nh in _MAX_COUNT:
+        # The repeat limits below already stop a chain at 5 headers; this bound keeps the
+        # walk finite even if they are ever relaxed.
         if len(extensions) >= MAX_EXTENSIONS:
             raise WireError("bad-chain", f"more than {MAX_EXTENSIONS} extension headers")
         counts[nh] += 1

@@ -1,9 +1,9 @@
 """TCP segments (RFC 9293) with their options (``tcp_options``).
 
-``Repr.parse`` is the receive fast path: one ``struct`` unpack for the fixed header and,
-for the two layouts that make up nearly all traffic, one more for the options (a data
-segment's NOP NOP timestamps, and the SYN/SYN-ACK layout Linux sends); anything else goes
-through ``tcp_options.parse_options``.  ``build`` mirrors it.
+``Repr.parse`` is the receive fast path: one ``struct`` unpack reads the fixed header and,
+for the two layouts that make up nearly all traffic (a data segment's NOP NOP timestamps,
+and the SYN/SYN-ACK layout Linux sends), the options with it; anything else goes through
+``tcp_options.parse_options``.  ``build`` mirrors it with one ``pack``.
 
 The checksum covers the IPv4 or IPv6 pseudo-header (RFC 9293 §3.1, RFC 8200 §8.1), chosen
 by the length of the addresses given.  Sums use the identity ``2**16 == 1 (mod 0xFFFF)``
