@@ -15,9 +15,10 @@ Two experiments on one ``UdpTable`` each, modern and legacy run back to back:
     design) only matches and pins under it and delivers after unlocking; the default
     modern walk (RCU) takes no lock at all, so its hold time is 0.
 
-The delivery callback models what the host does per receiver (``udp_queue_rcv_skb``):
-take the socket's receive-queue lock, account the bytes against ``rcvbuf``, append, and
-(as if the application kept reading) trim the queue.  Clones copy the 1400-byte payload
+The delivery callback models what the host does per receiver (``udp_queue_rcv_skb`` +
+``sk_data_ready``): take the socket's receive-queue lock, account the bytes against
+``rcvbuf``, append, wake a reader (``Condition.notify``; none is waiting), and - as if the
+application kept reading - trim the queue.  Clones copy the 1400-byte payload
 (``bytes(memoryview)``), the first receiver gets the original view.
 
 What Python can and cannot show: lock hold time and walk length are structural and show
@@ -38,6 +39,7 @@ from rcunet.sync import lockstat
 from rcunet.tables.entry import AF_INET
 from rcunet.tables.udp import HSLOT2_LOCK, HSLOT_LOCK, UdpTable
 from rcunet.tables.udp_entry import UdpEntry
+from rcunet.tables.udp_mcast import McastStats, mcast_deliver
 from rcunet.tuning import Tuning
 
 ANY4 = bytes(4)
@@ -56,14 +58,16 @@ MODERN = Tuning()
 class BenchSock(UdpEntry):
     """A UDP socket with the receive queue the host layer would give it.
 
-    Concurrency: ``rx_queue``/``rx_bytes`` guarded-by ``rx_lock``.
+    Concurrency: ``rx_queue``/``rx_bytes``/``rx_drops`` guarded-by ``rx_lock`` (the lock
+    of the ``rx_ready`` condition a reader waits on).
     """
 
-    __slots__ = ("rx_lock", "rx_queue", "rx_bytes", "rcvbuf", "rx_drops")
+    __slots__ = ("rx_lock", "rx_ready", "rx_queue", "rx_bytes", "rcvbuf", "rx_drops")
 
     def __init__(self, laddr: bytes) -> None:
         super().__init__(AF_INET, laddr, reuseaddr=True)
         self.rx_lock = threading.Lock()
+        self.rx_ready = threading.Condition(self.rx_lock)
         self.rx_queue: deque[object] = deque()  # guarded-by: rx_lock
         self.rx_bytes = 0  # guarded-by: rx_lock
         self.rcvbuf = MODERN.udp_rmem_default
@@ -81,6 +85,7 @@ def queue_datagram(sk: UdpEntry, datagram: object) -> None:
             return
         sk.rx_queue.append(datagram)
         sk.rx_bytes += size
+        sk.rx_ready.notify()  # sk_data_ready
         if len(sk.rx_queue) > 32:
             sk.rx_bytes -= len(sk.rx_queue.popleft())  # type: ignore[arg-type]
 
@@ -135,12 +140,11 @@ def assert_identical_receivers(table: UdpTable, groups: list[bytes], port: int) 
 
 
 def run_deliveries(table: UdpTable, groups: list[bytes], port: int, tuning: Tuning,
-                   collect: str, duration: float, threads: int) -> dict[str, float]:
+                   collect: str, duration: float, threads: int) -> tuple[int, float]:
     """``threads`` receive threads deliver round-robin over ``groups`` for ``duration``
-    seconds; returns the rate and the per-datagram counts from the table's stats."""
+    seconds; returns (datagrams, elapsed seconds)."""
     stop_at = time.perf_counter_ns() + int(duration * 1e9)
     counts = [0] * threads
-    deliver = table.mcast_deliver
     n_groups = len(groups)
 
     def worker(index: int) -> None:
@@ -148,31 +152,53 @@ def run_deliveries(table: UdpTable, groups: list[bytes], port: int, tuning: Tuni
         done = 0
         while time.perf_counter_ns() < stop_at:
             for _ in range(16):
-                deliver(groups[i % n_groups], port, SENDER, 4000, IFINDEX, PAYLOAD,
-                        queue_datagram, tuning=tuning, collect=collect)
+                mcast_deliver(table, groups[i % n_groups], port, SENDER, 4000, IFINDEX,
+                              PAYLOAD, queue_datagram, tuning=tuning, collect=collect)
                 i += 1
             done += 16
         counts[index] = done
 
-    before = table.mcast_stats.snapshot()
     started = time.perf_counter_ns()
     pool = [threading.Thread(target=worker, args=(k,), name=f"rx{k}") for k in range(threads)]
     for th in pool:
         th.start()
     for th in pool:
         th.join()
-    elapsed = (time.perf_counter_ns() - started) / 1e9
-    after = table.mcast_stats.snapshot()
-    packets = max(after["packets"] - before["packets"], 1)
-    return {
-        "rate": sum(counts) / elapsed,
-        "receivers_per_packet": (after["receivers"] - before["receivers"]) / packets,
-        "hold_ns_per_packet": (after["lock_hold_ns"] - before["lock_hold_ns"]) / packets,
-        "lock_sections_per_packet": (after["lock_sections"] - before["lock_sections"]) / packets,
-    }
+    return sum(counts), (time.perf_counter_ns() - started) / 1e9
 
 
-def lockstat_text(tables: list[tuple[UdpTable, list[bytes], int]], duration: float) -> str:
+def compare(table: UdpTable, groups: list[bytes], port: int,
+            modes: dict[str, tuple[Tuning, str]], duration: float, threads: int,
+            rounds: int = 5) -> dict[str, dict[str, float]]:
+    """Time each mode for ``duration`` seconds in total, in ``rounds`` interleaved slices
+    (so a machine whose load drifts treats every mode alike); per mode the rate and the
+    per-datagram counts from the table's statistics."""
+    totals = {name: [0, 0.0] for name in modes}
+    stats = {name: dict.fromkeys(McastStats.FIELDS, 0) for name in modes}
+    for _ in range(rounds):
+        for name, (tuning, collect) in modes.items():
+            before = table.mcast_stats.snapshot()
+            packets, elapsed = run_deliveries(table, groups, port, tuning, collect,
+                                              duration / rounds, threads)
+            after = table.mcast_stats.snapshot()
+            totals[name][0] += packets
+            totals[name][1] += elapsed
+            for key in McastStats.FIELDS:
+                stats[name][key] += after[key] - before[key]
+    result = {}
+    for name in modes:
+        packets = max(stats[name]["packets"], 1)
+        result[name] = {
+            "rate": totals[name][0] / totals[name][1],
+            "receivers_per_packet": stats[name]["receivers"] / packets,
+            "hold_ns_per_packet": stats[name]["lock_hold_ns"] / packets,
+            "lock_sections_per_packet": stats[name]["lock_sections"] / packets,
+        }
+    return result
+
+
+def lockstat_text(tables: list[tuple[UdpTable, list[bytes], int]], duration: float,
+                  threads: int) -> str:
     """A short run per mode with lock statistics on, in /proc/lock_stat layout."""
     classes = [HSLOT_LOCK, HSLOT2_LOCK]
     was_on = lockstat.enabled()
@@ -181,7 +207,7 @@ def lockstat_text(tables: list[tuple[UdpTable, list[bytes], int]], duration: flo
     try:
         for table, groups, port in tables:
             for tuning, collect in ((LEGACY, "rcu"), (MODERN, "locked"), (MODERN, "rcu")):
-                run_deliveries(table, groups, port, tuning, collect, duration, 1)
+                run_deliveries(table, groups, port, tuning, collect, duration / 3, threads)
         snap = lockstat.snapshot(classes)
     finally:
         if not was_on:
@@ -195,19 +221,21 @@ def measure(duration: float, threads: int = 1) -> dict[str, Any]:
     matched = assert_identical_receivers(table, groups, GROUPS_PORT)
     if matched != len(groups):
         raise AssertionError(f"expected one receiver per group, got {matched}")
-    legacy = run_deliveries(table, groups, GROUPS_PORT, LEGACY, "rcu", duration, threads)
-    modern = run_deliveries(table, groups, GROUPS_PORT, MODERN, "rcu", duration, threads)
+    runs = compare(table, groups, GROUPS_PORT,
+                   {"legacy": (LEGACY, "rcu"), "modern": (MODERN, "rcu")}, duration, threads)
+    legacy, modern = runs["legacy"], runs["modern"]
 
     fan = fanout_table()
     fan_groups = [FANOUT_GROUP]
     if assert_identical_receivers(fan, fan_groups, FANOUT_PORT) != N_SOCKETS:
         raise AssertionError("fan-out did not reach every socket")
-    f_legacy = run_deliveries(fan, fan_groups, FANOUT_PORT, LEGACY, "rcu", duration, threads)
-    f_locked = run_deliveries(fan, fan_groups, FANOUT_PORT, MODERN, "locked", duration, threads)
-    f_rcu = run_deliveries(fan, fan_groups, FANOUT_PORT, MODERN, "rcu", duration, threads)
+    fan_runs = compare(fan, fan_groups, FANOUT_PORT,
+                       {"legacy": (LEGACY, "rcu"), "locked": (MODERN, "locked"),
+                        "rcu": (MODERN, "rcu")}, duration, threads)
+    f_legacy, f_locked, f_rcu = fan_runs["legacy"], fan_runs["locked"], fan_runs["rcu"]
 
     stat_text = lockstat_text([(table, groups, GROUPS_PORT), (fan, fan_groups, FANOUT_PORT)],
-                              min(duration, 0.25))
+                              min(duration, 0.25), threads)
     hold_ratio = f_legacy["hold_ns_per_packet"] / max(f_locked["hold_ns_per_packet"], 1e-9)
     return {
         "legacy": legacy["rate"],

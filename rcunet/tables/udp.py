@@ -69,6 +69,7 @@ from rcunet.tables.entry import (
 )
 from rcunet.tables.secret import HashSecret
 from rcunet.tables.udp_entry import UdpEntry, v4_view
+from rcunet.tables.udp_mcast import McastStats, mcast_deliver
 from rcunet.tables.udp_reuseport import ReuseportGroup, reciprocal_scale
 from rcunet.tuning import Tuning
 
@@ -242,9 +243,9 @@ class UdpTable:
         #: delivers outside it (the 2009/2014 design).
         self.mcast_collect = mcast_collect
         self.bind_stats = _BindStats()
-        from rcunet.tables.udp_mcast import McastStats
-
         self.mcast_stats = McastStats()
+        #: ``portaddr_hash(ANY, 0)``: xor a port in for the wildcard hash2 slot.
+        self.any_portaddr_hash = self.secret.portaddr_hash(ANY4, 0)  # immutable
 
     # --- hash, slot helpers ----------------------------------------------------------
     def primary_slot(self, port: int) -> UdpSlot:
@@ -593,8 +594,6 @@ class UdpTable:
                       tuning: Tuning | None = None, collect: str | None = None) -> int:
         """Deliver a multicast/broadcast datagram to every matching socket (see
         ``rcunet.tables.udp_mcast.mcast_deliver``); returns the receiver count."""
-        from rcunet.tables.udp_mcast import mcast_deliver
-
         return mcast_deliver(self, daddr, dport, saddr, sport, ifindex, datagram, deliver,
                              clone=clone, tuning=tuning, collect=collect)
 

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING
 
 from rcunet.sync.hooks import yield_point
 from rcunet.tables.entry import AF_INET6, ANY4, ANY6
-from rcunet.tables.udp_entry import UdpEntry, mcast_allowed, v4_view
+from rcunet.tables.udp_entry import MCAST_INCLUDE, UdpEntry, mcast_allowed, v4_view
 
 if TYPE_CHECKING:
     from rcunet.tables.udp import UdpSlot, UdpTable
@@ -131,7 +131,14 @@ def is_mcast_sock4(sk: UdpEntry, daddr: bytes, dport: int, saddr: bytes, sport: 
     dev = sk.bound_dev
     if dev and dev != dif:
         return False
-    return mcast_allowed(sk, daddr, saddr, dif)
+    # ip_mc_sf_allow, inlined on this hot path (mcast_allowed is the reference version).
+    if not 224 <= daddr[0] <= 239:
+        return True  # broadcast: no membership involved
+    found = sk.mc_list.get((daddr, dif))  # atomic: attribute load + dict.get (COW dict)
+    if found is None:
+        return sk.mc_all
+    mode, sources = found
+    return (saddr in sources) if mode == MCAST_INCLUDE else (saddr not in sources)
 
 
 def is_mcast_sock6(sk: UdpEntry, daddr: bytes, dport: int, saddr: bytes, sport: int,
@@ -162,7 +169,9 @@ def mcast_slots(table: UdpTable, daddr: bytes, dport: int, use_hash2: bool) -> S
     if not use_hash2 or hslot.count <= 10:
         return (hslot,)
     slot2 = table.secondary_slot(table.portaddr_hash(daddr, dport))
-    slot2_any = table.secondary_slot(table.portaddr_hash(ANY4, dport))
+    # portaddr_hash(ANY, port) == portaddr_hash(ANY, 0) ^ port (the address part is
+    # computed once, as udp_lib_get_port's hash2_nulladdr).
+    slot2_any = table.secondary_slot(table.any_portaddr_hash ^ dport)
     if slot2 is slot2_any:
         return (slot2,)
     return (slot2, slot2_any)
@@ -222,15 +231,17 @@ def _collect_rcu(slots: Sequence[UdpSlot], match: MatchFn, daddr: bytes, dport: 
     """The lockless walk (caller is in an RCU read section): the matches of each chain
     snapshot, each socket once."""
     receivers: list[UdpEntry] = []
-    for index, slot in enumerate(slots):
-        chain = slot.chain  # atomic: one attribute load, paired with the writers' store
-        if index and receivers:
-            # A socket moved by a concurrent rehash could sit in both snapshots.
-            seen = {id(sk) for sk in receivers}
-            receivers.extend(sk for sk in chain if id(sk) not in seen
-                             and match(sk, daddr, dport, saddr, sport, dif))
-        else:
-            receivers.extend(sk for sk in chain if match(sk, daddr, dport, saddr, sport, dif))
+    # atomic: one attribute load of each chain, paired with the writers' single store.
+    for sk in slots[0].chain:
+        if match(sk, daddr, dport, saddr, sport, dif):
+            receivers.append(sk)
+    if len(slots) == 2:
+        seen = {id(sk) for sk in receivers} if receivers else None
+        for sk in slots[1].chain:
+            if match(sk, daddr, dport, saddr, sport, dif):
+                # A socket moved by a concurrent rehash could sit in both snapshots.
+                if seen is None or id(sk) not in seen:
+                    receivers.append(sk)
     return receivers
 
 
