@@ -616,3 +616,81 @@ def test_handshake_and_close_over_the_wire() -> None:
     net.flush()
     net.run()
     assert net.client.state is State.CLOSED and net.server.state is State.CLOSED
+
+
+# ====================================================================== RST in every state
+RST_CASES = {
+    # state: (fixture, RCV.NXT, errno the application sees or None)
+    State.SYN_RECEIVED: (syn_received, R1, None),
+    State.ESTABLISHED: (established, R1, errno.ECONNRESET),
+    State.FIN_WAIT_1: (fin_wait_1, R1, errno.ECONNRESET),
+    State.FIN_WAIT_2: (fin_wait_2, R1, errno.ECONNRESET),
+    State.CLOSE_WAIT: (close_wait, R1 + 1, errno.EPIPE),
+    State.CLOSING: (closing, R1 + 1, None),
+    State.LAST_ACK: (last_ack, R1 + 1, None),
+    State.TIME_WAIT: (time_wait, R1 + 1, None),
+}
+
+
+@pytest.mark.parametrize("state", list(RST_CASES), ids=str)
+def test_rst_at_rcv_nxt_closes_every_state(state: State) -> None:
+    make, rcv_nxt, err = RST_CASES[state]
+    conn = make()
+    conn.take_events()
+    assert conn.state is state
+    recv_nothing_after(conn, seg(flags=RST, seq=rcv_nxt))
+    assert conn.state is State.CLOSED
+    events = conn.take_events()
+    assert ResetReceived() in events and Closed() in events
+    failed = [e.errno for e in events if isinstance(e, ConnectionFailed)]
+    assert failed == ([err] if err is not None else [])
+
+
+@pytest.mark.parametrize("state", list(RST_CASES), ids=str)
+def test_rst_in_window_but_not_at_rcv_nxt_is_challenged_in_every_state(state: State) -> None:
+    make, rcv_nxt, _ = RST_CASES[state]
+    conn = make()
+    out = send(conn, seg(flags=RST, seq=rcv_nxt + 10))
+    assert [(o.flags, o.ack) for o in out] == [(ACK, rcv_nxt)]
+    assert conn.state is state
+    recv_nothing_after(conn, seg(flags=RST, seq=rcv_nxt + 3_000_000))  # outside: silence
+    assert conn.state is state
+
+
+def test_rst_in_syn_sent_every_variant() -> None:
+    for flags, ack, closed in ((RST, 0, False), (RST | ACK, L1 + 9, False),
+                               (RST | ACK, ISS_LOCAL, False), (RST | ACK, L1, True)):
+        conn = syn_sent()
+        conn.on_segment(seg(flags=flags, ack=ack, seq=0), 0)
+        assert (conn.state is State.CLOSED) is closed, (flags, ack)
+
+
+# ====================================================================== coverage of the table
+def test_every_transition_in_the_table_is_exercised(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rcunet.core.tcp import syncookies
+
+    seen: set[tuple[State, State]] = set()
+    original = Connection._set_state
+
+    def record(self: Connection, new: State) -> None:
+        seen.add((self.state, new))
+        original(self, new)
+
+    monkeypatch.setattr(Connection, "_set_state", record)
+    for state in RST_CASES:
+        test_rst_at_rcv_nxt_closes_every_state(state)
+    test_syn_sent_synack_establishes()
+    test_syn_sent_rst_with_good_ack_is_econnrefused()
+    test_simultaneous_open()
+    test_fin_wait_1_fin_and_ack_together_time_wait()
+    test_closing_ack_goes_time_wait()
+    test_last_ack_ack_closes()
+    test_time_wait_lasts_2msl_and_restarts_on_fin()
+    test_orphaned_fin_wait_2_times_out()
+    test_close_wait_rst_is_epipe_like_linux()
+    syn = seg(seq=5, ack=0, flags=SYN, mss=1460)
+    synack = syncookies.syn_ack_for(syn, secret=b"s" * 16, saddr=b"\1" * 4, daddr=b"\2" * 4,
+                                    now=0)
+    assert syncookies.connection_from_ack(seg(seq=6, ack=synack.seq + 1), secret=b"s" * 16,
+                                          saddr=b"\1" * 4, daddr=b"\2" * 4, now=0) is not None
+    assert seen == set(TRANSITIONS)

@@ -899,10 +899,8 @@ class Connection:
         if st is State.ESTABLISHED:
             self._set_state(State.CLOSE_WAIT)
         elif st is State.FIN_WAIT_1:
-            if self._fin_acked:
-                self._enter_time_wait(now)
-            else:
-                self._set_state(State.CLOSING)  # simultaneous close
+            # Our FIN is not ACKed (an ACK of it moved us to FIN-WAIT-2 in the fifth step).
+            self._set_state(State.CLOSING)  # simultaneous close
         elif st is State.FIN_WAIT_2:
             self._enter_time_wait(now)
 

@@ -50,12 +50,19 @@ class ReceiverBlocks:
 
 
 class Scoreboard:
-    """The RFC 6675 §3 scoreboard: which bytes above SND.UNA the peer has SACKed."""
+    """The RFC 6675 §3 scoreboard: which bytes above SND.UNA the peer has SACKed.
 
-    __slots__ = ("_sacked",)
+    Bounded to ``max_ranges`` islands: a hostile receiver SACKing every other byte
+    cannot make each ACK cost time proportional to the window (CVE-2019-11478 is the
+    Linux instance of that attack); blocks that would exceed the bound are ignored, which
+    only makes recovery more conservative.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_sacked", "max_ranges")
+
+    def __init__(self, max_ranges: int = 128) -> None:
         self._sacked: list[tuple[int, int]] = []  # sorted, disjoint [start, end) offsets
+        self.max_ranges = max_ranges
 
     @property
     def sacked_bytes(self) -> int:
@@ -92,6 +99,8 @@ class Scoreboard:
                 merged[-1] = (merged[-1][0], max(merged[-1][1], e))
             else:
                 merged.append((s, e))
+        if len(merged) > self.max_ranges:
+            return 0
         self._sacked = merged
         return self.sacked_bytes - before
 
