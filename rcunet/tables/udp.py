@@ -51,10 +51,11 @@ import errno
 import random
 import threading
 from collections.abc import Callable, Iterator
+from typing import cast
 
 from rcunet.sync import lockdep
 from rcunet.sync.hooks import yield_point
-from rcunet.sync.lock import LockClass
+from rcunet.sync.lock import Lock, LockClass
 from rcunet.sync.rcu import Rcu
 from rcunet.tables.entry import (
     AF_INET,
@@ -107,7 +108,7 @@ class UdpSlot:
 
     __slots__ = ("chain", "count", "lock")
 
-    def __init__(self, lock: object) -> None:
+    def __init__(self, lock: Lock) -> None:
         self.chain: tuple[UdpEntry, ...] = ()  # rcu: writers hold lock
         self.count = 0  # guarded-by: lock
         self.lock = lock  # immutable
@@ -570,17 +571,19 @@ class UdpTable:
                 result = sk
                 continue
             group = sk.reuseport_cb if sk.reuseport else None
-            chosen = None
-            if isinstance(group, ReuseportGroup):
-                flow = self.secret.ehashfn(daddr, dport, saddr, sport)
-                chosen = group.select_by_hash(flow)
+            if not isinstance(group, ReuseportGroup):
+                result = sk
+                continue
+            chosen = cast(UdpEntry | None,
+                          group.select_by_hash(self.secret.ehashfn(daddr, dport, saddr, sport)))
             if chosen is None:
                 result = sk
                 continue
-            if not group.has_conns:  # type: ignore[union-attr]
-                return chosen  # type: ignore[return-value]
-            result = chosen  # type: ignore[assignment]
-            badness = score_fn(chosen, saddr, sport, daddr, dport, dif, cpu)  # type: ignore[arg-type]
+            if not group.has_conns:
+                return chosen
+            # The group has connected members: keep scoring ("rescore" in Linux).
+            result = chosen
+            badness = max(badness, score_fn(chosen, saddr, sport, daddr, dport, dif, cpu))
         return result
 
     @staticmethod
@@ -620,7 +623,7 @@ class UdpTable:
             group = sk.reuseport_cb
             if isinstance(group, ReuseportGroup):
                 assert sk in group.socks
-                assert all(member.hashed for member in group.socks)
+                assert all(cast(UdpEntry, member).hashed for member in group.socks)
 
 
 ScoreFn = Callable[[UdpEntry, bytes, int, bytes, int, int, int], int]
