@@ -39,10 +39,17 @@ Reference §8.2 behaviours covered here (tests in tests/tables/test_udp_*.py):
   ``reciprocal_scale(4-tuple hash)``, skip connected members, same flow -> same member;
 * 44 - a reuseport member is published together with the count (``udp_reuseport``).
 
+Yield points (rcunet.sync.hooks) for forcing interleavings: ``udp.bind.between_slots``,
+``udp.unhash.between_slots``, ``udp.rehash.between_slots`` (between the primary and the
+hash2 publication), ``udp.lookup.before_pin`` / ``udp.lookup.after_pin``,
+``udp.reuseport.before_publish``; multicast: ``udp.mcast.locked_walk`` (slot lock held),
+``udp.mcast.collected`` (receivers known, nothing delivered yet).
+
 Errors: ``bind`` raises OSError EINVAL (already bound, bad port/address), EADDRINUSE
 (conflict, and also an exhausted ephemeral range: ``__inet_bind`` turns any
 ``get_port`` failure into EADDRINUSE); ``autobind`` (sendto/connect on an unbound socket)
-raises EAGAIN when the range is exhausted, as ``inet_autobind`` does.
+raises EAGAIN when the range is exhausted, as ``inet_autobind`` does (commit 7a7160edf1bf,
+"net: Return errno in sk->sk_prot->get_port()").
 """
 
 from __future__ import annotations
