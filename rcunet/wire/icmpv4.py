@@ -52,7 +52,13 @@ TTL_EXCEEDED = 0
 REASSEMBLY_TIME_EXCEEDED = 1
 
 #: Quoted protocols whose first four transport bytes are the source and destination ports.
-PORT_PROTOCOLS = frozenset({ipv4.PROTO_TCP, ipv4.PROTO_UDP, 33, 132, 136})  # + DCCP SCTP UDPLite
+PORT_PROTOCOLS = frozenset({
+    ipv4.PROTO_TCP,
+    ipv4.PROTO_UDP,
+    33,  # DCCP
+    132,  # SCTP
+    136,  # UDP-Lite
+})
 #: How much of the quoted transport header RFC 792 promises: enough for ports and TCP seq.
 QUOTED_TRANSPORT_LEN = 8
 
