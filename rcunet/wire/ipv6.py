@@ -44,6 +44,7 @@ OPT_PAD1 = 0
 OPT_PADN = 1
 OPT_JUMBO = 0xC2
 OPT_ROUTER_ALERT = 5
+MAX_PADDING = 7
 
 _FIXED = struct.Struct("!IHBB16s16s")
 _FRAGMENT = struct.Struct("!BxHI")
@@ -122,7 +123,28 @@ def parse_options(buf: Buffer, start: int, end: int) -> tuple[Option, ...]:
             raise WireError("bad-option", f"IPv6 option {kind} of {buf[i + 1]} bytes overruns")
         options.append((kind, bytes(buf[i + 2 : nxt])))
         i = nxt
-    return tuple(options)
+    result = tuple(options)
+    check_padding(result)
+    return result
+
+
+def check_padding(options: tuple[Option, ...]) -> None:
+    """Padding as Linux's ``ip6_parse_tlv()`` accepts it: PadN bytes are zero (RFC 8200
+    §4.2) and no more than ``MAX_PADDING`` padding bytes run in a row (a covert channel
+    otherwise)."""
+    run = 0
+    for kind, data in options:
+        if kind == OPT_PAD1:
+            run += 1
+        elif kind == OPT_PADN:
+            if any(data):
+                raise WireError("bad-padding", "PadN carries non-zero bytes")
+            run += 2 + len(data)
+        else:
+            run = 0
+            continue
+        if run > MAX_PADDING:
+            raise WireError("bad-padding", f"{run} bytes of padding in a row")
 
 
 def _options_len(options: tuple[Option, ...]) -> int:
@@ -131,7 +153,10 @@ def _options_len(options: tuple[Option, ...]) -> int:
 
 def _emit_options(out: bytearray, options: tuple[Option, ...], jumbo_len: int) -> None:
     """Append the TLVs, then Pad1/PadN up to the next multiple of 8 of the header."""
-    start = len(out) - 2  # the header began two bytes (next header, length) earlier
+    pad = -(2 + _options_len(options)) % 8
+    if pad:
+        options += ((OPT_PAD1, b""),) if pad == 1 else ((OPT_PADN, bytes(pad - 2)),)
+    check_padding(options)
     for kind, data in options:
         if kind == OPT_PAD1:
             if data:
@@ -147,11 +172,6 @@ def _emit_options(out: bytearray, options: tuple[Option, ...], jumbo_len: int) -
         out.append(kind)
         out.append(len(data))
         out += data
-    pad = -(len(out) - start) % 8
-    if pad == 1:
-        out.append(OPT_PAD1)
-    elif pad:
-        out += bytes((OPT_PADN, pad - 2)) + bytes(pad - 2)
 
 
 def _jumbo_option(options: tuple[Option, ...]) -> bytes | None:

@@ -176,6 +176,10 @@ FRAG = b"\x3b\x00\x00\x00\x00\x00\x00\x01"
         (_packet(44, FRAG[:7]), "truncated"),
         (_packet(60, _opts_header(59, b"\x01\x05\0\0\0\0")), "bad-option"),  # TLV overruns
         (_packet(60, _opts_header(59, b"\0\0\0\0\0\x1e")), "bad-option"),  # no length byte
+        (_packet(60, _opts_header(59, b"\x01\x04\0\0\x01\0")), "bad-padding"),  # PadN data
+        (_packet(60, _opts_header(59, b"\x01\x04\0\0\0\0\x01\x06" + bytes(6))),
+         "bad-padding"),  # 14 bytes of padding in a row
+        (_packet(60, _opts_header(59, b"\0" * 14)), "bad-padding"),
     ],
 )
 def test_malformed_packets_name_the_reason(packet: bytes, reason: str) -> None:
@@ -253,6 +257,9 @@ SRC, DST = addr("2001:db8::1"), addr("2001:db8::2")
         ((Fragment(17, 3),), b"x", "bad-fragment"),
         ((HopByHop(17, ((0, b"x"),)),), b"x", "bad-option"),
         ((HopByHop(17, ((0xC2, bytes(4)),)),), b"x", "bad-jumbo"),
+        ((HopByHop(17, ((0, b""),) * 8),), b"x", "bad-padding"),
+        ((DestinationOptions(17, ((1, bytes(5)),)),), b"x", "bad-padding"),  # + 7 more
+        ((DestinationOptions(17, ((1, b"\0\1"),)),), b"x", "bad-padding"),
         ((Routing(17, 0, 256),), b"x", "bad-field"),
         ((Fragment(17, 0, False, 1 << 32),), b"x", "bad-field"),
         ((HopByHop(17, ((300, b""),)),), b"x", "bad-option"),
@@ -443,6 +450,8 @@ tlv = st.tuples(st.sampled_from([2, 5, 0x1E, 0x3E, 0xC9, 0xFE]), st.binary(max_s
 @st.composite
 def options_headers(draw: Any, cls: Any) -> Any:
     options = tuple(draw(st.lists(tlv | st.just((0, b"")), max_size=4)))
+    while options and options[-1] == (0, b""):  # with the final padding it could exceed 7
+        options = options[:-1]
     size = 2 + sum(1 if k == 0 else 2 + len(d) for k, d in options)
     pad = -size % 8
     options += ((0, b""),) if pad == 1 else ((1, bytes(pad - 2)),) if pad else ()
