@@ -15,8 +15,10 @@ from rcunet import __version__
 
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("rcunet.cmd.demo", "three in-process Hosts exchanging IPv4/IPv6 traffic"),
     "decode": ("rcunet.cmd.decode", "print a tcpdump-style line per frame of a pcap/pcapng file"),
     "bench": ("rcunet.cmd.bench", "run a benchmark (codec, tables, ...)"),
+    "lab": ("rcunet.cmd.lab", "run a seed's scenario through whole Hosts, legacy vs modern"),
 }
 
 

@@ -58,16 +58,25 @@ def pack_address(family: int, host: str | bytes) -> bytes:
     elif host == "<broadcast>":
         packed = b"\xff\xff\xff\xff"
     else:
-        text = host.decode() if isinstance(host, bytes) else host
-        try:
-            packed = ipaddress.ip_address(text.split("%", 1)[0]).packed
-        except ValueError:
-            raise _pysocket.gaierror(-2, "Name or service not known") from None
+        packed = _parse_host(host.decode() if isinstance(host, bytes) else host)
     if family == AF_INET and len(packed) != 4:
         raise _oserror(errno.EAFNOSUPPORT, "IPv6 address on an AF_INET socket")
     if family == AF_INET6 and len(packed) == 4:
         packed = b"\0" * 10 + b"\xff\xff" + packed  # v4-mapped, as the kernel stores it
     return packed
+
+
+def _parse_host(text: str) -> bytes:
+    """Numeric host text -> packed bytes with the C parsers (``inet_pton``)."""
+    text = text.split("%", 1)[0]
+    try:
+        return _pysocket.inet_pton(AF_INET, text)
+    except OSError:
+        pass
+    try:
+        return _pysocket.inet_pton(AF_INET6, text)
+    except OSError:
+        raise _pysocket.gaierror(-2, "Name or service not known") from None
 
 
 def unpack_address(family: int, packed: bytes, port: int) -> tuple[Any, ...]:

@@ -87,6 +87,8 @@ class Host:
         self.pmtu = PmtuStore()
         self._config_lock = threading.Lock()
         self.interfaces: dict[int, Interface] = {}  # rcu: writers hold _config_lock
+        self.local_addrs: frozenset[bytes] = frozenset()  # rcu: writers hold _config_lock
+        self.broadcast_addrs: frozenset[bytes] = frozenset()  # rcu: writers hold _config_lock
         self._ifindex = itertools.count(1)
         self.rx_queue_count = max(1, rx_queues)
         self._pending: deque[tuple[Interface, bytes]] = deque()  # deterministic mode
@@ -165,12 +167,18 @@ class Host:
         address = parse_address(text)
         iface.add_address(address)
         with self._config_lock:
+            self._publish_addresses_locked()
             if address.prefix_len < len(address.addr) * 8 or iface.name == "lo":
                 self.routes.add_connected(iface.ifindex, address.addr, address.prefix_len)
         self.dst_cache.invalidate()
         if iface.is_ethernet and address.family == 6:
             self.ip.join_solicited_node(iface, address.addr)
         return address
+
+    def _publish_addresses_locked(self) -> None:
+        interfaces = self.interfaces.values()
+        self.local_addrs = frozenset(a for i in interfaces for a in i.addr_set)
+        self.broadcast_addrs = frozenset(b for i in interfaces for b in i.broadcasts)
 
     def add_route(
         self,

@@ -84,6 +84,9 @@ class Interface:
         self.mtu = mtu
         self.checksum_offload = checksum_offload  # clean in-memory links may skip checksums
         self.addresses: tuple[Address, ...] = ()  # rcu: writers hold _config_lock
+        # Derived sets for per-packet membership tests, republished with ``addresses``.
+        self.addr_set: frozenset[bytes] = frozenset()  # rcu: writers hold _config_lock
+        self.broadcasts: frozenset[bytes] = frozenset()  # rcu: writers hold _config_lock
         self.groups: frozenset[bytes] = frozenset()  # rcu: writers hold _config_lock
         self.group_users: dict[bytes, int] = {}  # guarded-by: _config_lock
         self._config_lock = threading.Lock()
@@ -106,11 +109,17 @@ class Interface:
     def add_address(self, address: Address) -> None:
         with self._config_lock:
             if address not in self.addresses:
-                self.addresses = self.addresses + (address,)
+                self._publish_locked(self.addresses + (address,))
 
     def remove_address(self, address: Address) -> None:
         with self._config_lock:
-            self.addresses = tuple(a for a in self.addresses if a != address)
+            self._publish_locked(tuple(a for a in self.addresses if a != address))
+
+    def _publish_locked(self, addresses: tuple[Address, ...]) -> None:
+        # Sets first, tuple last: each is one attribute store a reader loads on its own.
+        self.addr_set = frozenset(a.addr for a in addresses)
+        self.broadcasts = frozenset(b for a in addresses if (b := a.broadcast()) is not None)
+        self.addresses = addresses
 
     def join_group(self, group: bytes) -> bool:
         """Count one more user of ``group``; True when this is the first (send a report)."""
@@ -133,7 +142,7 @@ class Interface:
             return False
 
     def has_address(self, addr: bytes) -> bool:
-        return any(a.addr == addr for a in self.addresses)
+        return addr in self.addr_set  # atomic: one attribute load + frozenset lookup
 
     def addresses_of(self, family: int) -> list[Address]:
         return [a for a in self.addresses if a.family == family]

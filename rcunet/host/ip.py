@@ -112,15 +112,13 @@ class IpLayer:
             return self._ident
 
     def is_local(self, addr: bytes) -> bool:
-        return any(iface.has_address(addr) for iface in self.host.interfaces.values())
+        return addr in self.host.local_addrs  # atomic: one attribute load
 
     def is_broadcast(self, addr: bytes) -> bool:
         """The limited broadcast or the directed broadcast of one of our subnets."""
         if addr == LIMITED_BROADCAST:
             return True
-        return len(addr) == 4 and any(a.broadcast() == addr
-                                      for i in self.host.interfaces.values()
-                                      for a in i.addresses_of(4))
+        return addr in self.host.broadcast_addrs
 
     def select_source(self, iface: Interface, dst: bytes) -> bytes | None:
         """Source address for ``dst`` out of ``iface`` (RFC 6724 in brief: same family,
@@ -254,8 +252,7 @@ class IpLayer:
         if is_multicast(next_hop):
             self._send_frame(iface, multicast_mac(next_hop), ethertype, packet)
             return
-        if family == 4 and (next_hop == LIMITED_BROADCAST or any(
-                a.broadcast() == next_hop for a in iface.addresses_of(4))):
+        if family == 4 and (next_hop == LIMITED_BROADCAST or next_hop in iface.broadcasts):
             self._send_frame(iface, ethernet.BROADCAST, ethertype, packet)
             return
         with iface.neigh_lock:
@@ -285,10 +282,9 @@ class IpLayer:
             self._count("IpInHdrErrors")
             return
         dst = packet.dst
-        local = iface.has_address(dst) or self.is_local(dst)
+        local = dst in self.host.local_addrs
         multicast = is_multicast(dst)
-        broadcast = dst == LIMITED_BROADCAST or any(
-            a.broadcast() == dst for a in iface.addresses_of(4))
+        broadcast = dst == LIMITED_BROADCAST or dst in iface.broadcasts
         if multicast and dst not in iface.groups and dst != igmp.ALL_HOSTS:
             self._count("IpInAddrErrors")
             return
@@ -428,7 +424,7 @@ class IpLayer:
             return
         dst = packet.dst
         multicast = is_multicast(dst)
-        local = iface.has_address(dst) or self.is_local(dst)
+        local = dst in self.host.local_addrs
         if multicast and dst not in iface.groups and dst != ALL_NODES:
             self._count("Ip6InAddrErrors")
             return

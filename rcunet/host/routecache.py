@@ -15,6 +15,7 @@ seed-002 lab prove that no send ever uses a freed entry.
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING
 
 from rcunet.core.route import Route
@@ -42,10 +43,10 @@ class DstEntry:
     """
 
     __slots__ = ("dst", "route", "iface", "src", "next_hop", "mtu", "generation", "ref",
-                 "freed")
+                 "freed", "cache")
 
     def __init__(self, dst: bytes, route: Route, iface: Interface, src: bytes, mtu: int,
-                 generation: int, rcuref: bool) -> None:
+                 generation: int, rcuref: bool, cache: DstCache | None = None) -> None:
         self.dst = dst
         self.route = route
         self.iface = iface
@@ -56,6 +57,7 @@ class DstEntry:
         # initial 2: one reference for the cache, one for the caller that created it
         self.ref: RcuRef | IncNotZeroRef = RcuRef(2) if rcuref else IncNotZeroRef(2)
         self.freed = False
+        self.cache = cache  # immutable: told when the entry is freed
 
     def hold(self) -> bool:
         return self.ref.get()
@@ -63,6 +65,8 @@ class DstEntry:
     def release(self) -> None:
         if self.ref.put():
             self.freed = True
+            if self.cache is not None:
+                self.cache.entry_freed()
 
     def use(self) -> DstEntry:
         if self.freed:
@@ -83,7 +87,20 @@ class DstCache:
         self._host = host
         self._lock = DST_CACHE_LOCK.new()
         self._entries: dict[tuple[bytes, int], DstEntry] = {}
-        self.slow_lookups = 0  # guarded-by: _lock
+        self.slow_lookups = 0  # guarded-by: _lock (entries created)
+        self._freed_lock = threading.Lock()
+        self.freed = 0  # guarded-by: _freed_lock
+
+    def entry_freed(self) -> None:
+        with self._freed_lock:
+            self.freed += 1
+
+    def live_entries(self) -> int:
+        """Entries created and not yet freed (cached ones plus any still pinned)."""
+        with self._lock:
+            created = self.slow_lookups
+        with self._freed_lock:
+            return created - self.freed
 
     def lookup(self, dst: bytes, oif: int = 0) -> DstEntry | None:
         """A pinned entry for ``dst`` (the caller must ``release()`` it), or None when
@@ -109,7 +126,7 @@ class DstCache:
             return None
         link_mtu = route.mtu or iface.mtu
         mtu = host.pmtu.path_mtu(dst, link_mtu, host.now())
-        entry = DstEntry(dst, route, iface, src, mtu, generation, host.tuning.dst_rcuref)
+        entry = DstEntry(dst, route, iface, src, mtu, generation, host.tuning.dst_rcuref, self)
         with self._lock:
             self.slow_lookups += 1
             old = self._entries.get((dst, oif))

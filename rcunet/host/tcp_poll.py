@@ -1,0 +1,84 @@
+"""A real file descriptor whose poll state mirrors an rcunet TCP socket, so ``selectors``,
+``select`` and asyncio's ``add_reader``/``add_writer`` can wait on ``sock.fileno()``.
+
+One fd must be able to show each of the four combinations of readable/writable (a
+connecting socket is neither; a connected idle one only writable).  An eventfd cannot
+(counter 0 is always writable) and a pipe end is only ever one of the two, so the fd is
+one end ``a`` of an AF_UNIX stream socketpair:
+
+* readable   <=> ``a`` has a byte waiting: ``b`` sends one byte to raise, ``a`` reads it
+  to lower;
+* writable   <=> ``a``'s send buffer has room: ``a`` sends into ``b`` until EAGAIN to
+  lower (a few KB with the smallest buffers), ``b`` drains it to raise.
+
+Only transitions cost system calls; ``set`` with unchanged levels does nothing.
+"""
+
+from __future__ import annotations
+
+import socket
+
+from rcunet.sync.lock import LockClass
+
+POLL_LOCK = LockClass("tcp_sock.poll")
+_FILL = b"\0" * 512
+
+
+class PollFd:
+    """Concurrency: ``_lock`` (a leaf) serialises transitions; ``readable``/``writable``
+    are written under it.  ``fileno()`` is immutable until ``close()``."""
+
+    __slots__ = ("_a", "_b", "_lock", "readable", "writable")
+
+    def __init__(self) -> None:
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        for end in (a, b):
+            end.setblocking(False)
+        a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1)
+        b.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1)
+        self._a, self._b = a, b
+        self._lock = POLL_LOCK.new()
+        self.readable = False  # guarded-by: _lock
+        self.writable = True  # guarded-by: _lock (a fresh socketpair end is writable)
+
+    def fileno(self) -> int:
+        return self._a.fileno()
+
+    def set(self, readable: bool, writable: bool) -> None:
+        with self._lock:
+            if self._a.fileno() < 0:
+                return
+            if readable != self.readable:
+                if readable:
+                    self._b.send(b"r")
+                else:
+                    _drain(self._a)
+                self.readable = readable
+            if writable != self.writable:
+                if writable:
+                    _drain(self._b)
+                else:
+                    _fill(self._a)
+                self.writable = writable
+
+    def close(self) -> None:
+        with self._lock:
+            self._a.close()
+            self._b.close()
+
+
+def _drain(end: socket.socket) -> None:
+    while True:
+        try:
+            if not end.recv(65536):
+                return
+        except BlockingIOError:
+            return
+
+
+def _fill(end: socket.socket) -> None:
+    while True:
+        try:
+            end.send(_FILL)
+        except BlockingIOError:
+            return

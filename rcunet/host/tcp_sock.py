@@ -1,0 +1,650 @@
+"""A TCP socket on a Host: its table identity (``SockEntry``), the Linux-style socket lock
+(``SocketLock``: owner + backlog), the sans-IO ``Connection`` it drives, the listener's
+queues, socket options and the calls ``rcunet.api.socket.Socket`` delegates to.
+
+The protocol work shared by every socket (input, output, timers, teardown, the listener
+path) lives in ``rcunet.host.tcp.TcpLayer``; this module is the user side.
+
+Seed 001 (reference §5.2-5.3): ``recv`` copies out of the receive buffer while owning the
+socket and collects the pooled buffers ("skbs") whose bytes it consumed.  With
+``Tuning.tcp_defer_free`` they are freed after ``release_sock``, each handed back to the
+worker that allocated it (``DeferredFreeList.free``); legacy frees them inside the lock
+section (``free_now``).  Every owner section records its hold time (``lock_stats``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import os
+import socket as _pysocket
+import struct
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from time import perf_counter_ns
+from typing import TYPE_CHECKING, Any
+
+from rcunet.core.tcp import Connection, Options
+from rcunet.core.tcp import State as CState
+from rcunet.host.socklock import BACKLOG_EXTRA, SocketLock
+from rcunet.host.tcp_poll import PollFd
+from rcunet.sync.deferred import Buffer
+from rcunet.sync.lock import LockClass
+from rcunet.tables.entry import AF_INET, ANY4, ANY6, SockEntry, State, is_v4mapped
+
+if TYPE_CHECKING:
+    from rcunet.host.tcp import TcpLayer
+
+WQ_LOCK = LockClass("tcp_sock.wq")
+RSKQ_LOCK = LockClass("rskq_lock")
+
+SOL_TCP = _pysocket.IPPROTO_TCP
+SOL_SOCKET = _pysocket.SOL_SOCKET
+SO_ACCEPTCONN = getattr(_pysocket, "SO_ACCEPTCONN", 30)
+TCP_KEEPIDLE = getattr(_pysocket, "TCP_KEEPIDLE", 4)
+TCP_KEEPINTVL = getattr(_pysocket, "TCP_KEEPINTVL", 5)
+TCP_KEEPCNT = getattr(_pysocket, "TCP_KEEPCNT", 6)
+MSG_DONTWAIT = _pysocket.MSG_DONTWAIT
+SHUT_RD, SHUT_WR, SHUT_RDWR = _pysocket.SHUT_RD, _pysocket.SHUT_WR, _pysocket.SHUT_RDWR
+SECOND = 1_000_000_000
+_LINGER = struct.Struct("ii")
+#: Per-segment memory charged against the backlog limit besides its payload (truesize).
+SEGMENT_OVERHEAD = 256
+#: Linux's TCP_MIN_MSS and the user MSS ceiling (MAX_TCP_WINDOW).
+TCP_MIN_MSS, TCP_MAX_USER_MSS = 88, 32767
+TCP_MSS_DEFAULT = 536
+
+
+def oserror(code: int, detail: str = "") -> OSError:
+    """OSError (or the matching subclass, as CPython raises) for ``code``."""
+    message = os.strerror(code) + (f" ({detail})" if detail else "")
+    subclass = {
+        errno.EAGAIN: BlockingIOError, errno.EINPROGRESS: BlockingIOError,
+        errno.EALREADY: BlockingIOError, errno.ECONNREFUSED: ConnectionRefusedError,
+        errno.ECONNRESET: ConnectionResetError, errno.EPIPE: BrokenPipeError,
+        errno.ECONNABORTED: ConnectionAbortedError, errno.ETIMEDOUT: TimeoutError,
+    }.get(code, OSError)
+    return subclass(code, message)
+
+
+def wire(addr: bytes) -> bytes:
+    """The address on the wire: a v4-mapped IPv6 address is IPv4."""
+    return addr[12:] if is_v4mapped(addr) else addr
+
+
+class TcpSock(SockEntry):
+    """One TCP socket (listener, connection, or a listener's child).
+
+    Concurrency:
+      sl          the socket lock (reference §5.1).  "Holding the socket lock" below means
+                  owning it (``lock_sock``) or holding ``sl.slock`` while not owned (the
+                  receive/timer path, via ``bh_deliver``/``bh_defer``).
+      conn, rx_skbs, timer, teardown, user options   guarded by the socket lock.
+      outbox      deque of segments to transmit: appended under the socket lock, drained
+                  by ``TcpLayer.flush`` with ``popleft`` (both atomic).
+      acceptq, embryos, syn_qlen, listen_closed      guarded-by: rskq_lock (a leaf).
+      wake_seq    guarded-by: wq's lock (a leaf); waiters sleep until it changes.
+      state       the table state, one attribute store under the socket lock.
+    Lock order: tcbinfo_lock (legacy) > bucket locks (bhash > bhash2 > ehash) > slock >
+    rskq_lock > tcp_sock.wq > tcp_sock.poll.  slock is never held while transmitting.
+    """
+
+    __slots__ = (
+        "layer", "host", "sl", "conn", "wq", "wake_seq", "outbox", "rx_skbs", "timer",
+        "teardown", "listener", "acceptq", "embryos", "syn_qlen", "max_ack_backlog",
+        "listen_closed", "rskq_lock", "last_overflow_at", "rcvbuf", "sndbuf", "nodelay",
+        "keepalive", "keepidle", "keepintvl", "keepcnt", "user_mss", "linger",
+        "user_closed", "finished", "forgotten", "shutdown_rd", "poll", "hold_ns",
+        "hold_count", "hold_max_ns", "soft_err",
+    )
+
+    def __init__(self, layer: TcpLayer, family: int) -> None:
+        super().__init__(family, ANY4 if family == AF_INET else ANY6)
+        self.layer = layer
+        self.host = layer.host
+        self.sl = SocketLock(self._do_rcv, backlog_limit=self._backlog_limit,
+                             release_cb=self._release_cb, on_backlog_drop=self._backlog_drop)
+        self.conn: Connection | None = None
+        self.wq = threading.Condition(WQ_LOCK.new())  # type: ignore[arg-type]
+        self.wake_seq = 0
+        self.outbox: deque[Any] = deque()
+        self.rx_skbs: deque[list[Any]] = deque()  # [Buffer, bytes of it not yet read]
+        self.timer: Any = None
+        self.teardown: tuple[str, Any] | None = None
+        self.listener: TcpSock | None = None  # set while an embryonic child (SYN_RECV)
+        self.acceptq: deque[TcpSock] = deque()
+        self.embryos: set[TcpSock] = set()
+        self.syn_qlen = 0
+        self.max_ack_backlog = 0
+        self.listen_closed = False
+        self.rskq_lock = RSKQ_LOCK.new()
+        self.last_overflow_at: int | None = None
+        tuning = layer.host.tuning
+        self.rcvbuf = tuning.tcp_rmem[1]
+        self.sndbuf = 4 * tuning.tcp_wmem[1]  # no autotuning: start where Linux's ramps from
+        self.nodelay = False
+        self.keepalive = False
+        self.keepidle = 7200
+        self.keepintvl = 75
+        self.keepcnt = 9
+        self.user_mss = 0
+        self.linger: tuple[bool, int] = (False, 0)
+        self.user_closed = False
+        self.finished = False  # out of every table; no timer will be armed again
+        self.forgotten = False  # guarded-by: layer._sockets_lock
+        self.shutdown_rd = False
+        self.poll: PollFd | None = None
+        self.hold_ns = 0  # owner: the socket-lock owner (one at a time)
+        self.hold_count = 0
+        self.hold_max_ns = 0
+        self.soft_err = 0
+
+    # ------------------------------------------------------------------ socket lock
+    def _backlog_limit(self) -> int:
+        return 2 * self.rcvbuf + self.sndbuf // 2 + BACKLOG_EXTRA  # tcp_add_backlog (2024)
+
+    def _do_rcv(self, item: Any) -> None:
+        self.layer.process_segment_locked(self, item[0], item[1])
+
+    def _release_cb(self, work: set[str]) -> None:
+        if "timer" in work:
+            self.layer.run_timer_locked(self)
+
+    def _backlog_drop(self, item: Any) -> None:
+        self.host.counters.inc("TcpExtTCPBacklogDrop")
+        if item[1] is not None:
+            self.layer.free_buffer(item[1])
+
+    def _lock(self) -> int:
+        self.sl.lock_sock()
+        return perf_counter_ns()
+
+    def _unlock(self, since: int) -> None:
+        """release_sock (processing the backlog), then record the owner section."""
+        self.sl.release_sock()
+        held = perf_counter_ns() - since
+        self.hold_ns += held
+        self.hold_count += 1
+        if held > self.hold_max_ns:
+            self.hold_max_ns = held
+        self.layer.record_hold(held)
+        self.layer.post(self)
+
+    def lock_stats(self) -> dict[str, int]:
+        """Owner-section hold times and the deepest backlog seen (for the seed-001 lab)."""
+        with self.sl.slock:
+            backlog_max, drops = self.sl.backlog_max_seen, self.sl.backlog_drops
+        return {"holds": self.hold_count, "hold_ns_total": self.hold_ns,
+                "hold_ns_max": self.hold_max_ns, "backlog_max_bytes": backlog_max,
+                "backlog_drops": drops}
+
+    # ------------------------------------------------------------------ waking and polling
+    def wakeup(self) -> None:
+        """Something a waiter may care about changed (called with the socket lock held)."""
+        with self.wq:
+            self.wake_seq += 1
+            self.wq.notify_all()
+        if self.poll is not None:
+            self.update_poll()
+
+    def update_poll(self) -> None:
+        poll = self.poll  # atomic: attribute load, pairs with the store in fileno()
+        if poll is not None:
+            poll.set(*self.poll_levels())
+
+    def poll_levels(self) -> tuple[bool, bool]:
+        """(readable, writable) as tcp_poll reports them.  Lockless reads of single
+        attributes; a stale answer is corrected by the next wakeup."""
+        if self.state == State.LISTEN or self.listen_closed:
+            return bool(self.acceptq) or self.listen_closed, False
+        conn = self.conn
+        if conn is None:
+            return False, False
+        st = conn.state
+        if st is CState.SYN_SENT or st is CState.SYN_RECEIVED:
+            return False, False
+        failed = conn.error is not None or st is CState.CLOSED
+        readable = conn.readable > 0 or failed or st.fin_received or self.shutdown_rd
+        writable = failed or (st in (CState.ESTABLISHED, CState.CLOSE_WAIT)
+                              and conn.send_space >= conn.options.sndbuf // 3)
+        return readable, writable
+
+    def fileno(self) -> int:
+        with self.wq:
+            if self.poll is None:
+                self.poll = PollFd()
+            poll = self.poll
+        poll.set(*self.poll_levels())
+        return poll.fileno()
+
+    def _wait(self, seen: int, deadline: float | None) -> bool:
+        """Sleep until ``wake_seq`` moves past ``seen``; False at the deadline."""
+        with self.wq:
+            while self.wake_seq == seen:
+                if deadline is None:
+                    self.wq.wait()
+                    continue
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self.wq.wait(remaining)
+        return True
+
+    def _deadline(self, timeout: float | None) -> float | None:
+        if timeout is not None and timeout > 0 and self.host.deterministic:
+            raise oserror(errno.EWOULDBLOCK, "a deterministic Host cannot block: "
+                                             "use non-blocking sockets and run the network")
+        if timeout is None and self.host.deterministic:
+            raise oserror(errno.EWOULDBLOCK, "a deterministic Host cannot block: "
+                                             "use non-blocking sockets and run the network")
+        return None if timeout is None else time.monotonic() + timeout
+
+    def _block_or_fail(self, seen: int, timeout: float | None, deadline: float | None,
+                       eagain: int = errno.EAGAIN) -> None:
+        if timeout == 0.0:
+            raise oserror(eagain)
+        if not self._wait(seen, deadline):
+            raise TimeoutError("timed out")
+
+    # ------------------------------------------------------------------ bind / listen / connect
+    def bind(self, addr: bytes, port: int) -> None:
+        w = wire(addr)
+        if addr not in (ANY4, ANY6) and not self.host.ip.is_local(w):
+            raise oserror(errno.EADDRNOTAVAIL, "cannot assign requested address")
+        since = self._lock()
+        try:
+            if self.conn is not None or self.state != State.CLOSE or self.tb is not None:
+                raise oserror(errno.EINVAL, "socket is already bound")
+            self.layer.hashinfo.bind_socket(self, addr, port)
+        finally:
+            self._unlock(since)
+
+    def listen(self, backlog: int) -> None:
+        since = self._lock()
+        try:
+            if self.conn is not None:
+                raise oserror(errno.EINVAL, "listen() on a connected socket")
+            somaxconn = self.host.tuning.somaxconn
+            with self.rskq_lock:
+                self.max_ack_backlog = max(0, min(backlog, somaxconn))
+            if self.state != State.LISTEN:
+                self.layer.hashinfo.listen_socket(self)
+        finally:
+            self._unlock(since)
+
+    def connect(self, addr: bytes, port: int, timeout: float | None) -> None:
+        since = self._lock()
+        try:
+            conn = self.conn
+            if self.state == State.LISTEN:
+                raise oserror(errno.EISCONN, "connect() on a listening socket")
+            if conn is not None:
+                if conn.state is CState.SYN_SENT:
+                    raise oserror(errno.EALREADY)
+                if conn.state is not CState.CLOSED:
+                    raise oserror(errno.EISCONN)
+                if self.tb is not None or self.sk_hash:
+                    raise oserror(errno.EISCONN)  # a finished connection still tearing down
+                self.conn = None  # a failed attempt: start over (tcp_disconnect)
+                self.finished = False
+            self.layer.connect_locked(self, addr, port)
+            with self.wq:
+                seen = self.wake_seq
+        finally:
+            self._unlock(since)
+        if timeout == 0.0:
+            raise oserror(errno.EINPROGRESS)
+        deadline = self._deadline(timeout)
+        conn = self.conn
+        assert conn is not None
+        while conn.state is CState.SYN_SENT:
+            if not self._wait(seen, deadline):
+                raise TimeoutError("timed out")
+            seen = self.wake_seq
+        if conn.state is CState.CLOSED:
+            err = self._take_error() or errno.ECONNREFUSED
+            raise oserror(err)
+
+    # ------------------------------------------------------------------ accept
+    def accept(self, timeout: float | None) -> TcpSock:
+        if self.state != State.LISTEN:
+            raise oserror(errno.EINVAL, "accept() on a socket that is not listening")
+        deadline = None if timeout == 0.0 else self._deadline(timeout)
+        while True:
+            with self.wq:
+                seen = self.wake_seq
+            child = self.layer.accept_dequeue(self)
+            if child is not None:
+                return child
+            if self.listen_closed or self.state != State.LISTEN:
+                raise oserror(errno.EINVAL, "the listener was closed")
+            self._block_or_fail(seen, timeout, deadline)
+
+    # ------------------------------------------------------------------ data
+    def send(self, data: bytes, timeout: float | None, flags: int = 0) -> int:
+        if flags & MSG_DONTWAIT:
+            timeout = 0.0
+        view = memoryview(data)
+        total = len(view)
+        deadline = None if timeout == 0.0 else self._deadline(timeout)
+        sent = 0
+        while True:
+            with self.wq:
+                seen = self.wake_seq
+            since = self._lock()
+            try:
+                sent += self._send_locked(view[sent:])
+            finally:
+                self._unlock(since)
+            # Blocking send queues everything (Linux); with a timeout or non-blocking,
+            # the first bytes queued end the call (Python's poll-then-send).
+            if sent == total or (sent and timeout is not None):
+                return sent
+            try:
+                self._block_or_fail(seen, timeout, deadline)
+            except TimeoutError:
+                if sent:
+                    return sent
+                raise
+
+    def _send_locked(self, view: memoryview) -> int:
+        conn = self.conn
+        if conn is None or self.state == State.LISTEN:
+            raise oserror(errno.EPIPE)
+        if self.soft_err and conn.state is CState.CLOSED:
+            err, self.soft_err = self.soft_err, 0
+            raise oserror(err)
+        now = self.host.now()
+        n = conn.send(view, now) if len(view) else 0
+        self.layer.after_engine(self)
+        return n
+
+    def sendall(self, data: bytes, timeout: float | None) -> None:
+        view = memoryview(data)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        sent = 0
+        while sent < len(view):
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if remaining == 0.0 and timeout != 0.0:
+                raise TimeoutError("timed out")
+            sent += self.send(bytes(view[sent:]), remaining)
+
+    def recv(self, bufsize: int, timeout: float | None, flags: int = 0) -> bytes:
+        if bufsize < 0:
+            raise ValueError("negative buffersize in recv")
+        if flags & MSG_DONTWAIT:
+            timeout = 0.0
+        if flags & ~MSG_DONTWAIT:
+            raise oserror(errno.EOPNOTSUPP, "recv flags other than MSG_DONTWAIT")
+        deadline = None if timeout == 0.0 else self._deadline(timeout)
+        layer = self.layer
+        defer = self.host.tuning.tcp_defer_free
+        while True:
+            with self.wq:
+                seen = self.wake_seq
+            consumed: list[Buffer] = []
+            since = self._lock()
+            try:
+                data = self._recv_locked(bufsize, consumed)
+                if not defer:
+                    layer.free_buffers_now(consumed)  # legacy: inside the lock section
+            finally:
+                self._unlock(since)
+            if defer:
+                layer.free_buffers_deferred(consumed)  # after release_sock (seed 001)
+            if data is not None:
+                return data
+            self._block_or_fail(seen, timeout, deadline)
+
+    def _recv_locked(self, bufsize: int, consumed: list[Buffer]) -> bytes | None:
+        conn = self.conn
+        if conn is None or self.state == State.LISTEN:
+            raise oserror(errno.ENOTCONN)
+        if self.shutdown_rd and not conn.readable:
+            return b""
+        try:
+            data = conn.recv(bufsize, self.host.now())
+        except BlockingIOError:
+            return None
+        finally:
+            self.layer.after_engine(self)
+        self._consume_skbs(len(data), consumed)
+        return data
+
+    def _consume_skbs(self, n: int, consumed: list[Buffer]) -> None:
+        skbs = self.rx_skbs
+        while n > 0 and skbs:
+            head = skbs[0]
+            if head[1] <= n:
+                n -= head[1]
+                consumed.append(skbs.popleft()[0])
+            else:
+                head[1] -= n
+                n = 0
+
+    def _take_error(self) -> int:
+        conn = self.conn
+        if conn is not None and conn.error is not None:
+            err, conn.error = conn.error, None
+            return err
+        err, self.soft_err = self.soft_err, 0
+        return err
+
+    # ------------------------------------------------------------------ shutdown / close
+    def shutdown(self, how: int) -> None:
+        if how not in (SHUT_RD, SHUT_WR, SHUT_RDWR):
+            raise oserror(errno.EINVAL)
+        if self.state == State.LISTEN:
+            if how != SHUT_WR:
+                self.layer.close_listener(self, forget=False)
+            return
+        since = self._lock()
+        try:
+            conn = self.conn
+            if conn is None or conn.state is CState.CLOSED:
+                raise oserror(errno.ENOTCONN)
+            if how in (SHUT_RD, SHUT_RDWR):
+                self.shutdown_rd = True
+            if how in (SHUT_WR, SHUT_RDWR) and conn.state is not CState.SYN_SENT:
+                conn.shutdown_write(self.host.now())
+            self.layer.after_engine(self)
+            self.wakeup()
+        finally:
+            self._unlock(since)
+
+    def close(self) -> None:
+        if self.user_closed:
+            return
+        if self.state == State.LISTEN or self.listen_closed:
+            self.user_closed = True
+            self.layer.close_listener(self, forget=True)
+            return
+        unread: list[Buffer] = []
+        since = self._lock()
+        try:
+            self.user_closed = True
+            conn = self.conn
+            if conn is not None:
+                now = self.host.now()
+                if self.linger == (True, 0):
+                    if conn.state is not CState.CLOSED:
+                        self.host.counters.inc("TcpExtTCPAbortOnLinger")
+                    conn.abort(now)
+                else:
+                    conn.close(now)
+                self.layer.after_engine(self)
+            unread = [skb[0] for skb in self.rx_skbs]
+            self.rx_skbs.clear()
+        finally:
+            self._unlock(since)
+        self.layer.free_buffers_deferred(unread)
+        if self.conn is None:
+            self.layer.release_unconnected(self)
+        elif self.linger[0] and self.linger[1] > 0 and not self.host.deterministic:
+            self._linger_wait(self.linger[1])
+        if self.finished:
+            self.layer.forget(self)
+
+    def _linger_wait(self, seconds: int) -> None:
+        """SO_LINGER {1, t}: close() waits until the FIN is acknowledged, or t seconds."""
+        conn = self.conn
+        deadline = time.monotonic() + seconds
+        while conn is not None and not self.finished and conn.state not in (
+                CState.FIN_WAIT_2, CState.TIME_WAIT, CState.CLOSED):
+            with self.wq:
+                seen = self.wake_seq
+            if not self._wait(seen, deadline):
+                return
+
+    def destroy(self) -> None:
+        """The last reference went away (``put_entry``): release the poll fd."""
+        poll, self.poll = self.poll, None
+        if poll is not None:
+            poll.close()
+
+    # ------------------------------------------------------------------ options
+    def setsockopt(self, level: int, opt: int, value: int | bytes) -> None:
+        since = self._lock()
+        try:
+            self._setsockopt_locked(level, opt, value)
+            if self.conn is not None:
+                self.layer.apply_options_locked(self)
+        finally:
+            self._unlock(since)
+
+    def _setsockopt_locked(self, level: int, opt: int, value: int | bytes) -> None:
+        if level == SOL_SOCKET:
+            if opt == _pysocket.SO_LINGER:
+                if not isinstance(value, bytes | bytearray) or len(value) < _LINGER.size:
+                    raise oserror(errno.EINVAL, "SO_LINGER takes struct linger (8 bytes)")
+                onoff, seconds = _LINGER.unpack_from(value)
+                self.linger = (bool(onoff), max(0, seconds))
+                return
+            number = _int(value)
+            setters: dict[int, Callable[[], None]] = {
+                _pysocket.SO_REUSEADDR: lambda: setattr(self, "reuseaddr", bool(number)),
+                _pysocket.SO_REUSEPORT: lambda: setattr(self, "reuseport", bool(number)),
+                _pysocket.SO_KEEPALIVE: lambda: setattr(self, "keepalive", bool(number)),
+                _pysocket.SO_RCVBUF: lambda: setattr(
+                    self, "rcvbuf", max(2304, min(number, self.host.tuning.tcp_rmem[2]) * 2)),
+                _pysocket.SO_SNDBUF: lambda: setattr(
+                    self, "sndbuf", max(4608, min(number, self.host.tuning.tcp_wmem[2]) * 2)),
+            }
+        elif level == SOL_TCP:
+            number = _int(value)
+            setters = {
+                _pysocket.TCP_NODELAY: lambda: setattr(self, "nodelay", bool(number)),
+                _pysocket.TCP_MAXSEG: lambda: self._set_maxseg(number),
+                TCP_KEEPIDLE: lambda: setattr(self, "keepidle", _ranged(number, 1, 32767)),
+                TCP_KEEPINTVL: lambda: setattr(self, "keepintvl", _ranged(number, 1, 32767)),
+                TCP_KEEPCNT: lambda: setattr(self, "keepcnt", _ranged(number, 1, 127)),
+            }
+        elif level in (_pysocket.IPPROTO_IP, _pysocket.IPPROTO_IPV6):
+            if level == _pysocket.IPPROTO_IPV6 and opt == _pysocket.IPV6_V6ONLY:
+                if self.tb is not None:
+                    raise oserror(errno.EINVAL)
+                self.v6only = bool(_int(value))
+                return
+            raise oserror(errno.ENOPROTOOPT)
+        else:
+            raise oserror(errno.ENOPROTOOPT)
+        setter = setters.get(opt)
+        if setter is None:
+            raise oserror(errno.ENOPROTOOPT)
+        setter()
+
+    def _set_maxseg(self, value: int) -> None:
+        if value and not TCP_MIN_MSS <= value <= TCP_MAX_USER_MSS:
+            raise oserror(errno.EINVAL, f"TCP_MAXSEG must be {TCP_MIN_MSS}..{TCP_MAX_USER_MSS}")
+        self.user_mss = value
+
+    def getsockopt(self, level: int, opt: int, buflen: int | None = None) -> int | bytes:
+        if level == SOL_SOCKET and opt == _pysocket.SO_LINGER:
+            return _LINGER.pack(int(self.linger[0]), self.linger[1])
+        conn = self.conn
+        getters: dict[int, Callable[[], int]]
+        if level == SOL_SOCKET:
+            getters = {
+                _pysocket.SO_REUSEADDR: lambda: int(self.reuseaddr),
+                _pysocket.SO_REUSEPORT: lambda: int(self.reuseport),
+                _pysocket.SO_KEEPALIVE: lambda: int(self.keepalive),
+                _pysocket.SO_RCVBUF: lambda: self.rcvbuf,
+                _pysocket.SO_SNDBUF: lambda: self.sndbuf,
+                _pysocket.SO_ERROR: self._so_error,
+                _pysocket.SO_TYPE: lambda: _pysocket.SOCK_STREAM,
+                SO_ACCEPTCONN: lambda: int(self.state == State.LISTEN),
+            }
+        elif level == SOL_TCP:
+            getters = {
+                _pysocket.TCP_NODELAY: lambda: int(self.nodelay),
+                _pysocket.TCP_MAXSEG: lambda: (conn.tcb.snd_mss if conn is not None
+                                               and conn.state.synchronized
+                                               else self.user_mss or TCP_MSS_DEFAULT),
+                TCP_KEEPIDLE: lambda: self.keepidle,
+                TCP_KEEPINTVL: lambda: self.keepintvl,
+                TCP_KEEPCNT: lambda: self.keepcnt,
+            }
+        elif level == _pysocket.IPPROTO_IPV6 and opt == _pysocket.IPV6_V6ONLY:
+            return int(self.v6only)
+        else:
+            raise oserror(errno.ENOPROTOOPT)
+        getter = getters.get(opt)
+        if getter is None:
+            raise oserror(errno.ENOPROTOOPT)
+        result = getter()
+        if buflen is not None:
+            return struct.pack("i", result)[:buflen]
+        return result
+
+    def _so_error(self) -> int:
+        since = self._lock()
+        try:
+            err = self._take_error()
+        finally:
+            self._unlock(since)
+        return err
+
+    def conn_options(self, mss: int) -> Options:
+        """Engine settings for a connection of this socket (sysctls + socket options)."""
+        tuning = self.host.tuning
+        if self.user_mss:
+            mss = min(mss, self.user_mss)
+        return Options(
+            mss=max(TCP_MIN_MSS, min(mss, 65495)), rcvbuf=self.rcvbuf, sndbuf=self.sndbuf,
+            window_scaling=tuning.tcp_window_scaling, timestamps=tuning.tcp_timestamps,
+            sack=tuning.tcp_sack, nodelay=self.nodelay,
+            congestion_control=tuning.tcp_congestion_control,
+            fin_timeout=int(tuning.tcp_fin_timeout * SECOND), keepalive=self.keepalive,
+            keepalive_time=self.keepidle * SECOND, keepalive_intvl=self.keepintvl * SECOND,
+            keepalive_probes=self.keepcnt)
+
+    def live_options(self, options: Options) -> Options:
+        """The options a live connection picks up from setsockopt."""
+        return dataclasses.replace(
+            options, nodelay=self.nodelay, keepalive=self.keepalive,
+            keepalive_time=self.keepidle * SECOND, keepalive_intvl=self.keepintvl * SECOND,
+            keepalive_probes=self.keepcnt)
+
+    def inherit_from(self, listener: TcpSock) -> None:
+        """Socket options a child copies from its listener (sk_clone_lock)."""
+        for name in ("rcvbuf", "sndbuf", "nodelay", "keepalive", "keepidle", "keepintvl",
+                     "keepcnt", "user_mss", "linger", "reuseaddr", "bound_dev"):
+            setattr(self, name, getattr(listener, name))
+
+
+def _int(value: int | bytes) -> int:
+    if isinstance(value, bool | int):
+        return int(value)
+    if isinstance(value, bytes | bytearray) and len(value) >= 4:
+        return int(struct.unpack_from("i", value)[0])
+    if isinstance(value, bytes | bytearray) and len(value) == 1:
+        return value[0]
+    raise oserror(errno.EINVAL)
+
+
+def _ranged(value: int, low: int, high: int) -> int:
+    if not low <= value <= high:
+        raise oserror(errno.EINVAL, f"value must be {low}..{high}")
+    return value

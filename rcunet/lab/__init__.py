@@ -1,0 +1,1 @@
+"""The seed lab: each seed's scenario run through whole Hosts, legacy beside modern."""

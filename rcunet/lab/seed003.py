@@ -1,0 +1,188 @@
+"""Seed 003 through whole Hosts: UDP multicast to many sockets on one port.
+
+Shawn Bohrer's setup (seed 003, reference §6.5): host ``b`` has 300 UDP sockets on port
+5000, each bound to its own group address and joined to it; host ``a`` sends datagrams
+round-robin to the 300 groups over an Ethernet link.  Every datagram crosses a's UDP and
+IP output, the link, b's Ethernet/IP input and UDP multicast delivery.  Legacy walks the
+300-socket port chain under the bucket lock for every datagram and delivers under it;
+modern looks in the (group, port) and (ANY, port) secondary slots and walks them with no
+lock.  The second run is true fan-out: 300 sockets on (ANY, 5001) in one group, so every
+datagram is delivered 300 times — there the difference is how long the bucket lock is held.
+
+Deterministic hosts (a virtual clock, no threads): the time measured is the CPU cost of
+the path, the same code the threaded hosts run.  Receive queues are drained between
+batches, outside the timed part.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+from typing import Any
+
+from rcunet.host.network import Network
+from rcunet.lab.common import MODES, alternate, interpreter, ratio, stopwatch, tuning_for, \
+    with_lockstat
+from rcunet.tables.udp import HSLOT2_LOCK, HSLOT_LOCK
+
+N_SOCKETS = 300
+GROUPS_PORT = 5000
+FANOUT_PORT = 5001
+FANOUT_GROUP = "239.9.9.9"
+PAYLOAD = bytes(range(256)) * 5 + bytes(120)  # 1400 bytes
+
+
+def group_address(index: int) -> str:
+    return f"239.1.{index >> 8}.{index & 0xFF}"
+
+
+class Scenario:
+    """Two hosts, 300 receivers on b, one sender on a."""
+
+    def __init__(self, mode: str, fanout: bool, n_sockets: int = N_SOCKETS) -> None:
+        self.net = Network(tuning=tuning_for(mode))
+        self.a, self.b = self.net.host("a"), self.net.host("b")
+        self.net.link(self.a, self.b, "10.0.0.1/24", "10.0.0.2/24")
+        self.a.add_neighbour("eth0", "10.0.0.2", self.b.interface("eth0").mac)
+        self.b.add_neighbour("eth0", "10.0.0.1", self.a.interface("eth0").mac)
+        ifindex = self.b.interface("eth0").ifindex
+        self.fanout = fanout
+        self.receivers = []
+        self.groups = [FANOUT_GROUP] if fanout else [group_address(i) for i in range(n_sockets)]
+        for index in range(n_sockets):
+            group = FANOUT_GROUP if fanout else self.groups[index]
+            sock = self.b.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("" if fanout else group, FANOUT_PORT if fanout else GROUPS_PORT))
+            mreqn = socket.inet_aton(group) + bytes(4) + ifindex.to_bytes(4, "little")
+            sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, mreqn)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
+            self.receivers.append(sock)
+        self.tx = self.a.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.tx.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 0)
+        self.port = FANOUT_PORT if fanout else GROUPS_PORT
+        self.net.run(0.01)  # IGMP reports out of the way
+
+    def batch(self) -> tuple[int, float]:
+        """Send one datagram per group (fan-out: one datagram) and process it; returns
+        (deliveries, seconds spent in the stack)."""
+        elapsed = stopwatch()
+        for group in self.groups:
+            self.tx.sendto(PAYLOAD, (group, self.port))
+        self.net.step()
+        seconds = elapsed()
+        return self.drain(), seconds
+
+    def drain(self) -> int:
+        delivered = 0
+        for sock in self.receivers:
+            sk = sock._sk
+            while sk.dequeue() is not None:
+                delivered += 1
+        return delivered
+
+    def receiver_sets(self, rounds: int = 1) -> list[tuple[int, ...]]:
+        """Which sockets got each group's datagram (for the identical-sets check)."""
+        sets = []
+        for group in self.groups:
+            self.tx.sendto(PAYLOAD, (group, self.port))
+            self.net.step()
+            sets.append(tuple(i for i, s in enumerate(self.receivers) if s._sk.has_data()))
+            self.drain()
+        return sets
+
+    def close(self) -> None:
+        self.net.close()
+
+
+def measure_rate(scenario: Scenario, duration: float) -> float:
+    deliveries, seconds = 0, 0.0
+    while seconds < duration:
+        count, spent = scenario.batch()
+        deliveries += count
+        seconds += spent
+    return deliveries / seconds
+
+
+def run_lab(duration: float = 1.0, rounds: int = 3, n_sockets: int = N_SOCKETS) -> dict[str, Any]:
+    scenarios = {(mode, fan): Scenario(mode, fan, n_sockets) for mode in MODES
+                 for fan in (False, True)}
+    try:
+        sets = {mode: scenarios[(mode, False)].receiver_sets() for mode in MODES}
+        if sets["legacy"] != sets["modern"]:
+            raise AssertionError("legacy and modern delivered to different receiver sets")
+        groups = alternate(lambda m: measure_rate(scenarios[(m, False)], duration), rounds)
+        fanout = alternate(lambda m: measure_rate(scenarios[(m, True)], duration), rounds)
+        hold: dict[str, dict[str, float]] = {}
+        for mode in MODES:
+            for fan, label in ((False, "groups"), (True, "fanout")):
+                scenario = scenarios[(mode, fan)]
+                packets = 50 if fan else 5 * len(scenario.groups)
+                batches = max(1, packets // len(scenario.groups))
+
+                def run(scenario: Scenario = scenario, batches: int = batches) -> None:
+                    for _ in range(batches):
+                        scenario.batch()
+
+                _, snap = with_lockstat(run, [HSLOT_LOCK, HSLOT2_LOCK])
+                held = sum(s.hold_total for s in snap.values())
+                sent = batches * len(scenario.groups)
+                hold.setdefault(label, {})[mode] = held / sent
+    finally:
+        for scenario in scenarios.values():
+            scenario.close()
+    fan_hold_legacy = hold["fanout"]["legacy"]
+    fan_hold_modern = hold["fanout"]["modern"]
+    return {
+        "interpreter": interpreter(),
+        "sockets": n_sockets,
+        "legacy": groups["legacy"],
+        "modern": groups["modern"],
+        "ratio": ratio(groups["modern"], groups["legacy"]),
+        "receiver_sets_identical": True,
+        "hold_ns_per_packet": hold["groups"],
+        "fanout": {
+            "legacy": fanout["legacy"],
+            "modern": fanout["modern"],
+            "ratio": ratio(fanout["modern"], fanout["legacy"]),
+            "legacy_hold_ns_per_packet": fan_hold_legacy,
+            "modern_hold_ns_per_packet": fan_hold_modern,
+            "hold_ratio": ratio(fan_hold_legacy, fan_hold_modern),
+        },
+    }
+
+
+def report(result: dict[str, Any]) -> str:
+    fan = result["fanout"]
+    lines = [
+        f"seed 003: UDP multicast, {result['sockets']} sockets on one port "
+        f"({result['interpreter']})",
+        "",
+        f"{'':34}{'legacy':>14}{'modern':>14}{'ratio':>9}",
+        f"{'300 groups: datagrams/s':34}{result['legacy']:>14,.0f}{result['modern']:>14,.0f}"
+        f"{result['ratio']:>8.1f}x",
+        f"{'  bucket-lock hold ns/datagram':34}{result['hold_ns_per_packet']['legacy']:>14,.0f}"
+        f"{result['hold_ns_per_packet']['modern']:>14,.0f}",
+        f"{'fan-out: deliveries/s':34}{fan['legacy']:>14,.0f}{fan['modern']:>14,.0f}"
+        f"{fan['ratio']:>8.1f}x",
+        f"{'  bucket-lock hold ns/datagram':34}{fan['legacy_hold_ns_per_packet']:>14,.0f}"
+        f"{fan['modern_hold_ns_per_packet']:>14,.0f}",
+        "",
+        "receiver sets: identical in legacy and modern",
+    ]
+    return "\n".join(lines)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--duration", type=float, default=1.0,
+                        help="seconds of stack time per measurement (default 1)")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
+    parser.add_argument("--sockets", type=int, default=N_SOCKETS)
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args: argparse.Namespace) -> int:
+    result = run_lab(args.duration, args.rounds, args.sockets)
+    print(json.dumps(result) if args.json else report(result))
+    return 0
