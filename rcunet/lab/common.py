@@ -36,7 +36,8 @@ def alternate(measure: Callable[[str], float], rounds: int) -> dict[str, float]:
     return best
 
 
-def with_lockstat(run: Callable[[], Any], classes: Iterable[LockClass]) -> tuple[Any, dict[str, Any]]:
+def with_lockstat(run: Callable[[], Any],
+                  classes: Iterable[LockClass]) -> tuple[Any, dict[str, Any]]:
     """Run once with lock statistics on; return its result and the classes' stats."""
     classes = list(classes)
     was_on = lockstat.enabled()

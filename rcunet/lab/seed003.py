@@ -22,8 +22,15 @@ import socket
 from typing import Any
 
 from rcunet.host.network import Network
-from rcunet.lab.common import MODES, alternate, interpreter, ratio, stopwatch, tuning_for, \
-    with_lockstat
+from rcunet.lab.common import (
+    MODES,
+    alternate,
+    interpreter,
+    ratio,
+    stopwatch,
+    tuning_for,
+    with_lockstat,
+)
 from rcunet.tables.udp import HSLOT2_LOCK, HSLOT_LOCK
 
 N_SOCKETS = 300
