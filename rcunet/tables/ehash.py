@@ -23,6 +23,7 @@ How the Linux mechanisms map to Python:
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Callable, Iterator
 
@@ -163,7 +164,7 @@ class EstablishedTable:
         with self.ehash_lock(h):
             chain = self._buckets[h & self._mask]
             if any(e is sk for e in chain):
-                raise ValueError(f"{sk!r} is already hashed")
+                raise OSError(errno.EISCONN, f"{sk!r} is already hashed")
             if check_dup and _match_locked(chain, sk.key, h, sk.bound_dev) is not None:
                 return False
             sk.sk_hash = h  # identity final before publication
@@ -177,7 +178,8 @@ class EstablishedTable:
         """Put ``new`` where ``old`` is, in one publication (request -> full socket,
         established -> TIME_WAIT).  False when ``old`` is no longer hashed."""
         if new.key != old.key:
-            raise ValueError(f"replace needs the same 4-tuple: {old.key!r} vs {new.key!r}")
+            raise OSError(errno.EINVAL,
+                          f"replace needs the same 4-tuple: {old.key!r} vs {new.key!r}")
         h = self.secret.ehashfn(new.laddr, new.lport, new.faddr, new.fport)
         with self.ehash_lock(h):
             return self._replace_locked(h, old, new)

@@ -18,6 +18,7 @@ must pin (``ref.get()``) and then re-check ``key`` (see ``EstablishedTable.looku
 from __future__ import annotations
 
 import enum
+import errno
 
 from rcunet.sync.refcount import RcuRef
 
@@ -130,7 +131,7 @@ class TableEntry:
         """Reuse this object as a new socket (SLAB_TYPESAFE_BY_RCU): new identity, fresh
         refcount.  Only for an entry that left every table and whose ref is dead."""
         if not self.ref.is_dead():
-            raise ValueError("recycling an entry that is still referenced")
+            raise OSError(errno.EBUSY, "recycling an entry that is still referenced")
         self.set_key(laddr, lport, faddr, fport)
         self.sk_hash = 0
         self.tb = self.tb2 = None
@@ -217,8 +218,6 @@ class RequestEntry(TableEntry):
 
 def check_address(family: int, addr: bytes) -> None:
     """EINVAL / EAFNOSUPPORT for an address that cannot belong to ``family``."""
-    import errno
-
     if family == AF_INET:
         if not isinstance(addr, bytes) or len(addr) != 4:
             raise OSError(errno.EINVAL, f"IPv4 address must be 4 packed bytes, got {addr!r}")
@@ -230,8 +229,6 @@ def check_address(family: int, addr: bytes) -> None:
 
 
 def check_port(port: int) -> None:
-    import errno
-
     if not isinstance(port, int) or not 0 <= port <= 0xFFFF:
         raise OSError(errno.EINVAL, f"port must be an int in 0..65535, got {port!r}")
 

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import errno
 import random
 import threading
 
@@ -169,7 +170,7 @@ def test_pinned_entry_cannot_be_recycled():
     found = t.lookup(L4, 40000, D4, 80)
     t.remove(x)
     x.ref.put()  # the table's reference; the lookup's pin keeps it alive
-    with pytest.raises(ValueError):
+    with pytest.raises(OSError):
         x.recycle(L4, 41000, D4, 80)
     put_entry(found)
     assert x.ref.is_dead()
@@ -242,3 +243,23 @@ def test_replace_never_exposes_neither_to_a_concurrent_reader(clock):
     assert misses == []
     assert dead_tw == []
     assert all(e.ref.read() == 1 for e in retired)
+
+
+def test_inserts_go_to_the_chain_head():
+    t = table(size=1)  # one bucket: every entry shares the chain
+    a, b = established(40000), established(40001)
+    t.insert(a)
+    t.insert(b)
+    assert t.chain_rcu(0) == (b, a)
+
+
+def test_misuse_is_oserror():
+    t = table()
+    sk = established()
+    t.insert(sk)
+    with pytest.raises(OSError) as exc:
+        t.insert(sk)
+    assert exc.value.errno == errno.EISCONN
+    with pytest.raises(OSError) as exc:
+        t.replace(sk, established(40001))
+    assert exc.value.errno == errno.EINVAL
