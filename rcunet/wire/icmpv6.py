@@ -363,6 +363,26 @@ class Packet:
     def checksum(self) -> int:
         return int.from_bytes(self.buf[2:4], "big")
 
+    @property
+    def ident(self) -> int:
+        """Echo identifier."""
+        return int.from_bytes(self.buf[4:6], "big")
+
+    @property
+    def seq(self) -> int:
+        """Echo sequence number."""
+        return int.from_bytes(self.buf[6:8], "big")
+
+    @property
+    def mtu(self) -> int:
+        """MTU of a packet-too-big error."""
+        return int.from_bytes(self.buf[4:8], "big")
+
+    @property
+    def pointer(self) -> int:
+        """Offending octet of a parameter-problem error."""
+        return int.from_bytes(self.buf[4:8], "big")
+
     def set_type(self, value: int) -> None:
         self.buf[0] = value
 
@@ -371,6 +391,18 @@ class Packet:
 
     def set_checksum(self, value: int) -> None:
         self.buf[2:4] = value.to_bytes(2, "big")
+
+    def set_ident(self, value: int) -> None:
+        self.buf[4:6] = value.to_bytes(2, "big")
+
+    def set_seq(self, value: int) -> None:
+        self.buf[6:8] = value.to_bytes(2, "big")
+
+    def set_mtu(self, value: int) -> None:
+        self.buf[4:8] = value.to_bytes(4, "big")
+
+    def set_pointer(self, value: int) -> None:
+        self.buf[4:8] = value.to_bytes(4, "big")
 
     def payload(self) -> memoryview:
         """The message body after type, code and checksum."""

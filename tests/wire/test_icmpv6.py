@@ -317,11 +317,23 @@ def test_packet_view() -> None:
     buf = bytearray(message)
     p = icmpv6.Packet.checked(buf)
     assert (p.type, p.code, p.checksum, bytes(p.payload())) == (128, 0, 0x91AE, message[4:])
+    assert (p.ident, p.seq) == (0x1234, 1)
     p.set_type(129)
     p.set_code(3)
     p.set_checksum(7)
     p.payload_mut()[0:2] = b"\0\x09"
     assert icmpv6.Repr.parse(buf)[:4] == (129, 3, 9, 1)
+    p.set_ident(10)
+    p.set_seq(11)
+    assert icmpv6.Repr.parse(buf)[:4] == (129, 3, 10, 11)
+    _, _, ptb, _ = _message("packet-too-big")
+    view = icmpv6.Packet.checked(bytearray(ptb))
+    assert view.mtu == view.pointer == 1280
+    view.set_mtu(1500)
+    assert icmpv6.Repr.parse(view.buf).mtu == 1500
+    view.set_type(icmpv6.PARAMETER_PROBLEM)
+    view.set_pointer(6)
+    assert icmpv6.Repr.parse(view.buf).pointer == 6
     with pytest.raises(WireError, match="truncated"):
         icmpv6.Packet.checked(message[:7])
     with pytest.raises(WireError, match="truncated"):
