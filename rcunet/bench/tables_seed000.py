@@ -73,40 +73,70 @@ def _worker(tables: TcpHashInfo, deadline: float, stats: ConnectStats,
         errors.append(exc)
 
 
+class Workload:
+    """One mode's tables, built once, run in slices (so legacy and modern slices can
+    alternate and share the machine's load drift)."""
+
+    def __init__(self, modern: bool, threads: int, seed: int = 0) -> None:
+        self.tables = build(modern, seed)
+        self.threads = threads
+        self.stats = ConnectStats()
+        self.elapsed = 0.0
+
+    def run_slice(self, duration: float) -> None:
+        per_thread = [ConnectStats() for _ in range(self.threads)]
+        errors: list[BaseException] = []
+        start = threading.Barrier(self.threads + 1)
+        deadline = time.perf_counter() + duration
+        workers = [threading.Thread(target=_worker,
+                                    args=(self.tables, deadline, st, errors, start),
+                                    name=f"seed000-{i}") for i, st in enumerate(per_thread)]
+        for w in workers:
+            w.start()
+        start.wait()
+        began = time.perf_counter()
+        for w in workers:
+            w.join()
+        self.elapsed += time.perf_counter() - began
+        if errors:
+            raise errors[0]
+        for st in per_thread:
+            self.stats.merge(st)
+
+    def result(self) -> dict[str, Any]:
+        total = self.stats
+        n = max(total.connects, 1)
+        return {
+            "rate": total.connects / self.elapsed if self.elapsed else 0.0,
+            "connects": total.connects,
+            "candidates_per_connect": total.candidates / n,
+            "locks_per_connect": total.locks / n,
+            "bhash_locks_per_connect": total.bhash_locks / n,
+            "ehash_locks_per_connect": total.ehash_locks / n,
+            "hash_calls_per_connect": total.hash_calls / n,
+            "occupied_candidate_locks": total.occupied_candidate_locks,
+            "stats": dataclasses.asdict(total),
+        }
+
+
+#: Each timed comparison alternates this many legacy and modern slices.
+SLICES = 8
+
+
+def compare(duration: float, threads: int, seed: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Legacy and modern, ``duration`` seconds each, in alternating slices."""
+    legacy, modern = Workload(False, threads, seed), Workload(True, threads, seed)
+    for _ in range(SLICES):
+        legacy.run_slice(duration / SLICES)
+        modern.run_slice(duration / SLICES)
+    return legacy.result(), modern.result()
+
+
 def run(modern: bool, duration: float, threads: int = 1, seed: int = 0) -> dict[str, Any]:
-    """One timed run; returns rate (connect+close per second) and per-connect counts."""
-    tables = build(modern, seed)
-    per_thread = [ConnectStats() for _ in range(threads)]
-    errors: list[BaseException] = []
-    start = threading.Barrier(threads + 1)
-    began = time.perf_counter()
-    deadline = began + duration
-    workers = [threading.Thread(target=_worker, args=(tables, deadline, st, errors, start),
-                                name=f"seed000-{i}") for i, st in enumerate(per_thread)]
-    for w in workers:
-        w.start()
-    start.wait()
-    began = time.perf_counter()
-    for w in workers:
-        w.join()
-    elapsed = time.perf_counter() - began
-    if errors:
-        raise errors[0]
-    total = ConnectStats()
-    for st in per_thread:
-        total.merge(st)
-    n = max(total.connects, 1)
-    return {
-        "rate": total.connects / elapsed,
-        "connects": total.connects,
-        "candidates_per_connect": total.candidates / n,
-        "locks_per_connect": total.locks / n,
-        "bhash_locks_per_connect": total.bhash_locks / n,
-        "ehash_locks_per_connect": total.ehash_locks / n,
-        "hash_calls_per_connect": total.hash_calls / n,
-        "occupied_candidate_locks": total.occupied_candidate_locks,
-        "stats": dataclasses.asdict(total),
-    }
+    """One timed run of one mode; rate (connect+close per second) and per-connect counts."""
+    workload = Workload(modern, threads, seed)
+    workload.run_slice(duration)
+    return workload.result()
 
 
 def _lockstat_text(duration: float) -> str:
@@ -121,13 +151,12 @@ def _lockstat_text(duration: float) -> str:
 
 
 def measure(duration: float, threads: int = 1) -> dict[str, Any]:
-    """Legacy vs modern autoselect.  ``duration`` is the length of each of the four timed
-    runs (legacy/modern x ``threads``/4 threads); a lock_stat pass of duration/4 per
-    mode follows."""
-    legacy = run(False, duration, threads)
-    modern = run(True, duration, threads)
-    legacy4 = run(False, duration, 4)
-    modern4 = run(True, duration, 4)
+    """Legacy vs modern autoselect.  ``duration`` is each mode's timed total, once with
+    ``threads`` threads and once with 4 (legacy and modern slices alternate, so load
+    from other processes hits both alike); a lock_stat pass of duration/4 per mode
+    follows."""
+    legacy, modern = compare(duration, threads)
+    legacy4, modern4 = compare(duration, 4)
     return {
         "legacy": legacy["rate"],
         "modern": modern["rate"],

@@ -241,8 +241,9 @@ class BindTables:
         return self._bhash2_locks[self.bhash2_index(addr, port)]
 
     def bhash_chain_rcu(self, port: int) -> tuple[BindBucket, ...]:
-        """Snapshot of the port's bhash chain: one list-slot load, no lock."""
-        return self._bhash[self.secret.bhash_index(port, self._mask)]
+        """Snapshot of the port's bhash chain: one list-slot load, no lock.  (The index
+        is ``bhash_index`` written out: this runs once per connect() candidate.)"""
+        return self._bhash[(port + self.secret.net_mix) & self._mask]
 
     def find_tb_rcu(self, port: int) -> BindBucket | None:
         for tb in self.bhash_chain_rcu(port):
