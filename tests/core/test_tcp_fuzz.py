@@ -101,7 +101,8 @@ hostile = st.tuples(
 def test_hostile_segments_never_corrupt_the_stream(seed, attacks) -> None:
     data = random.Random(seed).randbytes(120_000)
     net = Net(seed=seed, imp=Impairments(loss=0.02, reorder=0.1))
-    net.run(until=SECOND)
+    net.run(until=60 * SECOND, stop=lambda: net.server is not None
+            and net.server.state is State.ESTABLISHED and net.client.state is State.ESTABLISHED)
     c, s = net.client, net.server
     by_step: dict[int, list] = {}
     for step, kind, off, length in attacks:

@@ -42,11 +42,14 @@ def dupack(conn, now: int, **kw: object) -> list:
 # ====================================================================== NewReno
 def test_three_dupacks_trigger_fast_retransmit() -> None:
     conn = sender(congestion_control="reno")
-    assert dupack(conn, MS) == [] and dupack(conn, 2 * MS) == []
+    # RFC 3042 limited transmit: each of the first two dupacks releases one new segment
+    first, second = dupack(conn, MS), dupack(conn, 2 * MS)
+    assert [o.seq for o in first + second] == [L1 + 10 * MSS, L1 + 11 * MSS]
+    assert conn.cc.cwnd == 10 * MSS  # ... without touching cwnd
     out = dupack(conn, 3 * MS)
     assert [(o.seq, len(o.payload)) for o in out] == [(L1, MSS)]
-    assert conn.cc.ssthresh == 5 * MSS  # RFC 5681 eq. 4: FlightSize / 2
-    assert conn.cc.cwnd == 8 * MSS  # ssthresh + 3 SMSS
+    assert conn.cc.ssthresh == 6 * MSS  # RFC 5681 eq. 4: FlightSize (12 segments) / 2
+    assert conn.cc.cwnd == 9 * MSS  # ssthresh + 3 SMSS
     assert conn.counters["TcpExtTCPFastRetrans"] == 1
     assert conn.counters["TcpExtTCPRenoRecovery"] == 1
 
@@ -59,17 +62,20 @@ def test_newreno_inflates_then_handles_partial_and_full_ack() -> None:
     sent = []
     for i in range(5):
         sent += dupack(conn, (10 + i) * MS)
-    assert conn.cc.cwnd == 13 * MSS
-    assert [o.seq for o in sent] == [L1 + 10 * MSS, L1 + 11 * MSS, L1 + 12 * MSS]
+    assert conn.cc.cwnd == 14 * MSS
+    assert [o.seq for o in sent] == [L1 + 12 * MSS, L1 + 13 * MSS]  # once cwnd > flight
     # partial ACK (segment 4 was also lost): retransmit it at once (RFC 6582 §3.2 step 3)
     conn.on_segment(seg(ack=L1 + 4 * MSS), 30 * MS)
     out = conn.take_segments()
     assert out[0].seq == L1 + 4 * MSS and len(out[0].payload) == MSS
+    # deflated: cwnd = 14 - 4 acked + 1 = 11 SMSS over 10 in flight -> one new segment
+    assert conn.cc.cwnd == 11 * MSS and [o.seq for o in out[1:]] == [L1 + 14 * MSS]
     assert conn._recovery == "reno"
-    # full ACK beyond "recover": leave recovery, cwnd = min(ssthresh, flight + SMSS)
-    conn.on_segment(seg(ack=L1 + 13 * MSS), 60 * MS)
+    # full ACK beyond "recover" (12 segments were out at the loss): leave recovery,
+    # cwnd = min(ssthresh, max(FlightSize, SMSS) + SMSS) with 3 segments still in flight
+    conn.on_segment(seg(ack=L1 + 12 * MSS), 60 * MS)
     assert conn._recovery is None
-    assert conn.cc.cwnd == min(conn.cc.ssthresh, MSS + MSS)
+    assert conn.cc.cwnd == 4 * MSS
 
 
 def test_no_second_fast_retransmit_for_data_before_recover() -> None:
@@ -116,10 +122,10 @@ def test_sack_recovery_sends_new_data_as_pipe_drains() -> None:
     for i, hi in enumerate((2, 3, 4, 5, 6, 7, 8, 9, 10)):
         sent += dupack(conn, (i + 1) * MS, sack_blocks=blocks((1, hi)))
     seqs = [o.seq for o in sent]
-    assert seqs[0] == L1  # the one hole, retransmitted first
+    assert seqs[:3] == [L1 + 10 * MSS, L1 + 11 * MSS, L1]  # limited transmit, then the hole
     assert seqs.count(L1) == 1
-    assert all(s >= L1 + 10 * MSS for s in seqs[1:])  # then only new data
-    assert len(seqs) >= 3
+    assert all(s >= L1 + 10 * MSS for s in seqs[3:])  # then only new data
+    assert len(seqs) >= 5
 
 
 def test_sack_blocks_outside_sent_data_are_ignored() -> None:
@@ -230,3 +236,16 @@ def test_cubic_fast_convergence_and_friendliness() -> None:
 def test_connection_uses_selected_algorithm() -> None:
     assert established(plain_options(congestion_control="cubic")).cc.name == "cubic"
     assert established(plain_options(congestion_control="reno")).cc.name == "reno"
+
+
+def test_application_limited_sender_does_not_inflate_cwnd() -> None:
+    conn = established(plain_options())
+    initial = conn.cc.cwnd
+    now = 0
+    for _ in range(200):  # request/response: one small segment in flight at a time
+        conn.send(b"req", now)
+        out = recv_one(conn)
+        now += 10 * MS
+        conn.on_segment(seg(ack=(out.seq + 3) & 0xFFFFFFFF), now)
+        conn.take_segments()
+    assert conn.cc.cwnd == initial

@@ -644,6 +644,7 @@ class Connection:
             self._challenge_ack(now)
             return False
         prior_wnd = t.snd_wnd
+        prior_flight = sub(t.snd_max, t.snd_una)
         new_ack = gt(ack, t.snd_una)
         acked = sub(ack, t.snd_una) if new_ack else 0
         if new_ack:
@@ -655,7 +656,8 @@ class Connection:
             t.max_snd_wnd = max(t.max_snd_wnd, t.snd_wnd)
             t.snd_wl1, t.snd_wl2 = seg.seq, ack
         newly_sacked = self._update_scoreboard(seg) if t.sack_ok else 0
-        self._loss_detection(seg, ack, new_ack, acked, prior_wnd, newly_sacked, now)
+        self._loss_detection(seg, ack, new_ack, acked, prior_wnd, prior_flight, newly_sacked,
+                             now)
         # state-specific ACK handling
         st = self.state
         if self._fin_acked:
@@ -736,7 +738,7 @@ class Connection:
 
     # --- loss detection and recovery (RFC 5681 §3.2, RFC 6582, RFC 6675) ------------------
     def _loss_detection(self, seg: tcp.Repr, ack: int, new_ack: bool, acked: int,
-                        prior_wnd: int, newly_sacked: int, now: int) -> None:
+                        prior_wnd: int, prior_flight: int, newly_sacked: int, now: int) -> None:
         t = self.tcb
         outstanding = t.snd_max != t.snd_una
         # RFC 5681 §2 duplicate ACK; RFC 6675 §2 also counts an ACK carrying new SACK info.
@@ -746,7 +748,10 @@ class Connection:
         if self._recovery is None:
             if new_ack:
                 self._dupacks = 0
-                self.cc.on_ack(acked, now, self.rto.srtt)
+                # Grow cwnd only while it limits us (RFC 7661 §4.1 spirit; Linux
+                # tcp_is_cwnd_limited: cwnd < 2 * packets in flight).
+                if self.cc.cwnd < 2 * prior_flight:
+                    self.cc.on_ack(acked, now, self.rto.srtt)
             elif is_dup:
                 self._dupacks += 1
             lost = t.sack_ok and outstanding and self.scoreboard.is_lost(0, t.snd_mss)
@@ -1157,7 +1162,7 @@ class Connection:
             if self._recovery == "sack":
                 self._send_sack_recovery(now)
             else:
-                while self._try_send(now, room=self.cc.cwnd - sub(t.snd_nxt, t.snd_una)):
+                while self._try_send(now, room=self._cwnd_room()):
                     pass
             self._arm_persist(now)
         if self._ack_now and st is not State.CLOSED and st is not State.SYN_SENT:
@@ -1165,6 +1170,18 @@ class Connection:
         if self.timers.rto_at is None and t.snd_una != t.snd_max and st is not State.CLOSED \
                 and st is not State.TIME_WAIT:
             self.timers.rto_at = now + self.rto.rto  # RFC 6298 §5.1
+
+    def _cwnd_room(self) -> int:
+        """Bytes congestion control lets us put in flight now.
+
+        RFC 3042 limited transmit: the first two duplicate ACKs each allow one more new
+        segment beyond cwnd (cwnd itself is unchanged).
+        """
+        t = self.tcb
+        room = self.cc.cwnd - sub(t.snd_nxt, t.snd_una)
+        if self._recovery is None and self._dupacks and t.snd_nxt == t.snd_max:
+            room += min(self._dupacks, 2) * t.snd_mss
+        return room
 
     def _emit_pure_ack(self, now: int) -> None:
         self._emit(self._make(self.tcb.snd_nxt, ACK, now))
