@@ -120,7 +120,7 @@ class TcpHashInfo:
         """Unhash sk from every table and release its port (idempotent)."""
         if sk.state == State.LISTEN:
             self.listen.remove(sk)
-        elif sk.sk_hash:
+        else:
             self.ehash.remove(sk)
         self.bind.unbind(sk)
         sk.state = State.CLOSE

@@ -170,7 +170,7 @@ class EstablishedTable:
             sk.sk_hash = h  # identity final before publication
             yield_point("ehash.insert.before_publish")
             self._publish_locked(h, (sk,) + chain)
-            if sk.state == State.TIME_WAIT:
+            if isinstance(sk, TimeWaitEntry):
                 self._tw_counts[h & self._locks_mask] += 1
         return True
 
@@ -193,7 +193,7 @@ class EstablishedTable:
         yield_point("ehash.replace.before_publish")
         self._publish_locked(h, chain[:i] + (new,) + chain[i + 1:])
         stripe = h & self._locks_mask
-        self._tw_counts[stripe] += (new.state == State.TIME_WAIT) - (old.state == State.TIME_WAIT)
+        self._tw_counts[stripe] += isinstance(new, TimeWaitEntry) - isinstance(old, TimeWaitEntry)
         return True
 
     def remove(self, sk: TableEntry) -> bool:
@@ -205,7 +205,7 @@ class EstablishedTable:
             if i < 0:
                 return False
             self._publish_locked(h, chain[:i] + chain[i + 1:])
-            if sk.state == State.TIME_WAIT:
+            if isinstance(sk, TimeWaitEntry):
                 self._tw_counts[h & self._locks_mask] -= 1
         return True
 
