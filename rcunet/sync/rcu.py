@@ -38,6 +38,11 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from rcunet.sync.hooks import yield_point
+
+#: Yield point in synchronize() after the new epoch is published, before the wait.
+SYNC_AFTER_EPOCH = "rcu.synchronize.after_epoch"
+
 _GP_POLL_FIRST_S = 2e-6
 _GP_POLL_MAX_S = 1e-3
 
@@ -152,6 +157,7 @@ class Rcu:
         try:
             new_epoch = self._epoch + 1
             self._epoch = new_epoch  # atomic: store; readers entering from now are not waited for
+            yield_point(SYNC_AFTER_EPOCH)
             if not self._wait_for_readers(new_epoch, deadline_at):
                 return False
             self._completed = new_epoch

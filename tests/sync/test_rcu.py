@@ -13,8 +13,8 @@ import threading
 
 import pytest
 
-from rcunet.sync.hooks import wait_until
-from rcunet.sync.rcu import Rcu, RcuError
+from rcunet.sync.hooks import Schedule
+from rcunet.sync.rcu import SYNC_AFTER_EPOCH, Rcu, RcuError
 
 JOIN_S = 5.0
 
@@ -54,14 +54,18 @@ def test_synchronize_waits_for_an_old_reader():
 def test_synchronize_does_not_wait_for_a_reader_that_began_after_it():
     rcu = Rcu("t_new")
     old = Reader(rcu, "old")
-    start_epoch = rcu._epoch
     done = threading.Event()
-    syncer = threading.Thread(target=lambda: rcu.synchronize(timeout=JOIN_S) and done.set())
-    syncer.start()
-    wait_until(lambda: rcu._epoch > start_epoch, what="synchronize advanced the epoch")
-    new = Reader(rcu, "new")  # enters after the grace period started
-    old.finish()
-    syncer.join(JOIN_S)
+    with Schedule() as sched:
+        sched.pause_at(SYNC_AFTER_EPOCH, thread="syncer")
+        syncer = threading.Thread(
+            target=lambda: rcu.synchronize(timeout=JOIN_S) and done.set(), name="syncer"
+        )
+        syncer.start()
+        sched.wait_paused()  # the grace period has started (new epoch published)
+        new = Reader(rcu, "new")  # enters after that
+        sched.release()
+        old.finish()
+        syncer.join(JOIN_S)
     assert done.is_set(), "synchronize waited for a reader that began after it"
     new.finish()
 
