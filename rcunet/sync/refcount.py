@@ -32,6 +32,7 @@ from __future__ import annotations
 import threading
 import warnings
 
+from rcunet.sync import hooks as _hooks
 from rcunet.sync.hooks import yield_point
 from rcunet.sync.rcu import Rcu
 from rcunet.sync.rcu import rcu as default_rcu
@@ -235,7 +236,8 @@ class IncNotZeroRef:
             old = self._value  # atomic: attribute load (the cmpxchg loop's initial read)
             if old <= 0:
                 return False
-            yield_point(INC_NOT_ZERO_BEFORE_CAS)
+            if _hooks._hooks is not None:  # the yield point, minus a call when unhooked
+                yield_point(INC_NOT_ZERO_BEFORE_CAS)
             with self._atomic:  # emulated cmpxchg(&value, old, old + 1)
                 if self._value == old:
                     self._value = old + 1
