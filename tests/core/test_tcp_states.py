@@ -694,3 +694,37 @@ def test_every_transition_in_the_table_is_exercised(monkeypatch: pytest.MonkeyPa
     assert syncookies.connection_from_ack(seg(seq=6, ack=synack.seq + 1), secret=b"s" * 16,
                                           saddr=b"\1" * 4, daddr=b"\2" * 4, now=0) is not None
     assert seen == set(TRANSITIONS)
+
+
+# ====================================================================== TIME-WAIT reuse (§3.4)
+def ts_syn_sent(now: int = 0, **kw: object) -> Connection:
+    conn = Connection.connect(local_port=LOCAL_PORT, remote_port=REMOTE_PORT, iss=ISS_LOCAL,
+                              now=now, options=plain_options(timestamps=True), ts_offset=500,
+                              **kw)
+    assert recv_one(conn).timestamp == (500 + now // MS, 0)
+    return conn
+
+
+def test_synack_with_a_tsecr_we_never_sent_is_reset() -> None:
+    conn = ts_syn_sent(now=10 * MS)
+    out = send(conn, seg(seq=ISS_REMOTE, ack=L1, flags=SYN | ACK, timestamp=(7, 123)),
+               now=20 * MS)
+    assert [(o.flags, o.seq) for o in out] == [(RST, L1)]
+    assert conn.state is State.SYN_SENT and conn.counters["TcpExtPAWSActive"] == 1
+    out = send(conn, seg(seq=ISS_REMOTE, ack=L1, flags=SYN | ACK, timestamp=(7, 510)),
+               now=20 * MS)
+    assert conn.state is State.ESTABLISHED
+
+
+def test_reuse_timestamps_only_with_timestamps() -> None:
+    assert time_wait().reuse_timestamps() is None  # never reused by connect() (§3.4)
+    tw = established(plain_options(timestamps=True))
+    tw.shutdown_write(0)
+    tw.on_segment(seg(flags=ACK | FIN, ack=L1 + 1, timestamp=(4242, 0)), 7 * MS)
+    assert tw.state is State.TIME_WAIT and tw.reuse_timestamps() == (4242, 7 * MS)
+    # the new incarnation drops a simultaneous-open SYN older than the inherited TS.Recent
+    new = ts_syn_sent(now=8 * MS, ts_recent=tw.reuse_timestamps())
+    recv_nothing_after(new, seg(seq=ISS_REMOTE + 99, ack=0, flags=SYN, timestamp=(4000, 0)))
+    assert new.state is State.SYN_SENT
+    new.on_segment(seg(seq=ISS_REMOTE + 99, ack=0, flags=SYN, timestamp=(5000, 0)), 9 * MS)
+    assert new.state is State.SYN_RECEIVED

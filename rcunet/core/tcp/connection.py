@@ -190,11 +190,19 @@ class Connection:
     @classmethod
     def connect(cls, *, local_port: int, remote_port: int, iss: int, now: int,
                 options: Options | None = None, ts_offset: int = 0,
-                counters: Counters | None = None) -> Connection:
-        """Active OPEN (RFC 9293 §3.10.1): CLOSED -> SYN-SENT, SYN pending."""
+                counters: Counters | None = None,
+                ts_recent: tuple[int, int] | None = None) -> Connection:
+        """Active OPEN (RFC 9293 §3.10.1): CLOSED -> SYN-SENT, SYN pending.
+
+        ``ts_recent`` is (TS.Recent, stamp) inherited from a TIME-WAIT connection this one
+        replaces (``reuse_timestamps()`` of the old one; Linux tcp_twsk_unique copies them), so
+        PAWS rejects old duplicates of the previous incarnation.
+        """
         conn = cls(local_port=local_port, remote_port=remote_port, iss=iss, options=options,
                    ts_offset=ts_offset, counters=counters)
         conn._now = now
+        if ts_recent is not None:
+            conn.tcb.ts_recent, conn.tcb.ts_recent_stamp = ts_recent
         conn.counters.add("TcpActiveOpens")
         conn._set_state(State.SYN_SENT)
         conn._send_syn(now)
@@ -393,6 +401,17 @@ class Connection:
             return gt(syn.timestamp[0], t.ts_recent)
         return gt(syn.seq, t.rcv_nxt)
 
+    def reuse_timestamps(self) -> tuple[int, int] | None:
+        """(TS.Recent, stamp) for ``connect(ts_recent=...)``; None without timestamps.
+
+        Linux reuses a TIME-WAIT 4-tuple for connect() only when this is not None
+        (reference §3.4: "A tw without timestamps is never reused by connect()").
+        """
+        t = self.tcb
+        if not t.ts_ok or t.ts_recent_stamp is None:
+            return None
+        return t.ts_recent, t.ts_recent_stamp
+
     def reuse_iss(self) -> int:
         """ISS for a connection replacing this TIME-WAIT one: Linux tw_snd_nxt + 65535 + 2."""
         iss = add(self.tcb.snd_nxt, 65535 + 2)
@@ -425,7 +444,12 @@ class Connection:
         flags = seg.flags
         if flags & ACK:
             # first: "If SEG.ACK =< ISS or SEG.ACK > SND.NXT, send a reset (unless RST)"
-            if le(seg.ack, t.iss) or gt(seg.ack, t.snd_max):
+            bad = le(seg.ack, t.iss) or gt(seg.ack, t.snd_max)
+            if not bad and not flags & RST and self._synack_tsecr_invalid(seg, now):
+                # Linux: a TSecr we never sent marks an old or forged SYN,ACK.
+                self.counters.add("TcpExtPAWSActive")
+                bad = True
+            if bad:
                 if not flags & RST:
                     self._emit(tcp.Repr(src_port=self.local_port, dst_port=self.remote_port,
                                         seq=seg.ack, ack=0, flags=RST, window=0))
@@ -440,6 +464,9 @@ class Connection:
             return
         if not flags & SYN:
             return  # fifth: "drop the segment and return"
+        if (t.ts_recent_stamp is not None and seg.timestamp is not None
+                and self._paws_reject(seg, now)):
+            return  # PAWS against an inherited TS.Recent (Linux, SYN-SENT)
         self._take_peer_syn(seg, now, offered=True)
         if flags & ACK:
             self._rtt_sample_handshake(seg, now)
@@ -453,6 +480,14 @@ class Connection:
             # Text in the SYN is dropped (the peer retransmits it once synchronized).
             self._set_state(State.SYN_RECEIVED)
             self._send_syn(now)
+
+    def _synack_tsecr_invalid(self, seg: tcp.Repr, now: int) -> bool:
+        """TSecr of a SYN,ACK must echo a TSval we sent since our first SYN."""
+        if not self.options.timestamps or seg.timestamp is None or not seg.timestamp[1]:
+            return False
+        first = self._ts_val(self._syn_sent_at if self._syn_sent_at is not None else now)
+        tsecr = seg.timestamp[1]
+        return not (ge(tsecr, first) and le(tsecr, self._ts_val(now)))
 
     def _input_synchronized(self, seg: tcp.Repr, now: int) -> None:
         """RFC 9293 §3.10.7.4: SYN-RECEIVED and every synchronized state."""

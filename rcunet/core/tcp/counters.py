@@ -13,7 +13,7 @@ NAMES = (
     "TcpActiveOpens", "TcpPassiveOpens", "TcpAttemptFails", "TcpEstabResets",
     "TcpInSegs", "TcpOutSegs", "TcpRetransSegs", "TcpInErrs", "TcpInCsumErrors", "TcpOutRsts",
     "TcpExtTCPChallengeACK", "TcpExtTCPSYNChallenge", "TcpExtTCPACKSkippedChallenge",
-    "TcpExtTCPACKSkippedSeq", "TcpExtTCPACKSkippedPAWS", "TcpExtPAWSEstab",
+    "TcpExtTCPACKSkippedSeq", "TcpExtTCPACKSkippedPAWS", "TcpExtPAWSEstab", "TcpExtPAWSActive",
     "TcpExtTCPOFOQueue", "TcpExtTCPOFODrop", "TcpExtTCPOFOMerge", "TcpExtTCPZeroWindowDrop",
     "TcpExtTCPRcvQDrop", "TcpExtDelayedACKs", "TcpExtTCPTimeouts", "TcpExtTCPFastRetrans",
     "TcpExtTCPRenoRecovery", "TcpExtTCPSackRecovery", "TcpExtTCPLossProbes",
