@@ -167,6 +167,8 @@ def _ipv4(view: memoryview, verify: bool) -> str:
         return f"{head}{src} > {dst}: ip-proto-{packet.protocol}"
     # A first fragment's transport checksum covers bytes it does not hold.
     check = verify and not packet.more_fragments
+    if packet.more_fragments and packet.protocol == udp.PROTOCOL and len(packet.payload) >= 8:
+        return head + _udp_first_fragment(src, dst, memoryview(packet.payload))
     has_ports, text = _transport(packet.protocol, packet.src, packet.dst, src, dst,
                                  memoryview(packet.payload), check, 4)
     if not has_ports:
@@ -231,6 +233,16 @@ def _transport(
     if protocol == ipv6.PROTO_ICMPV6 and version == 6:
         return False, _icmpv6(payload, src, dst, verify)
     return False, f"ip-proto-{protocol} {len(payload)}"
+
+
+def _udp_first_fragment(src_text: str, dst_text: str, view: memoryview) -> str:
+    """tcpdump's line for a UDP datagram cut by fragmentation: the header is present but
+    its length exceeds the bytes of this fragment."""
+    sport = int.from_bytes(view[0:2], "big")
+    dport = int.from_bytes(view[2:4], "big")
+    length = int.from_bytes(view[4:6], "big")
+    return (f"{src_text}.{sport} > {dst_text}.{dport}: UDP, bad length "
+            f"{length - 8} > {len(view) - 8}")
 
 
 def _endpoint(address_text: str, port: int) -> str:
