@@ -1,0 +1,547 @@
+"""The five neper workloads as client and server code over a socket factory.
+
+The same functions run on rcunet Hosts (``--target mem``) and on Linux sockets
+(``--target kernel``): they only call the standard socket API (socket, bind, listen,
+accept, connect, send/sendall, recv, setsockopt, shutdown, close) on objects made by
+``make_socket(family, type)``.
+
+Threading (bench-conventions.md §1.1 and §1.2):
+
+* **client**: ``-T`` threads, flow ``f`` on thread ``f % T``.  A thread drives its
+  flows in lock step with blocking calls: it sends one request on each of its flows, then
+  collects each response (RR); opens, requests and collects each connection (CRR); or
+  writes ``-B`` bytes to each flow in turn (stream).  neper multiplexes with epoll
+  instead; with one flow per thread the two are the same.
+* **server**: one thread per flow (a reader never waits on one flow while another has
+  data, so no flow can block another), and for tcp_crr ``max(T, num_ports)`` accept
+  threads.  neper's server uses ``-T`` epoll threads.
+
+A transaction's latency is measured as neper does (§1.2): RR from just before the
+request's send to the end of the response; CRR from the end of the flow's previous
+transaction (so it covers close, socket, connect, handshake, request and response).
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import socket
+import struct
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rcunet.bench.neper import FlowStats, ThreadClock, Usage, monotonic_ns
+
+MakeSocket = Callable[[int, int], Any]
+Address = tuple[Any, ...]
+LINGER_ABORT = struct.pack("ii", 1, 0)  # SO_LINGER {on, 0 s}: close sends RST, no TIME_WAIT
+_JOIN_SLICE = 0.2
+
+
+class PeerVanished(Exception):
+    """The other side closed or reset a flow in the middle of the test."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What both sides of a run agree on (neper's client sends these to its server)."""
+
+    workload: str
+    family: int
+    num_flows: int = 1
+    num_threads: int = 1
+    num_ports: int = 1
+    request_size: int = 1
+    response_size: int = 1
+    buffer_size: int = 65536
+    test_length: int = 10  # seconds, or -transactions for RR
+    interval: float = 1.0
+    time_wait: bool = False
+    listen_backlog: int = 128
+
+    @property
+    def tcp(self) -> bool:
+        return self.workload.startswith("tcp")
+
+    @property
+    def rr(self) -> bool:
+        return self.workload.endswith("rr")
+
+    def flows_of_thread(self, thread_index: int) -> list[int]:
+        return list(range(thread_index, self.num_flows, self.num_threads))
+
+
+@dataclass
+class Run:
+    """One side's outcome: flow statistics, rusage around the data phase, and the
+    first error a worker met (None when the run was clean)."""
+
+    flows: list[FlowStats] = field(default_factory=list)
+    usage_start: Usage | None = None
+    usage_end: Usage | None = None
+    errors: list[str] = field(default_factory=list)  # list.append is atomic
+
+
+class Budget:
+    """When a client stops: at a deadline (``-l N``) or after N transactions shared by
+    all flows (``-l -N``).
+
+    Concurrency: tickets come from itertools.count (one atomic next() per claim)."""
+
+    def __init__(self, test_length: int, start: int) -> None:
+        self.count_mode = test_length < 0
+        self.limit = -test_length
+        self.deadline = start + test_length * 1_000_000_000
+        self._tickets = itertools.count()
+
+    def take(self, now: int) -> bool:
+        if self.count_mode:
+            return next(self._tickets) < self.limit
+        return now < self.deadline
+
+
+def _describe(exc: BaseException, what: str) -> str:
+    if isinstance(exc, PeerVanished):
+        return f"{what}: the peer vanished ({exc})"
+    if isinstance(exc, ConnectionRefusedError):
+        return f"{what}: connection refused (is the server running?)"
+    if isinstance(exc, ConnectionResetError | BrokenPipeError):
+        return f"{what}: the peer vanished (connection reset)"
+    if isinstance(exc, OSError) and exc.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH):
+        return f"{what}: host unreachable ({exc.strerror})"
+    if isinstance(exc, TimeoutError):
+        return f"{what}: timed out"
+    return f"{what}: {type(exc).__name__}: {exc}"
+
+
+def recv_exact(sock: Any, size: int, buffer_size: int) -> bool:
+    """Read exactly ``size`` bytes; False on EOF before the first byte (the peer ended
+    the flow between messages); PeerVanished on EOF inside a message."""
+    remaining = size
+    while remaining:
+        data = sock.recv(min(remaining, buffer_size))
+        if not data:
+            if remaining == size:
+                return False
+            raise PeerVanished(f"EOF after {size - remaining} of {size} bytes")
+        remaining -= len(data)
+    return True
+
+
+def close_quietly(sock: Any) -> None:
+    try:
+        sock.close()
+    except OSError:
+        pass
+
+
+# ============================================================================== client
+@dataclass
+class _ClientFlow:
+    index: int
+    address: Address
+    stats: FlowStats
+    sock: Any = None
+    started_at: int = 0
+
+
+class Client:
+    """The client side: connect the flows, run ``-T`` threads until the budget is
+    spent or ``stop`` is set, close the flows."""
+
+    def __init__(self, plan: Plan, make_socket: MakeSocket, addresses: Sequence[Address],
+                 stop: threading.Event) -> None:
+        self.plan = plan
+        self.make_socket = make_socket
+        self.addresses = list(addresses)  # flow f uses addresses[f % len(addresses)]
+        self.stop = stop
+        self.run = Run()
+        self._threads: list[threading.Thread] = []
+        self._flows: list[_ClientFlow] = []
+
+    # -- setup ----------
+    def connect(self) -> None:
+        """Open every flow (tcp_crr opens one per transaction instead)."""
+        plan = self.plan
+        for thread_index in range(plan.num_threads):
+            clock = ThreadClock(plan.interval)
+            for flow_index in plan.flows_of_thread(thread_index):
+                address = self.addresses[flow_index % len(self.addresses)]
+                stats = FlowStats(thread_index, flow_index, clock, keep_latency=True)
+                self._flows.append(_ClientFlow(flow_index, address, stats))
+        self.run.flows = [flow.stats for flow in sorted(self._flows, key=lambda f: f.index)]
+        if plan.workload == "tcp_crr":
+            return
+        kind = socket.SOCK_STREAM if plan.tcp else socket.SOCK_DGRAM
+        try:
+            for flow in sorted(self._flows, key=lambda f: f.index):
+                flow.sock = self.make_socket(plan.family, kind)
+                flow.sock.connect(flow.address)
+        except OSError as exc:
+            self.close()
+            raise ConnectError(_describe(exc, f"connecting to {flow.address[0]} "
+                                              f"port {flow.address[1]}")) from None
+
+    def start(self) -> None:
+        plan = self.plan
+        body = {"tcp_rr": self._rr_thread, "udp_rr": self._rr_thread,
+                "tcp_crr": self._crr_thread, "tcp_stream": self._stream_thread,
+                "udp_stream": self._stream_thread}[plan.workload]
+        self.run.usage_start = Usage.now()
+        budget = Budget(plan.test_length, monotonic_ns())
+        for thread_index in range(plan.num_threads):
+            flows = [f for f in self._flows if f.stats.thread_index == thread_index]
+            thread = threading.Thread(target=self._guard, args=(body, flows, budget),
+                                      name=f"neper-client-{thread_index}", daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def alive(self) -> bool:
+        return any(t.is_alive() for t in self._threads)
+
+    def join(self, timeout: float) -> bool:
+        for thread in self._threads:
+            thread.join(timeout)
+        return not self.alive()
+
+    def unstick(self) -> None:
+        """Wake threads blocked on a flow that will never answer (a lost UDP datagram):
+        shutting a socket down makes its blocked recv return."""
+        for flow in self._flows:
+            if flow.sock is not None:
+                try:
+                    flow.sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        for flow in self._flows:
+            if flow.sock is not None:
+                self._close_flow(flow)
+
+    def events(self) -> int:
+        # each read is one attribute load of an int; the sum is a progress estimate
+        return sum(flow.stats.things for flow in self._flows)
+
+    # -- threads ----------
+    def _guard(self, body: Callable[[list[_ClientFlow], Budget], None],
+               flows: list[_ClientFlow], budget: Budget) -> None:
+        try:
+            body(flows, budget)
+        except (OSError, PeerVanished) as exc:
+            if not self.stop.is_set():
+                self.run.errors.append(_describe(exc, "client"))
+                self.stop.set()
+        finally:
+            now = monotonic_ns()
+            for flow in flows:
+                flow.stats.finish(now)
+
+    def _rr_thread(self, flows: list[_ClientFlow], budget: Budget) -> None:
+        plan, stop = self.plan, self.stop
+        request = bytes(plan.request_size)
+        response_size, buffer_size = plan.response_size, plan.buffer_size
+        udp_bufsize = max(response_size, buffer_size)
+        while not stop.is_set():
+            active = []
+            for flow in flows:
+                now = monotonic_ns()
+                if not budget.take(now):
+                    break
+                flow.started_at = now
+                flow.sock.sendall(request)
+                active.append(flow)
+            if not active:
+                return
+            for flow in active:
+                if plan.tcp:
+                    if not recv_exact(flow.sock, response_size, buffer_size):
+                        raise PeerVanished("connection closed by the server")
+                elif not flow.sock.recv(udp_bufsize):
+                    return  # shut down by unstick(): the test is over
+                now = monotonic_ns()
+                flow.stats.event(now, 1, (now - flow.started_at) / 1e9)
+
+    def _crr_thread(self, flows: list[_ClientFlow], budget: Budget) -> None:
+        plan, stop = self.plan, self.stop
+        request = bytes(plan.request_size)
+        start = monotonic_ns()
+        for flow in flows:
+            flow.started_at = start  # the first latency runs from the thread's start
+        while not stop.is_set():
+            active = []
+            for flow in flows:
+                if flow.sock is not None:
+                    self._close_flow(flow)
+                now = monotonic_ns()
+                if not budget.take(now):
+                    break
+                flow.sock = self.make_socket(plan.family, socket.SOCK_STREAM)
+                flow.sock.connect(flow.address)
+                active.append(flow)
+            if not active:
+                return
+            for flow in active:
+                flow.sock.sendall(request)
+            for flow in active:
+                if not recv_exact(flow.sock, plan.response_size, plan.buffer_size):
+                    raise PeerVanished("connection closed by the server")
+                now = monotonic_ns()
+                flow.stats.event(now, 1, (now - flow.started_at) / 1e9)
+                flow.started_at = now
+
+    def _stream_thread(self, flows: list[_ClientFlow], budget: Budget) -> None:
+        chunk = bytes(self.plan.buffer_size)
+        stop = self.stop
+        tcp = self.plan.tcp
+        while not stop.is_set() and budget.take(monotonic_ns()):
+            for flow in flows:
+                if tcp:
+                    flow.sock.sendall(chunk)
+                else:
+                    try:
+                        flow.sock.send(chunk)
+                    except (BlockingIOError, ConnectionRefusedError):
+                        pass  # ENOBUFS-like pressure or a stale ICMP error: datagrams drop
+
+    def _close_flow(self, flow: _ClientFlow) -> None:
+        sock, flow.sock = flow.sock, None
+        if self.plan.tcp and not self.plan.time_wait:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_ABORT)
+            except OSError:
+                pass  # the socket already failed; close() below still releases it
+        close_quietly(sock)
+
+
+class ConnectError(Exception):
+    """The client could not open its flows (message ready to print)."""
+
+
+# ============================================================================== server
+class Server:
+    """The server side: one listener per data port (TCP) or one socket per flow (UDP),
+    a thread per flow (accept threads for tcp_crr), until ``stop()``."""
+
+    def __init__(self, plan: Plan, make_socket: MakeSocket, bind_host: str,
+                 base_port: int) -> None:
+        self.plan = plan
+        self.make_socket = make_socket
+        self.bind_host = bind_host
+        self.base_port = base_port  # 0: every socket takes an ephemeral port
+        self.run = Run()
+        self.stopping = threading.Event()
+        self._sockets: list[Any] = []  # listeners (TCP) or flow sockets (UDP)
+        self._conns: list[Any] = []  # accepted connections; list.append is atomic
+        self._threads: list[threading.Thread] = []
+        self._threads_lock = threading.Lock()
+        self.addresses: list[Address] = []
+
+    def _port(self, index: int) -> int:
+        return self.base_port + index if self.base_port else 0
+
+    def open(self) -> list[Address]:
+        """Bind every data socket; returns the addresses the client connects to."""
+        plan = self.plan
+        count = plan.num_ports if plan.tcp else plan.num_flows
+        kind = socket.SOCK_STREAM if plan.tcp else socket.SOCK_DGRAM
+        try:
+            for index in range(count):
+                sock = self.make_socket(plan.family, kind)
+                self._sockets.append(sock)
+                if plan.tcp and self.base_port:
+                    try:
+                        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    except OSError:
+                        pass  # only speeds up restarting a server on a fixed port
+                sock.bind((self.bind_host, self._port(index)))
+                if plan.tcp:
+                    sock.listen(plan.listen_backlog)
+                self.addresses.append(sock.getsockname())
+        except OSError as exc:
+            self.close()
+            raise ConnectError(_describe(exc, f"server: binding {self.bind_host}")) from None
+        return self.addresses
+
+    def start(self) -> None:
+        plan = self.plan
+        self.run.usage_start = Usage.now()
+        if plan.workload == "tcp_crr":
+            for index in range(max(plan.num_threads, plan.num_ports)):
+                self._spawn(f"neper-accept-{index}", self._crr_acceptor,
+                            self._sockets[index % plan.num_ports])
+        elif plan.tcp:
+            for index, listener in enumerate(self._sockets):
+                expected = len(range(index, plan.num_flows, plan.num_ports))
+                self._spawn(f"neper-accept-{index}", self._acceptor, listener, expected)
+        else:
+            for index, sock in enumerate(self._sockets):
+                self._spawn(f"neper-server-{index}", self._serve_flow, sock, None)
+
+    def _spawn(self, name: str, target: Callable[..., None], *args: Any) -> None:
+        thread = threading.Thread(target=self._guard, args=(target, *args), name=name,
+                                  daemon=True)
+        with self._threads_lock:
+            self._threads.append(thread)
+        thread.start()
+
+    def _guard(self, target: Callable[..., None], *args: Any) -> None:
+        try:
+            target(*args)
+        except (OSError, PeerVanished) as exc:
+            if not self.stopping.is_set():
+                self.run.errors.append(_describe(exc, "server"))
+
+    def _new_stats(self) -> FlowStats:
+        with self._threads_lock:
+            index = len(self.run.flows)
+            stats = FlowStats(index, index, ThreadClock(self.plan.interval),
+                              keep_latency=False)
+            self.run.flows.append(stats)
+        return stats
+
+    # -- TCP rr / stream ----------
+    def _acceptor(self, listener: Any, expected: int) -> None:
+        for _ in range(expected):
+            conn, _address = listener.accept()
+            if self.stopping.is_set():
+                close_quietly(conn)
+                return
+            self._conns.append(conn)
+            self._spawn(f"neper-server-{len(self._conns) - 1}", self._serve_flow, conn,
+                        self._new_stats())
+
+    def _serve_flow(self, sock: Any, stats: FlowStats | None) -> None:
+        plan = self.plan
+        if stats is None:
+            stats = self._new_stats()
+        if plan.rr:
+            self._serve_rr(sock, stats)
+        else:
+            self._serve_stream(sock, stats)
+        stats.finish(monotonic_ns())
+
+    def _serve_rr(self, sock: Any, stats: FlowStats) -> None:
+        plan, stopping = self.plan, self.stopping
+        response = bytes(plan.response_size)
+        if plan.tcp:
+            try:
+                while recv_exact(sock, plan.request_size, plan.buffer_size):
+                    sock.sendall(response)
+                    stats.event(monotonic_ns(), 1)
+            except ConnectionResetError:
+                pass  # the client's abortive close (SO_LINGER 0) ends the flow
+            return
+        bufsize = max(plan.request_size, plan.buffer_size)
+        while True:
+            _data, peer = sock.recvfrom(bufsize)
+            if stopping.is_set():
+                return
+            sock.sendto(response, peer)
+            stats.event(monotonic_ns(), 1)
+
+    def _serve_stream(self, sock: Any, stats: FlowStats) -> None:
+        bufsize, stopping, tcp = self.plan.buffer_size, self.stopping, self.plan.tcp
+        while True:
+            try:
+                data = sock.recv(bufsize)
+            except ConnectionResetError:
+                return  # the client's abortive close (SO_LINGER 0) ends the flow
+            if tcp and not data:
+                return
+            if stopping.is_set():
+                return
+            stats.event(monotonic_ns(), len(data))
+
+    # -- tcp_crr ----------
+    def _crr_acceptor(self, listener: Any) -> None:
+        """Accept, read the request, answer, and keep the connection until the client
+        closes it (neper's server waits for the RST or EOF); no statistics (neper
+        PR #26)."""
+        plan = self.plan
+        response = bytes(plan.response_size)
+        waiting: list[Any] = []
+        try:
+            while True:
+                conn, _address = listener.accept()
+                if self.stopping.is_set():
+                    close_quietly(conn)
+                    return
+                try:
+                    if recv_exact(conn, plan.request_size, plan.buffer_size):
+                        conn.sendall(response)
+                        conn.setblocking(False)
+                        waiting.append(conn)
+                    else:
+                        close_quietly(conn)
+                except (ConnectionResetError, BrokenPipeError, PeerVanished):
+                    close_quietly(conn)  # the client went on without this answer
+                waiting = _reap_closed(waiting)
+        finally:
+            for conn in waiting:
+                close_quietly(conn)
+
+    # -- stopping ----------
+    def stop(self, make_socket: MakeSocket, connect_host: str) -> None:
+        """End the run: wake every thread still blocked on a socket (a datagram to each
+        UDP socket, a connection to each tcp_crr listener, shutdown of TCP flows)."""
+        plan = self.plan
+        self.stopping.set()
+        if plan.workload == "tcp_crr":
+            for index in range(max(plan.num_threads, plan.num_ports)):
+                port = self.addresses[index % plan.num_ports][1]
+                try:
+                    with make_socket(plan.family, socket.SOCK_STREAM) as wake:
+                        wake.connect((connect_host, port))
+                except OSError:
+                    pass
+        elif not plan.tcp:
+            try:
+                with make_socket(plan.family, socket.SOCK_DGRAM) as wake:
+                    for address in self.addresses:
+                        wake.sendto(b"", (connect_host, address[1]))
+            except OSError:
+                pass
+        if not self.join(2.0):
+            for conn in self._conns + self._sockets:
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            self.join(2.0)
+        self.run.usage_end = Usage.now()
+        self.close()
+
+    def join(self, timeout: float) -> bool:
+        with self._threads_lock:
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join(timeout)
+        return not any(t.is_alive() for t in threads)
+
+    def events(self) -> int:
+        return sum(stats.things for stats in list(self.run.flows))
+
+    def close(self) -> None:
+        for sock in self._conns + self._sockets:
+            close_quietly(sock)
+
+
+def _reap_closed(conns: list[Any]) -> list[Any]:
+    """Close the connections whose client has closed (EOF or RST); keep the rest."""
+    still_open = []
+    for conn in conns:
+        try:
+            data = conn.recv(1)
+        except BlockingIOError:
+            still_open.append(conn)
+            continue
+        except OSError:
+            data = b""
+        if data:
+            still_open.append(conn)  # a client that sends more than it should
+        else:
+            close_quietly(conn)
+    return still_open
