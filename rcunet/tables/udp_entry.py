@@ -68,7 +68,8 @@ class UdpEntry(SockEntry):
       portaddr_hash  written under the primary slot lock before the entry is published
                      in a chain; read by writers under that lock.
       hashed         guarded-by the primary slot lock of ``lport``.
-      mc_list        copy-on-write dict, replaced by one attribute store by
+      mc_list        group -> {ifindex -> filter}; copy-on-write (neither level is
+                     mutated after publication), replaced by one attribute store by
                      ``join_group``/``leave_group``/``set_source_filter``; those run in the
                      socket's owner context (the host holds the socket lock), the tables
                      only read it: one attribute load, then ``dict.get`` (atomic).
@@ -86,7 +87,7 @@ class UdpEntry(SockEntry):
         super().__init__(family, laddr, lport, faddr, fport, **kw)
         self.portaddr_hash = 0
         self.hashed = False
-        self.mc_list: dict[tuple[bytes, int], McFilter] = {}
+        self.mc_list: dict[bytes, dict[int, McFilter]] = {}  # group -> ifindex -> filter
         self.mc_all = True
         self.drops = 0  # guarded-by: _DROPS_LOCK
 
@@ -104,37 +105,51 @@ class UdpEntry(SockEntry):
         self._check_group(group)
         if mode not in (MCAST_EXCLUDE, MCAST_INCLUDE):
             raise OSError(errno.EINVAL, f"bad multicast filter mode {mode!r}")
-        key = (group, ifindex)
-        if key in self.mc_list:
+        if ifindex in self.mc_list.get(group, {}):
             # ip_mc_join_group: "already a member" is EADDRINUSE.
             raise OSError(errno.EADDRINUSE, "already a member of this group on this interface")
         srcs = frozenset(sources)
         for src in srcs:
             check_address(AF_INET if len(group) == 4 else AF_INET6, src)
-        updated = dict(self.mc_list)
-        updated[key] = (mode, srcs)
-        self.mc_list = updated  # atomic: one attribute store (publication)
+        self._publish_membership(group, ifindex, (mode, srcs))
 
     def leave_group(self, group: bytes, ifindex: int) -> None:
         """IP_DROP_MEMBERSHIP: EADDRNOTAVAIL when not a member (ip_mc_leave_group)."""
-        key = (group, ifindex)
-        if key not in self.mc_list:
+        if ifindex not in self.mc_list.get(group, {}):
             raise OSError(errno.EADDRNOTAVAIL, "not a member of this group on this interface")
-        updated = dict(self.mc_list)
-        del updated[key]
-        self.mc_list = updated  # atomic: one attribute store
+        self._publish_membership(group, ifindex, None)
 
     def set_source_filter(self, group: bytes, ifindex: int, mode: int,
                           sources: Iterable[bytes]) -> None:
         """MCAST_MSFILTER on an existing membership (EADDRNOTAVAIL if not joined)."""
-        key = (group, ifindex)
-        if key not in self.mc_list:
+        if ifindex not in self.mc_list.get(group, {}):
             raise OSError(errno.EADDRNOTAVAIL, "not a member of this group on this interface")
         if mode not in (MCAST_EXCLUDE, MCAST_INCLUDE):
             raise OSError(errno.EINVAL, f"bad multicast filter mode {mode!r}")
+        self._publish_membership(group, ifindex, (mode, frozenset(sources)))
+
+    def memberships(self) -> list[tuple[bytes, int, int, frozenset[bytes]]]:
+        """(group, ifindex, mode, sources) for every membership."""
+        return [(group, ifindex, mode, sources)
+                for group, per_if in self.mc_list.items()
+                for ifindex, (mode, sources) in per_if.items()]
+
+    def _publish_membership(self, group: bytes, ifindex: int, filt: McFilter | None) -> None:
+        """Copy-on-write both levels, then publish with one store.  Keyed by the group's
+        bytes, then the ifindex (never by a (group, ifindex) tuple: on free-threaded 3.13 a
+        tuple-keyed dict lookup from a thread other than the dict's creator takes tens of
+        microseconds, and receive workers are such threads)."""
+        per_if = dict(self.mc_list.get(group, {}))
+        if filt is None:
+            del per_if[ifindex]
+        else:
+            per_if[ifindex] = filt
         updated = dict(self.mc_list)
-        updated[key] = (mode, frozenset(sources))
-        self.mc_list = updated  # atomic: one attribute store
+        if per_if:
+            updated[group] = per_if
+        else:
+            del updated[group]
+        self.mc_list = updated  # atomic: one attribute store (publication)
 
     def _check_group(self, group: bytes) -> None:
         if not isinstance(group, bytes) or len(group) not in (4, 16):
@@ -159,13 +174,11 @@ def mcast_allowed(sk: UdpEntry, group: bytes, source: bytes, ifindex: int) -> bo
     if len(group) == 4:
         if not 224 <= group[0] <= 239:
             return True
-        found = sk.mc_list.get((group, ifindex))  # atomic: attribute load + dict.get
+        per_if = sk.mc_list.get(group)  # atomic: attribute load + dict.get (COW dict)
+        found = per_if.get(ifindex) if per_if is not None else None
     else:
-        found = None
-        for (addr, _ifindex), filt in sk.mc_list.items():  # a private snapshot dict
-            if addr == group:
-                found = filt
-                break
+        per_if = sk.mc_list.get(group)
+        found = next(iter(per_if.values())) if per_if else None
     if found is None:
         return sk.mc_all
     mode, sources = found

@@ -134,7 +134,8 @@ def is_mcast_sock4(sk: UdpEntry, daddr: bytes, dport: int, saddr: bytes, sport: 
     # ip_mc_sf_allow, inlined on this hot path (mcast_allowed is the reference version).
     if not 224 <= daddr[0] <= 239:
         return True  # broadcast: no membership involved
-    found = sk.mc_list.get((daddr, dif))  # atomic: attribute load + dict.get (COW dict)
+    per_if = sk.mc_list.get(daddr)  # atomic: attribute load + dict.get (COW dicts)
+    found = per_if.get(dif) if per_if is not None else None
     if found is None:
         return sk.mc_all
     mode, sources = found
