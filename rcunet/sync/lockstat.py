@@ -338,3 +338,52 @@ def _perf_csv(rows: list[_PerfRow], by: str, sep: str) -> str:
         else:
             out.append(f"{r.address:016x}{sep} {r.name} ({r.kind})\n")
     return "".join(out)
+
+
+# -- perf lock report ---------------------------------------------------------------------------
+
+_REPORT_FIELDS = (
+    ("acquired", 10),
+    ("contended", 10),
+    ("avg wait", 12),
+    ("total wait", 12),
+    ("max wait", 12),
+    ("min wait", 12),
+)
+_REPORT_SORT = {
+    "acquired": lambda s: s.acquisitions,
+    "contended": lambda s: s.contentions,
+    "avg_wait": lambda s: s.wait_avg,
+    "wait_total": lambda s: s.wait_total,
+    "wait_max": lambda s: s.wait_max,
+    "wait_min": lambda s: s.wait_min,
+}
+
+
+def _report_name(name: str) -> str:
+    # builtin-lock.c: names of 20 characters or more are cut to 16 plus "..."
+    return name if len(name) < 20 else name[:16] + "..."
+
+
+def format_perf_lock_report(
+    snap: Mapping[str, ClassStats], *, sort: str = "acquired", limit: int | None = None
+) -> str:
+    """``perf lock report -c`` text: one row per lock class, sorted by acquisitions."""
+    if sort not in _REPORT_SORT:
+        raise ValueError(f"sort must be one of {sorted(_REPORT_SORT)}, not {sort!r}")
+    rows = sorted(
+        (s for s in snap.values() if s.acquisitions),
+        key=lambda s: (-_REPORT_SORT[sort](s), s.display_name),
+    )
+    if limit is not None:
+        rows = rows[:limit]
+    out = ["%20s " % "Name"]
+    out.extend("%*s " % (width, header) for header, width in _REPORT_FIELDS)
+    out.append("\n\n")
+    for s in rows:
+        out.append("%20s " % _report_name(s.display_name))
+        out.append("%10d " % s.acquisitions)
+        out.append("%10d " % s.contentions)
+        out.extend(perf_time(t) + " " for t in (s.wait_avg, s.wait_total, s.wait_max, s.wait_min))
+        out.append("\n")
+    return "".join(out)

@@ -410,3 +410,28 @@ def test_perf_rows_come_from_real_contention(stats):
     assert row.split()[0] == "1"
     assert row.split()[-2] == "mutex"
     assert row.split()[-1].startswith("waiter_site:")
+
+
+PERF_REPORT_EXAMPLE = (  # noqa: E501 (the report's own line width)
+    "                Name   acquired  contended     avg wait   total wait     max wait     min wait \n"  # noqa: E501
+    "\n"
+    "     conn_table_lock     455120       1203      1.92 us      2.31 ms     48.90 us       210 ns \n"  # noqa: E501
+    "          &tcb->lock     201892        159      2.04 us    324.02 us     12.70 us       280 ns \n"  # noqa: E501
+    " timer_wheel_lock...      90010         37       219 ns      8.11 us       640 ns        95 ns \n"  # noqa: E501
+)
+
+
+def test_perf_lock_report_matches_the_example_exactly():
+    snap = {
+        "conn_table_lock": _stats("conn_table_lock", contentions=1203, acquisitions=455120,
+                                  wait=(210, 48900, 2310400)),
+        "&tcb->lock": _stats("&tcb->lock", contentions=159, acquisitions=201892,
+                             wait=(280, 12700, 324020)),
+        "timer_wheel_lock_long": _stats("timer_wheel_lock_long", contentions=37,
+                                        acquisitions=90010, wait=(95, 640, 8112)),
+    }
+    assert lockstat.format_perf_lock_report(snap) == PERF_REPORT_EXAMPLE
+    by_contended = lockstat.format_perf_lock_report(snap, sort="contended", limit=1)
+    assert by_contended.splitlines()[2].split()[0] == "conn_table_lock"
+    with pytest.raises(ValueError):
+        lockstat.format_perf_lock_report(snap, sort="bogus")
