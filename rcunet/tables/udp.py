@@ -511,7 +511,11 @@ class UdpTable:
     def _rehash_locked(self, sk: UdpEntry) -> None:
         """``udp_lib_rehash`` under the primary lock: leave the reuseport group (its
         members share an address, this socket no longer does), then move between hash2
-        slots, old and new lock one at a time."""
+        slots, new and old lock one at a time.  Linux unlinks from the old slot first,
+        leaving a window in which a lookup finds the socket in neither; here the socket
+        is linked into the new slot first, so a lookup for its new address never misses
+        it, and a multicast walk that meets it in both snapshots delivers once
+        (``udp_mcast`` de-duplicates across the two chains)."""
         new_hash = self.portaddr_hash(sk.laddr, sk.lport)
         old_slot2 = self.secondary_slot(sk.portaddr_hash)
         new_slot2 = self.secondary_slot(new_hash)
@@ -519,11 +523,11 @@ class UdpTable:
         if sk.reuseport_cb is not None:
             self._reuseport_detach_locked(sk)
         if old_slot2 is not new_slot2:
-            with old_slot2.lock:
-                self._hash2_del_locked(sk, old_slot2)
-            yield_point("udp.rehash.between_slots")
             with new_slot2.lock:
                 self._hash2_add_locked(sk, new_slot2)
+            yield_point("udp.rehash.between_slots")
+            with old_slot2.lock:
+                self._hash2_del_locked(sk, old_slot2)
 
     # --- unicast lookup ----------------------------------------------------------------
     def lookup(self, saddr: bytes, sport: int, daddr: bytes, dport: int, dif: int = 0,

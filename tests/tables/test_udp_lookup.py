@@ -208,6 +208,30 @@ def test_connect_rehashes_wildcard_socket() -> None:
     assert found(t, P2, 53, L1, 5000) is None
 
 
+def test_rehash_never_hides_the_socket() -> None:
+    """While connect() moves a socket between hash2 slots, a lookup for its new address
+    finds it (it is linked into the new slot before it leaves the old one)."""
+    t = table(size=64)
+    sk = bound(t, ANY4, 5001)
+    while t.secondary_slot(t.portaddr_hash(L1, 5001)) is t.secondary_slot(sk.portaddr_hash):
+        t.close(sk)  # make sure old and new slot differ: another port
+        sk = bound(t, ANY4, sk.lport + 1 if sk.lport else 5002)
+    port = sk.lport
+    seen: list[UdpEntry | None] = []
+    with Schedule(timeout=5.0) as sched:
+        sched.pause_at("udp.rehash.between_slots", thread="connector")
+        connector = threading.Thread(target=t.connect, args=(sk, P1, 53),
+                                     kwargs={"laddr": L1}, name="connector")
+        connector.start()
+        sched.wait_paused("udp.rehash.between_slots")
+        seen.append(found(t, P1, 53, L1, port))
+        sched.release("udp.rehash.between_slots")
+        connector.join(timeout=5)
+    assert seen == [sk]
+    assert found(t, P1, 53, L1, port) is sk
+    t.check_consistency()
+
+
 # --- SO_REUSEPORT ----------------------------------------------------------------------------
 def flows(n: int, seed: int = 9) -> list[tuple[bytes, int]]:
     rng = random.Random(seed)
