@@ -462,3 +462,29 @@ def test_close_waits_for_a_locked_walk(mode: str) -> None:
     assert t.rcu.barrier(timeout=5)
     assert id(victim) in tracker.released
     assert not tracker.errors
+
+
+def test_socket_in_both_hash2_snapshots_receives_once() -> None:
+    """Mid-rehash a socket sits in the hash2 slots of both its old (wildcard) and its new
+    address; a lockless walk that meets it in both chains delivers one copy."""
+    t = table(size=256)
+    port = 5000
+    while t.secondary_slot(t.portaddr_hash(G1, port)) is \
+            t.secondary_slot(t.portaddr_hash(ANY4, port)):
+        port += 1
+    others = [member(t, ANY4, port, groups=((G1, 1),)) for _ in range(11)]
+    moving = member(t, ANY4, port, groups=((G1, 1),))
+    got: list[list[UdpEntry]] = []
+    with Schedule(timeout=5.0) as sched:
+        sched.pause_at("udp.rehash.between_slots", thread="connector")
+        connector = threading.Thread(target=t.connect, args=(moving, S1, 7),
+                                     kwargs={"laddr": G1}, name="connector")
+        connector.start()
+        sched.wait_paused("udp.rehash.between_slots")
+        assert moving in t.secondary_slot(t.portaddr_hash(G1, port)).chain
+        assert moving in t.secondary_slot(t.portaddr_hash(ANY4, port)).chain
+        got.append(deliver(t, "modern-rcu", G1, port, S1, 7, 1))  # asserts no duplicate
+        sched.release("udp.rehash.between_slots")
+        connector.join(timeout=5)
+    assert {id(sk) for sk in got[0]} == {id(sk) for sk in others + [moving]}
+    t.check_consistency()
