@@ -163,12 +163,15 @@ def pop(lock: Lock) -> None:
     lock._held_in = None
     if stack is None:
         return
-    for i in range(len(stack) - 1, -1, -1):
-        try:
-            if stack[i].lock is lock:
-                del stack[i]
-                return
-        except IndexError:  # the owner popped concurrently (cross-thread release)
+    # Search a copy (the owner may be pushing/popping concurrently after a cross-thread
+    # release), then remove that very entry: list.remove is atomic; _Held compares the lock
+    # by identity, so only this lock's entry can match.
+    for held in reversed(stack.copy()):
+        if held.lock is lock:
+            try:
+                stack.remove(held)
+            except ValueError:
+                pass
             return
 
 
