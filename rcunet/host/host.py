@@ -71,6 +71,7 @@ class Host:
     ) -> None:
         from rcunet.host.ip import IpLayer
         from rcunet.host.routecache import DstCache
+        from rcunet.host.tcp import TcpLayer
         from rcunet.host.udp import UdpLayer
 
         self.id = next(_HOST_IDS)
@@ -101,6 +102,7 @@ class Host:
         self.ip = IpLayer(self)
         self.dst_cache = DstCache(self)
         self.udp = UdpLayer(self)
+        self.tcp = TcpLayer(self)
         self.loopback = self._add_loopback()
 
     def __repr__(self) -> str:
@@ -325,6 +327,7 @@ class Host:
         if self.closed:
             return
         self.udp.close_all()
+        self.tcp.close_all()
         self.closed = True
         if self._running:
             self._stopping.set()

@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from rcunet.host.tcp import TcpLayer
 
 WQ_LOCK = LockClass("tcp_sock.wq")
+#: Transmit serialisation per socket; an inline link nests the peer's under ours.
+XMIT_LOCK = LockClass("tcp_xmit_lock", nests_with_self=True)
 RSKQ_LOCK = LockClass("rskq_lock")
 
 SOL_TCP = _pysocket.IPPROTO_TCP
@@ -97,7 +99,7 @@ class TcpSock(SockEntry):
         "listen_closed", "rskq_lock", "last_overflow_at", "rcvbuf", "sndbuf", "nodelay",
         "keepalive", "keepidle", "keepintvl", "keepcnt", "user_mss", "linger",
         "user_closed", "finished", "forgotten", "shutdown_rd", "poll", "hold_ns",
-        "hold_count", "hold_max_ns", "soft_err",
+        "hold_count", "hold_max_ns", "soft_err", "xmit",
     )
 
     def __init__(self, layer: TcpLayer, family: int) -> None:
@@ -140,6 +142,7 @@ class TcpSock(SockEntry):
         self.hold_count = 0
         self.hold_max_ns = 0
         self.soft_err = 0
+        self.xmit = XMIT_LOCK.new()
 
     # ------------------------------------------------------------------ socket lock
     def _backlog_limit(self) -> int:
