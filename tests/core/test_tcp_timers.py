@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 
+import pytest
 from tcp_harness import (
     ACK,
     ISS_LOCAL,
@@ -95,7 +96,7 @@ def test_gives_up_with_etimedout_after_retries2() -> None:
     assert expiries == [(200 * MS, 1), (600 * MS, 1), (1400 * MS, 1), (3000 * MS, 0)]
     assert ConnectionFailed(errno.ETIMEDOUT) in conn.take_events()
     assert conn.counters["TcpExtTCPAbortOnTimeout"] == 1
-    with __import__("pytest").raises(TimeoutError):
+    with pytest.raises(TimeoutError):
         conn.recv(1, 4 * SECOND)
 
 
@@ -309,3 +310,24 @@ def test_receive_window_update_after_reading() -> None:
             break
     assert bytes(got) == data
     assert net.now < 10 * SECOND  # window updates, not persist probes, kept it moving
+
+
+def test_setting_nodelay_flushes_held_data() -> None:
+    conn = established()
+    conn.send(b"a", 0)
+    recv_one(conn)
+    conn.send(b"b", 0)
+    recv_nothing(conn)  # Nagle holds it
+    conn.update_options(MS, nodelay=True)
+    assert bytes(recv_one(conn).payload) == b"b"
+
+
+def test_enabling_keepalive_on_a_live_connection() -> None:
+    conn = established()
+    assert conn.next_deadline() is None
+    conn.update_options(5 * SECOND, keepalive=True, keepalive_time=60 * SECOND)
+    assert conn.next_deadline() == 60 * SECOND  # idle since the handshake at 0
+    conn.update_options(6 * SECOND, keepalive=False)
+    assert conn.next_deadline() is None
+    with pytest.raises(OSError):
+        conn.update_options(0, rcvbuf=1)

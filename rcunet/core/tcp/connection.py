@@ -30,6 +30,7 @@ Concurrency: none.  A Connection is touched only by whoever holds its socket loc
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import errno as errnos
 
@@ -376,6 +377,28 @@ class Connection:
         if self.state is not State.CLOSED:
             self.counters.add("TcpExtTCPAbortOnData")  # Linux counts a linger-0 close here
             self._abort(now)
+
+    def update_options(self, now: int, **changes: object) -> None:
+        """setsockopt(): TCP_NODELAY, SO_KEEPALIVE, TCP_KEEPIDLE/INTVL/CNT, timeouts...
+
+        Takes effect at once: turning Nagle off flushes held data (Linux does the same in
+        tcp_push_pending_frames), turning keep-alive on arms its timer.  Buffer sizes,
+        MSS and the congestion algorithm are fixed once the connection exists.
+        """
+        fixed = {"mss", "rcvbuf", "sndbuf", "window_scaling", "timestamps", "sack",
+                 "congestion_control", "initial_cwnd", "ofo_max_ranges"} & changes.keys()
+        if fixed:
+            raise OSError(errnos.EINVAL, f"cannot change {sorted(fixed)} on a live connection")
+        self._now = now
+        new = dataclasses.replace(self.options, **changes)  # type: ignore[arg-type]
+        new.validate()
+        self.options = new
+        if new.keepalive and self.state in (State.ESTABLISHED, State.CLOSE_WAIT,
+                                            State.FIN_WAIT_2):
+            self.timers.keepalive_at = self._last_rcv_at + new.keepalive_time
+        elif not new.keepalive:
+            self.timers.keepalive_at = None
+        self._output(now)
 
     def _abort(self, now: int) -> None:
         if self.state in _ABORT_SENDS_RST:
