@@ -254,6 +254,8 @@ class UdpTable:
         self.mcast_stats = McastStats()
         #: ``portaddr_hash(ANY, 0)``: xor a port in for the wildcard hash2 slot.
         self.any_portaddr_hash = self.secret.portaddr_hash(ANY4, 0)  # immutable
+        if self.secret.portaddr_hash(ANY4, 0xBEEF) != self.any_portaddr_hash ^ 0xBEEF:
+            raise RuntimeError("portaddr_hash must be (address hash) xor port, as in Linux")
 
     # --- hash, slot helpers ----------------------------------------------------------
     def primary_slot(self, port: int) -> UdpSlot:
