@@ -167,7 +167,8 @@ def _ipv4(view: memoryview, verify: bool) -> str:
         return f"{head}{src} > {dst}: ip-proto-{packet.protocol}"
     # A first fragment's transport checksum covers bytes it does not hold.
     check = verify and not packet.more_fragments
-    if packet.more_fragments and packet.protocol == udp.PROTOCOL and len(packet.payload) >= 8:
+    if packet.more_fragments and packet.protocol == udp.PROTOCOL and 8 <= len(packet.payload) \
+            < int.from_bytes(packet.payload[4:6], "big"):
         return head + _udp_first_fragment(src, dst, memoryview(packet.payload))
     has_ports, text = _transport(packet.protocol, packet.src, packet.dst, src, dst,
                                  memoryview(packet.payload), check, 4)
