@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import resource
 import socket
 import sys
@@ -202,12 +203,27 @@ def configure(parser: argparse.ArgumentParser, workload: str) -> None:
                              "(default); kernel: the same code on Linux sockets")
     parser.add_argument("--server", action="store_true",
                         help="run only the server side (waits for a client's -c -H run)")
-    # '-4'/'-6' look like negative numbers, which makes argparse refuse '-l -10'; neper
-    # takes both, so negative numbers are values here (an exact '-4' still matches first).
-    parser._has_negative_number_optionals.clear()
+    _negative_numbers_are_values(parser)
     # keys the shared code reads, for workloads that do not take the flag
     parser.set_defaults(neper_workload=workload, percentiles=(), request_size=1,
                         response_size=1, num_ports=1)
+
+
+def _negative_numbers_are_values(parser: argparse.ArgumentParser) -> None:
+    """neper takes ``-l -600`` and ``-4``/``-6``; argparse would read ``-600`` as ``-6``
+    with the value ``00``.  Here a negative number is always a value and only the exact
+    strings ``-4``/``-6`` are options (argparse's private hook, the one place to say so)."""
+    parse_optional = parser._parse_optional  # type: ignore[attr-defined]
+
+    def _parse_optional(arg_string: str) -> Any:
+        if _NEGATIVE_NUMBER.fullmatch(arg_string) and arg_string not in ("-4", "-6"):
+            return None
+        return parse_optional(arg_string)
+
+    parser._parse_optional = _parse_optional  # type: ignore[attr-defined]
+
+
+_NEGATIVE_NUMBER = re.compile(r"-\d+(\.\d*)?")
 
 
 def parse_percentiles(text: str) -> tuple[float, ...]:

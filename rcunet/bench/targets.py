@@ -327,6 +327,7 @@ def _run_server(opts: argparse.Namespace, log: neper.Log) -> int:
         raise NeperError(f"cannot listen on {bind_host} port {opts.control_port}: "
                          f"{exc.strerror}") from None
     with listener:
+        log.info(f"listening on {bind_host} control port {opts.control_port}")
         control, _peer = listener.accept()
     with control, control.makefile("r", encoding="utf-8") as reader:
         message = _recv_json(reader, "waiting for the client's plan")

@@ -1,0 +1,220 @@
+"""The five neper workloads end to end on ``--target mem`` (rcunet Hosts) and ``--target
+kernel`` (Linux sockets): every key neper prints, exact transaction counts, the CSV, the
+client/server pair over a control connection, and the failure paths (unreachable host,
+vanishing peer, Ctrl-C).  Runs are bounded by a transaction count or ``-l 1``; nothing
+here asserts a rate."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rcunet.cli import main
+
+# LNST's neper parser
+KEY_VALUE = re.compile(r"^(?P<key>.*)=(?P<value>.*)$", re.M)
+RUSAGE_KEYS = ["invalid_secret_count", "time_start"] + [
+    f"{name}_{edge}" for name in ("utime", "stime", "maxrss", "minflt", "majflt", "nvcsw",
+                                  "nivcsw") for edge in ("start", "end")]
+RR_KEYS = ["num_transactions", "latency_min", "latency_max", "latency_mean",
+           "latency_stddev", "latency_p50", "latency_p99.9", "num_samples", "time_end",
+           "correlation_coefficient", "throughput"]
+STREAM_KEYS = ["num_samples", "time_end", "correlation_coefficient", "throughput",
+               "throughput_units"]
+TAIL_KEYS = ["local_throughput", "remote_throughput"]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def values_of(out: str) -> dict[str, str]:
+    return {m.group("key"): m.group("value") for m in KEY_VALUE.finditer(out)}
+
+
+def bench(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, str], str]:
+    status = main(["bench", *argv, "--nolog"])
+    out, err = capsys.readouterr()
+    return status, values_of(out), err
+
+
+RUNS = [("udp_rr", "mem"), ("udp_rr", "kernel"), ("tcp_rr", "kernel"), ("tcp_rr", "mem"),
+        ("tcp_crr", "kernel"), ("tcp_crr", "mem")]
+
+
+@pytest.mark.parametrize(("workload", "target"), RUNS)
+def test_rr_prints_every_neper_key_and_runs_exactly_the_transactions_asked(
+        workload: str, target: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status, values, err = bench(capsys, workload, "--target", target, "-l", "-120",
+                                "-F", "2", "-T", "2", "-Q", "300", "-R", "700",
+                                "-p", "50,99.9")
+    assert status == 0, err
+    for key in RUSAGE_KEYS + RR_KEYS + TAIL_KEYS:
+        assert key in values, key
+    assert values["total_transactions"] == "120"
+    assert int(values["num_transactions"]) == 120
+    assert float(values["throughput"]) > 0
+    assert int(values["num_samples"]) >= 2
+    assert 0 < float(values["latency_min"]) <= float(values["latency_p50"]) \
+        <= float(values["latency_max"])
+    assert re.fullmatch(r"\d+\.\d{9}", values["latency_mean"])
+    assert re.fullmatch(r"\d+\.\d{9}", values["time_end"])
+    assert re.fullmatch(r"\d+\.\d{6}", values["utime_end"])
+    if workload == "tcp_crr":
+        assert values["remote_throughput"] == "0"  # the crr server collects no stats
+    else:
+        assert int(values["remote_throughput"]) > 0  # the server counted them too
+
+
+@pytest.mark.parametrize(("workload", "target"), [
+    ("udp_stream", "mem"), ("udp_stream", "kernel"), ("tcp_stream", "kernel"),
+    ("tcp_stream", "mem")])
+def test_stream_reader_block_has_throughput_in_mbits(
+        workload: str, target: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status, values, err = bench(capsys, workload, "--target", target, "-l", "1",
+                                "-F", "2", "-B", "1000")
+    assert status == 0, err
+    for key in RUSAGE_KEYS + STREAM_KEYS + TAIL_KEYS:
+        assert key in values, key
+    assert values["throughput_units"] == "Mbit/s"
+    assert float(values["throughput"]) > 0
+    # local_throughput is bits/s, throughput Mbit/s
+    assert int(values["local_throughput"]) == pytest.approx(
+        float(values["throughput"]) * 1e6, rel=0.01)
+    assert int(values["num_samples"]) >= 5  # -l 1 takes a snapshot every 0.2 s per flow
+
+
+def test_ipv6_udp_rr_on_both_targets(capsys: pytest.CaptureFixture[str]) -> None:
+    for target in ("mem", "kernel"):
+        status, values, err = bench(capsys, "udp_rr", "-6", "--target", target, "-l", "-50")
+        assert status == 0, err
+        assert values["ipv6"] == "1" and values["num_transactions"] == "50"
+
+
+def test_tcp_num_ports_spreads_flows_over_listeners(capsys: pytest.CaptureFixture[str]) -> None:
+    status, values, err = bench(capsys, "tcp_rr", "--target", "kernel", "--num-ports", "3",
+                                "-F", "3", "-l", "-60")
+    assert status == 0, err
+    assert values["num_ports"] == "3" and values["num_transactions"] == "60"
+
+
+def test_all_samples_csv_has_a_row_per_snapshot(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    csv = tmp_path / "rr.csv"
+    status, values, err = bench(capsys, "udp_rr", "--target", "mem", "-l", "1",
+                                f"--all-samples={csv}", "-p", "50,90")
+    assert status == 0, err
+    lines = csv.read_text().splitlines()
+    assert lines[0] == ("tid,flow_id,time,transactions,transactions/s,utime,stime,maxrss,"
+                        "minflt,majflt,nvcsw,nivcsw,latency_min,latency_mean,latency_max,"
+                        "latency_stddev,latency_p50,latency_p90")
+    assert len(lines) - 1 == int(values["num_samples"])
+    last = lines[-1].split(",")
+    assert len(last) == 18
+    assert last[2] == values["time_end"]
+    assert int(last[3]) == int(values["num_transactions"])
+
+
+def test_tcp_crr_time_wait_closes_gracefully(capsys: pytest.CaptureFixture[str]) -> None:
+    status, values, err = bench(capsys, "tcp_crr", "--target", "kernel", "--time-wait",
+                                "-l", "-30")
+    assert status == 0, err
+    assert values["time_wait"] == "1" and values["num_transactions"] == "30"
+
+
+def test_log_file_is_written_unless_nolog(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["bench", "udp_rr", "--target", "kernel", "-l", "-20"]) == 0
+    logs = list(tmp_path.glob("udp_rr.*.log"))
+    assert len(logs) == 1 and "udp_rr on --target kernel" in logs[0].read_text()
+    capsys.readouterr()
+
+
+# ------------------------------------------------------------------------------ client/server
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def start_server(*argv: str) -> subprocess.Popen[str]:
+    """A ``--server`` process, returned once it listens (its log line on stderr says so)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, "-m", "rcunet", "bench", *argv, "--server",
+                             "--target", "kernel", "--logtostderr"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        if "listening on" in line:
+            return proc
+    raise AssertionError(f"server exited without listening: {proc.wait()}")
+
+
+def test_client_and_server_processes_swap_throughput(capsys: pytest.CaptureFixture[str]) -> None:
+    control, data = free_port(), free_port()
+    server = start_server("tcp_rr", "-C", str(control), "-P", str(data), "-H", "127.0.0.1")
+    try:
+        status, values, err = bench(capsys, "tcp_rr", "--target", "kernel", "-c", "-H",
+                                    "127.0.0.1", "-C", str(control), "-l", "-200")
+        assert status == 0, err
+        out, server_err = server.communicate(timeout=30)
+    finally:
+        server.kill()
+    assert server.returncode == 0, server_err
+    server_values = values_of(out)
+    assert values["num_transactions"] == "200" and server_values["num_transactions"] == "200"
+    assert server_values["latency_max"] == "0.000000000"  # neper's server: all zero
+    assert values["remote_throughput"] == server_values["local_throughput"]
+    assert server_values["remote_throughput"] == values["local_throughput"]
+
+
+def test_unreachable_server_is_one_line_and_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
+    status, _values, err = bench(capsys, "tcp_rr", "--target", "kernel", "-c", "-H",
+                                 "127.0.0.1", "-C", str(free_port()), "-l", "1")
+    assert status == 1
+    assert "cannot reach 127.0.0.1 port" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_vanishing_server_is_reported_not_a_traceback() -> None:
+    control = free_port()
+    server = start_server("tcp_rr", "-C", str(control), "-P", str(free_port()),
+                          "-H", "127.0.0.1")
+    client = None
+    try:
+        client = subprocess.Popen(
+            [sys.executable, "-m", "rcunet", "bench", "tcp_rr", "--target", "kernel", "-c",
+             "-H", "127.0.0.1", "-C", str(control), "-l", "10", "--nolog"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=dict(os.environ, PYTHONPATH=str(REPO)))
+        time.sleep(2.0)
+        server.kill()
+        _out, err = client.communicate(timeout=30)
+    finally:
+        server.kill()
+        if client is not None:
+            client.kill()
+    assert client.returncode == 1, err
+    assert "vanished" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_ctrl_c_still_prints_what_was_measured() -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rcunet", "bench", "udp_rr", "--target", "kernel", "-l", "30",
+         "--nolog"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO)))
+    time.sleep(2.0)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    values = values_of(out)
+    assert proc.returncode == 130, err
+    assert int(values["num_transactions"]) > 0 and float(values["throughput"]) > 0
+    assert "Traceback" not in err
