@@ -331,3 +331,15 @@ def test_enabling_keepalive_on_a_live_connection() -> None:
     assert conn.next_deadline() is None
     with pytest.raises(OSError):
         conn.update_options(0, rcvbuf=1)
+
+
+def test_silent_peer_behind_a_zero_window_is_given_up_on() -> None:
+    conn = established(plain_options(retries2=4))
+    conn.on_segment(seg(window=0), 0)
+    conn.send(b"q" * 10, 0)
+    probes = 0
+    while conn.state is State.ESTABLISHED:
+        conn.on_timer(conn.next_deadline())
+        probes += len(conn.take_segments())
+    assert probes == 4  # tcp_retries2 unanswered probes, then ETIMEDOUT
+    assert ConnectionFailed(errno.ETIMEDOUT) in conn.take_events()

@@ -74,7 +74,7 @@ _ABORT_SENDS_RST = (State.SYN_RECEIVED, State.ESTABLISHED, State.FIN_WAIT_1,
 
 
 def seg_len(seg: tcp.Repr) -> int:
-    """SEG.LEN: payload bytes plus one for each of SYN and FIN (RFC 9293 §3.4)."""
+    """SEG.LEN: payload bytes plus one for each of SYN and FIN (RFC 9293 §3.3.1)."""
     return len(seg.payload) + (1 if seg.flags & SYN else 0) + (1 if seg.flags & FIN else 0)
 
 
@@ -175,6 +175,7 @@ class Connection:
         self.scoreboard = Scoreboard()
         self._persist_backoff = 0
         self._keepalive_probes = 0
+        self._probes_out = 0  # unanswered zero-window probes (Linux icsk_probes_out)
         self._last_rcv_at = 0
         self._challenge_window_at: int | None = None
         self._challenge_count = 0
@@ -562,6 +563,7 @@ class Connection:
             return
         self._last_rcv_at = now
         self._keepalive_probes = 0
+        self._probes_out = 0
         if self.state is State.SYN_RECEIVED:
             if not (lt(t.snd_una, seg.ack) and le(seg.ack, t.snd_max)):
                 self._emit(tcp.Repr(src_port=self.local_port, dst_port=self.remote_port,
@@ -829,7 +831,7 @@ class Connection:
                 self.cc.cwnd = max(self.cc.cwnd - acked + (t.snd_mss if acked >= t.snd_mss else 0),
                                    t.snd_mss)
             elif is_dup:
-                self.cc.cwnd += t.snd_mss  # RFC 6582 §3.2 step 4 (RFC 5681 §3.2 step 4)
+                self.cc.cwnd += t.snd_mss  # RFC 5681 §3.2 step 4 (kept by RFC 6582)
 
     def _enter_recovery(self, now: int) -> None:
         t = self.tcb
@@ -1061,8 +1063,15 @@ class Connection:
         if room > 0 and self._try_send(now, room=t.snd_mss, force=True):
             self._persist_backoff = 0
             return
+        if self._probes_out >= self.options.retries2:
+            # Linux tcp_probe_timer: a peer that answers no probe at all is given up on;
+            # one that keeps answering with a zero window is probed forever.
+            self.counters.add("TcpExtTCPAbortOnTimeout")
+            self._abort_timeout()
+            return
         self.counters.add("TcpExtTCPWinProbe")
         self._emit(self._make((t.snd_una - 1) & MASK32, ACK, now))
+        self._probes_out += 1
         self._persist_backoff += 1
         self.timers.persist_at = now + self._persist_interval()
 

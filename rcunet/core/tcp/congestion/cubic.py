@@ -10,8 +10,8 @@ import math
 
 from rcunet.core.tcp.congestion.base import CongestionControl
 
-C = 0.4  #: RFC 9438 §5.1
-BETA = 0.7  #: RFC 9438 §4.6 beta_cubic
+C = 0.4  #: RFC 9438 §4.1.1 (constants of interest)
+BETA = 0.7  #: RFC 9438 §4.1.1 beta_cubic (applied in §4.6)
 ALPHA = 3 * (1 - BETA) / (1 + BETA)  #: RFC 9438 §4.3 alpha_cubic
 NS = 1e9
 
@@ -57,7 +57,7 @@ class Cubic(CongestionControl):
         if self.w_cubic(t) < self.w_est:
             self._seg = max(self._seg, self.w_est)  # Reno-friendly region (§4.3)
         else:
-            # §4.4: target = W_cubic(t + RTT) clamped to [cwnd, 1.5 cwnd]
+            # §4.2: target = W_cubic(t + RTT) clamped to [cwnd, 1.5 cwnd]
             target = min(max(self.w_cubic(t + rtt), self._seg), 1.5 * self._seg)
             self._seg += (target - self._seg) / self._seg * segs
         self._sync()
