@@ -213,14 +213,14 @@ def _negative_numbers_are_values(parser: argparse.ArgumentParser) -> None:
     """neper takes ``-l -600`` and ``-4``/``-6``; argparse would read ``-600`` as ``-6``
     with the value ``00``.  Here a negative number is always a value and only the exact
     strings ``-4``/``-6`` are options (argparse's private hook, the one place to say so)."""
-    parse_optional = parser._parse_optional  # type: ignore[attr-defined]
+    parse_optional = parser._parse_optional
 
     def _parse_optional(arg_string: str) -> Any:
         if _NEGATIVE_NUMBER.fullmatch(arg_string) and arg_string not in ("-4", "-6"):
             return None
         return parse_optional(arg_string)
 
-    parser._parse_optional = _parse_optional  # type: ignore[attr-defined]
+    parser._parse_optional = _parse_optional  # type: ignore[method-assign]
 
 
 _NEGATIVE_NUMBER = re.compile(r"-\d+(\.\d*)?")
@@ -296,7 +296,7 @@ def validate(opts: argparse.Namespace) -> None:
 def effective_interval(opts: argparse.Namespace) -> float:
     """neper shrinks -I to 0.2 s when the run would give fewer than 5 snapshots."""
     if opts.test_length > 0 and opts.test_length / opts.interval < MIN_SAMPLES_PER_RUN:
-        return min(opts.interval, SHORT_INTERVAL)
+        return min(float(opts.interval), SHORT_INTERVAL)
     return float(opts.interval)
 
 
