@@ -510,6 +510,30 @@ class UdpTable:
                 group.has_conns = True  # reuseport_has_conns_set
             sk.state = State.ESTABLISHED
 
+    def disconnect(self, sk: UdpEntry) -> None:
+        """``__udp_disconnect`` (connect with AF_UNSPEC): forget the peer; an address not
+        locked by an explicit bind goes back to the wildcard (rehashed while the port
+        stays), and a port not locked by an explicit bind is released (unhash).  The
+        ``bind_addr_locked``/``bind_port_locked`` userlocks are set by the host's bind, as
+        ``__inet_bind`` sets SOCK_BINDADDR_LOCK/SOCK_BINDPORT_LOCK."""
+        any_addr = ANY4 if sk.family == AF_INET else ANY6
+        if not sk.hashed:
+            laddr = sk.laddr if sk.bind_addr_locked else any_addr
+            sk.set_key(laddr, sk.lport, any_addr, 0)
+            sk.state = State.CLOSE
+            return
+        slot = self.primary_slot(sk.lport)
+        with slot.lock:
+            reset_addr = not sk.bind_addr_locked and sk.laddr != any_addr
+            sk.set_key(any_addr if reset_addr else sk.laddr, sk.lport, any_addr, 0)
+            sk.state = State.CLOSE
+            if not sk.hashed:
+                return
+            if not sk.bind_port_locked:
+                self._unlink_locked(sk, slot)
+            elif reset_addr:
+                self._rehash_locked(sk)
+
     def _rehash_locked(self, sk: UdpEntry) -> None:
         """``udp_lib_rehash`` under the primary lock: leave the reuseport group (its
         members share an address, this socket no longer does), then move between hash2

@@ -232,6 +232,30 @@ def test_rehash_never_hides_the_socket() -> None:
     t.check_consistency()
 
 
+def test_disconnect_follows_the_bind_locks() -> None:
+    t = table()
+    explicit = bound(t, ANY4, 5003)
+    explicit.bind_port_locked = True  # bind(("0.0.0.0", 5003)) as __inet_bind marks it
+    t.connect(explicit, P1, 53, laddr=L1)
+    assert explicit.laddr == L1
+    t.disconnect(explicit)
+    assert explicit.key == (ANY4, 5003, ANY4, 0) and explicit.state == State.CLOSE
+    assert explicit.hashed
+    assert found(t, P2, 9, L2, 5003) is explicit  # the wildcard slot again
+    auto = UdpEntry(AF_INET, ANY4)
+    port = t.autobind(auto)
+    t.connect(auto, P1, 53, laddr=L1)
+    t.disconnect(auto)  # autobound port: released
+    assert not auto.hashed and auto.lport == 0
+    assert found(t, P1, 53, L1, port) is None
+    pinned_addr = bound(t, L2, 5004)
+    pinned_addr.bind_addr_locked = pinned_addr.bind_port_locked = True
+    t.connect(pinned_addr, P1, 53)
+    t.disconnect(pinned_addr)
+    assert pinned_addr.key == (L2, 5004, ANY4, 0) and pinned_addr.hashed
+    t.check_consistency()
+
+
 # --- SO_REUSEPORT ----------------------------------------------------------------------------
 def flows(n: int, seed: int = 9) -> list[tuple[bytes, int]]:
     rng = random.Random(seed)
