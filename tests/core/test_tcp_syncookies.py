@@ -59,6 +59,7 @@ def test_stateless_handshake_builds_an_established_connection() -> None:
     conn = sc.connection_from_ack(ack, secret=SECRET, saddr=CLIENT, daddr=SERVER,
                                   now=10 * SECOND + 5 * MS, counters=counters)
     assert conn is not None and conn.state is State.ESTABLISHED
+    assert (conn.local_addr, conn.remote_addr) == (SERVER, CLIENT)
     assert conn.tcb.snd_wscale == 3 and conn.tcb.sack_ok and conn.tcb.ts_ok
     assert conn.tcb.snd_wnd == 1000 << 3
     assert conn.recv(100, 10 * SECOND) == b"GET /"

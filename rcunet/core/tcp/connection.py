@@ -129,9 +129,14 @@ class Connection:
 
     def __init__(self, *, local_port: int, remote_port: int, iss: int,
                  options: Options | None = None, ts_offset: int = 0,
-                 counters: Counters | None = None, passive: bool = False) -> None:
+                 counters: Counters | None = None, passive: bool = False,
+                 local_addr: bytes = b"", remote_addr: bytes = b"") -> None:
         self.options = options = options if options is not None else Options()
         options.validate()
+        # The 4-tuple: the engine itself only uses the ports (addresses are the host's,
+        # for lookups and checksums); kept here so the host needs no side table.
+        self.local_addr = local_addr
+        self.remote_addr = remote_addr
         self.local_port = local_port
         self.remote_port = remote_port
         self.counters = counters if counters is not None else Counters()
@@ -193,7 +198,8 @@ class Connection:
     def connect(cls, *, local_port: int, remote_port: int, iss: int, now: int,
                 options: Options | None = None, ts_offset: int = 0,
                 counters: Counters | None = None,
-                ts_recent: tuple[int, int] | None = None) -> Connection:
+                ts_recent: tuple[int, int] | None = None,
+                local_addr: bytes = b"", remote_addr: bytes = b"") -> Connection:
         """Active OPEN (RFC 9293 §3.10.1): CLOSED -> SYN-SENT, SYN pending.
 
         ``ts_recent`` is (TS.Recent, stamp) inherited from a TIME-WAIT connection this one
@@ -201,7 +207,8 @@ class Connection:
         PAWS rejects old duplicates of the previous incarnation.
         """
         conn = cls(local_port=local_port, remote_port=remote_port, iss=iss, options=options,
-                   ts_offset=ts_offset, counters=counters)
+                   ts_offset=ts_offset, counters=counters, local_addr=local_addr,
+                   remote_addr=remote_addr)
         conn._now = now
         if ts_recent is not None:
             conn.tcb.ts_recent, conn.tcb.ts_recent_stamp = ts_recent
@@ -212,7 +219,8 @@ class Connection:
 
     @classmethod
     def accept_syn(cls, syn: tcp.Repr, *, iss: int, now: int, options: Options | None = None,
-                   ts_offset: int = 0, counters: Counters | None = None) -> Connection:
+                   ts_offset: int = 0, counters: Counters | None = None,
+                   local_addr: bytes = b"", remote_addr: bytes = b"") -> Connection:
         """A listener took ``syn`` (``listen_action`` said SYN): SYN-RECEIVED, SYN,ACK pending.
 
         RFC 9293 §3.10.7.2 third check.  Data carried by the SYN is dropped (no TCP Fast
@@ -221,7 +229,8 @@ class Connection:
         if listen_action(syn) is not ListenAction.SYN:
             raise ValueError("accept_syn needs a SYN without ACK, RST or FIN")
         conn = cls(local_port=syn.dst_port, remote_port=syn.src_port, iss=iss, options=options,
-                   ts_offset=ts_offset, counters=counters, passive=True)
+                   ts_offset=ts_offset, counters=counters, passive=True,
+                   local_addr=local_addr, remote_addr=remote_addr)
         conn._now = now
         conn._take_peer_syn(syn, now, offered=False)
         conn._set_state(State.SYN_RECEIVED)
@@ -231,14 +240,16 @@ class Connection:
     @classmethod
     def from_cookie(cls, ack: tcp.Repr, *, mss: int, wscale: int | None, sack_ok: bool,
                     ts_ok: bool, now: int, options: Options | None = None, ts_offset: int = 0,
-                    counters: Counters | None = None) -> Connection:
+                    counters: Counters | None = None, local_addr: bytes = b"",
+                    remote_addr: bytes = b"") -> Connection:
         """An ESTABLISHED connection rebuilt from a valid SYN-cookie ACK (RFC 4987 §3.6).
 
         ``mss``/``wscale``/``sack_ok``/``ts_ok`` are what ``syncookies.check`` decoded.
         The ACK itself is then processed like any segment (it may carry data).
         """
         conn = cls(local_port=ack.dst_port, remote_port=ack.src_port, iss=(ack.ack - 1) & MASK32,
-                   options=options, ts_offset=ts_offset, counters=counters, passive=True)
+                   options=options, ts_offset=ts_offset, counters=counters, passive=True,
+                   local_addr=local_addr, remote_addr=remote_addr)
         conn._now = now
         t = conn.tcb
         opts = conn.options
@@ -260,6 +271,12 @@ class Connection:
         conn._on_established(now)
         conn.on_segment(ack, now)
         return conn
+
+    def __repr__(self) -> str:
+        t = self.tcb
+        return (f"<Connection :{self.local_port}->:{self.remote_port} {self.state} "
+                f"snd_una={t.snd_una} snd_nxt={t.snd_nxt} snd_wnd={t.snd_wnd} "
+                f"rcv_nxt={t.rcv_nxt} rcv_wnd={t.rcv_wnd}>")
 
     # ------------------------------------------------------------------ outputs
     def take_segments(self) -> list[tcp.Repr]:

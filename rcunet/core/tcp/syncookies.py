@@ -159,4 +159,5 @@ def connection_from_ack(ack: tcp.Repr, *, secret: bytes, saddr: bytes, daddr: by
         decoded = decode_ts_options(ack.timestamp[1])
         wscale, sack, ts_ok = decoded.wscale, decoded.sack, True
     return Connection.from_cookie(ack, mss=mss, wscale=wscale, sack_ok=sack, ts_ok=ts_ok,
-                                  now=now, options=o, ts_offset=ts_offset, counters=counters)
+                                  now=now, options=o, ts_offset=ts_offset, counters=counters,
+                                  local_addr=daddr, remote_addr=saddr)
