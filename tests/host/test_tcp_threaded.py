@@ -1,0 +1,264 @@
+"""TCP on threaded Hosts (real clock, receive workers, timer thread): the blocking socket
+API, a bounded connect/request/response/close churn checked for leaks (with lockdep on,
+suite-wide), and ``selectors`` on ``fileno()``."""
+
+from __future__ import annotations
+
+import errno
+import selectors
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from rcunet.host.network import Network
+from rcunet.tables.entry import TimeWaitEntry
+from rcunet.tuning import Tuning
+
+CHURN_SECONDS = 1.5
+
+
+@pytest.fixture
+def hosts() -> Iterator[tuple[Network, Any, Any]]:
+    net, a, b = Network.two_hosts(threaded=True)
+    net.start()
+    yield net, a, b
+    net.close()
+
+
+def _wait(predicate: Any, timeout: float = 5.0) -> bool:
+    end = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+@pytest.mark.parametrize("family,server", [(socket.AF_INET, "10.0.0.2"),
+                                           (socket.AF_INET6, "fd00::2")])
+def test_blocking_api_round_trip(hosts: Any, family: int, server: str) -> None:
+    net, a, b = hosts
+    srv = b.socket(family, socket.SOCK_STREAM)
+    srv.bind((server, 8080))
+    srv.listen(8)
+    result: dict[str, bytes] = {}
+
+    def serve() -> None:
+        conn, _ = srv.accept()
+        with conn:
+            data = b""
+            while len(data) < 300_000:
+                data += conn.recv(65536)
+            result["server"] = data
+            conn.sendall(data[::-1])
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    with a.socket(family, socket.SOCK_STREAM) as cli:
+        cli.settimeout(5)
+        cli.connect((server, 8080))
+        payload = bytes(range(256)) * 1172  # 300 032 bytes
+        cli.sendall(payload)
+        back = b""
+        while len(back) < len(payload):
+            chunk = cli.recv(65536)
+            assert chunk
+            back += chunk
+        assert back == payload[::-1]
+        assert cli.recv(10) == b""  # the server closed after answering
+    thread.join(5)
+    assert result["server"] == payload
+    srv.close()
+
+
+def test_blocking_errors_and_timeouts(hosts: Any) -> None:
+    net, a, b = hosts
+    cli = a.socket(socket.AF_INET, socket.SOCK_STREAM)
+    cli.settimeout(2)
+    with pytest.raises(ConnectionRefusedError):
+        cli.connect(("10.0.0.2", 9))
+    cli.close()
+    srv = b.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("10.0.0.2", 8081))
+    srv.listen(1)
+    srv.settimeout(0.05)
+    with pytest.raises(TimeoutError):
+        srv.accept()
+    cli = a.socket(socket.AF_INET, socket.SOCK_STREAM)
+    cli.connect(("10.0.0.2", 8081))
+    cli.settimeout(0.05)
+    with pytest.raises(TimeoutError):
+        cli.recv(1)
+    cli.settimeout(0)
+    with pytest.raises(BlockingIOError):
+        cli.recv(1)
+    child, _ = srv.accept()
+    child.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\0\0\0\0\0\0\0")
+    child.close()  # abortive: the client sees ECONNRESET
+    cli.settimeout(2)
+    with pytest.raises(ConnectionResetError):
+        cli.recv(1)
+    cli.close()
+    srv.close()
+
+
+def _churn(a: Any, b: Any, clients: int = 8, acceptors: int = 4) -> int:
+    srv = b.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("10.0.0.2", 8080))
+    srv.listen(128)
+    srv.settimeout(0.1)
+    stop = threading.Event()
+    done = [0] * clients
+    errors: list[BaseException] = []
+
+    def acceptor() -> None:
+        try:
+            while not stop.is_set():
+                try:
+                    conn, _ = srv.accept()
+                except TimeoutError:
+                    continue
+                with conn:
+                    conn.settimeout(5)
+                    request = conn.recv(100)
+                    conn.sendall(b"response to " + request)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    def client(index: int) -> None:
+        try:
+            deadline = time.monotonic() + CHURN_SECONDS
+            while time.monotonic() < deadline:
+                with a.socket(socket.AF_INET, socket.SOCK_STREAM) as cli:
+                    cli.settimeout(5)
+                    cli.connect(("10.0.0.2", 8080))
+                    cli.sendall(b"req%d" % index)
+                    reply = b""
+                    while chunk := cli.recv(100):
+                        reply += chunk
+                    assert reply == b"response to req%d" % index
+                done[index] += 1
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    servers = [threading.Thread(target=acceptor) for _ in range(acceptors)]
+    workers = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for thread in servers + workers:
+        thread.start()
+    for thread in workers:
+        thread.join(30)
+    stop.set()
+    for thread in servers:
+        thread.join(5)
+    assert not errors, errors
+    assert _wait(lambda: not a.tcp.sockets and b.tcp.sockets == {srv._sk})
+    srv.close()
+    return sum(done)
+
+
+@pytest.mark.parametrize("tuning", [Tuning(), Tuning.legacy()], ids=["modern", "legacy"])
+def test_threaded_churn_leaks_nothing(tuning: Tuning) -> None:
+    net, a, b = Network.two_hosts(threaded=True, tuning=tuning)
+    net.start()
+    try:
+        completed = _churn(a, b)
+        assert completed > 8
+        # the server closed first: its side holds TIME_WAIT entries, nothing else
+        entries = list(b.tcp.hashinfo.ehash.entries())
+        assert len(entries) == completed
+        assert all(isinstance(e, TimeWaitEntry) for e in entries)
+        assert not list(a.tcp.hashinfo.ehash.entries())
+        assert a.tcp.hashinfo.bind.ports_in_use() == set()
+        assert b.counters.get("TcpPassiveOpens") == completed
+        assert a.counters.get("TcpActiveOpens") == completed
+        b.tcp.close_all()  # TIME_WAIT entries go too
+        for host in (a, b):
+            assert not host.tcp.sockets
+            assert len(host.tcp.hashinfo.ehash) == 0
+            assert host.tcp.hashinfo.bind.ports_in_use() == set()
+            assert host.tcp.hashinfo.listen.listeners() == []
+            assert host.counters.get("RcunetRxExceptions") == 0
+    finally:
+        net.close()
+
+
+def test_selectors_nonblocking_connect_accept_recv(hosts: Any) -> None:
+    net, a, b = hosts
+    srv = b.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.setblocking(False)
+    srv.bind(("10.0.0.2", 8080))
+    srv.listen(8)
+    cli = a.socket(socket.AF_INET, socket.SOCK_STREAM)
+    cli.setblocking(False)
+    sel = selectors.DefaultSelector()
+    try:
+        assert sel.select(0) == []
+        sel.register(srv.fileno(), selectors.EVENT_READ, "listener")
+        assert sel.select(0) == []  # nothing to accept yet
+        with pytest.raises(BlockingIOError) as info:
+            cli.connect(("10.0.0.2", 8080))
+        assert info.value.errno == errno.EINPROGRESS
+        sel.register(cli.fileno(), selectors.EVENT_WRITE, "client")
+        ready: dict[str, int] = {}
+        deadline = time.monotonic() + 5
+        while {"listener", "client"} - set(ready) and time.monotonic() < deadline:
+            for key, mask in sel.select(1):
+                ready[key.data] = mask
+        assert ready == {"listener": selectors.EVENT_READ, "client": selectors.EVENT_WRITE}
+        assert cli.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0
+        child, _ = srv.accept()
+        child.setblocking(False)
+        sel.unregister(srv.fileno())
+        sel.unregister(cli.fileno())
+        sel.register(child.fileno(), selectors.EVENT_READ, "child")
+        assert sel.select(0.05) == []  # connected, nothing to read
+        cli.send(b"ping")
+        events = sel.select(5)
+        assert [(key.data, mask) for key, mask in events] == [("child", selectors.EVENT_READ)]
+        assert child.recv(10) == b"ping"
+        assert sel.select(0.05) == []  # drained: no longer readable
+        cli.close()
+        events = sel.select(5)  # EOF is readable
+        assert events and child.recv(10) == b""
+    finally:
+        sel.close()
+    child.close()
+    srv.close()
+
+
+def test_selectors_see_a_refused_connect(hosts: Any) -> None:
+    net, a, b = hosts
+    cli = a.socket(socket.AF_INET, socket.SOCK_STREAM)
+    cli.setblocking(False)
+    assert cli.connect_ex(("10.0.0.2", 9)) == errno.EINPROGRESS
+    with selectors.DefaultSelector() as sel:
+        sel.register(cli.fileno(), selectors.EVENT_WRITE)
+        assert sel.select(5)
+    assert cli.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == errno.ECONNREFUSED
+    cli.close()
+
+
+def test_backlog_and_lock_stats_recorded(hosts: Any) -> None:
+    net, a, b = hosts
+    srv = b.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("10.0.0.2", 8080))
+    srv.listen(1)
+    cli = a.socket(socket.AF_INET, socket.SOCK_STREAM)
+    cli.connect(("10.0.0.2", 8080))
+    child, _ = srv.accept()
+    payload = b"s" * 2_000_000
+    sender = threading.Thread(target=cli.sendall, args=(payload,))
+    sender.start()
+    got = 0
+    while got < len(payload):
+        got += len(child.recv(65536))
+    sender.join(5)
+    stats = child._sk.lock_stats()
+    assert stats["holds"] > 0 and stats["hold_ns_total"] > 0
+    assert b.tcp.lock_holds.value() >= stats["holds"]
+    for s in (cli, child, srv):
+        s.close()
