@@ -1,0 +1,119 @@
+"""Shared helpers of the interop tests (see conftest.py for the fixtures)."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import threading
+from dataclasses import dataclass, field
+
+import pytest
+
+from rcunet.host.host import Host
+from rcunet.host.interface import Interface
+from rcunet.link.netns import Namespace
+from rcunet.link.pcap import PcapWriter
+from rcunet.link.tap import TapDevice
+
+NS_PREFIX = "rcunet-iop"
+KERNEL = {4: "10.77.0.1", 6: "fd77::1"}
+RCUNET = {4: "10.77.0.2", 6: "fd77::2"}
+TUN_KERNEL = {4: "10.77.1.1", 6: "fd77:1::1"}
+TUN_RCUNET = {4: "10.77.1.2", 6: "fd77:1::2"}
+PACKAGES = {"ip": "iproute2", "ping": "iputils-ping", "socat": "socat",
+            "nc": "netcat-openbsd", "curl": "curl", "ab": "apache2-utils", "wrk": "wrk",
+            "nginx": "nginx-light", "tshark": "tshark"}
+
+_serial = itertools.count(1)
+_tools_lock = threading.Lock()
+TOOLS_USED: dict[str, int] = {}  # guarded-by: _tools_lock
+
+
+def used(tool: str) -> None:
+    """Record that a real tool (or kernel facility) took part in a passing check."""
+    with _tools_lock:
+        TOOLS_USED[tool] = TOOLS_USED.get(tool, 0) + 1
+
+
+def need_tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(f"{name} is not installed (Debian package {PACKAGES.get(name, name)}; "
+                    "scripts/test installs it when run as root)", pytrace=False)
+    return path
+
+
+@dataclass
+class Peer:
+    """One kernel namespace and one rcunet Host joined by a TAP or TUN device."""
+
+    ns: Namespace
+    host: Host
+    device: TapDevice
+    iface: Interface
+    ifname: str
+    kernel: dict[int, str]
+    rcunet: dict[int, str]
+    pcap_path: str | None = None
+    extra: list[object] = field(default_factory=list)
+
+    def run(self, argv: list[str], timeout: float = 30.0, check: bool = True,
+            input: bytes | None = None):  # type: ignore[no-untyped-def]
+        need_tool(argv[0])
+        return self.ns.run(argv, timeout=timeout, check=check, input=input)
+
+    def counters(self) -> dict[str, int]:
+        return self.host.counters.snapshot()
+
+
+def unique_names() -> tuple[str, str]:
+    n = next(_serial)
+    return f"{NS_PREFIX}{os.getpid()}-{n}", f"rt{os.getpid()}x{n}"[:15]
+
+
+def make_peer(mode: str = "tap", *, queues: int = 1, pcap_path: str | None = None,
+              rx_queues: int | None = None, kernel_mtu: int | None = None) -> Peer:
+    ns_name, ifname = unique_names()
+    kernel, rcunet = (KERNEL, RCUNET) if mode == "tap" else (TUN_KERNEL, TUN_RCUNET)
+    ns = Namespace(ns_name).create()
+    host: Host | None = None
+    device: TapDevice | None = None
+    try:
+        device = TapDevice(ifname, mode=mode, queues=queues)
+        ns.adopt(ifname)
+        for version, prefix in ((4, 24), (6, 64)):
+            ns.add_address(ifname, f"{kernel[version]}/{prefix}")
+        ns.set_link(ifname, up=True, mtu=kernel_mtu)
+        host = Host(f"rcunet-{mode}", rx_queues=rx_queues or queues)
+        pcap = PcapWriter(pcap_path, linktype=device.linktype) if pcap_path else None
+        iface = device.attach(host, addresses=[f"{rcunet[4]}/24", f"{rcunet[6]}/64"],
+                              pcap=pcap)
+        host.start()
+        device.start()
+        peer = Peer(ns, host, device, iface, ifname, kernel, rcunet, pcap_path)
+        if pcap is not None:
+            peer.extra.append(pcap)
+        return peer
+    except BaseException:
+        if host is not None:
+            host.close()
+        if device is not None:
+            device.close()
+        ns.close()
+        raise
+
+
+def close_peer(peer: Peer) -> None:
+    try:
+        peer.host.close()
+    finally:
+        try:
+            peer.device.close()
+        finally:
+            for item in peer.extra:
+                if isinstance(item, PcapWriter):
+                    item.close()
+            peer.ns.close()
+
+
