@@ -728,3 +728,51 @@ def test_reuse_timestamps_only_with_timestamps() -> None:
     assert new.state is State.SYN_SENT
     new.on_segment(seg(seq=ISS_REMOTE + 99, ack=0, flags=SYN, timestamp=(5000, 0)), 9 * MS)
     assert new.state is State.SYN_RECEIVED
+
+
+# ====================================================================== hostile data
+def test_contradictory_retransmission_never_changes_queued_bytes() -> None:
+    conn = established()
+    conn.on_segment(seg(seq=R1 + 4, payload=b"EFGH"), 0)  # out of order
+    conn.on_segment(seg(seq=R1 + 2, payload=b"xxxxxxxx"), 0)  # contradicts EFGH
+    conn.on_segment(seg(seq=R1, payload=b"AB"), 0)
+    assert conn.recv(100, 0) == b"ABxxEFGHxx"
+    conn.on_segment(seg(seq=R1, payload=b"zzzzzzzzzzzz"), 0)  # rewrites delivered bytes
+    assert conn.recv(100, 0) == b"zz"  # only the two new bytes beyond RCV.NXT count
+
+
+def test_out_of_order_queue_is_bounded_in_ranges() -> None:
+    conn = established(plain_options(ofo_max_ranges=4))
+    for i in range(10):  # one-byte islands
+        conn.on_segment(seg(seq=R1 + 10 + 2 * i, payload=b"i"), 0)
+    assert len(conn._ofo) == 4 and conn._ofo.buffered == 4
+    assert conn.counters["TcpExtTCPOFODrop"] == 6 and conn.counters["TcpExtTCPOFOQueue"] == 4
+
+
+def test_data_beyond_the_window_is_trimmed_and_never_buffered() -> None:
+    conn = established(plain_options(rcvbuf=1000))
+    conn.on_segment(seg(payload=b"a" * 3000), 0)
+    assert conn.readable == 1000
+    conn.on_segment(seg(seq=R1 + 1000, payload=b"b" * 10), 0)  # zero window: dropped
+    assert conn.readable == 1000 and conn.counters["TcpExtTCPZeroWindowDrop"] >= 1
+    out = conn.take_segments()
+    assert out and out[-1].window == 0 and out[-1].ack == R1 + 1000
+
+
+def test_zero_window_still_processes_acks() -> None:
+    conn = established(plain_options(rcvbuf=1000))
+    conn.on_segment(seg(payload=b"a" * 1000), 0)
+    conn.send(b"reply", 0)
+    conn.take_segments()
+    conn.on_segment(seg(seq=R1 + 1000, ack=L1 + 5, payload=b"more"), 0)  # RFC 9293 allowance
+    assert conn.tcb.snd_una == L1 + 5 and conn.readable == 1000
+
+
+def test_counters_report_deltas_and_reject_unknown_names() -> None:
+    conn = established()
+    conn.counters.take()
+    conn.on_segment(seg(payload=b"x"), 0)
+    assert conn.counters.take() == {"TcpInSegs": 1}
+    assert conn.counters.take() == {}
+    with pytest.raises(KeyError):
+        conn.counters.add("NotACounter")
