@@ -32,6 +32,7 @@ from rcunet.host.clock import MonotonicClock, VirtualClock
 from rcunet.host.counters import Counters
 from rcunet.host.interface import Address, Interface, link_local_from_mac, parse_address
 from rcunet.host.timers import Timers
+from rcunet.sync.lock import LockClass
 from rcunet.tuning import Tuning
 
 Clock = MonotonicClock | VirtualClock
@@ -39,6 +40,7 @@ Clock = MonotonicClock | VirtualClock
 _STOP = object()
 _TIMER_MAX_WAIT_NS = 50_000_000  # the timer thread re-checks for stop at least this often
 _HOST_IDS = itertools.count(1)
+HOST_CONFIG_LOCK = LockClass("host.config_lock")
 
 
 def _ip(text: str | bytes) -> bytes:
@@ -86,7 +88,7 @@ class Host:
         self.timers = Timers()
         self.routes = RoutingTable()
         self.pmtu = PmtuStore()
-        self._config_lock = threading.Lock()
+        self._config_lock = HOST_CONFIG_LOCK.new()
         self.interfaces: dict[int, Interface] = {}  # rcu: writers hold _config_lock
         self.local_addrs: frozenset[bytes] = frozenset()  # rcu: writers hold _config_lock
         self.broadcast_addrs: frozenset[bytes] = frozenset()  # rcu: writers hold _config_lock

@@ -4,11 +4,14 @@ the hand-off of received frames to the Host's receive path."""
 from __future__ import annotations
 
 import ipaddress
-import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
 from rcunet.core.neigh import NeighbourTable
+from rcunet.sync.lock import LockClass
+
+IFACE_CONFIG_LOCK = LockClass("iface.config_lock")
+NEIGH_LOCK = LockClass("neigh.lock")
 
 
 class Address(NamedTuple):
@@ -89,8 +92,8 @@ class Interface:
         self.broadcasts: frozenset[bytes] = frozenset()  # rcu: writers hold _config_lock
         self.groups: frozenset[bytes] = frozenset()  # rcu: writers hold _config_lock
         self.group_users: dict[bytes, int] = {}  # guarded-by: _config_lock
-        self._config_lock = threading.Lock()
-        self.neigh_lock = threading.Lock()
+        self._config_lock = IFACE_CONFIG_LOCK.new()
+        self.neigh_lock = NEIGH_LOCK.new()
         self.neigh4 = NeighbourTable()  # guarded-by: neigh_lock
         self.neigh6 = NeighbourTable()  # guarded-by: neigh_lock
         self._send: Callable[[bytes], None] | None = None

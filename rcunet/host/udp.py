@@ -190,8 +190,9 @@ class UdpLayer:
             if sk.closed:
                 return
             sk.closed = True
-            for group, ifindex in list(sk.mc_list):
-                self.leave_group(sk, group, ifindex)
+            for group, per_interface in list(sk.mc_list.items()):
+                for ifindex in list(per_interface):
+                    self.leave_group(sk, group, ifindex)
             self.table.close(sk)  # unhash + drop the owner's reference
         sk.wake_all()
         with self._sockets_lock:
