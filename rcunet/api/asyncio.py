@@ -1,0 +1,328 @@
+"""asyncio streams over rcunet TCP sockets: ``open_connection`` and ``start_server``,
+the equivalents of ``asyncio.open_connection`` / ``asyncio.start_server`` for a Host.
+
+They return asyncio's own ``StreamReader``/``StreamWriter``; underneath, a small
+``Transport`` drives a non-blocking rcunet socket from the event loop with
+``loop.add_reader``/``add_writer`` on its ``fileno()``, whose readiness mirrors the
+socket's (``rcunet.host.tcp_poll``).  The Host must run threaded (``host.start()``):
+its receive workers move the data while the loop waits.
+
+    reader, writer = await open_connection(host, "10.0.0.2", 8080)
+    server = await start_server(handle, host, "0.0.0.0", 8080)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import socket as _pysocket
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from rcunet.api.socket import Socket
+
+ClientCallback = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None] | None]
+READ_SIZE = 65536
+STREAM_LIMIT = 2 ** 16
+
+
+def _family_of(address: str) -> int:
+    return _pysocket.AF_INET6 if ":" in address else _pysocket.AF_INET
+
+
+class RcunetTransport(asyncio.Transport):
+    """A stream transport over one non-blocking rcunet socket (loop thread only)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: Socket,
+                 protocol: asyncio.Protocol) -> None:
+        super().__init__()
+        self._loop = loop
+        self._sock = sock
+        self._protocol = protocol
+        self._fd = sock.fileno()
+        self._buffer = bytearray()
+        self._closing = False
+        self._lost = False
+        self._eof_pending = False
+        self._reading = False
+        self._writing = False
+        self._protocol_paused = False
+        self._high, self._low = 64 * 1024, 16 * 1024
+        loop.call_soon(protocol.connection_made, self)
+        loop.call_soon(self._start_reading)
+
+    # -- reading ----------
+    def _start_reading(self) -> None:
+        if not self._reading and not self._closing:
+            self._reading = True
+            self._loop.add_reader(self._fd, self._read_ready)
+
+    def _stop_reading(self) -> None:
+        if self._reading:
+            self._reading = False
+            self._loop.remove_reader(self._fd)
+
+    def _read_ready(self) -> None:
+        try:
+            data = self._sock.recv(READ_SIZE)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            self._fatal(exc)
+            return
+        if data:
+            self._protocol.data_received(data)
+            return
+        self._stop_reading()
+        if not self._protocol.eof_received():
+            self.close()
+
+    def pause_reading(self) -> None:
+        self._stop_reading()
+
+    def resume_reading(self) -> None:
+        self._start_reading()
+
+    def is_reading(self) -> bool:
+        return self._reading
+
+    # -- writing ----------
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self._closing or self._eof_pending:
+            raise RuntimeError("write after close or write_eof")
+        if not data:
+            return
+        if not self._buffer:
+            try:
+                sent = self._sock.send(bytes(data))
+            except BlockingIOError:
+                sent = 0
+            except OSError as exc:
+                self._fatal(exc)
+                return
+            data = memoryview(data)[sent:]
+            if not data:
+                return
+        self._buffer += data
+        if not self._writing:
+            self._writing = True
+            self._loop.add_writer(self._fd, self._write_ready)
+        self._maybe_pause_protocol()
+
+    def _write_ready(self) -> None:
+        try:
+            sent = self._sock.send(bytes(self._buffer))
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            self._fatal(exc)
+            return
+        del self._buffer[:sent]
+        self._maybe_resume_protocol()
+        if self._buffer:
+            return
+        self._writing = False
+        self._loop.remove_writer(self._fd)
+        if self._eof_pending:
+            self._sock.shutdown(_pysocket.SHUT_WR)
+        if self._closing:
+            self._connection_lost(None)
+
+    def _maybe_pause_protocol(self) -> None:
+        if not self._protocol_paused and len(self._buffer) > self._high:
+            self._protocol_paused = True
+            self._protocol.pause_writing()
+
+    def _maybe_resume_protocol(self) -> None:
+        if self._protocol_paused and len(self._buffer) <= self._low:
+            self._protocol_paused = False
+            self._protocol.resume_writing()
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def write_eof(self) -> None:
+        if self._eof_pending or self._closing:
+            return
+        self._eof_pending = True
+        if not self._buffer:
+            self._sock.shutdown(_pysocket.SHUT_WR)
+
+    def get_write_buffer_size(self) -> int:
+        return len(self._buffer)
+
+    def get_write_buffer_limits(self) -> tuple[int, int]:
+        return self._low, self._high
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self._high = 64 * 1024 if high is None else high
+        self._low = self._high // 4 if low is None else low
+
+    # -- closing ----------
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        self._stop_reading()
+        if not self._buffer:
+            self._loop.call_soon(self._connection_lost, None)
+
+    def abort(self) -> None:
+        self._buffer.clear()
+        self._closing = True
+        self._stop_reading()
+        self._connection_lost(None)
+
+    def _fatal(self, exc: BaseException) -> None:
+        self._buffer.clear()
+        self._closing = True
+        self._stop_reading()
+        self._connection_lost(exc)
+
+    def _connection_lost(self, exc: BaseException | None) -> None:
+        if self._lost:
+            return
+        self._lost = True
+        if self._writing:
+            self._writing = False
+            self._loop.remove_writer(self._fd)
+        try:
+            self._protocol.connection_lost(exc)  # type: ignore[arg-type]
+        finally:
+            self._sock.close()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        if name == "socket":
+            return self._sock
+        try:
+            if name == "peername":
+                return self._sock.getpeername()
+            if name == "sockname":
+                return self._sock.getsockname()
+        except OSError:
+            return default
+        return default
+
+
+def _streams(loop: asyncio.AbstractEventLoop, sock: Socket, limit: int,
+             callback: ClientCallback | None = None
+             ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    reader = asyncio.StreamReader(limit=limit, loop=loop)
+    protocol = asyncio.StreamReaderProtocol(reader, callback, loop=loop)  # type: ignore[arg-type]
+    transport = RcunetTransport(loop, sock, protocol)
+    writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+    return reader, writer
+
+
+async def _wait_fd(loop: asyncio.AbstractEventLoop, fd: int, writable: bool) -> None:
+    future: asyncio.Future[None] = loop.create_future()
+
+    def ready() -> None:
+        if not future.done():
+            future.set_result(None)
+
+    (loop.add_writer if writable else loop.add_reader)(fd, ready)
+    try:
+        await future
+    finally:
+        (loop.remove_writer if writable else loop.remove_reader)(fd)
+
+
+async def open_connection(host: Any, address: str, port: int, *, family: int | None = None,
+                          limit: int = STREAM_LIMIT) -> tuple[asyncio.StreamReader,
+                                                              asyncio.StreamWriter]:
+    """Connect to (address, port) from ``host``; asyncio's reader/writer pair."""
+    loop = asyncio.get_running_loop()
+    sock: Socket = host.socket(family or _family_of(address), _pysocket.SOCK_STREAM)
+    sock.setblocking(False)
+    try:
+        err = sock.connect_ex((address, port))
+        if err == errno.EINPROGRESS:
+            await _wait_fd(loop, sock.fileno(), writable=True)
+            err = int(sock.getsockopt(_pysocket.SOL_SOCKET, _pysocket.SO_ERROR))
+        if err:
+            raise OSError(err, f"connect to {address}:{port}: {os.strerror(err)}")
+    except BaseException:
+        sock.close()
+        raise
+    return _streams(loop, sock, limit)
+
+
+class Server:
+    """What ``start_server`` returns: ``close()``, ``await wait_closed()``, ``sockets``,
+    and ``async with``."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, listener: Socket,
+                 callback: ClientCallback, limit: int) -> None:
+        self._loop = loop
+        self._listener = listener
+        self._callback = callback
+        self._limit = limit
+        self._fd = listener.fileno()
+        self._closed = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        loop.add_reader(self._fd, self._accept_ready)
+
+    @property
+    def sockets(self) -> tuple[Socket, ...]:
+        return () if self._closed.is_set() else (self._listener,)
+
+    def _accept_ready(self) -> None:
+        while True:
+            try:
+                child, _ = self._listener.accept()
+            except BlockingIOError:
+                return
+            except OSError:
+                self.close()
+                return
+            child.setblocking(False)
+            reader, writer = _streams(self._loop, child, self._limit)
+            result = self._callback(reader, writer)
+            if asyncio.iscoroutine(result):
+                task = self._loop.create_task(result)
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    def is_serving(self) -> bool:
+        return not self._closed.is_set()
+
+    def close(self) -> None:
+        if self._closed.is_set():
+            return
+        self._loop.remove_reader(self._fd)
+        self._listener.close()
+        self._closed.set()
+
+    async def wait_closed(self) -> None:
+        await self._closed.wait()
+
+    async def __aenter__(self) -> Server:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+        await self.wait_closed()
+
+
+async def start_server(callback: ClientCallback, host: Any, address: str, port: int, *,
+                       family: int | None = None, backlog: int = 100,
+                       reuse_address: bool = True, limit: int = STREAM_LIMIT) -> Server:
+    """Listen on (address, port) of ``host``; ``callback(reader, writer)`` (a function
+    or a coroutine function) runs for every accepted connection."""
+    loop = asyncio.get_running_loop()
+    listener: Socket = host.socket(family or _family_of(address), _pysocket.SOCK_STREAM)
+    try:
+        if reuse_address:
+            listener.setsockopt(_pysocket.SOL_SOCKET, _pysocket.SO_REUSEADDR, 1)
+        listener.bind((address, port))
+        listener.listen(backlog)
+        listener.setblocking(False)
+    except BaseException:
+        listener.close()
+        raise
+    return Server(loop, listener, callback, limit)
