@@ -290,10 +290,13 @@ def test_syn_received_bad_ack_gets_reset() -> None:
     assert conn.state is State.SYN_RECEIVED
 
 
-def test_syn_received_duplicate_syn_retransmits_synack() -> None:
+def test_syn_received_duplicate_syn_retransmits_synack_rate_limited() -> None:
     conn = syn_received()
-    out = send(conn, seg(seq=ISS_REMOTE, ack=0, flags=SYN))
+    out = send(conn, seg(seq=ISS_REMOTE, ack=0, flags=SYN), now=100 * MS)
     assert [(o.flags, o.seq) for o in out] == [(SYN | ACK, ISS_LOCAL)]
+    assert conn.next_deadline() == SECOND  # the retransmission timer is left alone
+    assert send(conn, seg(seq=ISS_REMOTE, ack=0, flags=SYN), now=200 * MS) == []
+    assert conn.counters["TcpExtTCPACKSkippedSynRecv"] == 1
 
 
 def test_syn_received_rst_closes_quietly() -> None:
@@ -735,6 +738,7 @@ def test_contradictory_retransmission_never_changes_queued_bytes() -> None:
     conn = established()
     conn.on_segment(seg(seq=R1 + 4, payload=b"EFGH"), 0)  # out of order
     conn.on_segment(seg(seq=R1 + 2, payload=b"xxxxxxxx"), 0)  # contradicts EFGH
+    assert conn.counters["TcpExtTCPOFOMerge"] == 1
     conn.on_segment(seg(seq=R1, payload=b"AB"), 0)
     assert conn.recv(100, 0) == b"ABxxEFGHxx"
     conn.on_segment(seg(seq=R1, payload=b"zzzzzzzzzzzz"), 0)  # rewrites delivered bytes

@@ -548,7 +548,9 @@ class Connection:
             seg = seg._replace(seq=add(seg.seq, 1), flags=flags & ~SYN)
             flags, length = seg.flags, seg_len(seg)
         if self.state is State.SYN_RECEIVED and flags & (SYN | ACK) == SYN and seg.seq == t.irs:
-            self._send_syn(now)  # the peer retransmitted its SYN: so do we (Linux)
+            # The peer retransmitted its SYN: so do we, rate limited (Linux tcp_check_req).
+            if not self._oow_rate_limited(now, "TcpExtTCPACKSkippedSynRecv"):
+                self._send_syn(now, retransmit=True, rearm=False)
             return
         # first: sequence number check
         if not self._acceptable(seg.seq, length):
@@ -965,6 +967,8 @@ class Connection:
             self.counters.add("TcpExtTCPOFODrop")
         else:
             self.counters.add("TcpExtTCPOFOQueue")
+            if added < len(data):
+                self.counters.add("TcpExtTCPOFOMerge")  # overlapped what we already held
             self._rx_blocks.note(off)
         self._ack_now = True  # RFC 5681 §4.2: out-of-order data gets an immediate dup ACK
 
@@ -1210,7 +1214,7 @@ class Connection:
     def _syn_window(self) -> int:
         return min(self.options.rcvbuf, 0xFFFF)
 
-    def _send_syn(self, now: int, retransmit: bool = False) -> None:
+    def _send_syn(self, now: int, retransmit: bool = False, rearm: bool = True) -> None:
         """SYN (SYN-SENT) or SYN,ACK (SYN-RECEIVED) with our options."""
         t = self.tcb
         o = self.options
@@ -1235,7 +1239,8 @@ class Connection:
         if not retransmit and self._syn_sent_at is None:
             self._syn_sent_at = now
         t.snd_nxt = t.snd_max = add(t.iss, 1)
-        self.timers.rto_at = now + self.rto.rto
+        if rearm or self.timers.rto_at is None:
+            self.timers.rto_at = now + self.rto.rto
 
     # ------------------------------------------------------------------ output
     def _output(self, now: int) -> None:

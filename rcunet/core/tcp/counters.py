@@ -13,15 +13,14 @@ NAMES = (
     "TcpActiveOpens", "TcpPassiveOpens", "TcpAttemptFails", "TcpEstabResets",
     "TcpInSegs", "TcpOutSegs", "TcpRetransSegs", "TcpInErrs", "TcpInCsumErrors", "TcpOutRsts",
     "TcpExtTCPChallengeACK", "TcpExtTCPSYNChallenge", "TcpExtTCPACKSkippedChallenge",
-    "TcpExtTCPACKSkippedSeq", "TcpExtTCPACKSkippedPAWS", "TcpExtPAWSEstab", "TcpExtPAWSActive",
+    "TcpExtTCPACKSkippedSeq", "TcpExtTCPACKSkippedSynRecv", "TcpExtTCPACKSkippedPAWS",
+    "TcpExtPAWSEstab", "TcpExtPAWSActive",
     "TcpExtTCPOFOQueue", "TcpExtTCPOFODrop", "TcpExtTCPOFOMerge", "TcpExtTCPZeroWindowDrop",
-    "TcpExtTCPRcvQDrop", "TcpExtDelayedACKs", "TcpExtTCPTimeouts", "TcpExtTCPFastRetrans",
-    "TcpExtTCPRenoRecovery", "TcpExtTCPSackRecovery", "TcpExtTCPLossProbes",
+    "TcpExtDelayedACKs", "TcpExtTCPTimeouts", "TcpExtTCPFastRetrans",
+    "TcpExtTCPRenoRecovery", "TcpExtTCPSackRecovery", "TcpExtTCPSynRetrans",
     "TcpExtTCPWinProbe", "TcpExtTCPKeepAlive", "TcpExtTCPAbortOnTimeout",
-    "TcpExtTCPAbortOnData", "TcpExtTCPAbortOnClose", "TcpExtTCPAbortOnLinger",
-    "TcpExtTCPSynRetrans", "TcpExtTCPSACKReneging", "TcpExtTCPFullUndo",
-    "TcpExtSyncookiesSent", "TcpExtSyncookiesRecv", "TcpExtSyncookiesFailed",
-    "TcpExtTW", "TcpExtTCPPureAcks", "TcpExtTCPHPAcks",
+    "TcpExtTCPAbortOnData", "TcpExtTCPAbortOnClose",
+    "TcpExtSyncookiesSent", "TcpExtSyncookiesRecv", "TcpExtSyncookiesFailed", "TcpExtTW",
 )
 _KNOWN = frozenset(NAMES)
 
