@@ -43,6 +43,7 @@ Yield points (rcunet.sync.hooks) for forcing interleavings: ``udp.bind.between_s
 ``udp.unhash.between_slots``, ``udp.rehash.between_slots`` (between the primary and the
 hash2 publication), ``udp.lookup.before_pin`` / ``udp.lookup.after_pin``,
 ``udp.reuseport.before_publish``; multicast: ``udp.mcast.locked_walk`` (slot lock held),
+``udp.mcast.between_chains`` (between the two hash2 walks, no lock held),
 ``udp.mcast.collected`` (receivers known, nothing delivered yet).
 
 Errors: ``bind`` raises OSError EINVAL (already bound, bad port/address), EADDRINUSE

@@ -237,6 +237,7 @@ def _collect_rcu(slots: Sequence[UdpSlot], match: MatchFn, daddr: bytes, dport: 
         if match(sk, daddr, dport, saddr, sport, dif):
             receivers.append(sk)
     if len(slots) == 2:
+        yield_point("udp.mcast.between_chains")
         seen = {id(sk) for sk in receivers} if receivers else None
         for sk in slots[1].chain:
             if match(sk, daddr, dport, saddr, sport, dif):
@@ -251,12 +252,19 @@ def _collect_locked(slots: Sequence[UdpSlot], match: MatchFn, daddr: bytes, dpor
     """Collect and pin under each slot's lock (writers are excluded, so every hashed
     entry is alive and its get succeeds); delivery happens after the unlock."""
     receivers: list[UdpEntry] = []
-    for slot in slots:
+    seen: set[int] | None = None
+    for index, slot in enumerate(slots):
+        if index:
+            yield_point("udp.mcast.between_chains")
+        if index and receivers:
+            # Between the two walks a rehash may move a socket we already pinned.
+            seen = {id(sk) for sk in receivers}
         with slot.lock:
             started = _perf_ns()
             yield_point("udp.mcast.locked_walk")
             for sk in slot.chain:
-                if match(sk, daddr, dport, saddr, sport, dif) and sk.ref.get():
+                if match(sk, daddr, dport, saddr, sport, dif) \
+                        and (seen is None or id(sk) not in seen) and sk.ref.get():
                     receivers.append(sk)
             shard[_HOLD] += _perf_ns() - started  # owner: this thread
         shard[_SECTIONS] += 1
@@ -272,14 +280,25 @@ def _deliver_under_lock(table: UdpTable, slots: Sequence[UdpSlot], match: MatchF
     first: UdpEntry | None = None
     count = 0
     last = len(slots) - 1
+    # With two hash2 walks, a rehash between them may move a served socket into the
+    # second chain: remember who was served by the first walk.
+    served: set[int] | None = set() if last else None
     try:
         for index, slot in enumerate(slots):
+            if index:
+                yield_point("udp.mcast.between_chains")
             with slot.lock:
                 started = _perf_ns()
                 yield_point("udp.mcast.locked_walk")
                 for sk in slot.chain:
                     if not match(sk, daddr, dport, saddr, sport, dif):
                         continue
+                    if served is not None:
+                        if index:
+                            if id(sk) in served:
+                                continue
+                        else:
+                            served.add(id(sk))
                     count += 1
                     if first is None:
                         if sk.ref.get():

@@ -488,3 +488,37 @@ def test_socket_in_both_hash2_snapshots_receives_once() -> None:
         connector.join(timeout=5)
     assert {id(sk) for sk in got[0]} == {id(sk) for sk in others + [moving]}
     t.check_consistency()
+
+
+@pytest.mark.parametrize("mode", ["modern-rcu", "modern-collect-locked", "hash2-deliver-locked"])
+def test_rehash_between_the_two_walks_delivers_once(mode: str) -> None:
+    """A socket served by the walk of the (daddr, port) chain and then moved to the
+    (ANY, port) chain by disconnect() before that chain is walked gets one copy."""
+    t = table(size=256)
+    port = 5000
+    while t.secondary_slot(t.portaddr_hash(G1, port)) is \
+            t.secondary_slot(t.portaddr_hash(ANY4, port)):
+        port += 1
+    others = [member(t, ANY4, port, groups=((G1, 1),)) for _ in range(11)]
+    moving = member(t, ANY4, port, groups=((G1, 1),))
+    moving.bind_port_locked = True  # disconnect() rehashes instead of unhashing
+    t.connect(moving, S1, 7, laddr=G1)
+    assert moving in t.secondary_slot(t.portaddr_hash(G1, port)).chain
+    tuning, collect = MODES[mode]
+    got: list[UdpEntry] = []
+    with Schedule(timeout=5.0) as sched:
+        sched.pause_at("udp.mcast.between_chains", thread="rx")
+        rx = threading.Thread(
+            target=lambda: t.mcast_deliver(G1, port, S1, 7, 1, b"d",
+                                           lambda sk, _d: got.append(sk), tuning=tuning,
+                                           collect=collect), name="rx")
+        rx.start()
+        sched.wait_paused("udp.mcast.between_chains")
+        t.disconnect(moving)
+        assert moving in t.secondary_slot(t.portaddr_hash(ANY4, port)).chain
+        sched.release("udp.mcast.between_chains")
+        rx.join(timeout=5)
+    ids = [id(sk) for sk in got]
+    assert len(ids) == len(set(ids)), "a socket received the datagram twice"
+    assert set(ids) == {id(sk) for sk in others + [moving]}
+    assert all(sk.ref.read() == 1 for sk in others + [moving])

@@ -1,23 +1,27 @@
 """Multi-thread stress of the UDP tables: binders/closers racing multicast delivery in
 every mode (reference §8.2 item 42 under real concurrency; run on 3.13t too).
 
+Churn threads bind (explicit and ephemeral ports), connect/disconnect (rehash) and close
+sockets of one multicast group while receive threads deliver to it in every mode.
 Invariants checked while it runs: every delivery reaches each socket that stayed bound
 for the whole run exactly once, no socket receives twice, none receives after its close
 completed.  At the end: refcounts of the surviving sockets back to 1, every closed socket
 released exactly once, no entry and no port leaked (the whole ephemeral range binds
-again), slot counts equal chain lengths.  Bounded: ``RCUNET_STRESS_SECONDS`` (default 1.5).
+again), slot counts equal chain lengths.  Runs once per scheduling-jitter seed
+(``rcunet.sync.jitter``; ``RCUNET_JITTER_SEEDS``, default 5).  Bounded:
+``RCUNET_STRESS_SECONDS`` per seed (default 0.3).
 """
 
 from __future__ import annotations
 
-import os
 import random
 import threading
 import time
 
 import pytest
 
-from rcunet.tables.entry import AF_INET
+from rcunet.sync.jitter import Jitter, stress_seconds, stress_seeds
+from rcunet.tables.entry import AF_INET, State
 from rcunet.tables.secret import HashSecret
 from rcunet.tables.udp import UdpTable
 from rcunet.tables.udp_entry import UdpEntry
@@ -26,9 +30,10 @@ from rcunet.tuning import Tuning
 ANY4 = bytes(4)
 G1 = bytes([239, 1, 1, 1])
 S1 = bytes([10, 0, 0, 7])
+UNI = bytes([10, 0, 0, 1])
 PORT = 5000
 RANGE = (41000, 41063)
-DURATION = float(os.environ.get("RCUNET_STRESS_SECONDS", "1.5"))
+DURATION = stress_seconds(0.3)
 
 MODES = [
     (Tuning.legacy(), "rcu"),
@@ -66,12 +71,21 @@ class Ledger:
 def new_member(t: UdpTable, rng: random.Random) -> UdpEntry:
     sk = UdpEntry(AF_INET, G1 if rng.random() < 0.3 else ANY4, reuseaddr=True)
     sk.join_group(G1, 1)
-    t.bind(sk, PORT if rng.random() < 0.8 else 0)
+    port = PORT if rng.random() < 0.8 else 0
+    sk.bind_port_locked = port != 0  # as __inet_bind marks an explicit port
+    t.bind(sk, port)
     return sk
 
 
 @pytest.mark.stress
-def test_bind_close_deliver_stress() -> None:
+@pytest.mark.parametrize("seed", stress_seeds(), ids=lambda seed: f"jitter{seed}")
+def test_bind_close_deliver_stress(seed: int) -> None:
+    with Jitter(seed) as jitter:
+        _bind_close_deliver(seed)
+    assert jitter.arrivals() > 0
+
+
+def _bind_close_deliver(seed: int) -> None:
     ledger = Ledger()
     t = UdpTable(HashSecret(random.Random(1)), size=16, rng=random.Random(2),
                  tuning=Tuning(ip_local_port_range=RANGE), release=ledger.release)
@@ -87,7 +101,7 @@ def test_bind_close_deliver_stress() -> None:
     deadline_at = time.monotonic_ns() + int(DURATION * 1e9)
 
     def churn(index: int) -> None:
-        rng = random.Random(100 + index)
+        rng = random.Random(1000 * seed + 100 + index)
         live: list[UdpEntry] = []
         try:
             while time.monotonic_ns() < deadline_at:
@@ -98,6 +112,13 @@ def test_bind_close_deliver_stress() -> None:
                         continue  # ephemeral range full for a moment
                     created[index].append(sk)
                     live.append(sk)
+                elif live and rng.random() < 0.3:
+                    # connect()/disconnect() rehash between hash2 slots under deliveries.
+                    sk = live[rng.randrange(len(live))]
+                    if sk.state == State.ESTABLISHED:
+                        t.disconnect(sk)
+                    else:
+                        t.connect(sk, S1, 7, laddr=rng.choice((G1, UNI)))
                 elif live:
                     t.close(live.pop(rng.randrange(len(live))))
                 if rng.random() < 0.05:
@@ -109,7 +130,7 @@ def test_bind_close_deliver_stress() -> None:
             failures.append(exc)
 
     def rx(index: int) -> None:
-        rng = random.Random(200 + index)
+        rng = random.Random(1000 * seed + 200 + index)
         try:
             while time.monotonic_ns() < deadline_at:
                 tuning, collect = MODES[rng.randrange(len(MODES))]
