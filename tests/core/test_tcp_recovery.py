@@ -249,3 +249,16 @@ def test_application_limited_sender_does_not_inflate_cwnd() -> None:
         conn.on_segment(seg(ack=(out.seq + 3) & 0xFFFFFFFF), now)
         conn.take_segments()
     assert conn.cc.cwnd == initial
+
+
+def test_go_back_n_after_rto_skips_data_sacked_since() -> None:
+    conn = sender(sack=True, congestion_control="reno")
+    conn.on_timer(conn.next_deadline())  # RTO: head retransmitted, cwnd = 1 SMSS
+    assert [o.seq for o in conn.take_segments()] == [L1]
+    assert conn.scoreboard.sacked_bytes == 0  # RFC 2018 §8: earlier SACKs forgotten
+    # the head arrives; the peer also reports segments 2..4 (fresh SACK information)
+    conn.on_segment(seg(ack=L1 + MSS, sack_blocks=blocks((2, 5))), 2 * SECOND)
+    out = [o.seq for o in conn.take_segments()]
+    # cwnd is 2 SMSS now: segment 1, then straight to segment 5 (2..4 are not resent)
+    assert out == [L1 + MSS, L1 + 5 * MSS]
+    assert conn.counters["TcpRetransSegs"] == 3

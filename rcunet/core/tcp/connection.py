@@ -1270,7 +1270,14 @@ class Connection:
         room = self.cc.cwnd - sub(t.snd_nxt, t.snd_una)
         if self._recovery is None and self._dupacks and t.snd_nxt == t.snd_max:
             room += min(self._dupacks, 2) * t.snd_mss
+        if t.sack_ok and lt(t.snd_nxt, t.snd_max):
+            # going back N after an RTO: what the peer SACKed since is not in flight
+            room += self._sacked_below(t.snd_nxt)
         return room
+
+    def _sacked_below(self, seq: int) -> int:
+        limit = sub(seq, self.tcb.snd_una)
+        return sum(max(0, min(e, limit) - s) for s, e in self.scoreboard.ranges())
 
     def _emit_pure_ack(self, now: int) -> None:
         self._emit(self._make(self.tcb.snd_nxt, ACK, now))
@@ -1282,6 +1289,7 @@ class Connection:
         SACK recovery).  ``force`` overrides SWS/Nagle (persist timer expiry).
         """
         t = self.tcb
+        sacked_limit = self._skip_sacked() if lt(t.snd_nxt, t.snd_max) else None
         data_end = add(self._tx_seq, len(self._tx))
         avail = sub(data_end, t.snd_nxt)
         if avail < 0:
@@ -1291,6 +1299,8 @@ class Connection:
             and not self._fin_acked
         win_room = sub(add(t.snd_una, t.snd_wnd), t.snd_nxt)
         n = min(avail, t.snd_mss, win_room, room)
+        if sacked_limit is not None:
+            n = min(n, sacked_limit)
         if n < 0:
             n = 0
         retransmission = lt(t.snd_nxt, t.snd_max)
@@ -1325,6 +1335,27 @@ class Connection:
             self.timers.rto_at = now + self.rto.rto  # RFC 6298 §5.1
         self.timers.persist_at = None
         return True
+
+    def _skip_sacked(self) -> int | None:
+        """Go-back-N after an RTO skips what the peer SACKed since (RFC 6675 §5.1).
+
+        Moves SND.NXT past SACKed ranges; returns how many bytes may go before the next
+        SACKed range (None: no limit).  SACK information from before the timeout was
+        discarded (RFC 2018 §8), so only fresh reports are trusted here.
+        """
+        t = self.tcb
+        if not t.sack_ok:
+            return None
+        off = sub(t.snd_nxt, t.snd_una)
+        for start, end in self.scoreboard.ranges():
+            if end <= off:
+                continue
+            if start <= off:
+                off = end
+                t.snd_nxt = add(t.snd_una, off)
+                continue
+            return start - off
+        return None
 
     def _retransmit_at(self, seq: int, now: int, max_len: int | None = None) -> int | None:
         """Retransmit one segment starting at ``seq``; return its end sequence number."""
