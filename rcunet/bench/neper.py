@@ -284,6 +284,9 @@ def validate(opts: argparse.Namespace) -> None:
         problems.append("-c and --server are mutually exclusive.")
     if opts.client and not opts.host:
         problems.append("-c needs the server's address: -H ADDR.")
+    if opts.host and not (opts.client or opts.server):
+        problems.append("-H is the server's address for -c, or the address --server "
+                        "binds; an in-process run (neither) picks its own.")
     if (opts.client or opts.server) and opts.target == "mem":
         problems.append("--target mem runs both sides in this process; -c/--server need "
                         "--target kernel.")

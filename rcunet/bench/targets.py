@@ -227,13 +227,11 @@ def _report(opts: argparse.Namespace, client: Client, server: Server,
     server_summary = None
     if workload != "tcp_crr":
         server_summary = neper.summarize(server.run.flows, rr, want_csv and not rr)
-    if rr:
-        measuring, run, summary = client, client.run, client_summary
+    if rr:  # the client measures; the server's count is the remote throughput
+        run, summary = client.run, client_summary
         remote = neper.local_throughput(workload, server_summary)
-    else:
-        measuring, run, summary = server, server.run, server_summary  # type: ignore[assignment]
-        remote = 0  # the writer measures nothing (neper: local_throughput=0)
-    del measuring
+    else:  # the reader (server) measures; the writer reports local_throughput=0
+        run, summary, remote = server.run, server_summary, 0
     return _print_results(opts, run.usage_start, run.usage_end, summary, remote, True,
                           interrupted)
 

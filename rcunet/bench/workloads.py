@@ -38,6 +38,7 @@ MakeSocket = Callable[[int, int], Any]
 Address = tuple[Any, ...]
 LINGER_ABORT = struct.pack("ii", 1, 0)  # SO_LINGER {on, 0 s}: close sends RST, no TIME_WAIT
 _JOIN_SLICE = 0.2
+_WAKE_ATTEMPTS = 10
 
 
 class PeerVanished(Exception):
@@ -498,12 +499,7 @@ class Server:
                 except OSError:
                     pass
         elif not plan.tcp:
-            try:
-                with make_socket(plan.family, socket.SOCK_DGRAM) as wake:
-                    for address in self.addresses:
-                        wake.sendto(b"", (connect_host, address[1]))
-            except OSError:
-                pass
+            self._wake_udp(make_socket, connect_host)
         if not self.join(2.0):
             for conn in self._conns + self._sockets:
                 try:
@@ -513,6 +509,19 @@ class Server:
             self.join(2.0)
         self.run.usage_end = Usage.now()
         self.close()
+
+    def _wake_udp(self, make_socket: MakeSocket, connect_host: str) -> None:
+        """An empty datagram to every flow socket, again until the threads end: a full
+        receive queue (udp_stream) drops the first ones."""
+        try:
+            with make_socket(self.plan.family, socket.SOCK_DGRAM) as wake:
+                for _attempt in range(_WAKE_ATTEMPTS):
+                    for address in self.addresses:
+                        wake.sendto(b"", (connect_host, address[1]))
+                    if self.join(_JOIN_SLICE):
+                        return
+        except OSError:
+            pass  # the threads are shut down below
 
     def join(self, timeout: float) -> bool:
         with self._threads_lock:
