@@ -212,7 +212,7 @@ def _streams(loop: asyncio.AbstractEventLoop, sock: Socket, limit: int,
              callback: ClientCallback | None = None
              ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     reader = asyncio.StreamReader(limit=limit, loop=loop)
-    protocol = asyncio.StreamReaderProtocol(reader, callback, loop=loop)  # type: ignore[arg-type]
+    protocol = asyncio.StreamReaderProtocol(reader, callback, loop=loop)
     transport = RcunetTransport(loop, sock, protocol)
     writer = asyncio.StreamWriter(transport, protocol, reader, loop)
     return reader, writer

@@ -360,9 +360,9 @@ class TcpLayer:
         events = conn.take_events()
         for event in events:
             kind = type(event)
-            if kind is DataReceived:
+            if isinstance(event, DataReceived):
                 if buf is not None:
-                    sk.rx_skbs.append([buf, event.length])  # type: ignore[attr-defined]
+                    sk.rx_skbs.append([buf, event.length])
                     buf = None
             elif kind is Established:
                 if sk.listener is not None:
@@ -627,9 +627,11 @@ class TcpLayer:
             return
         if want_cookie:
             self._send_cookie(lsk, seg, info)
-        else:
-            with self._global():
-                self._new_child(lsk, seg, info, iss)
+            return
+        with self._global():
+            child = self._new_child(lsk, seg, info, iss)
+        if child is not None:
+            self.post(child)  # transmit outside every lock (an inline link re-enters)
 
     def _child_options(self, lsk: TcpSock, info: Delivery) -> tuple[Any, int]:
         ts_offset = timestamp_offset(self.secret, info.dst, info.src)
@@ -671,10 +673,13 @@ class TcpLayer:
         if conn is None:
             return False
         with self._global():
-            self._adopt_child(lsk, conn, info, seg.src_port)
+            child = self._adopt_child(lsk, conn, info, seg.src_port)
+        if child is not None:
+            self.post(child)
         return True
 
-    def _new_child(self, lsk: TcpSock, seg: tcp.Repr, info: Delivery, iss: int) -> None:
+    def _new_child(self, lsk: TcpSock, seg: tcp.Repr, info: Delivery,
+                   iss: int) -> TcpSock | None:
         """A SYN that fits the SYN queue: a child socket in SYN_RECV answering SYN,ACK."""
         mss, ts_offset = self._child_options(lsk, info)
         now = self.host.now()
@@ -685,13 +690,13 @@ class TcpLayer:
         child.inherit_from(lsk)
         conn = Connection.accept_syn(seg, iss=iss, now=now, options=child.conn_options(mss),
                                      ts_offset=ts_offset, counters=Counters())
-        self._adopt_child(lsk, conn, info, seg.src_port, child)
+        return self._adopt_child(lsk, conn, info, seg.src_port, child)
 
     def _adopt_child(self, lsk: TcpSock, conn: Connection, info: Delivery, fport: int,
-                     child: TcpSock | None = None) -> None:
+                     child: TcpSock | None = None) -> TcpSock | None:
         """Give the child its identity and port, count it in the SYN queue, publish it in
         ehash, then let it run (a cookie child is ESTABLISHED already and goes straight
-        on to the accept queue)."""
+        on to the accept queue).  The caller transmits (``post``) after its locks."""
         if child is None:
             child = TcpSock(self, lsk.family)
             child.inherit_from(lsk)
@@ -702,7 +707,7 @@ class TcpLayer:
         child.listener = lsk
         with lsk.rskq_lock:
             if lsk.listen_closed:
-                return
+                return None
             lsk.embryos.add(child)  # before ehash: the final ACK may race us
             lsk.syn_qlen += 1
         with self._sockets_lock:
@@ -713,10 +718,10 @@ class TcpLayer:
             self._leave_syn_queue(child)
             child.finished = True
             self.forget(child)
-            return
+            return None
         with child.sl.slock:
             self.after_engine(child)
-        self.post(child)
+        return child
 
     def _inherit_port(self, child: TcpSock, lsk: TcpSock) -> bool:
         """__inet_inherit_port: the child joins the listener's bind bucket."""
@@ -819,13 +824,13 @@ class TcpLayer:
         try:
             if isinstance(found, TcpSock):
                 err = _icmp_errno(family, kind, code)
+                found.soft_err = err  # one store; a hard error also aborts SYN_SENT below
                 found.sl.bh_defer("icmp", partial(self._icmp_locked, found, err))
                 self.post(found)
         finally:
             put_entry(found)
 
     def _icmp_locked(self, sk: TcpSock, err: int) -> None:
-        sk.soft_err = err
         conn = sk.conn
         if conn is not None and conn.state is CState.SYN_SENT and err in _HARD_ERRORS:
             conn.abort(self.host.now())

@@ -160,16 +160,22 @@ def _churn(a: Any, b: Any, clients: int = 8, acceptors: int = 4) -> int:
     return sum(done)
 
 
-@pytest.mark.parametrize("tuning", [Tuning(), Tuning.legacy()], ids=["modern", "legacy"])
-def test_threaded_churn_leaks_nothing(tuning: Tuning) -> None:
-    net, a, b = Network.two_hosts(threaded=True, tuning=tuning)
+@pytest.mark.parametrize("tuning,inline", [(Tuning(), False), (Tuning.legacy(), False),
+                                           (Tuning(), True)],
+                         ids=["modern", "legacy", "modern-inline"])
+def test_threaded_churn_leaks_nothing(tuning: Tuning, inline: bool) -> None:
+    net = Network(threaded=True, tuning=tuning)
+    a, b = net.host("a"), net.host("b")
+    net.link(a, b, ["10.0.0.1/24"], ["10.0.0.2/24"], inline_rx=inline)
     net.start()
     try:
         completed = _churn(a, b)
         assert completed > 8
-        # the server closed first: its side holds TIME_WAIT entries, nothing else
+        # The server closed first: its side holds TIME_WAIT entries and nothing else.
+        # (Under load a client may retransmit its FIN; the entry's ACK then meets a
+        # closed client, whose RST ends that TIME_WAIT early, as on Linux.)
         entries = list(b.tcp.hashinfo.ehash.entries())
-        assert len(entries) == completed
+        assert 0 < len(entries) <= completed
         assert all(isinstance(e, TimeWaitEntry) for e in entries)
         assert not list(a.tcp.hashinfo.ehash.entries())
         assert a.tcp.hashinfo.bind.ports_in_use() == set()
