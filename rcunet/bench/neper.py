@@ -111,7 +111,7 @@ def _tcp() -> list[Flag]:
         Flag("num_ports", 1, implemented=True, help="Number of server data ports"),
         Flag("tcp_fastopen", False, "bool"),
         Flag("tcp_tx_delay", 0),
-        Flag("no_delay", False, "bool"),
+        Flag("no_delay", False, "bool", implemented=True, help="Set TCP_NODELAY"),
         Flag("congestion_control", None, "str"),
     ]
 
@@ -154,7 +154,9 @@ _SPECIFIC: dict[str, list[Flag]] = {
                         help="Number of bytes that each read/write uses as the buffer"),
                    Flag("skip_rx_copy", False, "bool"), Flag("rx_zerocopy", False, "bool"),
                    Flag("enable_read", False, "bool"), Flag("enable_write", False, "bool"),
-                   Flag("split_bidir", False, "bool"), Flag("enable_tcp_maerts", False, "bool"),
+                   Flag("split_bidir", False, "bool"),
+                   Flag("enable_tcp_maerts", False, "bool", "-M", True,
+                        "Enables TCP_MAERTS test (server writes and client reads)"),
                    Flag("async_connect", False, "bool")],
     "udp_stream": [Flag("mark", 0), Flag("delay", 0),
                    Flag("buffer_size", 1400, short="-B", implemented=True,
@@ -206,7 +208,8 @@ def configure(parser: argparse.ArgumentParser, workload: str) -> None:
     _negative_numbers_are_values(parser)
     # keys the shared code reads, for workloads that do not take the flag
     parser.set_defaults(neper_workload=workload, percentiles=(), request_size=1,
-                        response_size=1, num_ports=1)
+                        response_size=1, num_ports=1, no_delay=False,
+                        enable_tcp_maerts=False)
 
 
 def _negative_numbers_are_values(parser: argparse.ArgumentParser) -> None:

@@ -122,6 +122,8 @@ def plan_from(opts: argparse.Namespace) -> Plan:
         interval=neper.effective_interval(opts),
         time_wait=opts.time_wait,
         listen_backlog=opts.listen_backlog,
+        no_delay=opts.no_delay,
+        maerts=opts.enable_tcp_maerts,
     )
 
 
@@ -223,11 +225,13 @@ def _report(opts: argparse.Namespace, client: Client, server: Server,
     if errors and not interrupted:
         raise NeperError(errors[0])
     want_csv = opts.all_samples is not None
-    client_summary = neper.summarize(client.run.flows, rr, want_csv and rr, opts.percentiles)
-    server_summary = None
-    if workload != "tcp_crr":
+    plan = client.plan
+    client_summary = server_summary = None
+    if plan.client_measures:
+        client_summary = neper.summarize(client.run.flows, rr, want_csv, opts.percentiles)
+    if plan.server_measures:
         server_summary = neper.summarize(server.run.flows, rr, want_csv and not rr)
-    if rr:  # the client measures; the server's count is the remote throughput
+    if plan.client_measures:  # RR, or stream -M (the client reads)
         run, summary = client.run, client_summary
         remote = neper.local_throughput(workload, server_summary)
     else:  # the reader (server) measures; the writer reports local_throughput=0
@@ -300,7 +304,7 @@ def _run_client(opts: argparse.Namespace, log: neper.Log) -> int:
         client.close()
         rr = plan.rr
         summary = neper.summarize(client.run.flows, rr, opts.all_samples is not None,
-                                  opts.percentiles) if rr else None
+                                  opts.percentiles) if plan.client_measures else None
         local = neper.local_throughput(plan.workload, summary)
         control.settimeout(CONTROL_TIMEOUT)
         try:
@@ -312,7 +316,7 @@ def _run_client(opts: argparse.Namespace, log: neper.Log) -> int:
     if client.run.errors and not interrupted:
         raise NeperError(client.run.errors[0])
     return _print_results(opts, client.run.usage_start, client.run.usage_end, summary,
-                          remote, rr, interrupted)
+                          remote, plan.client_measures, interrupted)
 
 
 def _run_server(opts: argparse.Namespace, log: neper.Log) -> int:
@@ -347,15 +351,14 @@ def _run_server(opts: argparse.Namespace, log: neper.Log) -> int:
         server.stop(socket.socket, wake_host)
         rr = plan.rr
         summary = None
-        if plan.workload != "tcp_crr":
+        if plan.server_measures:
             summary = neper.summarize(server.run.flows, rr,
                                       opts.all_samples is not None and not rr)
         _send_json(control, {"local_throughput":
                              neper.local_throughput(plan.workload, summary)})
     remote = int(end.get("local_throughput", 0))
-    measures = plan.workload != "tcp_crr"
     return _print_results(opts, server.run.usage_start, server.run.usage_end, summary,
-                          remote, measures, False)
+                          remote, plan.server_measures, False)
 
 
 def _check_remote_plan(opts: argparse.Namespace, message: dict[str, Any],

@@ -61,6 +61,22 @@ class Plan:
     interval: float = 1.0
     time_wait: bool = False
     listen_backlog: int = 128
+    no_delay: bool = False
+    maerts: bool = False  # tcp_stream -M: the server writes, the client reads
+
+    def server_reads(self) -> bool:
+        return not self.maerts
+
+    @property
+    def client_measures(self) -> bool:
+        """RR clients measure; in stream the reader does (the client only with -M)."""
+        return self.rr or self.maerts
+
+    @property
+    def server_measures(self) -> bool:
+        """The rr servers count transactions (not tcp_crr's: neper PR #26); in stream
+        the server measures when it is the reader."""
+        return self.workload != "tcp_crr" and not self.maerts
 
     @property
     def tcp(self) -> bool:
@@ -178,12 +194,18 @@ class Client:
         kind = socket.SOCK_STREAM if plan.tcp else socket.SOCK_DGRAM
         try:
             for flow in sorted(self._flows, key=lambda f: f.index):
-                flow.sock = self.make_socket(plan.family, kind)
+                flow.sock = self._open(kind)
                 flow.sock.connect(flow.address)
         except OSError as exc:
             self.close()
             raise ConnectError(_describe(exc, f"connecting to {flow.address[0]} "
                                               f"port {flow.address[1]}")) from None
+
+    def _open(self, kind: int) -> Any:
+        sock = self.make_socket(self.plan.family, kind)
+        if self.plan.no_delay and kind == socket.SOCK_STREAM:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
 
     def start(self) -> None:
         plan = self.plan
@@ -279,7 +301,7 @@ class Client:
                 now = monotonic_ns()
                 if not budget.take(now):
                     break
-                flow.sock = self.make_socket(plan.family, socket.SOCK_STREAM)
+                flow.sock = self._open(socket.SOCK_STREAM)
                 flow.sock.connect(flow.address)
                 active.append(flow)
             if not active:
@@ -294,6 +316,9 @@ class Client:
                 flow.started_at = now
 
     def _stream_thread(self, flows: list[_ClientFlow], budget: Budget) -> None:
+        if self.plan.maerts:
+            self._read_thread(flows, budget)
+            return
         chunk = bytes(self.plan.buffer_size)
         stop = self.stop
         tcp = self.plan.tcp
@@ -306,6 +331,20 @@ class Client:
                         flow.sock.send(chunk)
                     except (BlockingIOError, ConnectionRefusedError):
                         pass  # ENOBUFS-like pressure or a stale ICMP error: datagrams drop
+
+    def _read_thread(self, flows: list[_ClientFlow], budget: Budget) -> None:
+        """tcp_stream -M: read each flow in turn (the server writes on every flow, so a
+        flow without data now has some soon)."""
+        bufsize, stop = self.plan.buffer_size, self.stop
+        while not stop.is_set():
+            for flow in flows:
+                data = flow.sock.recv(bufsize)
+                if not data:
+                    raise PeerVanished("the server closed a flow")
+                now = monotonic_ns()
+                flow.stats.event(now, len(data))
+                if not budget.take(now):
+                    return
 
     def _close_flow(self, flow: _ClientFlow) -> None:
         sock, flow.sock = flow.sock, None
@@ -410,6 +449,8 @@ class Server:
             if self.stopping.is_set():
                 close_quietly(conn)
                 return
+            if self.plan.no_delay:
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._conns.append(conn)
             self._spawn(f"neper-server-{len(self._conns) - 1}", self._serve_flow, conn,
                         self._new_stats())
@@ -420,8 +461,10 @@ class Server:
             stats = self._new_stats()
         if plan.rr:
             self._serve_rr(sock, stats)
-        else:
+        elif plan.server_reads():
             self._serve_stream(sock, stats)
+        else:
+            self._write_stream(sock)
         stats.finish(monotonic_ns())
 
     def _serve_rr(self, sock: Any, stats: FlowStats) -> None:
@@ -456,6 +499,15 @@ class Server:
                 return
             stats.event(monotonic_ns(), len(data))
 
+    def _write_stream(self, sock: Any) -> None:
+        """tcp_stream -M: write until the client closes the flow (or the run stops)."""
+        chunk, stopping = bytes(self.plan.buffer_size), self.stopping
+        try:
+            while not stopping.is_set():
+                sock.sendall(chunk)
+        except (ConnectionResetError, BrokenPipeError):
+            pass  # the client's close ends the flow
+
     # -- tcp_crr ----------
     def _crr_acceptor(self, listener: Any) -> None:
         """Accept, read the request, answer, and keep the connection until the client
@@ -470,6 +522,8 @@ class Server:
                 if self.stopping.is_set():
                     close_quietly(conn)
                     return
+                if plan.no_delay:
+                    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 try:
                     if recv_exact(conn, plan.request_size, plan.buffer_size):
                         conn.sendall(response)

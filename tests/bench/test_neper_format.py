@@ -112,6 +112,7 @@ def test_percentiles_are_sorted_deduplicated_and_accept_old_spellings() -> None:
     (["tcp_crr", "--num-ports", "0"], "data ports"),
     (["tcp_rr", "-P", "http"], "port number"),
     (["tcp_rr", "-B", "0"], "Buffer size"),
+    (["udp_rr", "-H", "10.0.0.2"], "in-process run"),
 ])
 def test_impossible_flags_give_one_line_and_exit_2(
         argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:

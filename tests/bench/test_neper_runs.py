@@ -89,6 +89,18 @@ def test_stream_reader_block_has_throughput_in_mbits(
     assert int(values["num_samples"]) >= 5  # -l 1 takes a snapshot every 0.2 s per flow
 
 
+@pytest.mark.parametrize("target", ["mem", "kernel"])
+def test_tcp_maerts_client_reads_and_reports(
+        target: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status, values, err = bench(capsys, "tcp_stream", "-M", "--no-delay", "--target", target,
+                                "-l", "1", "-F", "2", "-T", "2")
+    assert status == 0, err
+    assert values["enable_tcp_maerts"] == "1" and values["no_delay"] == "1"
+    for key in RUSAGE_KEYS + STREAM_KEYS + TAIL_KEYS:
+        assert key in values, key
+    assert float(values["throughput"]) > 0 and values["remote_throughput"] == "0"
+
+
 def test_ipv6_udp_rr_on_both_targets(capsys: pytest.CaptureFixture[str]) -> None:
     for target in ("mem", "kernel"):
         status, values, err = bench(capsys, "udp_rr", "-6", "--target", target, "-l", "-50")
