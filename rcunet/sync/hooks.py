@@ -6,6 +6,9 @@ load and one branch.  Tests install hooks to run code at a point (``installed``)
 thread there until the test lets it go (``Schedule``), so a race is reproduced by
 construction, not by sleeps and luck.
 
+A hook installed under ``ANY_POINT`` runs at every yield point that has no hook of its own
+(``rcunet.sync.jitter`` uses it to perturb the scheduling everywhere at once).
+
 Every wait in this module is bounded: a test whose schedule cannot make progress fails with
 ``ScheduleTimeout`` within seconds instead of hanging the suite.
 """
@@ -24,6 +27,9 @@ Hook = Callable[[], object]
 _hooks: dict[str, Hook] | None = None
 _install_lock = threading.Lock()  # serialises installers; yield_point never takes it
 
+#: The point name whose hook runs wherever no point-specific hook is installed.
+ANY_POINT = "*"
+
 
 def yield_point(name: str) -> None:
     """Run the hook installed for ``name``, if any (no-op otherwise)."""
@@ -31,6 +37,8 @@ def yield_point(name: str) -> None:
     if table is None:
         return
     hook = table.get(name)  # atomic: dict get on an immutable-after-publish dict
+    if hook is None:
+        hook = table.get(ANY_POINT)  # atomic: as above
     if hook is not None:
         hook()
 

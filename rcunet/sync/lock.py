@@ -47,6 +47,9 @@ _checks_on = False
 
 #: Yield point (instrumented mode only) after a failed trylock, before the blocking wait.
 CONTENDED = "lock.contended"
+#: Yield point (instrumented mode only) before every acquisition attempt: scheduling
+#: jitter (rcunet.sync.jitter) perturbs each critical-section entry through it.
+ACQUIRE = "lock.acquire"
 
 Site = tuple[CodeType, int]  # (code object, line number) of an acquisition
 
@@ -305,6 +308,7 @@ class Lock:
         frame: FrameType = sys._getframe(1)
         if checks and blocking:
             _lockdep.check_acquire(self, frame)  # OSError(EDEADLK) on a certain self-deadlock
+        yield_point(ACQUIRE)
         raw = self._lock
         if not raw.acquire(False):
             if not blocking:
