@@ -21,6 +21,7 @@ from tcp_harness import (
 
 from rcunet.core.tcp import Connection, Options, State
 from rcunet.wire import tcp
+from rcunet.wire.seqnum import le, sub
 
 U32 = st.integers(0, 0xFFFFFFFF)
 
@@ -82,6 +83,10 @@ def test_arbitrary_segments_never_raise_and_stay_bounded(kind, ts, sack, segs, g
         assert conn.readable + conn._ofo.buffered <= opts.rcvbuf
         assert len(conn._ofo) <= opts.ofo_max_ranges
         assert conn.unacked <= opts.sndbuf
+        t = conn.tcb
+        assert le(t.snd_una, t.snd_nxt) and le(t.snd_nxt, t.snd_max)
+        assert all(0 <= a < b <= sub(t.snd_max, t.snd_una) for a, b in conn.scoreboard.ranges())
+        assert conn.cc.cwnd >= t.snd_mss and t.rcv_wnd <= opts.rcvbuf
         if conn.readable:
             conn.recv(1 << 16, now)
     conn.on_timer(now + 1000 * SECOND)
