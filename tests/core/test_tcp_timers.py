@@ -343,3 +343,11 @@ def test_silent_peer_behind_a_zero_window_is_given_up_on() -> None:
         probes += len(conn.take_segments())
     assert probes == 4  # tcp_retries2 unanswered probes, then ETIMEDOUT
     assert ConnectionFailed(errno.ETIMEDOUT) in conn.take_events()
+
+
+def test_options_from_tuning_use_linux_sysctl_names() -> None:
+    from rcunet.tuning import Tuning
+
+    opts = Options.from_tuning(Tuning(tcp_sack=False, tcp_fin_timeout=30.0), mss=1400)
+    assert not opts.sack and opts.mss == 1400 and opts.fin_timeout == 30 * SECOND
+    assert opts.rcvbuf == Tuning().tcp_rmem[1] and opts.congestion_control == "cubic"

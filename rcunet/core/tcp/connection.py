@@ -18,6 +18,18 @@ SYN-RECEIVED connection that answers with SYN,ACK, ``reset_for`` builds the RST 
 asks for when no connection matches, and ``rcunet.core.tcp.syncookies`` covers SYN-queue
 overflow.
 
+A host drives it like this (one connection, its socket lock held)::
+
+    conn = Connection.connect(local_port=lport, remote_port=80, iss=isn, now=now,
+                              options=Options.from_tuning(tuning, mss=route_mss))
+    ...
+    conn.on_segment(tcp.Repr.parse(payload, src, dst), now)    # from the rx worker
+    conn.on_timer(now)                                           # when the wheel fires
+    n = conn.send(data, now); data = conn.recv(65536, now)      # from the application
+    for seg in conn.take_segments(): transmit(seg.build(src=..., dst=...))
+    for event in conn.take_events(): wake_waiters(event)
+    wheel.schedule(conn, conn.next_deadline())
+
 Input follows RFC 9293 §3.10.7 step by step (the methods are named after the steps), with
 RFC 5961 (blind in-window attacks), RFC 7323 (window scale, timestamps, PAWS), RFC 2018 /
 6675 (SACK), RFC 5681 / 6582 (congestion control, NewReno) and RFC 6298 (RTO).  Where

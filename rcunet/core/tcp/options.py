@@ -49,6 +49,37 @@ class Options:
     #: Out-of-order queue bound in distinct ranges (its bytes are bounded by the window).
     ofo_max_ranges: int = 256
 
+    @classmethod
+    def from_tuning(cls, tuning: object, **overrides: object) -> Options:
+        """Options from a host's sysctls (``rcunet.tuning.Tuning`` or anything with the
+        same attribute names), then ``overrides`` (socket options, route MSS).
+
+        Duck-typed so that core/ does not import the host's configuration module.
+        Seconds (Linux's unit for tcp_fin_timeout) become nanoseconds here.
+        """
+        values: dict[str, object] = {}
+        simple = {"tcp_timestamps": "timestamps", "tcp_sack": "sack",
+                  "tcp_window_scaling": "window_scaling",
+                  "tcp_congestion_control": "congestion_control",
+                  "tcp_syn_retries": "syn_retries", "tcp_synack_retries": "synack_retries",
+                  "tcp_retries2": "retries2", "tcp_keepalive_probes": "keepalive_probes"}
+        for sysctl, name in simple.items():
+            if hasattr(tuning, sysctl):
+                values[name] = getattr(tuning, sysctl)
+        if hasattr(tuning, "tcp_rmem"):
+            values["rcvbuf"] = int(tuning.tcp_rmem[1])
+        if hasattr(tuning, "tcp_wmem"):
+            values["sndbuf"] = int(tuning.tcp_wmem[1])
+        for sysctl, name in (("tcp_fin_timeout", "fin_timeout"),
+                             ("tcp_keepalive_time", "keepalive_time"),
+                             ("tcp_keepalive_intvl", "keepalive_intvl")):
+            if hasattr(tuning, sysctl):
+                values[name] = int(float(getattr(tuning, sysctl)) * SECOND)
+        values.update(overrides)
+        options = cls(**values)  # type: ignore[arg-type]
+        options.validate()
+        return options
+
     def validate(self) -> None:
         """Raise ValueError on settings that cannot work."""
         if self.congestion_control not in ("reno", "cubic"):
