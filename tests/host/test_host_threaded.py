@@ -2,8 +2,10 @@
 
 Every datagram sent is accounted for at the end: received by the application, or counted
 as dropped by a named counter (the link's ``lost``/``overflow``, the receiver's
-``UdpRcvbufErrors``).  Static neighbour entries keep ARP off the impaired links so that
-every frame on them is a test datagram.
+``UdpRcvbufErrors``), none twice; after ``close()`` no socket and no bound port is left.
+Static neighbour entries keep ARP off the impaired links so that every frame on them is a
+test datagram.  Runs once per scheduling-jitter seed (``rcunet.sync.jitter``; the seed also
+seeds the impairments), ``RCUNET_JITTER_SEEDS`` of them (default 5).
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ import pytest
 
 from rcunet.host.network import Network
 from rcunet.link.impair import ImpairmentConfig
+from rcunet.sync.jitter import Jitter, stress_seeds
 
 MS = 1_000_000
 SENDERS = 4
-PER_SENDER = 300
+PER_SENDER = 100
 
 
 def _static_neighbours(net, a, r, b):
@@ -34,9 +37,16 @@ def _static_neighbours(net, a, r, b):
 
 
 @pytest.mark.stress
-def test_udp_through_a_router_with_impairments_accounts_for_every_datagram():
+@pytest.mark.parametrize("seed", stress_seeds(), ids=lambda seed: f"jitter{seed}")
+def test_udp_through_a_router_with_impairments_accounts_for_every_datagram(seed):
+    with Jitter(seed) as jitter:
+        _udp_through_a_router(seed)
+    assert jitter.arrivals() > 0
+
+
+def _udp_through_a_router(seed):
     impair = ImpairmentConfig(loss=0.03, delay=1 * MS, jitter=1 * MS, reorder=0.05,
-                              reorder_delay=2 * MS, seed=11)
+                              reorder_delay=2 * MS, seed=11 + seed)
     net = Network(threaded=True, rx_queues=2)
     a, r, b = net.host("a"), net.host("r", forwarding=True), net.host("b")
     net.link(a, r, "10.1.0.2/24", "10.1.0.1/24", impair=impair)
@@ -52,7 +62,7 @@ def test_udp_through_a_router_with_impairments_accounts_for_every_datagram():
             sock.bind(("", 7000 + index))
             sock.settimeout(0.05)
             receivers.append(sock)
-        received: list[set[int]] = [set() for _ in range(SENDERS)]
+        received: list[list[int]] = [[] for _ in range(SENDERS)]
         stop = threading.Event()
 
         def receive(index: int) -> None:
@@ -62,7 +72,7 @@ def test_udp_through_a_router_with_impairments_accounts_for_every_datagram():
                     data = sock.recv(100)
                 except TimeoutError:
                     continue
-                received[index].add(int(data))
+                received[index].append(int(data))
 
         def send(index: int) -> None:
             sock = a.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -94,6 +104,8 @@ def test_udp_through_a_router_with_impairments_accounts_for_every_datagram():
         for thread in readers:
             thread.join(5)
         total = sum(map(len, received))
+        assert all(len(set(got)) == len(got) for got in received), "a datagram arrived twice"
+        assert all(set(got) <= set(range(PER_SENDER)) for got in received)
         assert total + drops() == expected, (total, drops(), [l.stats() for l in links])
         assert total > expected * 0.8
         for host in (a, r, b):
@@ -102,3 +114,5 @@ def test_udp_through_a_router_with_impairments_accounts_for_every_datagram():
         net.close()
     for host in (a, r, b):
         assert not any(t.is_alive() for t in host._threads), "a worker outlived close()"
+        assert host.udp.sockets == set(), "a socket outlived close()"
+        assert host.udp.table.entries() == [], "a port stayed bound after close()"

@@ -7,6 +7,10 @@ revival (§8.2 #28 without forcing); readers in RCU sections never see an object
 deferred free has run (grace periods are real); the deferred-free list loses no buffer
 while consumers free and owners drain concurrently; lock statistics stay consistent
 (acquisitions == increments done under the lock) under contention.
+
+Every test runs once per scheduling-jitter seed (``rcunet.sync.jitter``: random yields,
+spins and naps at every yield point, plus ``stress.op`` between the workers' operations);
+``RCUNET_JITTER_SEEDS`` sets how many seeds, ``RCUNET_STRESS_SECONDS`` the seconds per run.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import pytest
 
 from rcunet.sync import lockstat
 from rcunet.sync.deferred import BufferPool, DeferredFreeList
+from rcunet.sync.hooks import yield_point
+from rcunet.sync.jitter import Jitter, stress_seconds, stress_seeds
 from rcunet.sync.lock import LockClass
 from rcunet.sync.rcu import Rcu
 from rcunet.sync.refcount import DEAD, IncNotZeroRef, RcuRef
@@ -26,8 +32,15 @@ from rcunet.sync.refcount import DEAD, IncNotZeroRef, RcuRef
 pytestmark = pytest.mark.stress
 
 THREADS = 4
-RUN_S = 0.3
+RUN_S = stress_seconds(0.1)
 JOIN_S = 10.0
+
+
+@pytest.fixture(autouse=True, params=stress_seeds(), ids=lambda seed: f"jitter{seed}")
+def jitter(request):
+    with Jitter(request.param) as installed:
+        yield installed
+    assert installed.arrivals() > 0, "no yield point reached: the jitter had no effect"
 
 
 def run_threads(target, n=THREADS, args=()):
@@ -60,6 +73,7 @@ def test_get_put_hammering_returns_to_base(make):
             for _ in range(100):
                 assert ref.get()
                 gets[i] += 1
+                yield_point("stress.op")
                 assert not ref.put()  # the base reference is never dropped here
 
     with warnings.catch_warnings():
@@ -77,10 +91,12 @@ def _race_last_put_against_get() -> tuple[RcuRef, dict[str, bool]]:
 
     def last_put():
         start.wait()
+        yield_point("stress.op")
         outcome["put"] = ref.put()
 
     def racer():
         start.wait()
+        yield_point("stress.op")
         got = ref.get()
         outcome["got"] = got
         outcome["racer_put"] = ref.put() if got else False
@@ -169,6 +185,7 @@ def test_deferred_free_loses_no_buffer():
             for _ in range(20):
                 handoff.append(pool.alloc())
                 allocated[i] += 1
+                yield_point("stress.op")
             defer.drain()
         owners_done.append(i)
 
@@ -180,6 +197,7 @@ def test_deferred_free_loses_no_buffer():
             except IndexError:
                 time.sleep(0)
                 continue
+            yield_point("stress.op")
             defer.free(buf, buf.owner)
 
     def role(i):

@@ -1,5 +1,6 @@
-"""Multi-thread stress of the TCP tables (bounded: 3 s by default,
-``RCUNET_STRESS_SECONDS`` to change it, e.g. 10).
+"""Multi-thread stress of the TCP tables, once per scheduling-jitter seed
+(``rcunet.sync.jitter``; ``RCUNET_JITTER_SEEDS``, default 5), bounded: 0.6 s per seed by
+default, ``RCUNET_STRESS_SECONDS`` to change it, e.g. 10.
 
 Eight threads on one TcpHashInfo: five connectors (connect() autoselect in a 200-port
 range towards four destinations, then close() or TIME_WAIT, expiring TIME_WAIT entries,
@@ -18,7 +19,6 @@ every socket's refcount is back to 1, and lockdep has no report (the suite-wide 
 from __future__ import annotations
 
 import errno
-import os
 import random
 import threading
 import time
@@ -26,17 +26,25 @@ import time
 import pytest
 from tables_helpers import D4, L4, make_tables, sock
 
+from rcunet.sync.jitter import Jitter, stress_seconds, stress_seeds
 from rcunet.sync.rcu import Rcu
 from rcunet.tables import AF_INET, SockEntry, State, TimeWaitEntry
 from rcunet.tables.ehash import put_entry
 
-SECONDS = float(os.environ.get("RCUNET_STRESS_SECONDS", "3"))
+SECONDS = stress_seconds(0.6)
 DESTS = [(D4, 80), (D4, 81), (bytes([10, 0, 0, 3]), 80), (bytes([10, 0, 0, 4]), 443)]
 FLIP_KEY = (bytes([10, 9, 9, 9]), 7000, bytes([10, 9, 9, 8]), 8000)
 
 
 @pytest.mark.stress
-def test_tables_under_concurrent_churn():
+@pytest.mark.parametrize("seed", stress_seeds(), ids=lambda seed: f"jitter{seed}")
+def test_tables_under_concurrent_churn(seed):
+    with Jitter(seed) as jitter:
+        _churn(seed)
+    assert jitter.arrivals() > 0
+
+
+def _churn(seed: int) -> None:
     tables = make_tables(5, ip_local_port_range=(40000, 40199), tcp_tw_reuse=0)
     tables.ehash  # noqa: B018 - the hash is shared by every thread below
     deadline = time.monotonic() + SECONDS
@@ -50,7 +58,7 @@ def test_tables_under_concurrent_churn():
         errors.append(msg)
 
     def connector(idx: int) -> None:
-        rng = random.Random(idx)
+        rng = random.Random(seed * 100 + idx)
         mine: list[SockEntry] = []
         tws: list[TimeWaitEntry] = []
         bound: list[SockEntry] = []
@@ -111,9 +119,12 @@ def test_tables_under_concurrent_churn():
         ops[idx] = n
         leftovers.append([*mine, *tws, *bound])
 
+    # Hashed before any thread starts: the reader must find it from its first lookup.
+    first_flip = SockEntry(AF_INET, *FLIP_KEY, state=State.ESTABLISHED)
+    tables.ehash.insert(first_flip)
+
     def replacer() -> None:
-        current = SockEntry(AF_INET, *FLIP_KEY, state=State.ESTABLISHED)
-        tables.ehash.insert(current)
+        current: SockEntry | TimeWaitEntry = first_flip
         n = 0
         while time.monotonic() < deadline and not errors:
             if current.state == State.TIME_WAIT:
