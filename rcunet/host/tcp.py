@@ -55,6 +55,7 @@ from rcunet.core.tcp.isn import initial_sequence, timestamp_offset
 from rcunet.host.ip import Delivery
 from rcunet.host.tcp_sock import SEGMENT_OVERHEAD, TcpSock, oserror, wire
 from rcunet.sync.deferred import Buffer, BufferPool, DeferredFreeList, PerThreadCounter
+from rcunet.sync.hooks import yield_point
 from rcunet.sync.lock import LockClass
 from rcunet.tables import TcpHashInfo
 from rcunet.tables.bind import v6_key
@@ -256,6 +257,7 @@ class TcpLayer:
             local = host.ip.is_local(dst)
             src = dst if local else entry.src
             mtu = host.loopback.mtu if local else entry.mtu
+            offload = _offloads(host, entry, dst, local)
         finally:
             entry.release()
         saddr = _family_form(sk.family, src)
@@ -269,6 +271,7 @@ class TcpLayer:
             options=sk.conn_options(mtu - (40 if len(dst) == 4 else 60)),
             ts_offset=timestamp_offset(self.secret, laddr, dst), counters=Counters())
         sk.conn = conn
+        sk.tx_csum_offload = offload
         self.after_engine(sk)
 
     # ------------------------------------------------------------------ input
@@ -427,13 +430,26 @@ class TcpLayer:
                         seg = outbox.popleft()  # atomic: deque.popleft
                     except IndexError:
                         break
-                    self._transmit(wire(sk.laddr), wire(sk.faddr), seg, sk.bound_dev)
+                    self._transmit(wire(sk.laddr), wire(sk.faddr), seg, sk.bound_dev,
+                                   sk.tx_csum_offload)
             finally:
                 xmit.release()
 
-    def _transmit(self, src: bytes, dst: bytes, seg: tcp.Repr, oif: int = 0) -> None:
+    def _tx_offload(self, dst: bytes) -> bool:
+        entry = self.host.dst_cache.lookup(dst)
+        if entry is None:
+            return False
+        try:
+            return _offloads(self.host, entry, dst, self.host.ip.is_local(dst))
+        finally:
+            entry.release()
+
+    def _transmit(self, src: bytes, dst: bytes, seg: tcp.Repr, oif: int = 0,
+                  offload: bool = False) -> None:
+        """One segment to IP.  ``offload``: the connection's link does checksums (a clean
+        in-memory link or loopback, as a NIC would): the field is left zero."""
         def build(source: bytes, dest: bytes) -> bytes:
-            return seg.build(src=source, dst=dest)
+            return seg.build(src=source, dst=dest, checksum=not offload)
 
         self.host.ip.output(src, dst, tcp.PROTOCOL, build, oif=oif)
 
@@ -611,7 +627,8 @@ class TcpLayer:
         if closed:
             return
         want_cookie = False
-        if tuning.tcp_syncookies == 2 or qlen >= max(max_backlog, 1):
+        if (tuning.tcp_syncookies == 2 or qlen >= max(max_backlog, 1)
+                or qlen >= tuning.tcp_max_syn_backlog):
             if not tuning.tcp_syncookies:
                 counters.inc("TcpExtTCPReqQFullDrop")
                 counters.inc("TcpExtListenDrops")
@@ -705,6 +722,7 @@ class TcpLayer:
         child.conn = conn
         child.state = _TABLE_STATE[conn.state]
         child.listener = lsk
+        child.tx_csum_offload = self._tx_offload(info.src)
         with lsk.rskq_lock:
             if lsk.listen_closed:
                 return None
@@ -712,6 +730,7 @@ class TcpLayer:
             lsk.syn_qlen += 1
         with self._sockets_lock:
             self.sockets.add(child)
+        yield_point("tcp.child.before_hash")
         if not self._inherit_port(child, lsk) or not self.hashinfo.ehash.insert(child):
             self.hashinfo.bind.unbind(child)
             child.user_closed = True
@@ -752,6 +771,7 @@ class TcpLayer:
                 lsk.syn_qlen -= 1
             closed = lsk.listen_closed
             if not closed:
+                yield_point("tcp.child.before_publish")
                 lsk.acceptq.append(child)
         if closed:
             child.user_closed = True
@@ -844,6 +864,15 @@ class TcpLayer:
 
 _HARD_ERRORS = frozenset({errno.ECONNREFUSED, errno.ENETUNREACH, errno.EHOSTUNREACH,
                           errno.ENOPROTOOPT, errno.EACCES})
+
+
+def _offloads(host: Host, entry: Any, dst: bytes, local: bool) -> bool:
+    """May segments to ``dst`` leave their checksum to the link?  Only to loopback or
+    to an on-link peer over a link that offloads: a router would forward a zero
+    checksum onto links that verify it."""
+    if local:
+        return bool(host.loopback.checksum_offload)
+    return bool(entry.iface.checksum_offload and entry.next_hop == dst)
 
 
 def _family_form(family: int, addr: bytes) -> bytes:

@@ -88,6 +88,7 @@ class TcpSock(SockEntry):
                   by ``TcpLayer.flush`` with ``popleft`` (both atomic).
       acceptq, embryos, syn_qlen, listen_closed      guarded-by: rskq_lock (a leaf).
       wake_seq    guarded-by: wq's lock (a leaf); waiters sleep until it changes.
+      hold_*      guarded-by: wq's lock (owner-section statistics).
       state       the table state, one attribute store under the socket lock.
     Lock order: tcbinfo_lock (legacy) > bucket locks (bhash > bhash2 > ehash) > slock >
     rskq_lock > tcp_sock.wq > tcp_sock.poll.  slock is never held while transmitting.
@@ -99,7 +100,7 @@ class TcpSock(SockEntry):
         "listen_closed", "rskq_lock", "last_overflow_at", "rcvbuf", "sndbuf", "nodelay",
         "keepalive", "keepidle", "keepintvl", "keepcnt", "user_mss", "linger",
         "user_closed", "finished", "forgotten", "shutdown_rd", "poll", "hold_ns",
-        "hold_count", "hold_max_ns", "soft_err", "xmit",
+        "hold_count", "hold_max_ns", "soft_err", "xmit", "tx_csum_offload",
     )
 
     def __init__(self, layer: TcpLayer, family: int) -> None:
@@ -138,11 +139,12 @@ class TcpSock(SockEntry):
         self.forgotten = False  # guarded-by: layer._sockets_lock
         self.shutdown_rd = False
         self.poll: PollFd | None = None
-        self.hold_ns = 0  # owner: the socket-lock owner (one at a time)
-        self.hold_count = 0
-        self.hold_max_ns = 0
+        self.hold_ns = 0  # guarded-by: wq
+        self.hold_count = 0  # guarded-by: wq
+        self.hold_max_ns = 0  # guarded-by: wq
         self.soft_err = 0
         self.xmit = XMIT_LOCK.new()
+        self.tx_csum_offload = False  # the route's link offloads checksums (set at connect)
 
     # ------------------------------------------------------------------ socket lock
     def _backlog_limit(self) -> int:
@@ -168,10 +170,11 @@ class TcpSock(SockEntry):
         """release_sock (processing the backlog), then record the owner section."""
         self.sl.release_sock()
         held = perf_counter_ns() - since
-        self.hold_ns += held
-        self.hold_count += 1
-        if held > self.hold_max_ns:
-            self.hold_max_ns = held
+        with self.wq:  # the next owner may already run: account under a leaf lock
+            self.hold_ns += held
+            self.hold_count += 1
+            if held > self.hold_max_ns:
+                self.hold_max_ns = held
         self.layer.record_hold(held)
         self.layer.post(self)
 
@@ -179,9 +182,10 @@ class TcpSock(SockEntry):
         """Owner-section hold times and the deepest backlog seen (for the seed-001 lab)."""
         with self.sl.slock:
             backlog_max, drops = self.sl.backlog_max_seen, self.sl.backlog_drops
-        return {"holds": self.hold_count, "hold_ns_total": self.hold_ns,
-                "hold_ns_max": self.hold_max_ns, "backlog_max_bytes": backlog_max,
-                "backlog_drops": drops}
+        with self.wq:
+            holds, total, longest = self.hold_count, self.hold_ns, self.hold_max_ns
+        return {"holds": holds, "hold_ns_total": total, "hold_ns_max": longest,
+                "backlog_max_bytes": backlog_max, "backlog_drops": drops}
 
     # ------------------------------------------------------------------ waking and polling
     def wakeup(self) -> None:
@@ -288,8 +292,8 @@ class TcpSock(SockEntry):
                     raise oserror(errno.EALREADY)
                 if conn.state is not CState.CLOSED:
                     raise oserror(errno.EISCONN)
-                if self.tb is not None or self.sk_hash:
-                    raise oserror(errno.EISCONN)  # a finished connection still tearing down
+                if not self.finished:
+                    raise oserror(errno.EALREADY)  # the failed attempt is still tearing down
                 self.conn = None  # a failed attempt: start over (tcp_disconnect)
                 self.finished = False
             self.layer.connect_locked(self, addr, port)
