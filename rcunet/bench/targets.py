@@ -45,7 +45,8 @@ LOOPBACK = {4: "127.0.0.1", 6: "::1"}
 GRACE_SECONDS = 2.0  # after the deadline, wait this long before unsticking flows
 STALL_SECONDS = 5.0  # count mode: no progress for this long unsticks flows
 PROGRESS_AFTER = 3  # runs longer than this many seconds show a progress line on a tty
-CONTROL_TIMEOUT = 30.0
+CONTROL_TIMEOUT = 30.0  # for the server's answers
+CONNECT_TIMEOUT = 5.0  # for reaching the server at all
 
 
 # ============================================================================== targets
@@ -284,9 +285,10 @@ def _run_client(opts: argparse.Namespace, log: neper.Log) -> int:
     target = KernelTarget()
     try:
         control = socket.create_connection((opts.host, int(opts.control_port)),
-                                           timeout=CONTROL_TIMEOUT)
+                                           timeout=CONNECT_TIMEOUT)
+        control.settimeout(CONTROL_TIMEOUT)
     except OSError as exc:
-        reason = exc.strerror or str(exc)
+        reason = exc.strerror or str(exc) or type(exc).__name__
         raise NeperError(f"cannot reach {opts.host} port {opts.control_port}: {reason}") \
             from None
     with control, control.makefile("r", encoding="utf-8") as reader:

@@ -166,7 +166,14 @@ class _ClientFlow:
 
 class Client:
     """The client side: connect the flows, run ``-T`` threads until the budget is
-    spent or ``stop`` is set, close the flows."""
+    spent or ``stop`` is set, close the flows.
+
+    Concurrency: each flow (its socket, its FlowStats) belongs to one worker thread.  The
+    controlling thread only sets ``stop`` (an Event), reads ``stats.things`` for progress
+    (one attribute load; a stale count is fine), and calls ``unstick()``, whose
+    ``shutdown()`` from another thread is the socket API's way to wake a blocked recv.
+    Errors go to ``run.errors`` (list.append is atomic); results are read after join().
+    """
 
     def __init__(self, plan: Plan, make_socket: MakeSocket, addresses: Sequence[Address],
                  stop: threading.Event) -> None:
@@ -363,7 +370,15 @@ class ConnectError(Exception):
 # ============================================================================== server
 class Server:
     """The server side: one listener per data port (TCP) or one socket per flow (UDP),
-    a thread per flow (accept threads for tcp_crr), until ``stop()``."""
+    a thread per flow (accept threads for tcp_crr), until ``stop()``.
+
+    Concurrency: a flow's socket and FlowStats belong to its thread.  ``_threads_lock``
+    guards ``_threads`` and ``run.flows`` (appended by acceptor threads, read by
+    ``stop()``/``events()``); ``_conns`` and ``run.errors`` are append-only lists
+    (list.append is atomic) read in full after the threads are joined (or, to shut
+    sockets down, while some are still blocked).  ``stopping`` (an Event) tells every
+    thread that wakes up to return.
+    """
 
     def __init__(self, plan: Plan, make_socket: MakeSocket, bind_host: str,
                  base_port: int) -> None:
@@ -585,7 +600,9 @@ class Server:
         return not any(t.is_alive() for t in threads)
 
     def events(self) -> int:
-        return sum(stats.things for stats in list(self.run.flows))
+        with self._threads_lock:
+            flows = list(self.run.flows)
+        return sum(stats.things for stats in flows)
 
     def close(self) -> None:
         for sock in self._conns + self._sockets:

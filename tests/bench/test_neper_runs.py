@@ -187,6 +187,21 @@ def test_client_and_server_processes_swap_throughput(capsys: pytest.CaptureFixtu
     assert server_values["remote_throughput"] == values["local_throughput"]
 
 
+def test_a_server_for_another_workload_refuses_the_client(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    control = free_port()
+    server = start_server("udp_rr", "-C", str(control), "-H", "127.0.0.1")
+    try:
+        status, _values, err = bench(capsys, "tcp_rr", "--target", "kernel", "-c", "-H",
+                                     "127.0.0.1", "-C", str(control), "-l", "1")
+        _out, server_err = server.communicate(timeout=30)
+    finally:
+        server.kill()
+    assert status == 1
+    assert "server: this server runs udp_rr, the client asked for tcp_rr" in err
+    assert server.returncode == 1 and "Traceback" not in server_err
+
+
 def test_unreachable_server_is_one_line_and_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
     status, _values, err = bench(capsys, "tcp_rr", "--target", "kernel", "-c", "-H",
                                  "127.0.0.1", "-C", str(free_port()), "-l", "1")
