@@ -765,13 +765,13 @@ class TcpLayer:
         child.listener = None
         if lsk is None:
             return
+        yield_point("tcp.child.before_publish")  # complete, not yet acceptable
         with lsk.rskq_lock:
             if child in lsk.embryos:
                 lsk.embryos.discard(child)
                 lsk.syn_qlen -= 1
             closed = lsk.listen_closed
             if not closed:
-                yield_point("tcp.child.before_publish")
                 lsk.acceptq.append(child)
         if closed:
             child.user_closed = True

@@ -1,0 +1,198 @@
+"""The seed mechanisms on the TCP socket layer, deterministic where possible:
+
+* seed 004: a child is invisible to accept() until its handshake completed; legacy mode
+  takes the global ``tcbinfo_lock`` on accept / SYN / teardown, modern never does;
+* seed 001: buffers consumed by recv() on a user thread go back to the receive worker
+  that allocated them (deferred) or are freed in place under the lock (legacy);
+* TIME_WAIT bucket limit, SO_REUSEPORT listeners, SYN timeout, routed paths, loopback.
+"""
+
+from __future__ import annotations
+
+import errno
+import socket
+import threading
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from tcp_helpers import (
+    B4,
+    accept,
+    connected_pair,
+    listener,
+    start_connect,
+    time_wait_entries,
+    transfer,
+    wait_eof,
+)
+
+from rcunet.host.network import Network
+from rcunet.host.tcp import TCBINFO_LOCK
+from rcunet.sync import hooks, lockstat
+from rcunet.tables.entry import State
+from rcunet.tuning import Tuning
+
+
+def test_child_is_not_acceptable_before_the_handshake_completes() -> None:
+    net, a, b = Network.two_hosts()
+    srv = listener(b, socket.AF_INET, B4, 8080)
+    seen: list[tuple[str, Any]] = []
+
+    def before_hash() -> None:
+        # the child exists (SYN_RECV) but accept() must not see it
+        with pytest.raises(BlockingIOError):
+            srv.accept()
+        seen.append(("before_hash", len(srv._sk.embryos)))
+
+    def before_publish() -> None:
+        child = srv._sk.embryos and next(iter(srv._sk.embryos))
+        assert not srv._sk.acceptq
+        with pytest.raises(BlockingIOError):
+            srv.accept()
+        seen.append(("before_publish", child))
+
+    with hooks.installed({"tcp.child.before_hash": before_hash,
+                          "tcp.child.before_publish": before_publish}):
+        cli = start_connect(a, socket.AF_INET, B4, 8080)
+        child = accept(net, srv)
+    assert [name for name, _ in seen] == ["before_hash", "before_publish"]
+    assert seen[0][1] == 1  # counted in the SYN queue before it is hashed
+    # when published, the child was complete: identity, port and ESTABLISHED
+    assert child.getpeername() == cli.getsockname()
+    assert child._sk.state == State.ESTABLISHED and child._sk.tb is not None
+    assert srv._sk.syn_qlen == 0 and not srv._sk.embryos
+    for s in (cli, child, srv):
+        s.close()
+
+
+@pytest.mark.parametrize("modern", [True, False])
+def test_global_lock_only_in_legacy_mode(modern: bool) -> None:
+    tuning = Tuning() if modern else replace(Tuning(), accept_no_global_lock=False)
+    net, a, b = Network.two_hosts(tuning=tuning)
+    with lockstat.collecting():
+        srv, cli, child = connected_pair(net, a, b)
+        cli.close()
+        wait_eof(net, child)
+        child.close()
+        net.run(1)
+        taken = lockstat.class_stats(TCBINFO_LOCK).acquisitions
+    if modern:
+        assert taken == 0
+    else:
+        assert taken >= 3  # SYN processing, accept, teardown
+    srv.close()
+
+
+@pytest.mark.parametrize("defer", [True, False])
+def test_recv_returns_buffers_to_the_allocating_worker(defer: bool) -> None:
+    tuning = replace(Tuning(), tcp_defer_free=defer)
+    net, a, b = Network.two_hosts(threaded=True, tuning=tuning)
+    net.start()
+    try:
+        srv = b.socket(socket.AF_INET, socket.SOCK_STREAM)
+        srv.bind((B4, 8080))
+        srv.listen(4)
+        cli = a.socket(socket.AF_INET, socket.SOCK_STREAM)
+        cli.connect((B4, 8080))
+        child, _ = srv.accept()
+        payload = b"d" * 3_000_000
+        sender = threading.Thread(target=cli.sendall, args=(payload,))
+        sender.start()
+        got = 0
+        while got < len(payload):  # this (user) thread consumes the worker's buffers
+            got += len(child.recv(65536))
+        sender.join(10)
+        deferred = b.tcp.deferred
+        pools = [p for p in _all_pools(b) if p.allocated.value()]
+        foreign = sum(p.recycled_foreign.value() for p in pools)
+        if defer:
+            assert deferred.deferred.value() > 100  # queued back to the worker...
+            assert foreign == 0  # ...which recycled them itself
+        else:
+            assert deferred.deferred.value() == 0
+            assert foreign > 100  # freed by the user thread, inside its lock section
+        for s in (cli, child, srv):
+            s.close()
+    finally:
+        net.close()
+
+
+def _all_pools(host: Any) -> list[Any]:
+    owners = host.tcp.deferred._owners  # test introspection
+    return [entry.recycle.__self__ for entry in owners.values()]
+
+
+def test_time_wait_bucket_limit() -> None:
+    net, a, b = Network.two_hosts(tuning=Tuning(tcp_max_tw_buckets=0))
+    srv, cli, child = connected_pair(net, a, b)
+    cli.close()
+    wait_eof(net, child)
+    child.close()
+    net.run(1)
+    assert not time_wait_entries(a)
+    assert a.counters.get("TcpExtTCPTimeWaitOverflow") == 1
+    assert a.tcp.hashinfo.bind.ports_in_use() == set()
+    srv.close()
+
+
+def test_reuseport_listeners_share_connections() -> None:
+    net, a, b = Network.two_hosts()
+    listeners = []
+    for _ in range(2):
+        srv = b.socket(socket.AF_INET, socket.SOCK_STREAM)
+        srv.settimeout(0)
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        srv.bind((B4, 8080))
+        srv.listen(64)
+        listeners.append(srv)
+    third = b.socket(socket.AF_INET, socket.SOCK_STREAM)
+    with pytest.raises(OSError) as info:
+        third.bind((B4, 8080))  # without SO_REUSEPORT the port is taken
+    assert info.value.errno == errno.EADDRINUSE
+    clients = [start_connect(a, socket.AF_INET, B4, 8080) for _ in range(16)]
+    net.run(0.5)
+    counts = [len(srv._sk.acceptq) for srv in listeners]
+    assert sum(counts) == 16 and all(counts)
+    for s in (*clients, *listeners, third):
+        s.close()
+
+
+def test_syn_timeout_gives_etimedout() -> None:
+    net, a, b = Network.two_hosts()
+    b.ip.handlers[6] = lambda info, payload: None  # b answers ARP but drops TCP
+    cli = start_connect(a, socket.AF_INET, B4, 8080)
+    net.run(200)  # 1+2+4+8+16+32+64 s of SYN retransmissions
+    assert cli.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == errno.ETIMEDOUT
+    assert a.counters.get("TcpExtTCPSynRetrans") == 6
+    cli.close()
+    assert not a.tcp.sockets
+
+
+def test_unresolvable_neighbour_gives_ehostunreach() -> None:
+    net, a, b = Network.two_hosts()
+    b.receive = lambda iface, frame: None  # type: ignore[method-assign]  # b is gone
+    cli = start_connect(a, socket.AF_INET, B4, 8080)
+    net.run(30)
+    # ARP fails; the local host-unreachable error aborts the SYN_SENT socket (Linux)
+    assert cli.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == errno.EHOSTUNREACH
+    cli.close()
+    assert not a.tcp.sockets
+
+
+def test_routed_path_and_loopback() -> None:
+    net, a, r, b = Network.routed()
+    srv = listener(b, socket.AF_INET, "10.2.0.2", 8080)
+    cli = start_connect(a, socket.AF_INET, "10.2.0.2", 8080)
+    child = accept(net, srv)
+    data = bytes(range(256)) * 2000
+    assert transfer(net, cli, child, data) == data
+    assert b.counters.get("TcpInCsumErrors") == 0
+    # loopback on one host: checksums are offloaded, data still intact
+    lsrv = listener(a, socket.AF_INET, "127.0.0.1", 9000)
+    lcli = start_connect(a, socket.AF_INET, "127.0.0.1", 9000)
+    lchild = accept(net, lsrv)
+    assert lcli._sk.tx_csum_offload and not cli._sk.tx_csum_offload
+    assert transfer(net, lchild, lcli, data) == data
+    for s in (cli, child, srv, lcli, lchild, lsrv):
+        s.close()
