@@ -97,7 +97,8 @@ class Net:
 
     def __init__(self, *, seed: int = 0, delay: int = 10 * MS, imp: Impairments | None = None,
                  client_opts: Options | None = None, server_opts: Options | None = None,
-                 start: bool = True) -> None:
+                 start: bool = True, client_iss: int = ISS_REMOTE, server_iss: int = ISS_LOCAL,
+                 client_ts_offset: int = 777, server_ts_offset: int = 99_999) -> None:
         self.now = 0
         self.delay = delay
         self.imp = imp or Impairments()
@@ -111,9 +112,11 @@ class Net:
         self.server: Connection | None = None
         self.client_events: list[object] = []
         self.server_events: list[object] = []
+        self.server_iss = server_iss
+        self.server_ts_offset = server_ts_offset
         self.client = Connection.connect(local_port=REMOTE_PORT, remote_port=LOCAL_PORT,
-                                         iss=ISS_REMOTE, now=0, options=self.client_opts,
-                                         ts_offset=777)
+                                         iss=client_iss, now=0, options=self.client_opts,
+                                         ts_offset=client_ts_offset)
         if start:
             self.flush()
 
@@ -152,8 +155,9 @@ class Net:
         elif self.server is None:
             action = listen_action(s)
             if action is ListenAction.SYN:
-                self.server = Connection.accept_syn(s, iss=ISS_LOCAL, now=self.now,
-                                                    options=self.server_opts, ts_offset=99_999)
+                self.server = Connection.accept_syn(s, iss=self.server_iss, now=self.now,
+                                                    options=self.server_opts,
+                                                    ts_offset=self.server_ts_offset)
             elif action is ListenAction.RESET and s.checksum_ok is not False:
                 reply = reset_for(s)
                 if reply is not None:
@@ -224,6 +228,8 @@ def transfer(net: Net, data: bytes, *, chunk: int = 65536, timeout: int = 600 * 
         if srv is not None and srv.at_eof:
             eof = True
             break
+        if srv is not None and srv.readable:
+            continue  # the application still has bytes to read before the network matters
         if net.now > deadline or not net.step():
             break
     assert eof, f"no EOF: sent {sent}/{len(data)}, received {len(received)}, " \

@@ -351,3 +351,17 @@ def test_options_from_tuning_use_linux_sysctl_names() -> None:
     opts = Options.from_tuning(Tuning(tcp_sack=False, tcp_fin_timeout=30.0), mss=1400)
     assert not opts.sack and opts.mss == 1400 and opts.fin_timeout == 30 * SECOND
     assert opts.rcvbuf == Tuning().tcp_rmem[1] and opts.congestion_control == "cubic"
+
+
+def test_paws_tolerates_one_tick_and_reordered_pure_acks_like_linux() -> None:
+    conn = established(plain_options(timestamps=True))
+    conn.on_segment(seg(payload=b"a", timestamp=(2000, 0)), 0)
+    conn.take_segments()
+    conn.on_segment(seg(seq=R1 + 1, payload=b"b", timestamp=(1999, 0)), MS)  # TCP_PAWS_WINDOW
+    assert conn.readable == 2 and conn.counters["TcpExtPAWSEstab"] == 0
+    # a reordered pure duplicate ACK, 10 ms older: tcp_disordered_ack lets it through
+    conn.on_segment(seg(seq=R1 + 2, timestamp=(1990, 0)), 2 * MS)
+    assert conn.counters["TcpExtPAWSEstab"] == 0
+    # the same age on a data segment is an old duplicate: dropped
+    conn.on_segment(seg(seq=R1 + 2, payload=b"c", timestamp=(1990, 0)), 3 * MS)
+    assert conn.readable == 2 and conn.counters["TcpExtPAWSEstab"] == 1

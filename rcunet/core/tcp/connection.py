@@ -76,6 +76,8 @@ MS = 1_000_000
 MAX_WSCALE = 14
 #: RFC 7323 §5.5: TS.Recent is invalid after 24 days of idleness.
 PAWS_IDLE_LIMIT = 24 * 86400 * SECOND
+#: Linux TCP_PAWS_WINDOW: TSvals this many ticks older than TS.Recent still pass PAWS.
+PAWS_WINDOW = 1
 #: Bytes of option space a timestamp takes on every segment (RFC 7323 §3.2, aligned).
 TS_OPTION_LEN = 12
 #: Synchronized states in which an ABORT sends RST (RFC 9293 §3.10.5).
@@ -549,7 +551,7 @@ class Connection:
         length = seg_len(seg)
         # RFC 7323 §5.3 R1: PAWS, before the sequence check.
         if (t.ts_ok and seg.timestamp is not None and not flags & RST
-                and self._paws_reject(seg, now)):
+                and self._paws_discard(seg, now)):
             self.counters.add("TcpExtPAWSEstab")
             self._send_dupack(seg, now, "TcpExtTCPACKSkippedPAWS")
             return
@@ -648,13 +650,40 @@ class Connection:
         off = sub(seq, self.tcb.rcv_nxt)
         return 0 <= off < wnd
 
-    def _paws_reject(self, seg: tcp.Repr, now: int) -> bool:
-        """RFC 7323 §5.3 R1: TSval older than TS.Recent (unless TS.Recent went stale, §5.5)."""
+    def _paws_reject(self, seg: tcp.Repr, now: int, window: int = 0) -> bool:
+        """RFC 7323 §5.3 R1: TSval older than TS.Recent (unless TS.Recent went stale, §5.5).
+
+        Linux tcp_paws_check: ``window`` ticks of slack, and no check while TS.Recent is 0.
+        """
         t = self.tcb
         assert seg.timestamp is not None
         if t.ts_recent_stamp is not None and now - t.ts_recent_stamp > PAWS_IDLE_LIMIT:
             return False
-        return lt(seg.timestamp[0], t.ts_recent)
+        return t.ts_recent != 0 and sub(t.ts_recent, seg.timestamp[0]) > window
+
+    def _paws_discard(self, seg: tcp.Repr, now: int) -> bool:
+        """Linux tcp_paws_discard: PAWS with one tick of slack, sparing "disordered" ACKs.
+
+        A pure duplicate ACK that changes nothing and is at most one RTO older than
+        TS.Recent is a reordered ACK, not an old duplicate: dropping it would only lose
+        a dupack (Linux tcp_disordered_ack).
+        """
+        if not self._paws_reject(seg, now, window=PAWS_WINDOW):
+            return False
+        t = self.tcb
+        assert seg.timestamp is not None
+        disordered = (seg.flags & (ACK | SYN | FIN | RST) == ACK and not seg.payload
+                      and seg.seq == t.rcv_nxt and seg.ack == t.snd_una
+                      and not self._may_update_window(seg)
+                      and sub(t.ts_recent, seg.timestamp[0]) <= self.rto.rto // MS)
+        return not disordered
+
+    def _may_update_window(self, seg: tcp.Repr) -> bool:
+        """Linux tcp_may_update_window: would this ACK change SND.WND?"""
+        t = self.tcb
+        window = seg.window << t.snd_wscale
+        return (gt(seg.ack, t.snd_una) or gt(seg.seq, t.snd_wl1)
+                or (seg.seq == t.snd_wl1 and (window > t.snd_wnd or window == 0)))
 
     def _update_ts_recent(self, seg: tcp.Repr, now: int) -> None:
         """RFC 7323 §4.3 (2): TSval >= TS.Recent and SEG.SEQ =< Last.ACK.sent.
