@@ -359,9 +359,13 @@ def test_paws_tolerates_one_tick_and_reordered_pure_acks_like_linux() -> None:
     conn.take_segments()
     conn.on_segment(seg(seq=R1 + 1, payload=b"b", timestamp=(1999, 0)), MS)  # TCP_PAWS_WINDOW
     assert conn.readable == 2 and conn.counters["TcpExtPAWSEstab"] == 0
-    # a reordered pure duplicate ACK, 10 ms older: tcp_disordered_ack lets it through
+    conn.on_segment(seg(seq=R1 + 2, timestamp=(2000, 0)), 2 * MS)  # pure ACK: SND.WL1 = R1+2
+    # a reordered pure duplicate ACK, 10 ms older, changing nothing: tcp_disordered_ack
     conn.on_segment(seg(seq=R1 + 2, timestamp=(1990, 0)), 2 * MS)
     assert conn.counters["TcpExtPAWSEstab"] == 0
+    # ... but not if it would change the window
+    conn.on_segment(seg(seq=R1 + 2, window=0, timestamp=(1990, 0)), 2 * MS)  # closes it
+    assert conn.counters["TcpExtPAWSEstab"] == 1
     # the same age on a data segment is an old duplicate: dropped
     conn.on_segment(seg(seq=R1 + 2, payload=b"c", timestamp=(1990, 0)), 3 * MS)
-    assert conn.readable == 2 and conn.counters["TcpExtPAWSEstab"] == 1
+    assert conn.readable == 2 and conn.counters["TcpExtPAWSEstab"] == 2
