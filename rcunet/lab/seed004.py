@@ -1,0 +1,377 @@
+"""Seed 004 through whole Hosts: short-lived connections and accept() with no global lock.
+
+Julien Charbon's FreeBSD work (seed 004, reference §7.2): FreeBSD 9.2 took the global
+``INP_INFO`` lock in ``tcp_usr_accept`` only as a barrier against a socket published in the
+listen queue before its fields were set, and on SYN processing and teardown as well; short
+connections spread over many cores then queued on that one lock.  The fix publishes a new
+connection only when it is fully initialised, so accept() needs just the socket's own lock.
+
+Here ``clients`` threads on host ``a`` each run tcp_crr transactions back to back —
+connect, a ``request_size`` request, a ``response_size`` response, close — against one
+listener on host ``b`` served by ``acceptors`` threads (accept, recv, send, close: the
+server closes first and keeps the TIME_WAIT, so client ports never run out).  Legacy
+(``Tuning.accept_no_global_lock`` off) takes the global ``tcbinfo_lock`` on accept, SYN
+processing and teardown; modern takes none.  Measured: connections/s, the latency of each
+transaction (a neper tcp_crr block), and the lock statistics of ``tcbinfo_lock``.  Checked:
+every connection the clients completed was served exactly once and counted by both hosts,
+and afterwards no socket, table entry or port is left behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import threading
+import time
+from typing import Any
+
+from rcunet.bench import neper
+from rcunet.host.network import Network
+from rcunet.host.tcp import TCBINFO_LOCK
+from rcunet.lab.common import MODES, alternate, interpreter, ratio, tuning_for, with_lockstat
+from rcunet.lab.report import cover_letter, lock_stat_section, neper_lines
+from rcunet.lab.seed001 import (
+    add_common_options,
+    extra_reports,
+    to_json,
+    with_switch_interval,
+)
+from rcunet.sync.lock import all_classes
+
+SERVER = "10.0.0.2"
+PORT = 8080
+ACCEPT_POLL = 0.05  # acceptors wake this often to see the stop flag
+IO_TIMEOUT = 10.0
+SETTLE_TIMEOUT = 5.0
+PERCENTILES = (50.0, 90.0, 99.0)
+
+
+def _serve(conn: Any, request_size: int, response: bytes) -> None:
+    with conn:
+        conn.settimeout(IO_TIMEOUT)
+        got = 0
+        while got < request_size:
+            data = conn.recv(request_size - got)
+            if not data:
+                raise ConnectionError("client closed before its request was complete")
+            got += len(data)
+        conn.sendall(response)
+
+
+def _transaction(a: Any, request: bytes, response_size: int) -> None:
+    with a.socket(socket.AF_INET, socket.SOCK_STREAM) as cli:
+        cli.settimeout(IO_TIMEOUT)
+        cli.connect((SERVER, PORT))
+        cli.sendall(request)
+        got = 0
+        while data := cli.recv(65536):
+            got += len(data)
+        if got != response_size:
+            raise ConnectionError(f"response of {got} bytes, expected {response_size}")
+
+
+def _wait(predicate: Any, timeout: float = SETTLE_TIMEOUT) -> bool:
+    end = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def run_crr(mode: str, duration: float = 1.0, *, acceptors: int = 4, clients: int = 4,
+            request_size: int = 1, response_size: int = 1) -> dict[str, Any]:
+    """One run of ``duration`` seconds; see the module docstring."""
+    net, a, b = Network.two_hosts(threaded=True, tuning=tuning_for(mode))
+    net.start()
+    try:
+        srv = b.socket(socket.AF_INET, socket.SOCK_STREAM)
+        srv.bind((SERVER, PORT))
+        srv.listen(128)
+        srv.settimeout(ACCEPT_POLL)
+        result = _churn(a, srv, duration, acceptors, clients, request_size, response_size)
+        result["mode"] = mode
+        result["passive_opens"] = b.counters.get("TcpPassiveOpens")
+        result["active_opens"] = a.counters.get("TcpActiveOpens")
+        result["settled"] = _wait(lambda: not a.tcp.sockets and b.tcp.sockets == {srv._sk})
+        result["client_ports_in_use"] = len(a.tcp.hashinfo.bind.ports_in_use())
+        result["nstat"] = {**b.counters.nonzero()}
+        srv.close()
+        b.tcp.close_all()  # the server's TIME_WAIT entries go too
+        result["leaks"] = _leaks(a, b)
+        result["rx_exceptions"] = a.counters.get("RcunetRxExceptions") + b.counters.get(
+            "RcunetRxExceptions")
+        return result
+    finally:
+        net.close()
+
+
+def _leaks(*hosts: Any) -> dict[str, int]:
+    """What is left after everything closed: sockets, ehash entries, ports, listeners."""
+    return {
+        "sockets": sum(len(h.tcp.sockets) for h in hosts),
+        "ehash": sum(len(h.tcp.hashinfo.ehash) for h in hosts),
+        "ports": sum(len(h.tcp.hashinfo.bind.ports_in_use()) for h in hosts),
+        "listeners": sum(len(h.tcp.hashinfo.listen.listeners()) for h in hosts),
+    }
+
+
+def _churn(a: Any, srv: Any, duration: float, acceptors: int, clients: int,
+           request_size: int, response_size: int) -> dict[str, Any]:
+    stop = threading.Event()
+    served = [0] * acceptors
+    done = [0] * clients
+    errors: list[BaseException] = []
+    response = b"r" * response_size
+    request = b"q" * request_size
+    clock = neper.ThreadClock(max(duration / 10, 0.01))
+    flows = [neper.FlowStats(i, i, clock, keep_latency=True) for i in range(clients)]
+
+    def acceptor(index: int) -> None:
+        try:
+            while not stop.is_set():
+                try:
+                    conn, _ = srv.accept()
+                except TimeoutError:
+                    continue
+                _serve(conn, request_size, response)
+                served[index] += 1  # owner: this acceptor thread
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    def client(index: int, deadline: float) -> None:
+        flow = flows[index]
+        try:
+            while time.monotonic() < deadline:
+                began = time.perf_counter()
+                _transaction(a, request, response_size)
+                flow.event(neper.monotonic_ns(), 1, time.perf_counter() - began)
+                done[index] += 1  # owner: this client thread
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            flow.finish(neper.monotonic_ns())
+
+    servers = [threading.Thread(target=acceptor, args=(i,), name=f"acceptor-{i}")
+               for i in range(acceptors)]
+    for thread in servers:
+        thread.start()
+    usage_start = neper.Usage.now()
+    began = time.perf_counter()
+    deadline = time.monotonic() + duration
+    workers = [threading.Thread(target=client, args=(i, deadline), name=f"crr-client-{i}")
+               for i in range(clients)]
+    for thread in workers:
+        thread.start()
+    for thread in workers:
+        thread.join()
+    elapsed = time.perf_counter() - began
+    usage_end = neper.Usage.now()
+    # A connection the clients finished was served: its response arrived before the EOF.
+    _wait(lambda: sum(served) >= sum(done))
+    stop.set()
+    for thread in servers:
+        thread.join()
+    if errors:
+        raise RuntimeError(f"seed004: {len(errors)} transaction(s) failed, first: "
+                           f"{errors[0]!r}") from errors[0]
+    completed = sum(done)
+    return {
+        "connections": completed,
+        "served": sum(served),
+        "served_per_acceptor": served,
+        "elapsed": elapsed,
+        "rate": completed / elapsed if elapsed else 0.0,
+        "neper": neper_lines("tcp_crr", flows, usage_start, usage_end, PERCENTILES),
+    }
+
+
+def _checked(run: dict[str, Any]) -> dict[str, Any]:
+    problems = []
+    n = run["connections"]
+    if not (n == run["served"] == run["passive_opens"] == run["active_opens"]):
+        problems.append(f"completed {n}, served {run['served']}, passive opens "
+                        f"{run['passive_opens']}, active opens {run['active_opens']}")
+    if not run["settled"] or any(run["leaks"].values()) or run["client_ports_in_use"]:
+        problems.append(f"left behind: {run['leaks']}, client ports "
+                        f"{run['client_ports_in_use']}, settled {run['settled']}")
+    if run["rx_exceptions"]:
+        problems.append(f"{run['rx_exceptions']} receive-path exceptions")
+    if problems:
+        raise RuntimeError(f"seed004 {run['mode']}: " + "; ".join(problems))
+    return run
+
+
+def run_lab(duration: float = 1.0, rounds: int = 3, *, acceptors: int = 4, clients: int = 4,
+            request_size: int = 1, response_size: int = 1,
+            lockstat_duration: float | None = None) -> dict[str, Any]:
+    best: dict[str, dict[str, Any]] = {}
+
+    def run_one(mode: str, seconds: float) -> dict[str, Any]:
+        return _checked(run_crr(mode, seconds, acceptors=acceptors, clients=clients,
+                                request_size=request_size, response_size=response_size))
+
+    def measure(mode: str) -> float:
+        run = run_one(mode, duration)
+        if mode not in best or run["rate"] > best[mode]["rate"]:
+            best[mode] = run
+        return float(run["rate"])
+
+    rates = alternate(measure, rounds)
+    locks: dict[str, Any] = {}
+    seconds = lockstat_duration if lockstat_duration is not None else max(duration / 2, 0.1)
+    for mode in MODES:
+        _, locks[mode] = with_lockstat(lambda mode=mode: run_one(mode, seconds), all_classes())
+    return {
+        "interpreter": interpreter(),
+        "params": {"duration": duration, "rounds": rounds, "acceptors": acceptors,
+                   "clients": clients, "request_size": request_size,
+                   "response_size": response_size},
+        "legacy": rates["legacy"],
+        "modern": rates["modern"],
+        "ratio": ratio(rates["modern"], rates["legacy"]),
+        "runs": best,
+        "lockstat": locks,
+        "global_lock": {mode: _class_summary(locks[mode].get(TCBINFO_LOCK.name))
+                        for mode in MODES},
+    }
+
+
+def _class_summary(stats: Any) -> dict[str, int]:
+    if stats is None:
+        return {"acquisitions": 0, "contentions": 0, "wait_total_ns": 0, "hold_total_ns": 0}
+    return {"acquisitions": stats.acquisitions, "contentions": stats.contentions,
+            "wait_total_ns": stats.wait_total, "hold_total_ns": stats.hold_total}
+
+
+def scaling(threads: tuple[int, ...] = (1, 2, 4), duration: float = 1.0,
+            rounds: int = 1) -> dict[int, dict[str, float]]:
+    """Connections/s against -T (acceptors = clients = T), legacy and modern."""
+    series: dict[int, dict[str, float]] = {}
+    for t in threads:
+        series[t] = alternate(
+            lambda mode, t=t: float(_checked(run_crr(mode, duration, acceptors=t,
+                                                      clients=t))["rate"]), rounds)
+    return series
+
+
+def command_line(params: dict[str, Any]) -> str:
+    return (f"rcunet lab seed004 -T {params['acceptors']} --clients {params['clients']} "
+            f"--duration {params['duration']} --rounds {params['rounds']} "
+            f"-Q {params['request_size']} -R {params['response_size']}")
+
+
+def report(result: dict[str, Any]) -> str:
+    legacy, modern = result["runs"]["legacy"], result["runs"]["modern"]
+    gl, gm = result["global_lock"]["legacy"], result["global_lock"]["modern"]
+    p = result["params"]
+    summary = [
+        f"{'':36}{'legacy':>14}{'modern':>14}{'ratio':>9}",
+        f"{'connections/s':36}{result['legacy']:>14,.0f}{result['modern']:>14,.0f}"
+        f"{result['ratio']:>8.2f}x",
+        f"{'tcbinfo_lock acquisitions':36}{gl['acquisitions']:>14,}{gm['acquisitions']:>14,}",
+        f"{'tcbinfo_lock contentions':36}{gl['contentions']:>14,}{gm['contentions']:>14,}",
+        f"{'tcbinfo_lock wait total (us)':36}{gl['wait_total_ns'] / 1e3:>14,.1f}"
+        f"{gm['wait_total_ns'] / 1e3:>14,.1f}",
+    ]
+    notes = [
+        f"Checks: every completed connection was served once and counted by both hosts "
+        f"(legacy {legacy['connections']:,}, modern {modern['connections']:,}); nothing "
+        f"left behind (sockets, ehash entries, ports, listeners) after close.",
+        f"{p['acceptors']} accepting threads on one listener, {p['clients']} client threads; "
+        f"the lock_stat figures come from one extra run per mode with statistics on.",
+    ]
+    return cover_letter(
+        "seed 004: short-lived connections, accept() without a global lock",
+        interpreter=result["interpreter"], commands=[command_line(p)], summary=summary,
+        before=legacy["neper"], after=modern["neper"],
+        lock_stat=lock_stat_section(result["lockstat"]["legacy"],
+                                    result["lockstat"]["modern"]),
+        seed="seed004", notes=notes)
+
+
+def plot_metrics(result: dict[str, Any]) -> list[Any]:
+    from rcunet.lab.plot import Metric
+
+    gl, gm = result["global_lock"]["legacy"], result["global_lock"]["modern"]
+    return [
+        Metric("connections/s", result["legacy"], result["modern"], "connections/s"),
+        Metric("tcbinfo_lock acquisitions", gl["acquisitions"], gm["acquisitions"], "count"),
+    ]
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-T", "--num-threads", dest="acceptors", type=int, default=4,
+                        help="accepting threads on the listener (default 4)")
+    parser.add_argument("--clients", type=int, default=4, help="client threads (default 4)")
+    parser.add_argument("--duration", type=float, default=1.0, help="seconds per run")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
+    parser.add_argument("-Q", "--request-size", type=int, default=1)
+    parser.add_argument("-R", "--response-size", type=int, default=1)
+    parser.add_argument("--scale", metavar="T,T,...",
+                        help="also measure connections/s at these -T values (plotted with "
+                             "--plot)")
+    add_common_options(parser)
+
+
+def _thread_counts(text: str) -> tuple[int, ...]:
+    try:
+        counts = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise SystemExit(f"--scale takes thread counts like 1,2,4, not {text!r}") from None
+    if not counts or min(counts) <= 0:
+        raise SystemExit("--scale needs positive thread counts")
+    return counts
+
+
+def scaling_report(series: dict[int, dict[str, float]]) -> str:
+    lines = [f"{'-T':>4}{'legacy conn/s':>16}{'modern conn/s':>16}{'ratio':>9}"]
+    for t in sorted(series):
+        row = series[t]
+        lines.append(f"{t:>4}{row['legacy']:>16,.0f}{row['modern']:>16,.0f}"
+                     f"{ratio(row['modern'], row['legacy']):>8.2f}x")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    for name in ("acceptors", "clients", "duration", "rounds", "request_size",
+                 "response_size"):
+        if getattr(args, name) <= 0:
+            raise SystemExit(f"--{name.replace('_', '-')} must be positive")
+    counts = _thread_counts(args.scale) if args.scale else ()
+
+    def body() -> tuple[dict[str, Any], dict[int, dict[str, float]]]:
+        result = run_lab(args.duration, args.rounds, acceptors=args.acceptors,
+                         clients=args.clients, request_size=args.request_size,
+                         response_size=args.response_size)
+        series = scaling(counts, args.duration, 1) if counts else {}
+        return result, series
+
+    result, series = with_switch_interval(args.switch_interval, body)
+    if args.json:
+        slim = to_json(result)
+        if series:
+            slim["scaling"] = series
+        print(json.dumps(slim))
+    else:
+        print(report(result))
+        if series:
+            print()
+            print(scaling_report(series))
+        extra = extra_reports(result, show_lockstat=args.lockstat, show_nstat=args.nstat)
+        if extra:
+            print()
+            print(extra)
+    if args.plot:
+        from rcunet.lab.plot import before_after_bars
+        from rcunet.lab.plot import scaling as plot_scaling
+
+        before_after_bars(args.plot, "seed 004: short-lived connections",
+                          plot_metrics(result))
+        if series:
+            stem = args.plot[:-4] if args.plot.endswith(".png") else args.plot
+            plot_scaling(f"{stem}-scaling.png", "seed 004: connections/s against -T",
+                         series, ylabel="connections/s")
+    return 0
+
