@@ -23,6 +23,21 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+#: The arguments being parsed, so nested dispatchers (bench, lab) import only the module
+#: the command line names.
+CURRENT_ARGV: list[str] = []
+
+
+def chosen_after(word: str, names: dict[str, object]) -> str | None:
+    """The first positional argument after ``word`` in ``CURRENT_ARGV``, if it is one of
+    ``names`` (None: import every module, e.g. for ``--help``)."""
+    argv = CURRENT_ARGV
+    if word not in argv:
+        return None
+    rest = [arg for arg in argv[argv.index(word) + 1 :] if not arg.startswith("-")]
+    return rest[0] if rest and rest[0] in names else None
+
+
 class UsageError(Exception):
     """A command-line mistake: printed as one line, exit status 2."""
 
@@ -57,6 +72,7 @@ def _chosen_command(argv: list[str] | None) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
+    CURRENT_ARGV[:] = argv
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     if args.command is None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import sys
+
+from rcunet.cli import chosen_after
 
 # workload -> (module, one-line help)
 WORKLOADS: dict[str, tuple[str, str]] = {
@@ -20,20 +21,9 @@ WORKLOADS: dict[str, tuple[str, str]] = {
 }
 
 
-def _chosen_workload() -> str | None:
-    """The workload named on the command line, so only its module is imported."""
-    argv = sys.argv[1:]
-    if "bench" in argv:
-        rest = argv[argv.index("bench") + 1 :]
-        names = [arg for arg in rest if not arg.startswith("-")]
-        if names and names[0] in WORKLOADS:
-            return names[0]
-    return None
-
-
 def configure(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="workload", metavar="WORKLOAD", required=True)
-    chosen = _chosen_workload()
+    chosen = chosen_after("bench", WORKLOADS)
     for name, (module_name, help_text) in WORKLOADS.items():
         workload_parser = sub.add_parser(name, help=help_text, description=help_text)
         workload_parser.set_defaults(_workload_module=module_name)

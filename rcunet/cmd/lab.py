@@ -6,28 +6,24 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import sys
+
+from rcunet.cli import chosen_after
 
 # seed -> (module, one-line help)
 EXPERIMENTS: dict[str, tuple[str, str]] = {
+    "seed001": ("rcunet.lab.seed001",
+                "TCP receive with a slow reader: buffers freed after the socket lock"),
     "seed002": ("rcunet.lab.seed002",
                 "route-cache refcount (rcuref vs inc-not-zero) under sending threads"),
     "seed003": ("rcunet.lab.seed003", "UDP multicast to 300 sockets on one port"),
+    "seed004": ("rcunet.lab.seed004", "short-lived connections, accept() with no global lock"),
+    "all": ("rcunet.lab.all", "all five seeds in bounded time: a markdown report and plots"),
 }
-
-
-def _chosen() -> str | None:
-    argv = sys.argv[1:]
-    if "lab" in argv:
-        names = [a for a in argv[argv.index("lab") + 1 :] if not a.startswith("-")]
-        if names and names[0] in EXPERIMENTS:
-            return names[0]
-    return None
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="seed", metavar="SEED", required=True)
-    chosen = _chosen()
+    chosen = chosen_after("lab", EXPERIMENTS)
     for name, (module_name, help_text) in EXPERIMENTS.items():
         seed_parser = sub.add_parser(name, help=help_text, description=help_text)
         seed_parser.set_defaults(_lab_module=module_name)

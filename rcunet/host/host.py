@@ -328,7 +328,7 @@ class Host:
         """Close every socket, stop the workers and wait for them."""
         if self.closed:
             return
-        self.udp.close_all()
+        self.udp.shutdown()
         self.tcp.close_all()
         self.closed = True
         if self._running:

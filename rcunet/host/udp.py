@@ -15,6 +15,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from rcunet.host.ip import Delivery, is_multicast
+from rcunet.host.timers import Timer
 from rcunet.sync.lock import LockClass
 from rcunet.tables.entry import AF_INET, AF_INET6, ANY4, ANY6
 from rcunet.tables.udp import UdpTable
@@ -30,6 +31,7 @@ UDP_SOCK_LOCK = LockClass("udp_sock.lock")
 #: Per-datagram memory charged against SO_RCVBUF besides its payload (skb truesize).
 DATAGRAM_OVERHEAD = 256
 Datagram = tuple[bytes, tuple[bytes, int]]
+RECLAIM_DELAY_NS = 1_000_000
 
 
 class UdpSock(UdpEntry):
@@ -164,6 +166,7 @@ class UdpLayer:
                               release=self._release)
         self.sockets: set[UdpSock] = set()  # guarded-by: _sockets_lock
         self._sockets_lock = threading.Lock()
+        self._reclaim_timer: Timer | None = None  # guarded-by: _sockets_lock
         host.ip.handlers[udp.PROTOCOL] = self.input
         host.ip.handlers[1] = host.ip.icmp4_input
         host.ip.handlers[(6 << 8) | 58] = host.ip.icmp6_input
@@ -197,6 +200,26 @@ class UdpLayer:
         sk.wake_all()
         with self._sockets_lock:
             self.sockets.discard(sk)
+            if self._reclaim_timer is None:
+                self._reclaim_timer = self.host.timers.schedule(
+                    self.host.now() + RECLAIM_DELAY_NS, self._reclaim)
+
+    def _reclaim(self, now: int) -> None:
+        """Closed sockets are freed after an RCU grace period (SOCK_RCU_FREE): drive the
+        grace periods that let their release callbacks run (timer context)."""
+        rcu = self.table.rcu
+        for _ in range(2):  # a callback queued in epoch e runs once e + 2 completed
+            rcu.synchronize(timeout=0.05)
+        with self._sockets_lock:
+            self._reclaim_timer = None
+            if rcu.pending():
+                self._reclaim_timer = self.host.timers.schedule(
+                    self.host.clock.now() + RECLAIM_DELAY_NS, self._reclaim)
+
+    def shutdown(self) -> None:
+        """Host teardown: close every socket and wait for their frees."""
+        self.close_all()
+        self.table.rcu.barrier(timeout=2.0)
 
     def close_all(self) -> None:
         with self._sockets_lock:
