@@ -128,6 +128,9 @@ class TapDevice:
                   attribute load) paired with the store in ``_report_lost``.
       _stopping   threading.Event: set by ``close``, read by the readers.
       counters    per-thread shards (``rcunet.host.counters``).
+      rx_per_queue  slot i written only by queue i's reader (one writer per slot, so
+                  ``+= 1`` loses nothing); other threads read a slot (atomic: one
+                  list-slot load) and may see a slightly old value.
       pcap        ``PcapWriter`` serialises its own records.
     """
 
@@ -145,6 +148,7 @@ class TapDevice:
         self.lost: str | None = None  # rcu: written once under _lost_lock
         self.on_lost: Callable[[str], None] | None = None
         self.pcap: PcapWriter | None = None
+        self.rx_per_queue = [0] * queues  # owner: slot i by reader i
         self._lost_lock = threading.Lock()
         self._lost_event = threading.Event()
         self._stopping = threading.Event()
@@ -220,7 +224,7 @@ class TapDevice:
         if self._threads or self.closed:
             return self
         for index, fd in enumerate(self._fds):
-            thread = threading.Thread(target=self._reader, args=(fd,), daemon=True,
+            thread = threading.Thread(target=self._reader, args=(index, fd), daemon=True,
                                       name=f"{self.name}-q{index}")
             self._threads.append(thread)
             thread.start()
@@ -256,7 +260,7 @@ class TapDevice:
         return host.ip.flow_hash(iface, frame)
 
     # -- receive ----------
-    def _reader(self, fd: int) -> None:
+    def _reader(self, index: int, fd: int) -> None:
         poller = select.poll()
         poller.register(fd, select.POLLIN)
         poller.register(self._wake_r, select.POLLIN)
@@ -270,14 +274,14 @@ class TapDevice:
                     return
                 if mask & _POLL_LOST and not mask & select.POLLIN:
                     # POLLERR alone: the device was deleted; read() names the reason.
-                    self._drain(fd)
+                    self._drain(index, fd)
                     if self.lost is None:
                         self._report_lost("the device reported an error (deleted?)")
                     return
-            if events and not self._drain(fd):
+            if events and not self._drain(index, fd):
                 return
 
-    def _drain(self, fd: int) -> bool:
+    def _drain(self, index: int, fd: int) -> bool:
         """Read up to a batch of frames; False once the device is lost."""
         host, iface = self._host, self._iface
         assert host is not None and iface is not None
@@ -306,6 +310,7 @@ class TapDevice:
                 host.counters.inc("RcunetLinkRxLengthErrors")
                 continue
             self.counters.inc("rx_packets")
+            self.rx_per_queue[index] += 1  # owner: this reader is the slot's only writer
             host.receive(iface, frame)
         return True
 

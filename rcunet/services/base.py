@@ -106,6 +106,12 @@ class Service:
             conns = list(self._conns)
             threads = list(self._threads)
         for conn in conns:
+            # shutdown() wakes a thread blocked in recv(); close() alone would not (as
+            # on Linux), and the peer gets a FIN rather than silence.
+            try:
+                conn.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             _close_quietly(conn)
         for thread in threads:
             if thread is not threading.current_thread():

@@ -98,7 +98,7 @@ def test_bad_frames_are_dropped_and_counted_and_the_host_keeps_serving(peer: Pee
         result = peer.run(["ping", "-c", "2", "-i", "0.2", "-W", "2", r], check=False)
         assert result.returncode == 0, result.stdout.decode()
         message = b"still serving\n"
-        echoed = peer.run(["socat", "-t", "2", "-", f"UDP4:{r}:7"], input=message).stdout
+        echoed = peer.run(["socat", "-t", "1", "-", f"UDP4:{r}:7"], input=message).stdout
         assert echoed == message
         after = peer.counters()
         assert udp_echo.served == 1  # only socat's datagram reached the service

@@ -25,7 +25,7 @@ def test_socat_talks_to_rcunet_udp_echo(peer: Peer, version: int) -> None:
     with start_services(peer.host, "udp-echo:7"):
         message = f"hello rcunet over udp{version}\n".encode()
         target = f"UDP{version}:{_bracket(version, peer.rcunet[version])}:7"
-        result = peer.run(["socat", "-t", "2", "-", target], input=message, timeout=20)
+        result = peer.run(["socat", "-t", "1", "-", target], input=message, timeout=20)
         assert result.stdout == message
     used("socat")
 
