@@ -23,7 +23,7 @@ TUN_KERNEL = {4: "10.77.1.1", 6: "fd77:1::1"}
 TUN_RCUNET = {4: "10.77.1.2", 6: "fd77:1::2"}
 PACKAGES = {"ip": "iproute2", "ping": "iputils-ping", "socat": "socat",
             "nc": "netcat-openbsd", "curl": "curl", "ab": "apache2-utils", "wrk": "wrk",
-            "nginx": "nginx-light", "tshark": "tshark"}
+            "nginx": "nginx-light", "tshark": "tshark", "capsh": "libcap2-bin"}
 
 _serial = itertools.count(1)
 _tools_lock = threading.Lock()
