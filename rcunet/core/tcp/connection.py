@@ -246,7 +246,7 @@ class Connection:
                    ts_offset=ts_offset, counters=counters, passive=True,
                    local_addr=local_addr, remote_addr=remote_addr)
         conn._now = now
-        conn._take_peer_syn(syn, now, offered=False)
+        conn._take_peer_syn(syn, now)
         conn._set_state(State.SYN_RECEIVED)
         conn._send_syn(now)
         return conn
@@ -522,7 +522,7 @@ class Connection:
         if (t.ts_recent_stamp is not None and seg.timestamp is not None
                 and self._paws_reject(seg, now)):
             return  # PAWS against an inherited TS.Recent (Linux, SYN-SENT)
-        self._take_peer_syn(seg, now, offered=True)
+        self._take_peer_syn(seg, now)
         if flags & ACK:
             self._rtt_sample_handshake(seg, now)
             t.snd_una = seg.ack
@@ -615,7 +615,7 @@ class Connection:
         if self.state is State.CLOSED:
             return
         self._update_ts_recent(seg, now)
-        # sixth (URG) is not implemented: urgent data is delivered inline (RFC 6093 §6).
+        # sixth (URG) is not implemented: urgent data is delivered inline, as RFC 6093 advises.
         self._process_text_and_fin(seg, seg.seq, now)
 
     def _rst_after_fin(self, seg: tcp.Repr) -> bool:
@@ -1219,7 +1219,7 @@ class Connection:
             raise OSError(err, errnos.errorcode.get(err, "error"))
 
     # ------------------------------------------------------------------ handshake helpers
-    def _take_peer_syn(self, seg: tcp.Repr, now: int, *, offered: bool) -> None:
+    def _take_peer_syn(self, seg: tcp.Repr, now: int) -> None:
         """Record the peer's SYN: IRS and the options both sides agreed on (RFC 7323, 2018)."""
         t = self.tcb
         o = self.options
