@@ -38,8 +38,8 @@ def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untype
 
 
 @pytest.fixture(autouse=True)
-def _require_root() -> None:
-    if os.geteuid() == 0:
+def _require_root(request: pytest.FixtureRequest) -> None:
+    if os.geteuid() == 0 or getattr(request.module, "NEEDS_ROOT", True) is False:
         return
     message = "interop tests need root (network namespaces, TAP/TUN devices)"
     if os.environ.get("CI"):
