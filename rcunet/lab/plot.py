@@ -14,6 +14,7 @@ from rcunet.lab.report import format_change
 
 LEGACY_COLOUR = "#c0504d"
 MODERN_COLOUR = "#4f81bd"
+PUBLISHED_COLOUR = "#9bbb59"
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,37 @@ def scaling(path: str, title: str, series: Mapping[int, Mapping[str, float]], *,
     ax.set_ylabel(ylabel)
     ax.set_ylim(bottom=0)
     ax.legend()
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def speedups(path: str, title: str,
+             rows: Sequence[tuple[str, float | None, float]]) -> str:
+    """Per seed, the % change measured here beside the one its authors published
+    (``rows``: label, ours or None when not run, published)."""
+    if not rows:
+        raise ValueError("speedups needs at least one row")
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(1.3 * len(rows) + 2.5, 3.8))
+    width = 0.38
+    ours_labelled = False
+    for index, (_label, ours, published) in enumerate(rows):
+        if ours is not None:
+            ax.bar(index - width / 2, ours, width, color=MODERN_COLOUR,
+                   label=None if ours_labelled else "this lab")
+            ours_labelled = True
+        else:
+            ax.text(index - width / 2, 0, "not run", rotation=90, ha="center", va="bottom",
+                    fontsize=7)
+        ax.bar(index + width / 2, published, width, color=PUBLISHED_COLOUR,
+               label="published" if index == 0 else None)
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(rows)), [r[0] for r in rows])
+    ax.set_ylabel("modern vs legacy, % change")
+    ax.legend(fontsize=8)
     ax.set_title(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
