@@ -262,3 +262,24 @@ def test_go_back_n_after_rto_skips_data_sacked_since() -> None:
     # cwnd is 2 SMSS now: segment 1, then straight to segment 5 (2..4 are not resent)
     assert out == [L1 + MSS, L1 + 5 * MSS]
     assert conn.counters["TcpRetransSegs"] == 3
+
+
+def test_receiver_reports_duplicates_with_dsack_first() -> None:
+    conn = established(plain_options(sack=True))
+    conn.on_segment(seg(payload=b"a" * 100), 0)
+    conn.on_segment(seg(seq=R1 + 500, payload=b"c" * 100), 0)
+    conn.take_segments()
+    out = recv_after(conn, seg(seq=R1, payload=b"a" * 100))  # entirely old
+    assert out.sack_blocks == ((R1, R1 + 100), (R1 + 500, R1 + 600))  # RFC 2883 §4
+    out = recv_after(conn, seg(seq=R1 + 50, payload=b"a" * 50 + b"b" * 50))  # half old
+    assert out.sack_blocks[0] == (R1 + 50, R1 + 100) and conn.readable == 150
+    out = recv_after(conn, seg(seq=R1 + 500, payload=b"c" * 100))  # already queued
+    assert out.sack_blocks[0] == (R1 + 500, R1 + 600)
+    assert recv_after(conn, seg(seq=R1 + 150, payload=b"d")).sack_blocks == (
+        (R1 + 500, R1 + 600),)  # reported once only
+    assert conn.counters["TcpExtTCPDSACKOldSent"] == 3
+
+
+def recv_after(conn, segment):
+    conn.on_segment(segment, 0)
+    return recv_one(conn)

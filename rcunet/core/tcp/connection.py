@@ -175,6 +175,7 @@ class Connection:
         self._ofo = Assembler(options.ofo_max_ranges)
         self._rx_blocks = ReceiverBlocks()
         self._fin_offset: int | None = None  # peer FIN beyond a hole, relative to RCV.NXT
+        self._dsack: tuple[int, int] | None = None  # duplicate range for the next ACK
         self._rcv_unacked = 0  # bytes received since our last ACK (delayed ACK)
         self._ack_now = False
         self._orphaned = False  # close() was called: nobody reads any more
@@ -578,6 +579,9 @@ class Connection:
             if flags & SYN:
                 self._challenge_ack(now, syn=True)  # RFC 5961 §4.2, whatever the seq
                 return
+            if seg.payload and lt(seg.seq, t.rcv_nxt):  # old data: D-SACK it (Linux)
+                end = add(seg.seq, len(seg.payload))
+                self._note_dsack(seg.seq, end if lt(end, t.rcv_nxt) else t.rcv_nxt)
             self._send_dupack(seg, now, "TcpExtTCPACKSkippedSeq")
             return
         # second: RST (RFC 5961 §3.2)
@@ -943,6 +947,8 @@ class Connection:
         data = memoryview(payload) if payload else memoryview(b"")
         if off < 0:  # trim the duplicate prefix
             cut = -off
+            if data:
+                self._note_dsack(seq, add(seq, min(cut, len(data))))
             if cut > len(data) or (cut == len(data) and not fin):
                 return
             data, off = data[cut:], 0
@@ -1010,8 +1016,21 @@ class Connection:
             self.counters.add("TcpExtTCPOFOQueue")
             if added < len(data):
                 self.counters.add("TcpExtTCPOFOMerge")  # overlapped what we already held
+            if added == 0:
+                start = add(self.tcb.rcv_nxt, off)
+                self._note_dsack(start, add(start, len(data)))
             self._rx_blocks.note(off)
         self._ack_now = True  # RFC 5681 §4.2: out-of-order data gets an immediate dup ACK
+
+    def _note_dsack(self, start: int, end: int) -> None:
+        """Report duplicate data in the next ACK's first SACK block (RFC 2883, Linux tcp_dsack).
+
+        The sender uses it to detect spurious retransmissions; ours ignores such blocks.
+        """
+        if self.tcb.sack_ok and self._dsack is None and lt(start, end):
+            self._dsack = (start, end)
+            self.counters.add("TcpExtTCPDSACKOldSent")
+        self._ack_now = True
 
     def _maybe_take_fin(self, now: int) -> None:
         """Eighth step: a FIN counts once every byte before it has arrived."""
@@ -1501,11 +1520,15 @@ class Connection:
         blocks: tuple[tuple[int, int], ...] = ()
         if flags & ACK:
             ack = t.rcv_nxt
-            if t.sack_ok and len(self._ofo):
+            if t.sack_ok and (len(self._ofo) or self._dsack is not None):
                 limit = 3 if t.ts_ok else 4  # RFC 2018 §3: 40 bytes of option space
                 held = self._ofo.ranges()
-                blocks = tuple((add(t.rcv_nxt, s), add(t.rcv_nxt, e))
-                               for s, e in self._rx_blocks.blocks(held, limit))
+                if self._dsack is not None:  # RFC 2883 §4: the D-SACK block goes first
+                    blocks = (self._dsack,)
+                    self._dsack = None
+                    limit -= 1
+                blocks += tuple((add(t.rcv_nxt, s), add(t.rcv_nxt, e))
+                                for s, e in self._rx_blocks.blocks(held, limit))
             window = self._window_field()
             t.last_ack_sent = ack
             self._ack_now = False
