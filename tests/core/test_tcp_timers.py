@@ -369,3 +369,23 @@ def test_paws_tolerates_one_tick_and_reordered_pure_acks_like_linux() -> None:
     # the same age on a data segment is an old duplicate: dropped
     conn.on_segment(seg(seq=R1 + 2, payload=b"c", timestamp=(1990, 0)), 3 * MS)
     assert conn.readable == 2 and conn.counters["TcpExtPAWSEstab"] == 2
+
+
+def test_window_shrunk_to_zero_under_flight_is_probed_not_timed_out() -> None:
+    conn = established()
+    conn.send(b"x" * 1000, 0)
+    recv_one(conn)
+    now = 0
+    for _ in range(40):  # the peer answers every retransmission: window zero, nothing acked
+        now = conn.next_deadline()
+        conn.on_timer(now)
+        conn.take_segments()
+        conn.on_segment(seg(window=0), now + MS)
+    assert now > 1000 * SECOND  # far beyond tcp_retries2's 924.6 s
+    assert conn.state is State.ESTABLISHED
+    silent_from = now
+    while conn.state is State.ESTABLISHED:  # then it falls silent: 2 * TCP_RTO_MAX later, give up
+        now = conn.next_deadline()
+        conn.on_timer(now)
+    assert 240 * SECOND < now - silent_from <= 360 * SECOND
+    assert ConnectionFailed(errno.ETIMEDOUT) in conn.take_events()

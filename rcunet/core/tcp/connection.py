@@ -1107,7 +1107,15 @@ class Connection:
             return
         if self._first_rtx_at is None:
             self._first_rtx_at = now - self.rto.rto  # ~ when the head was first sent
-        if now - self._first_rtx_at >= retransmits_timed_out(o.retries2, o.rto_min, o.rto_max):
+        if t.snd_wnd == 0 and not self._orphaned:
+            # Linux tcp_retransmit_timer: the receiver shrank its window to zero under
+            # data in flight.  Retransmissions are now window probes; give up only when
+            # the peer has not ACKed anything for 2 * TCP_RTO_MAX (tcp_rtx_probe0_timed_out).
+            timed_out = now - self._last_rcv_at > 2 * o.rto_max
+        else:
+            timed_out = now - self._first_rtx_at >= retransmits_timed_out(
+                o.retries2, o.rto_min, o.rto_max)
+        if timed_out:
             self.counters.add("TcpExtTCPAbortOnTimeout")
             self._abort_timeout()
             return
