@@ -304,6 +304,8 @@ def _run_client(opts: argparse.Namespace, log: neper.Log) -> int:
         client.connect()
         interrupted = _drive(client, plan, stop, log, "kernel")
         client.close()
+        if client.run.errors and not interrupted:
+            raise NeperError(client.run.errors[0])
         rr = plan.rr
         summary = neper.summarize(client.run.flows, rr, opts.all_samples is not None,
                                   opts.percentiles) if plan.client_measures else None
@@ -314,9 +316,7 @@ def _run_client(opts: argparse.Namespace, log: neper.Log) -> int:
             remote = int(_recv_json(reader, "waiting for the server's result")
                          .get("local_throughput", 0))
         except (OSError, TimeoutError, ValueError) as exc:
-            raise NeperError(f"control connection: {exc}") from None
-    if client.run.errors and not interrupted:
-        raise NeperError(client.run.errors[0])
+            raise NeperError(f"the server vanished (control connection: {exc})") from None
     return _print_results(opts, client.run.usage_start, client.run.usage_end, summary,
                           remote, plan.client_measures, interrupted)
 

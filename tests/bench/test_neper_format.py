@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from rcunet import cli
 from rcunet.bench import neper
 from rcunet.bench.neper import FlowStats, Snapshot, ThreadClock, Usage
 from rcunet.cli import build_parser, main
@@ -29,6 +30,7 @@ total_run_time
 
 def parse(*argv: str) -> argparse.Namespace:
     full = ["bench", *argv]
+    cli.CURRENT_ARGV[:] = full  # what main() sets: the bench dispatcher reads it
     return build_parser(full).parse_args(full)
 
 
