@@ -780,3 +780,19 @@ def test_counters_report_deltas_and_reject_unknown_names() -> None:
     assert conn.counters.take() == {}
     with pytest.raises(KeyError):
         conn.counters.add("NotACounter")
+
+
+def test_ack_acceptability_boundaries_rfc5961() -> None:
+    conn = established()
+    conn.send(b"x" * 100, 0)
+    conn.take_segments()
+    conn.on_segment(seg(ack=L1 + 100), 0)  # SND.UNA = L1 + 100, MAX.SND.WND = 65535
+    low = L1 + 100 - 65535
+    conn.on_segment(seg(ack=low, payload=b"ok"), MS)  # oldest acceptable ACK: data taken
+    assert conn.readable == 2
+    conn.on_segment(seg(seq=R1 + 2, ack=low - 1, payload=b"no"), 600 * MS)
+    assert conn.readable == 2 and conn.counters["TcpExtTCPChallengeACK"] == 1
+    conn.on_segment(seg(seq=R1 + 2, ack=L1 + 101, payload=b"no"), 1200 * MS)  # unsent
+    assert conn.readable == 2 and conn.counters["TcpExtTCPChallengeACK"] == 2
+    conn.on_segment(seg(seq=R1 + 2, ack=L1 + 100, payload=b"ok"), 1300 * MS)
+    assert conn.readable == 4
