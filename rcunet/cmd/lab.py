@@ -11,6 +11,7 @@ from rcunet.cli import chosen_after
 
 # seed -> (module, one-line help)
 EXPERIMENTS: dict[str, tuple[str, str]] = {
+    "seed000": ("rcunet.lab.seed000", "connect() port selection under port pressure, -T threads"),
     "seed001": ("rcunet.lab.seed001",
                 "TCP receive with a slow reader: buffers freed after the socket lock"),
     "seed002": ("rcunet.lab.seed002",

@@ -1,12 +1,16 @@
 """What every lab experiment shares: alternating legacy/modern rounds, lock statistics
-for the classes that matter, and the report block."""
+for the classes that matter, the interpreter line, and rates against thread counts
+(``--scale 1,2,4``)."""
 
 from __future__ import annotations
 
+import argparse
 import platform
 import sys
+import sysconfig
+import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from rcunet.sync import lockstat
@@ -21,9 +25,14 @@ def tuning_for(mode: str, **overrides: Any) -> Tuning:
 
 
 def interpreter() -> str:
-    gil = getattr(sys, "_is_gil_enabled", lambda: True)()
-    return f"{platform.python_implementation()} {platform.python_version()} " \
-           f"({'GIL' if gil else 'free-threaded, GIL off'})"
+    """``CPython 3.13.5 (free-threaded, GIL off)``: which interpreter and GIL mode ran.
+    A free-threaded build that re-enabled its GIL (``PYTHON_GIL=1``, or an extension
+    that asked for it) says so."""
+    name = f"{platform.python_implementation()} {platform.python_version()}"
+    if not sysconfig.get_config_var("Py_GIL_DISABLED"):
+        return f"{name} (GIL)"
+    gil_on = getattr(sys, "_is_gil_enabled", lambda: True)()
+    return f"{name} ({'free-threaded build, GIL enabled' if gil_on else 'free-threaded, GIL off'})"
 
 
 def alternate(measure: Callable[[str], float], rounds: int) -> dict[str, float]:
@@ -59,3 +68,106 @@ def ratio(modern: float, legacy: float) -> float:
 def stopwatch() -> Callable[[], float]:
     start = time.perf_counter()
     return lambda: time.perf_counter() - start
+
+
+# -- rates against thread counts (--scale) ------------------------------------------------
+Series = dict[int, dict[str, float]]  # threads -> mode -> rate
+
+
+def thread_counts(text: str) -> tuple[int, ...]:
+    """``--scale 1,2,4`` -> (1, 2, 4); a clear error for anything else."""
+    try:
+        counts = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise SystemExit(f"--scale takes thread counts like 1,2,4, not {text!r}") from None
+    if not counts or min(counts) <= 0:
+        raise SystemExit(f"--scale needs positive thread counts, got {text!r}")
+    if len(set(counts)) != len(counts):
+        raise SystemExit(f"--scale lists a thread count twice: {text!r}")
+    return counts
+
+
+def scale(measure: Callable[[str, int], float], counts: Sequence[int],
+          rounds: int) -> Series:
+    """``measure(mode, threads)`` for every thread count and mode, interleaved: each round
+    visits every (threads, mode) pair once, so load from the rest of the machine hits every
+    point alike; each point keeps its best rate."""
+    series: Series = {t: {mode: 0.0 for mode in MODES} for t in counts}
+    for _ in range(rounds):
+        for t in counts:
+            for mode in MODES:
+                series[t][mode] = max(series[t][mode], measure(mode, t))
+    return series
+
+
+def _spin_loop(iterations: int) -> None:
+    x = 0
+    for i in range(iterations):
+        x += i
+    del x
+
+
+def parallel_headroom(threads: int, iterations: int = 500_000, rounds: int = 3) -> float:
+    """How much faster ``threads`` threads run a trivially parallel pure-Python loop than
+    one thread does, right now: the most any stack workload could gain here (2 on an idle
+    2-core machine without the GIL, about 1 with it, less when the machine is busy)."""
+    def rate(n: int) -> float:
+        best = 0.0
+        for _ in range(rounds):
+            workers = [threading.Thread(target=_spin_loop, args=(iterations,))
+                       for _ in range(n)]
+            elapsed = stopwatch()
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+            best = max(best, n * iterations / elapsed())
+        return best
+
+    return rate(threads) / rate(1)
+
+
+def scaling_rows(series: Mapping[int, Mapping[str, float]], unit: str) -> list[str]:
+    """The table: rates per thread count, modern/legacy, and each mode's gain over the
+    smallest thread count."""
+    counts = sorted(series)
+    base = series[counts[0]]
+    lines = [f"{'threads':>7}{'legacy ' + unit:>20}{'modern ' + unit:>20}{'ratio':>8}"
+             f"{'legacy gain':>13}{'modern gain':>13}"]
+    for t in counts:
+        row = series[t]
+        lines.append(
+            f"{t:>7}{row['legacy']:>20,.0f}{row['modern']:>20,.0f}"
+            f"{ratio(row['modern'], row['legacy']):>7.2f}x"
+            f"{ratio(row['legacy'], base['legacy']):>12.2f}x"
+            f"{ratio(row['modern'], base['modern']):>12.2f}x")
+    return lines
+
+
+def scaling_report(title: str, series: Mapping[int, Mapping[str, float]], unit: str,
+                   headroom: Mapping[int, float]) -> str:
+    """``scaling_rows`` under a title naming the interpreter, then the machine's headroom
+    measured at the same time (so a flat line can be told from a busy machine)."""
+    lines = [f"{title} ({interpreter()})", "", *scaling_rows(series, unit), ""]
+    counts = sorted(series)
+    for t in counts[1:]:
+        lines.append(f"machine headroom: a trivially parallel loop runs "
+                     f"{headroom.get(t, float('nan')):.2f}x faster on {t} threads than on "
+                     f"{counts[0]} (measured alongside)")
+    return "\n".join(lines)
+
+
+def add_scale_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--scale", metavar="T,T,...", type=thread_counts,
+                        help="measure legacy and modern at each thread count (e.g. 1,2,4) "
+                             "and print rates against threads")
+    parser.add_argument("--plot", metavar="FILE.png",
+                        help="with --scale: draw rates against threads (needs matplotlib)")
+
+
+def plot_scaling(path: str, title: str, series: Series, unit: str) -> str:
+    """Rates against threads, legacy and modern (``rcunet.lab.plot.scaling``)."""
+    from rcunet.lab.plot import scaling as draw
+
+    return draw(path, f"{title}\n{interpreter()}", series, xlabel="threads (-T)",
+                ylabel=unit)

@@ -27,7 +27,18 @@ from typing import Any
 from rcunet.host.clock import MonotonicClock
 from rcunet.host.host import Host
 from rcunet.host.routecache import UseAfterFree
-from rcunet.lab.common import MODES, alternate, interpreter, ratio, tuning_for
+from rcunet.lab.common import (
+    MODES,
+    add_scale_options,
+    alternate,
+    interpreter,
+    parallel_headroom,
+    plot_scaling,
+    ratio,
+    scale,
+    scaling_report,
+    tuning_for,
+)
 
 DESTINATION = "10.9.1.1"
 PAYLOAD = b"x" * 64
@@ -155,6 +166,18 @@ def run_lab(threads: int = 4, duration: float = 1.0, rounds: int = 3) -> dict[st
     }
 
 
+def run_scale(counts: tuple[int, ...], duration: float = 1.0, rounds: int = 3) -> dict[str, Any]:
+    """Sends/s at each thread count, legacy and modern (interleaved rounds of
+    ``duration / rounds`` seconds per point), and the machine's headroom."""
+    series = scale(lambda mode, t: float(send_rate(mode, t, duration / rounds)["rate"]),
+                   counts, rounds)
+    headroom = {t: parallel_headroom(t) for t in counts if t != counts[0]}
+    return {"interpreter": interpreter(), "series": series, "headroom": headroom}
+
+
+SCALE_TITLE = "seed 002: route-cache refcount, sends/s against sending threads"
+
+
 def report(result: dict[str, Any]) -> str:
     lines = [
         f"seed 002: route-cache refcount, {result['threads']} sending threads "
@@ -181,10 +204,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-T", "--threads", type=int, default=4, help="sending threads")
     parser.add_argument("--duration", type=float, default=1.0, help="seconds per run")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds")
+    add_scale_options(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.threads <= 0 or args.duration <= 0 or args.rounds <= 0:
+        raise SystemExit("-T, --duration and --rounds must be positive")
+    if args.plot and not args.scale:
+        raise SystemExit("--plot draws rates against threads: give --scale too")
+    if args.scale:
+        result = run_scale(args.scale, args.duration, args.rounds)
+        print(json.dumps(result) if args.json else
+              scaling_report(SCALE_TITLE, result["series"], "sends/s", result["headroom"]))
+        if args.plot:
+            plot_scaling(args.plot, SCALE_TITLE, result["series"], "sends/s")
+        return 0
     result = run_lab(args.threads, args.duration, args.rounds)
     print(json.dumps(result) if args.json else report(result))
     return 0

@@ -12,6 +12,18 @@ datagram is delivered 300 times — there the difference is how long the bucket 
 Deterministic hosts (a virtual clock, no threads): the time measured is the CPU cost of
 the path, the same code the threaded hosts run.  Receive queues are drained between
 batches, outside the timed part.
+
+Fan-in (``-T N``, ``--scale 1,2,4``): the same 300-group receiver ``b`` on the real clock,
+fed by N sender threads, each on its own host ``a<i>`` with its own link into ``b`` (one
+interface per sender, like the receive queues of a multi-queue NIC; every socket joins its
+group on each of them).  The links deliver inline, so each sender thread runs ``b``'s
+receive path itself — Ethernet, IP, UDP multicast delivery, the receiver's queue — the
+way Linux runs loopback and veth receive on the sending CPU: N threads deliver to port
+5000 at once.  Legacy walks the 300-socket chain under the one bucket lock of that port,
+so its threads queue there; modern's walk takes no lock.  Measured: datagrams delivered
+per second (each datagram reaches its group's one socket), legacy and modern slices
+alternating, queues drained between slices outside the timing; every datagram sent is
+accounted for (delivered, or counted in UdpRcvbufErrors).
 """
 
 from __future__ import annotations
@@ -19,14 +31,22 @@ from __future__ import annotations
 import argparse
 import json
 import socket
+import threading
+import time
 from typing import Any
 
 from rcunet.host.network import Network
 from rcunet.lab.common import (
     MODES,
+    Series,
+    add_scale_options,
     alternate,
     interpreter,
+    parallel_headroom,
+    plot_scaling,
     ratio,
+    scale,
+    scaling_report,
     stopwatch,
     tuning_for,
     with_lockstat,
@@ -101,6 +121,119 @@ class Scenario:
 
     def close(self) -> None:
         self.net.close()
+
+
+class FanIn:
+    """``senders`` hosts, one sender thread each, into the 300-group receiver ``b``."""
+
+    def __init__(self, mode: str, senders: int, n_sockets: int = N_SOCKETS) -> None:
+        self.net = Network(threaded=True, tuning=tuning_for(mode))
+        self.b = self.net.host("b")
+        self.senders = []
+        ifindexes = []
+        for index in range(senders):
+            a = self.net.host(f"a{index}")
+            self.net.link(a, self.b, f"10.{index}.0.1/24", f"10.{index}.0.2/24", inline_rx=True)
+            b_eth = self.b.interface(f"eth{index}")
+            a.add_neighbour("eth0", f"10.{index}.0.2", b_eth.mac)
+            self.b.add_neighbour(b_eth, f"10.{index}.0.1", a.interface("eth0").mac)
+            ifindexes.append(b_eth.ifindex)
+            tx = a.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            tx.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 0)
+            self.senders.append(tx)
+        self.groups = [group_address(i) for i in range(n_sockets)]
+        self.receivers = []
+        for group in self.groups:
+            sock = self.b.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sock.bind((group, GROUPS_PORT))
+            for ifindex in ifindexes:
+                mreqn = socket.inet_aton(group) + bytes(4) + ifindex.to_bytes(4, "little")
+                sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, mreqn)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+            self.receivers.append(sock)
+        self.sent = 0
+        self.delivered = 0
+
+    def run_slice(self, duration: float) -> float:
+        """Every sender sends round-robin over the groups (each from its own offset) for
+        ``duration`` seconds; returns datagrams delivered per second."""
+        counts = [0] * len(self.senders)
+        start = threading.Barrier(len(self.senders) + 1)
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        def sender(index: int) -> None:
+            tx, groups, sent = self.senders[index], self.groups, 0
+            offset = index * len(groups) // len(self.senders)
+            try:
+                start.wait()
+                while not stop.is_set():
+                    for step in range(32):
+                        group = groups[(offset + sent + step) % len(groups)]
+                        tx.sendto(PAYLOAD, (group, GROUPS_PORT))
+                    sent += 32
+            except BaseException as exc:  # reported by the caller
+                errors.append(exc)
+            counts[index] = sent
+
+        threads = [threading.Thread(target=sender, args=(i,), name=f"fanin-{i}")
+                   for i in range(len(self.senders))]
+        for thread in threads:
+            thread.start()
+        start.wait()
+        elapsed = stopwatch()
+        time.sleep(duration)
+        stop.set()
+        for thread in threads:
+            thread.join()
+        seconds = elapsed()
+        if errors:
+            raise errors[0]
+        delivered = sum(_drain(sock) for sock in self.receivers)
+        self.sent += sum(counts)
+        self.delivered += delivered
+        return delivered / seconds
+
+    def check_accounting(self) -> None:
+        """Every datagram sent was delivered or counted as a receive-buffer drop."""
+        dropped = self.b.counters.get("UdpRcvbufErrors")
+        if self.sent != self.delivered + dropped:
+            raise AssertionError(f"fan-in lost datagrams: sent {self.sent}, delivered "
+                                 f"{self.delivered}, counted drops {dropped}")
+
+    def close(self) -> None:
+        self.net.close()
+
+
+def _drain(sock: Any) -> int:
+    sk, count = sock._sk, 0
+    while sk.dequeue() is not None:
+        count += 1
+    return count
+
+
+def run_fanin(counts: tuple[int, ...], duration: float = 1.0, rounds: int = 3,
+              n_sockets: int = N_SOCKETS) -> dict[str, Any]:
+    """Delivered datagrams/s at each sender-thread count, legacy and modern (interleaved
+    rounds of ``duration / rounds`` seconds per point), and the machine's headroom."""
+    scenarios = {(mode, t): FanIn(mode, t, n_sockets) for t in counts for mode in MODES}
+    try:
+        series: Series = scale(
+            lambda mode, t: scenarios[(mode, t)].run_slice(duration / rounds), counts, rounds)
+        for scenario in scenarios.values():
+            scenario.check_accounting()
+        dropped = {f"{mode}/{t}": scenarios[(mode, t)].b.counters.get("UdpRcvbufErrors")
+                   for mode, t in scenarios}
+    finally:
+        for scenario in scenarios.values():
+            scenario.close()
+    headroom = {t: parallel_headroom(t) for t in counts if t != counts[0]}
+    return {"interpreter": interpreter(), "sockets": n_sockets, "series": series,
+            "headroom": headroom, "rcvbuf_drops": dropped}
+
+
+FANIN_TITLE = "seed 003: UDP multicast fan-in, 300 groups on one port, one sender thread per link"
+FANIN_UNIT = "datagrams/s"
 
 
 def measure_rate(scenario: Scenario, duration: float) -> float:
@@ -186,10 +319,27 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="seconds of stack time per measurement (default 1)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
     parser.add_argument("--sockets", type=int, default=N_SOCKETS)
+    parser.add_argument("-T", "--threads", type=int, default=None,
+                        help="run the fan-in instead: this many sender threads")
+    add_scale_options(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 def run(args: argparse.Namespace) -> int:
-    result = run_lab(args.duration, args.rounds, args.sockets)
-    print(json.dumps(result) if args.json else report(result))
+    if args.duration <= 0 or args.rounds <= 0 or args.sockets <= 0:
+        raise SystemExit("--duration, --rounds and --sockets must be positive")
+    if args.threads is not None and args.threads <= 0:
+        raise SystemExit("-T must be positive")
+    if args.plot and not args.scale:
+        raise SystemExit("--plot draws rates against threads: give --scale too")
+    counts = args.scale or ((args.threads,) if args.threads else ())
+    if not counts:
+        result = run_lab(args.duration, args.rounds, args.sockets)
+        print(json.dumps(result) if args.json else report(result))
+        return 0
+    result = run_fanin(counts, args.duration, args.rounds, args.sockets)
+    print(json.dumps(result) if args.json else
+          scaling_report(FANIN_TITLE, result["series"], FANIN_UNIT, result["headroom"]))
+    if args.plot:
+        plot_scaling(args.plot, FANIN_TITLE, result["series"], FANIN_UNIT)
     return 0
