@@ -233,9 +233,10 @@ def test_a_vanishing_server_is_reported_not_a_traceback() -> None:
     assert len(err.strip().splitlines()) == 1
 
 
-def test_ctrl_c_still_prints_what_was_measured() -> None:
+@pytest.mark.parametrize(("workload", "target"), [("udp_rr", "kernel"), ("tcp_rr", "mem")])
+def test_ctrl_c_still_prints_what_was_measured(workload: str, target: str) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rcunet", "bench", "udp_rr", "--target", "kernel", "-l", "30",
+        [sys.executable, "-m", "rcunet", "bench", workload, "--target", target, "-l", "30",
          "--nolog"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env=dict(os.environ, PYTHONPATH=str(REPO)))
     time.sleep(2.0)
