@@ -393,11 +393,12 @@ class Connection:
             self._enter_closed()
             self._output(now)
             return
-        if self._rx or self._ofo.buffered:
+        if self._rx:  # Linux looks at the receive queue only; out-of-order data just goes
             self.counters.add("TcpExtTCPAbortOnClose")
             self._abort(now)
             return
         self._orphaned = True
+        self._ofo.clear()
         if not self._fin_queued and st is not State.TIME_WAIT:
             self.shutdown_write(now)
         if self.state is State.FIN_WAIT_2:
