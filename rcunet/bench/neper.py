@@ -75,7 +75,8 @@ def _common() -> list[Flag]:
         Flag("num_threads", 1, short="-T", implemented=True, help="Number of threads"),
         Flag("num_clients", 1),
         Flag("listen_backlog", 128, implemented=True, help="Backlog size for listen()"),
-        Flag("suicide_length", 0),
+        Flag("suicide_length", 0, short="-s", implemented=True,
+             help="Suicide length in seconds: exit(1) after this long, whatever happens"),
         Flag("source_port", -1),
         Flag("stime_use_proc", False, "bool"),
         Flag("ipv4", False, "bool", "-4", True, "Set desired address family to AF_INET"),
@@ -145,11 +146,15 @@ def _stream() -> list[Flag]:
 
 
 _SPECIFIC: dict[str, list[Flag]] = {
-    "tcp_rr": [Flag("mark", 0), Flag("delay", 0), Flag("async_connect", False, "bool"),
+    "tcp_rr": [Flag("mark", 0), Flag("delay", 0, "duration", "-D", True,
+                          "Delay between each send()/write() in ns (default), us, ms, or s"),
+               Flag("async_connect", False, "bool"),
                Flag("reuseaddr", False, "bool"), Flag("noburst", 0)],
     "tcp_crr": [Flag("mark", 0), Flag("async_connect", True, "bool")],
-    "udp_rr": [Flag("mark", 0), Flag("delay", 0)],
-    "tcp_stream": [Flag("delay", 0),
+    "udp_rr": [Flag("mark", 0), Flag("delay", 0, "duration", "-D", True,
+                          "Delay between each send()/write() in ns (default), us, ms, or s")],
+    "tcp_stream": [Flag("delay", 0, "duration", "-D", True,
+                          "Delay between each send()/write() in ns (default), us, ms, or s"),
                    Flag("buffer_size", 16384, short="-B", implemented=True,
                         help="Number of bytes that each read/write uses as the buffer"),
                    Flag("skip_rx_copy", False, "bool"), Flag("rx_zerocopy", False, "bool"),
@@ -158,7 +163,8 @@ _SPECIFIC: dict[str, list[Flag]] = {
                    Flag("enable_tcp_maerts", False, "bool", "-M", True,
                         "Enables TCP_MAERTS test (server writes and client reads)"),
                    Flag("async_connect", False, "bool")],
-    "udp_stream": [Flag("mark", 0), Flag("delay", 0),
+    "udp_stream": [Flag("mark", 0), Flag("delay", 0, "duration", "-D", True,
+                          "Delay between each send()/write() in ns (default), us, ms, or s"),
                    Flag("buffer_size", 1400, short="-B", implemented=True,
                         help="Number of bytes that each read/write uses as the buffer")],
 }
@@ -192,6 +198,9 @@ def configure(parser: argparse.ArgumentParser, workload: str) -> None:
         elif flag.key == "all_samples":
             parser.add_argument(*names, dest=flag.key, nargs="?", const="samples.csv",
                                 default=None, metavar="FILE", help=flag.help)
+        elif flag.kind == "duration":
+            parser.add_argument(*names, dest=flag.key, type=parse_duration, default=0,
+                                metavar="N[ns|us|ms|s]", help=flag.help)
         elif flag.kind == "percentiles":
             parser.add_argument(*names, dest=flag.key, type=parse_percentiles, default=(),
                                 metavar="LIST", help=flag.help)
@@ -209,7 +218,7 @@ def configure(parser: argparse.ArgumentParser, workload: str) -> None:
     # keys the shared code reads, for workloads that do not take the flag
     parser.set_defaults(neper_workload=workload, percentiles=(), request_size=1,
                         response_size=1, num_ports=1, no_delay=False,
-                        enable_tcp_maerts=False)
+                        enable_tcp_maerts=False, delay=0)
 
 
 def _negative_numbers_are_values(parser: argparse.ArgumentParser) -> None:
@@ -227,6 +236,17 @@ def _negative_numbers_are_values(parser: argparse.ArgumentParser) -> None:
 
 
 _NEGATIVE_NUMBER = re.compile(r"-\d+(\.\d*)?")
+
+
+_DURATION_UNITS = {"": 1, "ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+
+
+def parse_duration(text: str) -> int:
+    """``-D 500``, ``-D 20us``: nanoseconds (neper's parse_duration)."""
+    match = re.fullmatch(r"(\d+)(ns|us|ms|s)?", text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"bad duration {text!r} (N, Nns, Nus, Nms or Ns)")
+    return int(match.group(1)) * _DURATION_UNITS[match.group(2) or ""]
 
 
 def parse_percentiles(text: str) -> tuple[float, ...]:
@@ -293,6 +313,8 @@ def validate(opts: argparse.Namespace) -> None:
     if (opts.client or opts.server) and opts.target == "mem":
         problems.append("--target mem runs both sides in this process; -c/--server need "
                         "--target kernel.")
+    if opts.suicide_length < 0:
+        problems.append("Suicide length must not be negative.")
     if opts.num_flows > 4096:
         problems.append("At most 4096 flows (one thread per flow on the server side).")
     if problems:

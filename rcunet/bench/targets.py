@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import sys
 import threading
@@ -124,6 +125,7 @@ def plan_from(opts: argparse.Namespace) -> Plan:
         time_wait=opts.time_wait,
         listen_backlog=opts.listen_backlog,
         no_delay=opts.no_delay,
+        delay=opts.delay,
         maerts=opts.enable_tcp_maerts,
     )
 
@@ -140,6 +142,8 @@ def run(opts: argparse.Namespace) -> int:
     if opts.dry_run:
         return 0
     log = neper.Log(opts)
+    if opts.suicide_length:
+        _arm_suicide_timer(opts.suicide_length, opts.neper_workload, log)
     try:
         log.info(f"{opts.neper_workload} on --target {opts.target}")
         if opts.server:
@@ -153,6 +157,21 @@ def run(opts: argparse.Namespace) -> int:
         return 1
     finally:
         log.close()
+
+
+def _arm_suicide_timer(seconds: int, workload: str, log: neper.Log) -> None:
+    """neper's -s: a hard kill timer, whatever the run is doing (a hung peer, a stuck
+    flow): one line on stderr and exit status 1, no results."""
+
+    def expire() -> None:
+        log.info("suicide timeout")
+        print(f"{workload}: suicide timeout after {seconds} s (-s)", file=sys.stderr,
+              flush=True)
+        os._exit(1)
+
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    timer.start()
 
 
 def _run_in_process(opts: argparse.Namespace, log: neper.Log) -> int:

@@ -28,6 +28,7 @@ import itertools
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,6 +63,7 @@ class Plan:
     time_wait: bool = False
     listen_backlog: int = 128
     no_delay: bool = False
+    delay: int = 0  # ns to wait after each send (neper -D)
     maerts: bool = False  # tcp_stream -M: the server writes, the client reads
 
     def server_reads(self) -> bool:
@@ -273,6 +275,7 @@ class Client:
         plan, stop = self.plan, self.stop
         request = bytes(plan.request_size)
         response_size, buffer_size = plan.response_size, plan.buffer_size
+        delay = plan.delay / 1e9
         udp_bufsize = max(response_size, buffer_size)
         while not stop.is_set():
             active = []
@@ -282,6 +285,8 @@ class Client:
                     break
                 flow.started_at = now
                 flow.sock.sendall(request)
+                if delay:
+                    time.sleep(delay)
                 active.append(flow)
             if not active:
                 return
@@ -329,6 +334,7 @@ class Client:
         chunk = bytes(self.plan.buffer_size)
         stop = self.stop
         tcp = self.plan.tcp
+        delay = self.plan.delay / 1e9
         while not stop.is_set() and budget.take(monotonic_ns()):
             for flow in flows:
                 if tcp:
@@ -338,6 +344,8 @@ class Client:
                         flow.sock.send(chunk)
                     except (BlockingIOError, ConnectionRefusedError):
                         pass  # ENOBUFS-like pressure or a stale ICMP error: datagrams drop
+                if delay:
+                    time.sleep(delay)
 
     def _read_thread(self, flows: list[_ClientFlow], budget: Budget) -> None:
         """tcp_stream -M: read each flow in turn (the server writes on every flow, so a

@@ -137,6 +137,16 @@ def test_unknown_workloads_and_bad_values_are_usage_errors(
     assert "Traceback" not in capsys.readouterr().err
 
 
+def test_durations_take_neper_suffixes() -> None:
+    assert neper.parse_duration("250") == 250
+    assert neper.parse_duration("20us") == 20_000
+    assert neper.parse_duration("3ms") == 3_000_000
+    assert neper.parse_duration("1s") == 1_000_000_000
+    with pytest.raises(argparse.ArgumentTypeError):
+        neper.parse_duration("1min")
+    assert parse("tcp_stream", "-D", "5us").delay == 5000
+
+
 def test_dry_run_prints_the_options_and_exits(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "tcp_crr", "-n", "-l", "3", "--nolog"]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -139,6 +139,27 @@ def test_tcp_crr_time_wait_closes_gracefully(capsys: pytest.CaptureFixture[str])
     assert values["time_wait"] == "1" and values["num_transactions"] == "30"
 
 
+@pytest.mark.parametrize("target", ["mem", "kernel"])
+def test_delay_waits_after_each_send(target: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status, values, err = bench(capsys, "udp_rr", "-D", "2ms", "--target", target,
+                                "-l", "-20")
+    assert status == 0, err
+    assert values["delay"] == "2000000"
+    assert float(values["latency_min"]) >= 0.002  # the wait sits inside each transaction
+
+
+def test_suicide_length_ends_a_run_that_would_go_on() -> None:
+    began = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "rcunet", "bench", "udp_rr", "--target", "kernel", "-s", "1",
+         "-l", "30", "--nolog"], capture_output=True, text=True, timeout=30,
+        env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert proc.returncode == 1
+    assert "suicide timeout after 1 s" in proc.stderr and "Traceback" not in proc.stderr
+    assert time.monotonic() - began < 20
+    assert "num_transactions" not in proc.stdout
+
+
 def test_log_file_is_written_unless_nolog(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
