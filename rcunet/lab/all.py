@@ -25,6 +25,7 @@ from typing import Any
 from rcunet.lab.common import interpreter, ratio
 from rcunet.lab.plot import Metric, before_after_bars, scaling, speedups
 from rcunet.lab.report import PUBLISHED, format_change, percent_change, published_section
+from rcunet.lab.report import to_json as result_json
 
 SEEDS = ("seed000", "seed001", "seed002", "seed003", "seed004")
 #: Changes smaller than this (in %) count as "flat", neither direction.
@@ -41,7 +42,7 @@ class Lab:
 
 
 LABS: dict[str, Lab] = {
-    "seed000": Lab("connect() port search: lockless 4-tuple pre-check", "connect()/s",
+    "seed000": Lab("connect() port search: lockless 4-tuple pre-check", "connects/s",
                    {"duration": 0.3, "rounds": 1}, {"duration": 1.0, "rounds": 3}, 0),
     "seed001": Lab("tcp recvmsg(): consumed buffers freed after the socket lock", "Mbit/s",
                    {"duration": 0.4, "rounds": 1, "lockstat_duration": 0.2},
@@ -233,9 +234,7 @@ def to_json(outcome: dict[str, Any]) -> dict[str, Any]:
         entry = dict(entry)
         result = entry.get("result")
         if isinstance(result, dict) and "lockstat" in result:
-            module = importlib.import_module(f"rcunet.lab.{seed}")
-            entry["result"] = module.to_json(result) if hasattr(module, "to_json") else {
-                k: v for k, v in result.items() if k != "lockstat"}
+            entry["result"] = result_json(result)
         seeds[seed] = entry
     slim["seeds"] = seeds
     return slim

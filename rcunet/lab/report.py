@@ -17,9 +17,11 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rcunet.bench import neper
-from rcunet.sync.lockstat import ClassStats, format_lock_stat
+from rcunet.host.counters import format_nstat
+from rcunet.sync.lockstat import ClassStats, format_lock_stat, format_perf_lock_contention
 
 #: The keys a cover letter keeps from a neper block, in neper's order (§8 item 2).
 TRIMMED_KEYS = (
@@ -178,11 +180,47 @@ def lock_stat_section(before: Mapping[str, ClassStats],
     if not names:
         return ["lock_stat: no class changed"]
     header = format_lock_stat({}).splitlines()[2]
-    out = ["lock_stat, classes that changed (before):", header]
+    out = ["Before (legacy), lock_stat classes that changed:", header]
     out += lock_stat_rows(before, names) or ["  (none taken)"]
-    out += ["", "lock_stat (after):", header]
+    out += ["", "After (modern), the same classes:", header]
     out += lock_stat_rows(after, names) or ["  (none taken)"]
     return out
+
+
+# ------------------------------------------------------------------------------ lab results
+# A lab result (seed001, seed004) carries ``lockstat`` {mode: snapshot} (empty when the
+# statistics run was skipped) and ``runs`` {mode: run with its "nstat" counters}.
+def lock_stat_lines(result: dict[str, Any]) -> list[str]:
+    locks = result["lockstat"]
+    if not locks:
+        return ["lock_stat: not collected (--lockstat-duration 0)"]
+    return lock_stat_section(locks["legacy"], locks["modern"])
+
+
+def extra_reports(result: dict[str, Any], *, show_lockstat: bool, show_nstat: bool) -> str:
+    """The --lockstat and --nstat layouts, legacy then modern."""
+    out = []
+    for mode in ("legacy", "modern"):
+        if show_lockstat and mode in result["lockstat"]:
+            snap = result["lockstat"][mode]
+            out += [f"== {mode}: /proc/lock_stat", format_lock_stat(snap),
+                    f"== {mode}: perf lock contention",
+                    format_perf_lock_contention(snap)]
+        if show_nstat:
+            out += [f"== {mode}: nstat (host b)", format_nstat(result["runs"][mode]["nstat"])]
+    return "\n".join(out)
+
+
+def to_json(result: dict[str, Any]) -> dict[str, Any]:
+    """The result without the lock snapshots' dataclasses (their summary instead)."""
+    slim = dict(result)
+    slim["lockstat"] = {mode: {name: {"acquisitions": s.acquisitions,
+                                      "contentions": s.contentions,
+                                      "wait_total_ns": s.wait_total,
+                                      "hold_total_ns": s.hold_total}
+                               for name, s in snap.items()}
+                        for mode, snap in result["lockstat"].items()}
+    return slim
 
 
 # ------------------------------------------------------------------------------ published

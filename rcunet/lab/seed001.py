@@ -32,11 +32,9 @@ from collections.abc import Callable
 from typing import Any
 
 from rcunet.bench import neper
-from rcunet.host.counters import format_nstat
 from rcunet.host.network import Network
 from rcunet.lab.common import MODES, alternate, interpreter, ratio, tuning_for, with_lockstat
-from rcunet.lab.report import cover_letter, lock_stat_section, neper_lines
-from rcunet.sync import lockstat
+from rcunet.lab.report import cover_letter, extra_reports, lock_stat_lines, neper_lines, to_json
 from rcunet.sync.lock import all_classes
 
 SERVER = "10.0.0.2"
@@ -228,7 +226,7 @@ def run_lab(duration: float = 1.0, rounds: int = 3, *, chunk: int = 16384, work_
     rates = alternate(measure, rounds)
     locks: dict[str, dict[str, Any]] = {}
     seconds = lockstat_duration if lockstat_duration is not None else max(duration / 2, 0.1)
-    for mode in MODES:
+    for mode in MODES if seconds > 0 else ():
         def one(mode: str = mode) -> dict[str, Any]:
             return _checked(run_stream(mode, seconds, chunk=chunk, work_us=work_us,
                                        sleep_us=sleep_us, rcvbuf=rcvbuf))
@@ -290,35 +288,7 @@ def report(result: dict[str, Any]) -> str:
         "(slow reader, one bulk flow)",
         interpreter=result["interpreter"], commands=[command_line(p)], summary=summary,
         before=legacy["neper"], after=modern["neper"],
-        lock_stat=lock_stat_section(result["lockstat"]["legacy"],
-                                    result["lockstat"]["modern"]),
-        seed="seed001", notes=notes)
-
-
-def extra_reports(result: dict[str, Any], *, show_lockstat: bool, show_nstat: bool) -> str:
-    """The --lockstat and --nstat layouts, legacy then modern."""
-    out = []
-    for mode in MODES:
-        if show_lockstat:
-            snap = result["lockstat"][mode]
-            out += [f"== {mode}: /proc/lock_stat", lockstat.format_lock_stat(snap),
-                    f"== {mode}: perf lock contention",
-                    lockstat.format_perf_lock_contention(snap)]
-        if show_nstat:
-            out += [f"== {mode}: nstat (host b)", format_nstat(result["runs"][mode]["nstat"])]
-    return "\n".join(out)
-
-
-def to_json(result: dict[str, Any]) -> dict[str, Any]:
-    """The result without the lock snapshots' dataclasses (their summary instead)."""
-    slim = dict(result)
-    slim["lockstat"] = {mode: {name: {"acquisitions": s.acquisitions,
-                                      "contentions": s.contentions,
-                                      "wait_total_ns": s.wait_total,
-                                      "hold_total_ns": s.hold_total}
-                               for name, s in snap.items()}
-                        for mode, snap in result["lockstat"].items()}
-    return slim
+        lock_stat=lock_stat_lines(result), seed="seed001", notes=notes)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -334,6 +304,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def add_common_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--lockstat-duration", type=float, default=None, metavar="SECONDS",
+                        help="length of the extra run per mode with lock statistics on "
+                             "(default: half of --duration; 0 skips it)")
     parser.add_argument("--switch-interval", type=float, default=None, metavar="SECONDS",
                         help="sys.setswitchinterval for the run (GIL builds: how often "
                              "threads switch; default: leave the interpreter's)")
@@ -342,6 +315,13 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nstat", action="store_true", help="print nstat counters")
     parser.add_argument("--plot", metavar="FILE.png", help="save a before/after plot")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def check_lockstat_duration(args: argparse.Namespace) -> None:
+    if args.lockstat_duration is not None and args.lockstat_duration < 0:
+        raise SystemExit("--lockstat-duration must be >= 0")
+    if args.lockstat and args.lockstat_duration == 0:
+        raise SystemExit("--lockstat needs the lock statistics run (--lockstat-duration > 0)")
 
 
 def with_switch_interval(seconds: float | None, body: Callable[[], Any]) -> Any:
@@ -376,9 +356,10 @@ def run(args: argparse.Namespace) -> int:
             raise SystemExit(f"--{name} must be positive")
     if args.work_us < 0 or args.sleep_us < 0:
         raise SystemExit("--work-us and --sleep-us must be >= 0")
+    check_lockstat_duration(args)
     result = with_switch_interval(args.switch_interval, lambda: run_lab(
         args.duration, args.rounds, chunk=args.chunk, work_us=args.work_us,
-        sleep_us=args.sleep_us, rcvbuf=args.rcvbuf))
+        sleep_us=args.sleep_us, rcvbuf=args.rcvbuf, lockstat_duration=args.lockstat_duration))
     if args.json:
         print(json.dumps(to_json(result)))
     else:

@@ -30,11 +30,10 @@ from rcunet.bench import neper
 from rcunet.host.network import Network
 from rcunet.host.tcp import TCBINFO_LOCK
 from rcunet.lab.common import MODES, alternate, interpreter, ratio, tuning_for, with_lockstat
-from rcunet.lab.report import cover_letter, lock_stat_section, neper_lines
+from rcunet.lab.report import cover_letter, extra_reports, lock_stat_lines, neper_lines, to_json
 from rcunet.lab.seed001 import (
     add_common_options,
-    extra_reports,
-    to_json,
+    check_lockstat_duration,
     with_switch_interval,
 )
 from rcunet.sync.lock import all_classes
@@ -221,7 +220,7 @@ def run_lab(duration: float = 1.0, rounds: int = 3, *, acceptors: int = 4, clien
     rates = alternate(measure, rounds)
     locks: dict[str, Any] = {}
     seconds = lockstat_duration if lockstat_duration is not None else max(duration / 2, 0.1)
-    for mode in MODES:
+    for mode in MODES if seconds > 0 else ():
         _, locks[mode] = with_lockstat(lambda mode=mode: run_one(mode, seconds), all_classes())
     return {
         "interpreter": interpreter(),
@@ -234,7 +233,7 @@ def run_lab(duration: float = 1.0, rounds: int = 3, *, acceptors: int = 4, clien
         "runs": best,
         "lockstat": locks,
         "global_lock": {mode: _class_summary(locks[mode].get(TCBINFO_LOCK.name))
-                        for mode in MODES},
+                        for mode in locks},
     }
 
 
@@ -264,17 +263,21 @@ def command_line(params: dict[str, Any]) -> str:
 
 def report(result: dict[str, Any]) -> str:
     legacy, modern = result["runs"]["legacy"], result["runs"]["modern"]
-    gl, gm = result["global_lock"]["legacy"], result["global_lock"]["modern"]
     p = result["params"]
     summary = [
         f"{'':36}{'legacy':>14}{'modern':>14}{'ratio':>9}",
         f"{'connections/s':36}{result['legacy']:>14,.0f}{result['modern']:>14,.0f}"
         f"{result['ratio']:>8.2f}x",
-        f"{'tcbinfo_lock acquisitions':36}{gl['acquisitions']:>14,}{gm['acquisitions']:>14,}",
-        f"{'tcbinfo_lock contentions':36}{gl['contentions']:>14,}{gm['contentions']:>14,}",
-        f"{'tcbinfo_lock wait total (us)':36}{gl['wait_total_ns'] / 1e3:>14,.1f}"
-        f"{gm['wait_total_ns'] / 1e3:>14,.1f}",
     ]
+    if result["global_lock"]:
+        gl, gm = result["global_lock"]["legacy"], result["global_lock"]["modern"]
+        summary += [
+            f"{'tcbinfo_lock acquisitions':36}{gl['acquisitions']:>14,}"
+            f"{gm['acquisitions']:>14,}",
+            f"{'tcbinfo_lock contentions':36}{gl['contentions']:>14,}{gm['contentions']:>14,}",
+            f"{'tcbinfo_lock wait total (us)':36}{gl['wait_total_ns'] / 1e3:>14,.1f}"
+            f"{gm['wait_total_ns'] / 1e3:>14,.1f}",
+        ]
     notes = [
         f"Checks: every completed connection was served once and counted by both hosts "
         f"(legacy {legacy['connections']:,}, modern {modern['connections']:,}); nothing "
@@ -286,19 +289,18 @@ def report(result: dict[str, Any]) -> str:
         "seed 004: short-lived connections, accept() without a global lock",
         interpreter=result["interpreter"], commands=[command_line(p)], summary=summary,
         before=legacy["neper"], after=modern["neper"],
-        lock_stat=lock_stat_section(result["lockstat"]["legacy"],
-                                    result["lockstat"]["modern"]),
-        seed="seed004", notes=notes)
+        lock_stat=lock_stat_lines(result), seed="seed004", notes=notes)
 
 
 def plot_metrics(result: dict[str, Any]) -> list[Any]:
     from rcunet.lab.plot import Metric
 
-    gl, gm = result["global_lock"]["legacy"], result["global_lock"]["modern"]
-    return [
-        Metric("connections/s", result["legacy"], result["modern"], "connections/s"),
-        Metric("tcbinfo_lock acquisitions", gl["acquisitions"], gm["acquisitions"], "count"),
-    ]
+    metrics = [Metric("connections/s", result["legacy"], result["modern"], "connections/s")]
+    if result["global_lock"]:
+        gl, gm = result["global_lock"]["legacy"], result["global_lock"]["modern"]
+        metrics.append(Metric("tcbinfo_lock acquisitions", gl["acquisitions"],
+                              gm["acquisitions"], "count"))
+    return metrics
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -339,12 +341,14 @@ def run(args: argparse.Namespace) -> int:
                  "response_size"):
         if getattr(args, name) <= 0:
             raise SystemExit(f"--{name.replace('_', '-')} must be positive")
+    check_lockstat_duration(args)
     counts = _thread_counts(args.scale) if args.scale else ()
 
     def body() -> tuple[dict[str, Any], dict[int, dict[str, float]]]:
         result = run_lab(args.duration, args.rounds, acceptors=args.acceptors,
                          clients=args.clients, request_size=args.request_size,
-                         response_size=args.response_size)
+                         response_size=args.response_size,
+                         lockstat_duration=args.lockstat_duration)
         series = scaling(counts, args.duration, 1) if counts else {}
         return result, series
 
