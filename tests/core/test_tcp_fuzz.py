@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tcp_harness import (
@@ -17,6 +18,7 @@ from tcp_harness import (
     established,
     plain_options,
     seg,
+    transfer,
 )
 
 from rcunet.core.tcp import Connection, Options, State
@@ -37,7 +39,9 @@ segments = st.builds(
     mss=st.none() | st.integers(0, 0xFFFF),
     window_scale=st.none() | st.integers(0, 255),
     sack_permitted=st.booleans(),
-    sack_blocks=st.lists(st.tuples(U32, U32), max_size=4).map(tuple),
+    sack_blocks=st.lists(st.tuples(st.one_of(U32, st.integers(10_000, 60_000)),
+                                   st.one_of(U32, st.integers(10_000, 60_000))),
+                         max_size=4).map(tuple),
     timestamp=st.none() | st.tuples(U32, U32),
     checksum_ok=st.sampled_from([None, True, False]),
 )
@@ -159,3 +163,33 @@ def attack(kind: str, off: int, length: int, victim, data: bytes, rng) -> tcp.Re
     ts = (t.ts_recent, 0) if t.ts_ok else None
     return tcp.Repr(src_port=REMOTE_PORT, dst_port=LOCAL_PORT, seq=seq, ack=ack, flags=flags,
                     window=65535, payload=payload, timestamp=ts)
+
+
+# ---------------------------------------------------------------- lying receivers
+@pytest.mark.parametrize("seed", range(6))
+def test_sender_survives_receivers_that_lie_in_sack_and_window(seed: int) -> None:
+    """The receiver's cumulative ACKs stay honest (or nothing could be reliable), but its
+    SACK blocks claim data it never got, and its window flaps to zero and back."""
+    rng = random.Random(seed)
+    data = rng.randbytes(300_000)
+
+    def lie(s: tcp.Repr) -> tcp.Repr:
+        if rng.random() < 0.3:  # bogus SACK block just above the cumulative ACK
+            start = (s.ack + rng.choice((0, rng.randrange(1, 20_000)))) & 0xFFFFFFFF
+            s = s._replace(sack_blocks=((start, (start + rng.randrange(1, 30_000))
+                                         & 0xFFFFFFFF),) + s.sack_blocks[:2])
+        if rng.random() < 0.05:
+            s = s._replace(window=0)
+        return s
+
+    net = Net(seed=seed, imp=Impairments(loss=0.03, reorder=0.05))
+    original = net._transmit
+
+    def transmit(to: str, s: tcp.Repr) -> None:
+        original(to, lie(s) if to == "client" and s.flags & tcp.ACK else s)
+
+    net._transmit = transmit  # type: ignore[method-assign]
+    got = transfer(net, data, timeout=3600 * SECOND)
+    assert got == data
+    assert net.now < 300 * SECOND  # slowed down, never stuck
+    assert net.client.counters["TcpExtTCPSACKReneging"] > 0

@@ -781,6 +781,12 @@ class Connection:
             t.max_snd_wnd = max(t.max_snd_wnd, t.snd_wnd)
             t.snd_wl1, t.snd_wl2 = seg.seq, ack
         newly_sacked = self._update_scoreboard(seg) if t.sack_ok else 0
+        if self.scoreboard.ranges()[:1] and self.scoreboard.ranges()[0][0] == 0:
+            # SACKed bytes at SND.UNA would have been ACKed cumulatively: the receiver
+            # reneged (or lies).  Forget its SACKs (RFC 2018 §8; Linux tcp_check_sack_reneging).
+            self.counters.add("TcpExtTCPSACKReneging")
+            self.scoreboard.clear()
+            newly_sacked = 0
         self._loss_detection(seg, ack, new_ack, acked, prior_wnd, prior_flight, newly_sacked,
                              now)
         # state-specific ACK handling

@@ -19,6 +19,7 @@ NAMES = (
     "TcpExtTCPDSACKOldSent",
     "TcpExtDelayedACKs", "TcpExtTCPTimeouts", "TcpExtTCPFastRetrans",
     "TcpExtTCPRenoRecovery", "TcpExtTCPSackRecovery", "TcpExtTCPSynRetrans",
+    "TcpExtTCPSACKReneging",
     "TcpExtTCPWinProbe", "TcpExtTCPKeepAlive", "TcpExtTCPAbortOnTimeout",
     "TcpExtTCPAbortOnData", "TcpExtTCPAbortOnClose",
     "TcpExtSyncookiesSent", "TcpExtSyncookiesRecv", "TcpExtSyncookiesFailed", "TcpExtTW",
