@@ -33,8 +33,9 @@ def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untype
     if not TOOLS_USED:
         return
     terminalreporter.section("interop: real tools exercised")
+    width = max(len(tool) for tool in TOOLS_USED)
     for tool, count in sorted(TOOLS_USED.items()):
-        terminalreporter.write_line(f"{tool:<18} {count:>4} run(s)")
+        terminalreporter.write_line(f"{tool:<{width}}  {count:>4} check(s)")
 
 
 @pytest.fixture(autouse=True)
