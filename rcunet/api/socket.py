@@ -185,14 +185,15 @@ class Socket:
     # -- addresses ----------
     def getsockname(self) -> tuple[Any, ...]:
         self._check_open()
-        return unpack_address(self.family, self._sk.laddr, self._sk.lport)
+        laddr, lport, _faddr, _fport = self._sk.key  # atomic: one load, as in send()
+        return unpack_address(self.family, laddr, lport)
 
     def getpeername(self) -> tuple[Any, ...]:
         self._check_open()
-        sk = self._sk
-        if sk.faddr in (ANY4, ANY6) and not sk.fport:
+        _laddr, _lport, faddr, fport = self._sk.key  # atomic: one load, as in send()
+        if faddr in (ANY4, ANY6) and not fport:
             raise _oserror(errno.ENOTCONN)
-        return unpack_address(self.family, sk.faddr, sk.fport)
+        return unpack_address(self.family, faddr, fport)
 
     # -- bind / connect ----------
     def bind(self, address: tuple[Any, ...]) -> None:
@@ -284,9 +285,12 @@ class Socket:
             err = sk.take_error()
             if err:
                 raise _oserror(err)
-            if not sk.fport:
+            # atomic: one attribute load of the identity tuple (set_key stores it last), so
+            # a concurrent connect() gives the old or the new peer, never a mix of both.
+            _laddr, _lport, faddr, fport = sk.key
+            if not fport:
                 raise _oserror(errno.EDESTADDRREQ)
-            return self._host.udp.sendto(sk, bytes(data), _wire(sk.faddr), sk.fport)
+            return self._host.udp.sendto(sk, bytes(data), _wire(faddr), fport)
         return int(sk.send(bytes(data), self._timeout, flags))
 
     def sendall(self, data: bytes, flags: int = 0) -> None:

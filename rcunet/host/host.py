@@ -82,7 +82,7 @@ class Host:
         self.clock: Clock = clock or MonotonicClock()
         self.deterministic = self.clock.virtual
         self.seed = self.id if seed is None else seed
-        self.rng = random.Random(self.seed)  # owner: configuration paths; workers use rng_for()
+        self.rng = random.Random(self.seed)  # guarded-by: _rng_lock (random_u32)
         self._rng_lock = threading.Lock()
         self.counters = Counters()
         self.timers = Timers()
@@ -99,7 +99,8 @@ class Host:
         self._threads: list[threading.Thread] = []
         self._running = False
         self._stopping = threading.Event()
-        self._reported_errors: set[str] = set()
+        self._reported_errors: set[str] = set()  # guarded-by: _report_lock
+        self._report_lock = threading.Lock()
         self.closed = False
         self.ip = IpLayer(self)
         self.dst_cache = DstCache(self)
@@ -246,6 +247,8 @@ class Host:
     # -- the receive entry point ----------
     def receive(self, iface: Interface, frame: bytes) -> None:
         """A link delivers ``frame`` on ``iface`` (any thread)."""
+        # atomic: attribute loads of ``closed`` and ``_running`` (stores in close()/start());
+        # a frame racing close() is processed or left in a stopped queue, never half-done.
         if self.closed:
             return
         if self.deterministic:
@@ -262,8 +265,10 @@ class Host:
         except Exception as exc:  # a bug must not kill the worker: count it, say it once
             self.counters.inc("RcunetRxExceptions")
             key = f"{type(exc).__name__}:{exc}"
-            if key not in self._reported_errors:
+            with self._report_lock:  # check-then-add: two workers must not both report
+                first = key not in self._reported_errors
                 self._reported_errors.add(key)
+            if first:
                 print(f"rcunet {self.name}: receive path error (counted, packet dropped):",
                       file=sys.stderr)
                 traceback.print_exc()
@@ -294,8 +299,9 @@ class Host:
             raise RuntimeError(f"{self.name}: a virtual-clock Host is driven by poll()")
         if self._running:
             return self
-        self._running = True
+        # Queues first, flag last: receive() (any thread) reads the flag, then the queues.
         self._rx_queues = [queue.SimpleQueue() for _ in range(self.rx_queue_count)]
+        self._running = True  # atomic: one attribute store, published after the queues
         for index, rxq in enumerate(self._rx_queues):
             self._spawn(f"{self.name}-rx{index}", self._rx_worker, rxq)
         self._spawn(f"{self.name}-timer", self._timer_worker)
