@@ -143,8 +143,7 @@ def run_all(*, quick: bool, plot_dir: str | None = None,
         outcome["seed004_scaling"] = series
         if plot_dir:
             path = os.path.join(plot_dir, "seed004-scaling.png")
-            scaling(path, "seed 004: connections/s against -T", series,
-                    ylabel="connections/s")
+            scaling(path, seed004.SCALE_TITLE, series, ylabel="connections/s")
             outcome["plots"]["seed004-scaling"] = path
     if plot_dir:
         path = os.path.join(plot_dir, "all-changes.png")
@@ -220,10 +219,11 @@ def markdown(outcome: dict[str, Any], output: str | None = None) -> str:
             lines += ["", *published_section(seed)]
         lines += ["```", ""]
         if seed == "seed004" and "seed004_scaling" in outcome:
-            from rcunet.lab.seed004 import scaling_report
+            from rcunet.lab.common import scaling_rows
 
             lines += image("seed004-scaling", "seed004 connections/s against -T")
-            lines += ["```text", scaling_report(outcome["seed004_scaling"]), "```", ""]
+            lines += ["```text", *scaling_rows(outcome["seed004_scaling"], "conn/s"), "```",
+                      ""]
     return "\n".join(lines)
 
 

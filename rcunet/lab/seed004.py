@@ -29,7 +29,20 @@ from typing import Any
 from rcunet.bench import neper
 from rcunet.host.network import Network
 from rcunet.host.tcp import TCBINFO_LOCK
-from rcunet.lab.common import MODES, alternate, interpreter, ratio, tuning_for, with_lockstat
+from rcunet.lab.common import (
+    MODES,
+    Series,
+    alternate,
+    interpreter,
+    parallel_headroom,
+    plot_scaling,
+    ratio,
+    scale,
+    scaling_report,
+    thread_counts,
+    tuning_for,
+    with_lockstat,
+)
 from rcunet.lab.report import cover_letter, extra_reports, lock_stat_lines, neper_lines, to_json
 from rcunet.lab.seed001 import (
     add_common_options,
@@ -244,15 +257,24 @@ def _class_summary(stats: Any) -> dict[str, int]:
             "wait_total_ns": stats.wait_total, "hold_total_ns": stats.hold_total}
 
 
+SCALE_TITLE = "seed 004: connections/s against -T (acceptors = clients = T)"
+
+
 def scaling(threads: tuple[int, ...] = (1, 2, 4), duration: float = 1.0,
-            rounds: int = 1) -> dict[int, dict[str, float]]:
-    """Connections/s against -T (acceptors = clients = T), legacy and modern."""
-    series: dict[int, dict[str, float]] = {}
-    for t in threads:
-        series[t] = alternate(
-            lambda mode, t=t: float(_checked(run_crr(mode, duration, acceptors=t,
-                                                      clients=t))["rate"]), rounds)
-    return series
+            rounds: int = 1) -> Series:
+    """Connections/s against -T (acceptors = clients = T), legacy and modern, every
+    (T, mode) point visited once per round (``rcunet.lab.common.scale``)."""
+    def measure(mode: str, t: int) -> float:
+        return float(_checked(run_crr(mode, duration, acceptors=t, clients=t))["rate"])
+
+    return scale(measure, threads, rounds)
+
+
+def scaling_text(series: Series) -> str:
+    """The --scale table, with the machine's parallel headroom measured now."""
+    counts = sorted(series)
+    headroom = {t: parallel_headroom(t) for t in counts[1:]}
+    return scaling_report(SCALE_TITLE, series, "conn/s", headroom)
 
 
 def command_line(params: dict[str, Any]) -> str:
@@ -311,29 +333,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
     parser.add_argument("-Q", "--request-size", type=int, default=1)
     parser.add_argument("-R", "--response-size", type=int, default=1)
-    parser.add_argument("--scale", metavar="T,T,...",
-                        help="also measure connections/s at these -T values (plotted with "
-                             "--plot)")
+    parser.add_argument("--scale", metavar="T,T,...", type=thread_counts,
+                        help="also measure connections/s at these -T values, interleaved "
+                             "(with --plot: FILE-scaling.png)")
     add_common_options(parser)
-
-
-def _thread_counts(text: str) -> tuple[int, ...]:
-    try:
-        counts = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise SystemExit(f"--scale takes thread counts like 1,2,4, not {text!r}") from None
-    if not counts or min(counts) <= 0:
-        raise SystemExit("--scale needs positive thread counts")
-    return counts
-
-
-def scaling_report(series: dict[int, dict[str, float]]) -> str:
-    lines = [f"{'-T':>4}{'legacy conn/s':>16}{'modern conn/s':>16}{'ratio':>9}"]
-    for t in sorted(series):
-        row = series[t]
-        lines.append(f"{t:>4}{row['legacy']:>16,.0f}{row['modern']:>16,.0f}"
-                     f"{ratio(row['modern'], row['legacy']):>8.2f}x")
-    return "\n".join(lines)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -342,9 +345,9 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, name) <= 0:
             raise SystemExit(f"--{name.replace('_', '-')} must be positive")
     check_lockstat_duration(args)
-    counts = _thread_counts(args.scale) if args.scale else ()
+    counts = args.scale or ()
 
-    def body() -> tuple[dict[str, Any], dict[int, dict[str, float]]]:
+    def body() -> tuple[dict[str, Any], Series]:
         result = run_lab(args.duration, args.rounds, acceptors=args.acceptors,
                          clients=args.clients, request_size=args.request_size,
                          response_size=args.response_size,
@@ -362,20 +365,18 @@ def run(args: argparse.Namespace) -> int:
         print(report(result))
         if series:
             print()
-            print(scaling_report(series))
+            print(scaling_text(series))
         extra = extra_reports(result, show_lockstat=args.lockstat, show_nstat=args.nstat)
         if extra:
             print()
             print(extra)
     if args.plot:
         from rcunet.lab.plot import before_after_bars
-        from rcunet.lab.plot import scaling as plot_scaling
 
         before_after_bars(args.plot, "seed 004: short-lived connections",
                           plot_metrics(result))
         if series:
             stem = args.plot[:-4] if args.plot.endswith(".png") else args.plot
-            plot_scaling(f"{stem}-scaling.png", "seed 004: connections/s against -T",
-                         series, ylabel="connections/s")
+            plot_scaling(f"{stem}-scaling.png", SCALE_TITLE, series, "connections/s")
     return 0
 
