@@ -221,15 +221,18 @@ def _drive(client: Client, plan: Plan, stop: threading.Event, log: neper.Log,
         events = client.events()
         if events != last_events:
             last_events, last_change = events, now
-        overdue = (plan.test_length > 0 and now - begin > plan.test_length + GRACE_SECONDS) \
-            or now - last_change > STALL_SECONDS or (interrupted and now - begin > 1.0)
+        if plan.test_length > 0:
+            overdue = now - begin > plan.test_length + GRACE_SECONDS
+        else:  # a transaction count: a stalled flow (a lost datagram) would never end
+            overdue = now - last_change > STALL_SECONDS
+        overdue = overdue or (interrupted and now - begin > 1.0)
         if overdue and not unstuck:
             stop.set()
             client.unstick()
             unstuck = True
         if show_progress:
             print(f"\r{plan.workload} --target {target_name}: {now - begin:5.1f} s, "
-                  f"{events} {'transactions' if plan.rr else 'bytes'}", end="",
+                  f"{events} {'transactions' if plan.rr else 'bytes sent or read'}", end="",
                   file=sys.stderr, flush=True)
     if show_progress:
         print(file=sys.stderr)

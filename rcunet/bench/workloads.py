@@ -335,7 +335,9 @@ class Client:
         stop = self.stop
         tcp = self.plan.tcp
         delay = self.plan.delay / 1e9
-        while not stop.is_set() and budget.take(monotonic_ns()):
+        size = len(chunk)
+        now = monotonic_ns()
+        while not stop.is_set() and budget.take(now):
             for flow in flows:
                 if tcp:
                     flow.sock.sendall(chunk)
@@ -344,6 +346,8 @@ class Client:
                         flow.sock.send(chunk)
                     except (BlockingIOError, ConnectionRefusedError):
                         pass  # ENOBUFS-like pressure or a stale ICMP error: datagrams drop
+                now = monotonic_ns()
+                flow.stats.event(now, size)  # the writer's count: progress only
                 if delay:
                     time.sleep(delay)
 

@@ -160,6 +160,17 @@ def test_suicide_length_ends_a_run_that_would_go_on() -> None:
     assert "num_transactions" not in proc.stdout
 
 
+def test_a_timed_run_is_never_cut_short_by_the_stall_watchdog(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from rcunet.bench import targets
+
+    monkeypatch.setattr(targets, "STALL_SECONDS", 0.3)  # only for -l -N counts
+    status, values, err = bench(capsys, "tcp_stream", "--target", "kernel", "-l", "2")
+    assert status == 0, err
+    start, end = float(values["time_start"]), float(values["time_end"])
+    assert end - start >= 1.5
+
+
 def test_log_file_is_written_unless_nolog(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
