@@ -377,7 +377,8 @@ class Socket:
         child._sk = child_sk
         child._host = self._host
         child.family, child.type, child.proto = self.family, self.type, self.proto
-        child._timeout = None if self._timeout == 0.0 else self._timeout
+        # CPython: the accepted socket takes the default timeout, not the listener's
+        child._timeout = _pysocket.getdefaulttimeout()
         child._closed = False
         return child, child.getpeername()
 

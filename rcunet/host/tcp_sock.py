@@ -330,7 +330,7 @@ class TcpSock(SockEntry):
             self._block_or_fail(seen, timeout, deadline)
 
     # ------------------------------------------------------------------ data
-    def send(self, data: bytes, timeout: float | None, flags: int = 0) -> int:
+    def send(self, data: bytes | memoryview, timeout: float | None, flags: int = 0) -> int:
         if flags & MSG_DONTWAIT:
             timeout = 0.0
         view = memoryview(data)
@@ -376,7 +376,7 @@ class TcpSock(SockEntry):
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             if remaining == 0.0 and timeout != 0.0:
                 raise TimeoutError("timed out")
-            sent += self.send(bytes(view[sent:]), remaining)
+            sent += self.send(view[sent:], remaining)  # a view: no copy of the rest
 
     def recv(self, bufsize: int, timeout: float | None, flags: int = 0) -> bytes:
         if bufsize < 0:
