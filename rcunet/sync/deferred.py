@@ -19,6 +19,11 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
+from rcunet.sync.hooks import yield_point
+
+#: Yield point in free() between finding the owner's queue and appending to it.
+FREE_AFTER_LOOKUP = "deferred.free.after_lookup"
+
 _get_ident = threading.get_ident
 
 
@@ -119,6 +124,9 @@ class _OwnerQueue:
     kick: Callable[[Hashable], object] | None
     queue: deque[object]
     kick_pending: bool = False
+    #: Set by unregister() before its final drain (one attribute store); free() loads it
+    #: after its append, so an object queued as the owner left is recycled by one of them.
+    retired: bool = False
 
 
 class DeferredFreeList:
@@ -137,6 +145,9 @@ class DeferredFreeList:
       get).  Each queue is a deque: producers ``append``, the owner ``popleft``s (both
       atomic).  ``kick_pending`` is a hint: a race may send two kicks, never lose one
       while objects are queued, because ``drain`` clears it before it empties the queue.
+      ``unregister`` racing ``free``: the freer may have loaded the old ``_owners``; it
+      appends, then loads ``retired`` (stored by unregister before its drain), so either
+      unregister's drain sees the object or the freer drains the retired queue itself.
     """
 
     def __init__(self, defer_max: int = 128, kick_at: int | None = None) -> None:
@@ -176,6 +187,7 @@ class DeferredFreeList:
             self._owners = owners
         if entry is None:
             return 0
+        entry.retired = True  # atomic: one attribute store, before the final drain
         return self._drain_entry(entry)
 
     def free(self, obj: object, owner: Hashable) -> bool:
@@ -185,8 +197,12 @@ class DeferredFreeList:
             self.freed_local.add()
             (entry.recycle if entry is not None else _drop)(obj)
             return False
+        yield_point(FREE_AFTER_LOOKUP)
         entry.queue.append(obj)  # atomic: deque.append
         self.deferred.add()
+        if entry.retired:  # atomic: attribute load; the owner left while we queued
+            self._drain_entry(entry)
+            return True
         if len(entry.queue) >= self.kick_at and not entry.kick_pending:
             entry.kick_pending = True
             self.kicks.add()

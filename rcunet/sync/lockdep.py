@@ -49,7 +49,9 @@ _declared_chains: list[tuple[str, ...]] = []  # guarded-by: _graph_lock
 _reports: list[str] = []  # guarded-by: _graph_lock
 _reported: set[tuple[str, int, int]] = set()  # guarded-by: _graph_lock
 _tls = threading.local()
-_generation = 0  # bumped by enable()/disable(): stale held stacks are dropped
+#: Bumped by enable()/disable() under _graph_lock (stale held stacks are dropped);
+#: read without it by _stack() (atomic: one global load).
+_generation = 0
 
 
 def enable() -> None:
@@ -57,7 +59,8 @@ def enable() -> None:
     global _generation
     from rcunet.sync import lock as _lock_mod
 
-    _generation += 1
+    with _graph_lock:
+        _generation += 1
     _lock_mod._set_mode(checks=True)
 
 
@@ -66,7 +69,8 @@ def disable() -> None:
     from rcunet.sync import lock as _lock_mod
 
     _lock_mod._set_mode(checks=False)
-    _generation += 1
+    with _graph_lock:
+        _generation += 1
 
 
 def enabled() -> bool:
