@@ -22,6 +22,8 @@ def test_seed001_every_byte_arrives_and_buffers_go_where_the_mode_says(mode):
     assert run["hash_ok"]
     assert run["recv_calls"] > 0 and run["holds"] >= run["recv_calls"]
     assert run["hold_ns_avg"] > 0 and run["hold_ns_max"] >= run["hold_ns_avg"]
+    assert 0 < run["hold_ns_per_recv_p50"] <= run["hold_ns_per_recv_p99"]
+    assert run["reader_recv_cpu_us_per_mb"] > 0
     assert run["backlog_drops"] == 0
     buffers = run["buffers"]
     if mode == "legacy":  # freed inside the reader's lock section, in the reader's thread
