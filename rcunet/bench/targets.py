@@ -201,43 +201,53 @@ def _run_in_process(opts: argparse.Namespace, log: neper.Log) -> int:
 
 def _drive(client: Client, plan: Plan, stop: threading.Event, log: neper.Log,
            target_name: str) -> bool:
-    """Run the client threads to their end; returns True when interrupted (Ctrl-C)."""
+    """Run the client threads to their end; returns True when interrupted (Ctrl-C).
+
+    A Ctrl-C sets ``stop``: every thread ends its current round and the block is still
+    printed.  Flows that will never answer (a lost UDP datagram, an interrupted wait)
+    are shut down after a grace period so the run always ends."""
     client.start()
     begin = time.monotonic()
     show_progress = sys.stderr.isatty() and (plan.test_length > PROGRESS_AFTER
                                              or plan.test_length < 0)
-    interrupted = False
+    interrupted_at: float | None = None
     last_events, last_change = -1, begin
     unstuck = False
     while client.alive():
         try:
             client.join(0.25)
+            now = time.monotonic()
+            events = client.events()
+            if events != last_events:
+                last_events, last_change = events, now
+            if not unstuck and _overdue(plan, now, begin, last_change, interrupted_at):
+                stop.set()
+                client.unstick()
+                unstuck = True
+            if show_progress:
+                print(f"\r{plan.workload} --target {target_name}: {now - begin:5.1f} s, "
+                      f"{events} {'transactions' if plan.rr else 'bytes sent or read'}",
+                      end="", file=sys.stderr, flush=True)
         except KeyboardInterrupt:
-            interrupted = True
+            if interrupted_at is None:
+                interrupted_at = time.monotonic()
+                log.info("interrupted")
             stop.set()
-            log.info("interrupted")
-            continue
-        now = time.monotonic()
-        events = client.events()
-        if events != last_events:
-            last_events, last_change = events, now
-        if plan.test_length > 0:
-            overdue = now - begin > plan.test_length + GRACE_SECONDS
-        else:  # a transaction count: a stalled flow (a lost datagram) would never end
-            overdue = now - last_change > STALL_SECONDS
-        overdue = overdue or (interrupted and now - begin > 1.0)
-        if overdue and not unstuck:
-            stop.set()
-            client.unstick()
-            unstuck = True
-        if show_progress:
-            print(f"\r{plan.workload} --target {target_name}: {now - begin:5.1f} s, "
-                  f"{events} {'transactions' if plan.rr else 'bytes sent or read'}", end="",
-                  file=sys.stderr, flush=True)
     if show_progress:
         print(file=sys.stderr)
     client.run.usage_end = Usage.now()
-    return interrupted
+    return interrupted_at is not None
+
+
+def _overdue(plan: Plan, now: float, begin: float, last_change: float,
+             interrupted_at: float | None) -> bool:
+    """Time to wake flows that still block: past the deadline plus a grace period; for a
+    transaction count, no progress for STALL_SECONDS; a second after a Ctrl-C."""
+    if interrupted_at is not None and now - interrupted_at > 1.0:
+        return True
+    if plan.test_length > 0:
+        return now - begin > plan.test_length + GRACE_SECONDS
+    return now - last_change > STALL_SECONDS
 
 
 def _report(opts: argparse.Namespace, client: Client, server: Server,

@@ -185,6 +185,7 @@ class Client:
         self.stop = stop
         self.run = Run()
         self._threads: list[threading.Thread] = []
+        self._done: list[threading.Event] = []
         self._flows: list[_ClientFlow] = []
 
     # -- setup ----------
@@ -225,18 +226,27 @@ class Client:
         budget = Budget(plan.test_length, monotonic_ns())
         for thread_index in range(plan.num_threads):
             flows = [f for f in self._flows if f.stats.thread_index == thread_index]
-            thread = threading.Thread(target=self._guard, args=(body, flows, budget),
+            done = threading.Event()
+            thread = threading.Thread(target=self._guard, args=(body, flows, budget, done),
                                       name=f"neper-client-{thread_index}", daemon=True)
             self._threads.append(thread)
+            self._done.append(done)
             thread.start()
 
+    # Thread.join() interrupted by Ctrl-C can leave is_alive() False for a thread that
+    # still runs (CPython 3.11), so completion is each thread's own Event.
     def alive(self) -> bool:
-        return any(t.is_alive() for t in self._threads)
+        return not all(done.is_set() for done in self._done)
 
     def join(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds in all; True when every thread has finished."""
+        deadline = time.monotonic() + timeout
+        for done in self._done:
+            if not done.wait(max(0.0, deadline - time.monotonic())):
+                return False
         for thread in self._threads:
-            thread.join(timeout)
-        return not self.alive()
+            thread.join()  # finished: returns at once
+        return True
 
     def unstick(self) -> None:
         """Wake threads blocked on a flow that will never answer (a lost UDP datagram):
@@ -259,7 +269,7 @@ class Client:
 
     # -- threads ----------
     def _guard(self, body: Callable[[list[_ClientFlow], Budget], None],
-               flows: list[_ClientFlow], budget: Budget) -> None:
+               flows: list[_ClientFlow], budget: Budget, done: threading.Event) -> None:
         try:
             body(flows, budget)
         except (OSError, PeerVanished) as exc:
@@ -270,6 +280,7 @@ class Client:
             now = monotonic_ns()
             for flow in flows:
                 flow.stats.finish(now)
+            done.set()
 
     def _rr_thread(self, flows: list[_ClientFlow], budget: Budget) -> None:
         plan, stop = self.plan, self.stop
