@@ -56,13 +56,13 @@ def test_curl_sees_404_and_head(peer: Peer) -> None:
     used("curl")
 
 
-@pytest.mark.parametrize("keep_alive", [False, True])
-def test_ab_against_rcunet_http(peer: Peer, keep_alive: bool) -> None:
+@pytest.mark.parametrize("version, keep_alive", [(4, False), (4, True), (6, True)])
+def test_ab_against_rcunet_http(peer: Peer, version: int, keep_alive: bool) -> None:
     with start_services(peer.host, "http:80"):
         argv = ["ab", "-q", "-n", "300", "-c", "4", "-s", "20"]
         if keep_alive:
             argv.append("-k")
-        result = peer.run([*argv, _url(peer, 4, "/")], timeout=120)
+        result = peer.run([*argv, _url(peer, version, "/")], timeout=120)
         out = result.stdout.decode()
         assert re.search(r"Complete requests:\s+300\b", out), out
         assert re.search(r"Failed requests:\s+0\b", out), out

@@ -4,6 +4,7 @@ and seed 003's multicast setup driven by the kernel: 300 rcunet sockets on one p
 from __future__ import annotations
 
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -91,24 +92,37 @@ MCAST_PORT = 5000
 ROUNDS = 3
 
 _SENDER = r"""
-import socket, sys
-src, port, rounds, groups = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
-s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(src))
-s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 0)
+import socket, struct, sys
+version, ifname, port, rounds = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+groups = sys.argv[5:]
+if version == 4:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, ifname.encode())
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 0)
+else:
+    s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_IF,
+                 struct.pack("@I", socket.if_nametoindex(ifname)))
+    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_MULTICAST_LOOP, 0)
 for r in range(rounds):
     for g in groups:
         s.sendto(f"{g} {r}".encode(), (g, port))
 """
 
 
-def _group(index: int) -> str:
-    return f"239.77.{index >> 8}.{index & 0xFF}"
+def _group(version: int, index: int) -> str:
+    if version == 4:
+        return f"239.77.{index >> 8}.{index & 0xFF}"
+    return f"ff12::77:{index:x}"  # transient, link-local scope
 
 
-def _join(sock: object, group: str, local: str) -> None:
-    mreq = socket.inet_aton(group) + socket.inet_aton(local)
-    sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, mreq)  # type: ignore[attr-defined]
+def _join(peer: Peer, sock: object, group: str) -> None:
+    if ":" not in group:
+        mreq = socket.inet_aton(group) + socket.inet_aton(peer.rcunet[4])
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, mreq)  # type: ignore[attr-defined]
+    else:
+        mreq6 = socket.inet_pton(socket.AF_INET6, group) + struct.pack("@I", peer.iface.ifindex)
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_JOIN_GROUP, mreq6)  # type: ignore[attr-defined]
 
 
 def _drain(sockets: list, expected: int, timeout: float) -> list[list[bytes]]:  # type: ignore[type-arg]
@@ -124,30 +138,31 @@ def _drain(sockets: list, expected: int, timeout: float) -> list[list[bytes]]:  
     return got
 
 
-def _kernel_send(peer: Peer, groups: list[str], rounds: int) -> None:
-    peer.run([sys.executable, "-c", _SENDER, peer.kernel[4], str(MCAST_PORT), str(rounds),
-              *groups], timeout=60)
+def _kernel_send(peer: Peer, version: int, groups: list[str], rounds: int) -> None:
+    peer.run([sys.executable, "-c", _SENDER, str(version), peer.ifname, str(MCAST_PORT),
+              str(rounds), *groups], timeout=60)
 
 
-def test_kernel_multicast_to_300_sockets_each_in_its_own_group(peer: Peer) -> None:
+@pytest.mark.parametrize("version", [4, 6])
+def test_kernel_multicast_to_300_sockets_each_in_its_own_group(peer: Peer, version: int) -> None:
     sockets = []
     try:
         for index in range(N_SOCKETS):
-            sock = peer.host.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sock = peer.host.socket(FAMILY[version], socket.SOCK_DGRAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((_group(index), MCAST_PORT))
-            _join(sock, _group(index), peer.rcunet[4])
+            sock.bind((_group(version, index), MCAST_PORT))
+            _join(peer, sock, _group(version, index))
             sockets.append(sock)
-        groups = [_group(i) for i in range(N_SOCKETS)]
-        _kernel_send(peer, groups, ROUNDS)
+        groups = [_group(version, i) for i in range(N_SOCKETS)]
+        _kernel_send(peer, version, groups, ROUNDS)
         got = _drain(sockets, ROUNDS, timeout=20)
         for index, messages in enumerate(got):
             # each socket got exactly its own group's datagrams, every round, in order
-            assert messages == [f"{_group(index)} {r}".encode() for r in range(ROUNDS)], index
+            assert messages == [f"{groups[index]} {r}".encode() for r in range(ROUNDS)], index
     finally:
         for sock in sockets:
             sock.close()
-    used("kernel multicast (IP_MULTICAST_IF)")
+    used("kernel multicast sender")
 
 
 def test_kernel_multicast_to_300_sockets_in_one_group(peer: Peer) -> None:
@@ -158,7 +173,7 @@ def test_kernel_multicast_to_300_sockets_in_one_group(peer: Peer) -> None:
             sock = peer.host.socket(socket.AF_INET, socket.SOCK_DGRAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(("0.0.0.0", MCAST_PORT + 1))
-            _join(sock, group, peer.rcunet[4])
+            _join(peer, sock, group)
             sockets.append(sock)
         need_tool("socat")
         for r in range(ROUNDS):
