@@ -45,6 +45,7 @@ class UsageError(Exception):
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser; only the subcommand named in ``argv`` (or all of them, when
     ``argv`` is None) has its module imported to add its options."""
+    CURRENT_ARGV[:] = argv or []
     chosen = _chosen_command(argv)
     parser = argparse.ArgumentParser(
         prog="rcunet",
@@ -72,7 +73,6 @@ def _chosen_command(argv: list[str] | None) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     if argv is None:
         argv = sys.argv[1:]
-    CURRENT_ARGV[:] = argv
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     if args.command is None:
