@@ -196,3 +196,43 @@ def test_routed_path_and_loopback() -> None:
     assert transfer(net, lchild, lcli, data) == data
     for s in (cli, child, srv, lcli, lchild, lsrv):
         s.close()
+
+
+def test_segments_to_an_owned_socket_wait_in_the_backlog() -> None:
+    net, a, b = Network.two_hosts()
+    srv, cli, child = connected_pair(net, a, b)
+    sk = child._sk
+    sk.sl.lock_sock()  # a user thread owns the socket (reference §5.1)
+    try:
+        cli.send(b"queued while owned")
+        net.run(0.01)
+        assert len(sk.sl.backlog) == 1 and sk.conn.readable == 0
+    finally:
+        sk.sl.release_sock()  # processes the backlog before giving up ownership
+    assert sk.conn.readable == 18 and not sk.sl.backlog
+    assert sk.lock_stats()["backlog_max_bytes"] >= 18
+    for s in (cli, child, srv):
+        s.close()
+
+
+def test_timer_firing_while_owned_runs_at_release() -> None:
+    net, a, b = Network.two_hosts()
+    srv, cli, child = connected_pair(net, a, b)
+    sk = child._sk
+    cli.send(b"one segment: the ACK is delayed")
+    net.run(0.005)
+    assert sk.conn.timers.delack_at is not None
+    delayed = b.counters.get("TcpExtDelayedACKs")
+    sk.sl.lock_sock()
+    try:
+        net.run(0.1)  # the delayed-ACK timer fires while the socket is owned
+        assert sk.sl.deferred == {"timer"}
+        assert b.counters.get("TcpExtDelayedACKs") == delayed
+    finally:
+        sk.sl.release_sock()
+    b.tcp.post(sk)
+    assert b.counters.get("TcpExtDelayedACKs") == delayed + 1  # exactly once, at release
+    net.run(0.1)
+    assert b.counters.get("TcpExtDelayedACKs") == delayed + 1
+    for s in (cli, child, srv):
+        s.close()

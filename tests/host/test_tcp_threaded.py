@@ -268,3 +268,34 @@ def test_backlog_and_lock_stats_recorded(hosts: Any) -> None:
     assert b.tcp.lock_holds.value() >= stats["holds"]
     for s in (cli, child, srv):
         s.close()
+
+
+def test_accepted_socket_takes_the_default_timeout(hosts: Any) -> None:
+    net, a, b = hosts
+    srv = b.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("10.0.0.2", 8080))
+    srv.listen(1)
+    srv.settimeout(2)
+    cli = a.socket(socket.AF_INET, socket.SOCK_STREAM)
+    cli.connect(("10.0.0.2", 8080))
+    child, _ = srv.accept()
+    assert child.gettimeout() is None  # as CPython: not the listener's timeout
+    for s in (cli, child, srv):
+        s.close()
+
+
+def test_host_close_resets_its_connections(hosts: Any) -> None:
+    net, a, b = hosts
+    srv = b.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("10.0.0.2", 8080))
+    srv.listen(1)
+    cli = a.socket(socket.AF_INET, socket.SOCK_STREAM)
+    cli.connect(("10.0.0.2", 8080))
+    child, _ = srv.accept()
+    child.settimeout(5)
+    a.close()
+    with pytest.raises(ConnectionResetError):
+        child.recv(1)
+    assert not a.tcp.sockets and len(a.tcp.hashinfo.ehash) == 0
+    child.close()
+    srv.close()
