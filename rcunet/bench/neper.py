@@ -212,6 +212,9 @@ def configure(parser: argparse.ArgumentParser, workload: str) -> None:
     parser.add_argument("--target", choices=TARGETS, default="mem",
                         help="mem: two rcunet Hosts on an in-memory link in this process "
                              "(default); kernel: the same code on Linux sockets")
+    parser.add_argument("--tuning", choices=("modern", "legacy"), default="modern",
+                        help="--target mem: the Hosts' Tuning preset (legacy: every seed's "
+                             "lock-heavy 'before'; default modern)")
     parser.add_argument("--server", action="store_true",
                         help="run only the server side (waits for a client's -c -H run)")
     _negative_numbers_are_values(parser)
@@ -313,6 +316,8 @@ def validate(opts: argparse.Namespace) -> None:
     if (opts.client or opts.server) and opts.target == "mem":
         problems.append("--target mem runs both sides in this process; -c/--server need "
                         "--target kernel.")
+    if opts.tuning != "modern" and opts.target != "mem":
+        problems.append("--tuning picks rcunet's mechanisms: it needs --target mem.")
     if opts.suicide_length < 0:
         problems.append("Suicide length must not be negative.")
     if opts.num_flows > 4096:

@@ -56,10 +56,11 @@ class MemTarget:
 
     name = "mem"
 
-    def __init__(self) -> None:
+    def __init__(self, tuning: str = "modern") -> None:
         from rcunet.host.network import Network
+        from rcunet.tuning import Tuning
 
-        self.network = Network(threaded=True)
+        self.network = Network(threaded=True, tuning=Tuning.preset(tuning))
         self.client_host = self.network.host("a")
         self.server_host = self.network.host("b")
         self.network.link(self.client_host, self.server_host,
@@ -104,8 +105,8 @@ class KernelTarget:
         pass
 
 
-def make_target(name: str) -> MemTarget | KernelTarget:
-    return MemTarget() if name == "mem" else KernelTarget()
+def make_target(name: str, tuning: str = "modern") -> MemTarget | KernelTarget:
+    return MemTarget(tuning) if name == "mem" else KernelTarget()
 
 
 # ============================================================================== plan
@@ -145,7 +146,8 @@ def run(opts: argparse.Namespace) -> int:
     if opts.suicide_length:
         _arm_suicide_timer(opts.suicide_length, opts.neper_workload, log)
     try:
-        log.info(f"{opts.neper_workload} on --target {opts.target}")
+        log.info(f"{opts.neper_workload} on --target {opts.target}"
+                 + (f" --tuning {opts.tuning}" if opts.target == "mem" else ""))
         if opts.server:
             return _run_server(opts, log)
         if opts.client:
@@ -176,7 +178,7 @@ def _arm_suicide_timer(seconds: int, workload: str, log: neper.Log) -> None:
 
 def _run_in_process(opts: argparse.Namespace, log: neper.Log) -> int:
     plan = plan_from(opts)
-    target = make_target(opts.target)
+    target = make_target(opts.target, opts.tuning)
     try:
         version = _version(plan)
         server = Server(plan, target.server_socket, "", target.base_port(opts))

@@ -115,6 +115,8 @@ def test_percentiles_are_sorted_deduplicated_and_accept_old_spellings() -> None:
     (["tcp_rr", "-P", "http"], "port number"),
     (["tcp_rr", "-B", "0"], "Buffer size"),
     (["udp_rr", "-H", "10.0.0.2"], "in-process run"),
+    (["tcp_crr", "--tuning", "legacy", "--target", "kernel"], "needs --target mem"),
+    (["udp_rr", "-s", "-1"], "Suicide length"),
 ])
 def test_impossible_flags_give_one_line_and_exit_2(
         argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:

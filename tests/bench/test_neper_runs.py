@@ -101,6 +101,15 @@ def test_tcp_maerts_client_reads_and_reports(
     assert float(values["throughput"]) > 0 and values["remote_throughput"] == "0"
 
 
+@pytest.mark.parametrize("workload", ["tcp_crr", "udp_rr"])
+def test_legacy_tuning_runs_the_same_workload(
+        workload: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status, values, err = bench(capsys, workload, "--tuning", "legacy", "-F", "2", "-T", "2",
+                                "-l", "-40")
+    assert status == 0, err
+    assert values["num_transactions"] == "40"
+
+
 def test_ipv6_udp_rr_on_both_targets(capsys: pytest.CaptureFixture[str]) -> None:
     for target in ("mem", "kernel"):
         status, values, err = bench(capsys, "udp_rr", "-6", "--target", target, "-l", "-50")
