@@ -252,9 +252,10 @@ class Client:
         """Wake threads blocked on a flow that will never answer (a lost UDP datagram):
         shutting a socket down makes its blocked recv return."""
         for flow in self._flows:
-            if flow.sock is not None:
+            sock = flow.sock  # one attribute load: tcp_crr threads replace it as they go
+            if sock is not None:
                 try:
-                    flow.sock.shutdown(socket.SHUT_RDWR)
+                    sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
 
