@@ -236,3 +236,38 @@ def test_timer_firing_while_owned_runs_at_release() -> None:
     assert b.counters.get("TcpExtDelayedACKs") == delayed + 1
     for s in (cli, child, srv):
         s.close()
+
+
+def _syn_flood(a: Any, count: int) -> None:
+    from rcunet.wire import tcp
+
+    a.ip.handlers[6] = lambda info, payload: None  # the "clients" never complete
+    for i in range(count):
+        syn = tcp.Repr(src_port=20000 + i, dst_port=8080, seq=1000 * i, ack=0, flags=tcp.SYN,
+                       window=65535, mss=1460)
+        a.tcp._transmit(bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2]), syn)
+
+
+def test_syn_queue_without_cookies_is_bounded_by_tcp_max_syn_backlog() -> None:
+    net, a, b = Network.two_hosts(tuning=Tuning(tcp_syncookies=0, tcp_max_syn_backlog=8))
+    srv = listener(b, socket.AF_INET, B4, 8080, backlog=100)
+    _syn_flood(a, 20)
+    net.run(0.01)
+    # tcp_conn_request: without cookies, stop when less than a quarter of the queue is free
+    assert srv._sk.syn_qlen == 7 and len(srv._sk.embryos) == 7
+    assert b.counters.get("TcpExtListenDrops") == 13
+    assert b.counters.get("TcpExtSyncookiesSent") == 0
+    net.run(100)  # SYN,ACK retransmissions give up: the embryos leave the queue
+    assert srv._sk.syn_qlen == 0 and not srv._sk.embryos
+    srv.close()
+    assert not b.tcp.sockets and len(b.tcp.hashinfo.ehash) == 0
+
+
+def test_syn_flood_beyond_the_backlog_gets_cookies() -> None:
+    net, a, b = Network.two_hosts()
+    srv = listener(b, socket.AF_INET, B4, 8080, backlog=4)
+    _syn_flood(a, 20)
+    net.run(0.01)
+    assert srv._sk.syn_qlen == 4
+    assert b.counters.get("TcpExtSyncookiesSent") == 16
+    srv.close()
