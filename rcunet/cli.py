@@ -38,6 +38,24 @@ def chosen_after(word: str, names: dict[str, object]) -> str | None:
     return rest[0] if rest and rest[0] in names else None
 
 
+def add_module_subcommands(parser: argparse.ArgumentParser, word: str,
+                           table: dict[str, tuple[str, str]], metavar: str) -> None:
+    """Subcommands of ``word`` (bench, lab) from ``table``: name -> (module, help).  Each
+    module exposes ``configure(parser)`` and ``run(args)``; only the one named on the
+    command line is imported (all of them for ``--help``)."""
+    sub = parser.add_subparsers(dest=metavar.lower(), metavar=metavar, required=True)
+    chosen = chosen_after(word, table)
+    for name, (module_name, help_text) in table.items():
+        child = sub.add_parser(name, help=help_text, description=help_text)
+        child.set_defaults(_run_module=module_name)
+        if chosen is None or chosen == name:
+            importlib.import_module(module_name).configure(child)
+
+
+def run_module_subcommand(args: argparse.Namespace) -> int:
+    return int(importlib.import_module(args._run_module).run(args) or 0)
+
+
 class UsageError(Exception):
     """A command-line mistake: printed as one line, exit status 2."""
 

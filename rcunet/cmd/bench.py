@@ -4,9 +4,8 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 
-from rcunet.cli import chosen_after
+from rcunet.cli import add_module_subcommands, run_module_subcommand
 
 # workload -> (module, one-line help)
 WORKLOADS: dict[str, tuple[str, str]] = {
@@ -22,14 +21,8 @@ WORKLOADS: dict[str, tuple[str, str]] = {
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="workload", metavar="WORKLOAD", required=True)
-    chosen = chosen_after("bench", WORKLOADS)
-    for name, (module_name, help_text) in WORKLOADS.items():
-        workload_parser = sub.add_parser(name, help=help_text, description=help_text)
-        workload_parser.set_defaults(_workload_module=module_name)
-        if chosen is None or chosen == name:
-            importlib.import_module(module_name).configure(workload_parser)
+    add_module_subcommands(parser, "bench", WORKLOADS, "WORKLOAD")
 
 
 def run(args: argparse.Namespace) -> int:
-    return int(importlib.import_module(args._workload_module).run(args) or 0)
+    return run_module_subcommand(args)

@@ -5,9 +5,8 @@ Each experiment is a module exposing ``configure(parser)`` and ``run(args) -> in
 from __future__ import annotations
 
 import argparse
-import importlib
 
-from rcunet.cli import chosen_after
+from rcunet.cli import add_module_subcommands, run_module_subcommand
 
 # seed -> (module, one-line help)
 EXPERIMENTS: dict[str, tuple[str, str]] = {
@@ -23,14 +22,8 @@ EXPERIMENTS: dict[str, tuple[str, str]] = {
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="seed", metavar="SEED", required=True)
-    chosen = chosen_after("lab", EXPERIMENTS)
-    for name, (module_name, help_text) in EXPERIMENTS.items():
-        seed_parser = sub.add_parser(name, help=help_text, description=help_text)
-        seed_parser.set_defaults(_lab_module=module_name)
-        if chosen is None or chosen == name:
-            importlib.import_module(module_name).configure(seed_parser)
+    add_module_subcommands(parser, "lab", EXPERIMENTS, "SEED")
 
 
 def run(args: argparse.Namespace) -> int:
-    return int(importlib.import_module(args._lab_module).run(args) or 0)
+    return run_module_subcommand(args)
