@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
+import subprocess
 import threading
 from dataclasses import dataclass, field
 
@@ -117,3 +118,23 @@ def close_peer(peer: Peer) -> None:
             peer.ns.close()
 
 
+def tshark_problems(path: str) -> tuple[int, list[str]]:
+    """(frames, problem lines): malformed packets, bad checksums, expert errors, and
+    expert warnings other than "connection reset" (stopping rcunet resets what is still
+    open, as a host going down does)."""
+    tshark = need_tool("tshark")
+    prefs = ["-o", "ip.check_checksum:TRUE", "-o", "tcp.check_checksum:TRUE",
+             "-o", "udp.check_checksum:TRUE"]
+    count = subprocess.run([tshark, "-n", "-r", path, *prefs], capture_output=True,
+                           check=True, timeout=60).stdout.decode().count("\n")
+    problems = ("_ws.malformed or _ws.expert.severity >= error "
+                "or (_ws.expert.severity >= warning and not tcp.flags.reset == 1) "
+                "or ip.checksum.status == 0 "
+                "or tcp.checksum.status == 0 or udp.checksum.status == 0 "
+                "or icmp.checksum.status == 0 or icmpv6.checksum.status == 0")
+    result = subprocess.run([tshark, "-n", "-r", path, *prefs, "-Y", problems],
+                            capture_output=True, check=False, timeout=60)
+    lines = [line for line in result.stdout.decode().splitlines() if line.strip()]
+    lines += [line for line in result.stderr.decode().splitlines()
+              if line.strip() and "Running as user" not in line and "dangerous" not in line]
+    return count, lines

@@ -9,7 +9,7 @@ import socket
 import subprocess
 
 import pytest
-from iop_support import Peer, close_peer, make_peer, need_tool, unique_names, used
+from iop_support import Peer, close_peer, make_peer, tshark_problems, unique_names, used
 
 from rcunet.link.netns import Namespace
 from rcunet.link.tap import TapDevice, TapError
@@ -85,24 +85,6 @@ def test_opening_errors_are_clear() -> None:
         subprocess.run(["ip", "link", "del", ifname], check=False)
 
 
-def _tshark_problems(path: str, linktype_raw: bool = False) -> tuple[int, list[str]]:
-    """(frames, problem lines): malformed packets, bad checksums, expert errors/warnings."""
-    tshark = need_tool("tshark")
-    prefs = ["-o", "ip.check_checksum:TRUE", "-o", "tcp.check_checksum:TRUE",
-             "-o", "udp.check_checksum:TRUE"]
-    count = subprocess.run([tshark, "-n", "-r", path, *prefs], capture_output=True,
-                           check=True, timeout=60).stdout.decode().count("\n")
-    problems = ("_ws.malformed or _ws.expert.severity >= warning or ip.checksum.status == 0 "
-                "or tcp.checksum.status == 0 or udp.checksum.status == 0 "
-                "or icmp.checksum.status == 0 or icmpv6.checksum.status == 0")
-    result = subprocess.run([tshark, "-n", "-r", path, *prefs, "-Y", problems],
-                            capture_output=True, check=False, timeout=60)
-    lines = [line for line in result.stdout.decode().splitlines() if line.strip()]
-    lines += [line for line in result.stderr.decode().splitlines()
-              if line.strip() and "Running as user" not in line and "dangerous" not in line]
-    return count, lines
-
-
 @pytest.mark.parametrize("mode", ["tap", "tun"])
 def test_capture_opens_in_tshark_without_warnings(mode: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
     path = str(tmp_path / f"{mode}.pcap")
@@ -119,7 +101,7 @@ def test_capture_opens_in_tshark_without_warnings(mode: str, tmp_path) -> None: 
                 peer.run(["nc", f"-{version}", "-N", "-w", "5", host, "7"], input=b"t\n" * 500)
     finally:
         close_peer(peer)
-    frames, problems = _tshark_problems(path)
+    frames, problems = tshark_problems(path)
     assert frames > 100, frames
     assert problems == [], "\n".join(problems[:20])
     used("tshark")
