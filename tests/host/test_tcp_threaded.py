@@ -299,3 +299,38 @@ def test_host_close_resets_its_connections(hosts: Any) -> None:
     assert not a.tcp.sockets and len(a.tcp.hashinfo.ehash) == 0
     child.close()
     srv.close()
+
+
+@pytest.mark.parametrize("tuning", [Tuning(), Tuning.legacy()], ids=["modern", "legacy"])
+def test_accept_cannot_see_a_child_before_it_is_published(tuning: Tuning) -> None:
+    """Seed 004: the receive worker is parked after completing the child's handshake but
+    before queueing it; accept() on another thread finds nothing (and is not blocked by
+    any lock the worker holds), then gets the complete child once the worker goes on."""
+    from rcunet.sync.hooks import Schedule
+
+    net, a, b = Network.two_hosts(threaded=True, tuning=tuning)
+    net.start()
+    try:
+        srv = b.socket(socket.AF_INET, socket.SOCK_STREAM)
+        srv.bind(("10.0.0.2", 8080))
+        srv.listen(4)
+        with Schedule(timeout=5) as sched:
+            sched.pause_at("tcp.child.before_publish", thread="b-rx0")
+            cli = a.socket(socket.AF_INET, socket.SOCK_STREAM)
+            cli.settimeout(5)
+            cli.connect(("10.0.0.2", 8080))
+            sched.wait_paused()
+            srv.settimeout(0)
+            with pytest.raises(BlockingIOError):
+                srv.accept()
+            (embryo,) = srv._sk.embryos
+            assert embryo.conn.state.name == "ESTABLISHED"
+            assert embryo.fport == cli.getsockname()[1] and embryo.tb is not None
+            sched.release()
+        srv.settimeout(5)
+        child, peer = srv.accept()
+        assert child._sk is embryo and peer == cli.getsockname()
+        for s in (cli, child, srv):
+            s.close()
+    finally:
+        net.close()
