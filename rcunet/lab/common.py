@@ -110,21 +110,22 @@ def _spin_loop(iterations: int) -> None:
 def parallel_headroom(threads: int, iterations: int = 500_000, rounds: int = 3) -> float:
     """How much faster ``threads`` threads run a trivially parallel pure-Python loop than
     one thread does, right now: the most any stack workload could gain here (2 on an idle
-    2-core machine without the GIL, about 1 with it, less when the machine is busy)."""
+    2-core machine without the GIL, about 1 with it, less when the machine is busy).
+    One-thread and ``threads``-thread runs alternate; each keeps its best rate."""
     def rate(n: int) -> float:
-        best = 0.0
-        for _ in range(rounds):
-            workers = [threading.Thread(target=_spin_loop, args=(iterations,))
-                       for _ in range(n)]
-            elapsed = stopwatch()
-            for worker in workers:
-                worker.start()
-            for worker in workers:
-                worker.join()
-            best = max(best, n * iterations / elapsed())
-        return best
+        workers = [threading.Thread(target=_spin_loop, args=(iterations,)) for _ in range(n)]
+        elapsed = stopwatch()
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        return n * iterations / elapsed()
 
-    return rate(threads) / rate(1)
+    one = many = 0.0
+    for _ in range(rounds):
+        one = max(one, rate(1))
+        many = max(many, rate(threads))
+    return many / one
 
 
 def scaling_rows(series: Mapping[int, Mapping[str, float]], unit: str) -> list[str]:
