@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
 def _bring_up(name: str) -> str | None:
     """``ip link set NAME up`` in our namespace; an error message or None."""
     try:
-        from pyroute2 import IPRoute
+        from pyroute2 import IPRoute  # type: ignore[import-untyped]
 
         with IPRoute() as ipr:
             found = ipr.link_lookup(ifname=name)

@@ -19,7 +19,7 @@ MAX_CONNECTIONS = 256
 #: A connection idle this long is closed (seconds).
 IDLE_TIMEOUT = 60.0
 LISTEN_BACKLOG = 128
-_ANY = {socket.AF_INET: "0.0.0.0", socket.AF_INET6: "::"}
+_ANY: dict[int, str] = {socket.AF_INET: "0.0.0.0", socket.AF_INET6: "::"}
 
 
 class Service:
@@ -76,7 +76,7 @@ class Service:
         return self
 
     def _open(self, family: int) -> Any:
-        sock = self.host.socket(family, self.kind)
+        sock: Any = self.host.socket(family, self.kind)
         try:
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)

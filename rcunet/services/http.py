@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Iterator
 from email.utils import formatdate
 from typing import Any
 
@@ -39,7 +40,7 @@ class BadRequest(Exception):
         self.status = status
 
 
-def pattern_chunks(size: int):  # type: ignore[no-untyped-def]
+def pattern_chunks(size: int) -> Iterator[bytes]:
     """The /bytes/N body in CHUNK-sized pieces (byte i is ``i % 256``)."""
     remaining = size
     while remaining > 0:
