@@ -363,13 +363,17 @@ def plot_metrics(result: dict[str, Any]) -> list[Any]:
     from rcunet.lab.plot import Metric
 
     legacy, modern = result["runs"]["legacy"], result["runs"]["modern"]
-    return [
+    metrics = [
         Metric("throughput", result["legacy"], result["modern"], "Mbit/s"),
         Metric("socket-lock hold per recv, p50", legacy["hold_ns_per_recv_p50"] / 1e3,
                modern["hold_ns_per_recv_p50"] / 1e3, "us"),
-        Metric("backlog avg while owned", legacy["backlog_avg_bytes"],
-               modern["backlog_avg_bytes"], "bytes"),
+        Metric("socket-lock hold per recv, p99", legacy["hold_ns_per_recv_p99"] / 1e3,
+               modern["hold_ns_per_recv_p99"] / 1e3, "us"),
     ]
+    if legacy["backlog_avg_bytes"] or modern["backlog_avg_bytes"]:
+        metrics.append(Metric("backlog avg while owned", legacy["backlog_avg_bytes"],
+                              modern["backlog_avg_bytes"], "bytes"))
+    return metrics
 
 
 def run(args: argparse.Namespace) -> int:
