@@ -129,9 +129,9 @@ class TcpSock(SockEntry):
         self.sndbuf = 4 * tuning.tcp_wmem[1]  # no autotuning: start where Linux's ramps from
         self.nodelay = False
         self.keepalive = False
-        self.keepidle = 7200
-        self.keepintvl = 75
-        self.keepcnt = 9
+        self.keepidle: int | None = None  # TCP_KEEPIDLE seconds; None: the sysctl
+        self.keepintvl: int | None = None
+        self.keepcnt: int | None = None
         self.user_mss = 0
         self.linger: tuple[bool, int] = (False, 0)
         self.user_closed = False
@@ -589,9 +589,9 @@ class TcpSock(SockEntry):
                 _pysocket.TCP_MAXSEG: lambda: (conn.tcb.snd_mss if conn is not None
                                                and conn.state.synchronized
                                                else self.user_mss or TCP_MSS_DEFAULT),
-                TCP_KEEPIDLE: lambda: self.keepidle,
-                TCP_KEEPINTVL: lambda: self.keepintvl,
-                TCP_KEEPCNT: lambda: self.keepcnt,
+                TCP_KEEPIDLE: lambda: self._keepalive_setting("keepalive_time", SECOND),
+                TCP_KEEPINTVL: lambda: self._keepalive_setting("keepalive_intvl", SECOND),
+                TCP_KEEPCNT: lambda: self._keepalive_setting("keepalive_probes", 1),
             }
         elif level == _pysocket.IPPROTO_IPV6 and opt == _pysocket.IPV6_V6ONLY:
             return int(self.v6only)
@@ -605,6 +605,10 @@ class TcpSock(SockEntry):
             return struct.pack("i", result)[:buflen]
         return result
 
+    def _keepalive_setting(self, name: str, unit: int) -> int:
+        """A TCP_KEEP* value: the socket's own, else what the sysctls give."""
+        return int(getattr(self.conn_options(TCP_MSS_DEFAULT), name) // unit)
+
     def _so_error(self) -> int:
         since = self._lock()
         try:
@@ -614,25 +618,28 @@ class TcpSock(SockEntry):
         return err
 
     def conn_options(self, mss: int) -> Options:
-        """Engine settings for a connection of this socket (sysctls + socket options)."""
-        tuning = self.host.tuning
+        """Engine settings for a connection of this socket: the host's sysctls
+        (``Options.from_tuning``), then the socket options and the route's MSS."""
         if self.user_mss:
             mss = min(mss, self.user_mss)
-        return Options(
-            mss=max(TCP_MIN_MSS, min(mss, 65495)), rcvbuf=self.rcvbuf, sndbuf=self.sndbuf,
-            window_scaling=tuning.tcp_window_scaling, timestamps=tuning.tcp_timestamps,
-            sack=tuning.tcp_sack, nodelay=self.nodelay,
-            congestion_control=tuning.tcp_congestion_control,
-            fin_timeout=int(tuning.tcp_fin_timeout * SECOND), keepalive=self.keepalive,
-            keepalive_time=self.keepidle * SECOND, keepalive_intvl=self.keepintvl * SECOND,
-            keepalive_probes=self.keepcnt)
+        return Options.from_tuning(
+            self.host.tuning, mss=max(TCP_MIN_MSS, min(mss, 65495)), rcvbuf=self.rcvbuf,
+            sndbuf=self.sndbuf, **self._keepalive_overrides())
+
+    def _keepalive_overrides(self) -> dict[str, Any]:
+        """Socket-level settings; the TCP_KEEP* ones only when set (else the sysctls)."""
+        values: dict[str, Any] = {"nodelay": self.nodelay, "keepalive": self.keepalive}
+        if self.keepidle is not None:
+            values["keepalive_time"] = self.keepidle * SECOND
+        if self.keepintvl is not None:
+            values["keepalive_intvl"] = self.keepintvl * SECOND
+        if self.keepcnt is not None:
+            values["keepalive_probes"] = self.keepcnt
+        return values
 
     def live_options(self, options: Options) -> Options:
         """The options a live connection picks up from setsockopt."""
-        return dataclasses.replace(
-            options, nodelay=self.nodelay, keepalive=self.keepalive,
-            keepalive_time=self.keepidle * SECOND, keepalive_intvl=self.keepintvl * SECOND,
-            keepalive_probes=self.keepcnt)
+        return dataclasses.replace(options, **self._keepalive_overrides())
 
     def inherit_from(self, listener: TcpSock) -> None:
         """Socket options a child copies from its listener (sk_clone_lock)."""

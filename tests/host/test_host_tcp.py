@@ -285,6 +285,9 @@ def test_socket_errors_as_linux() -> None:
 def test_socket_options_round_trip_and_reach_the_connection() -> None:
     net, a, b = Network.two_hosts()
     s = a.socket(socket.AF_INET, socket.SOCK_STREAM)
+    keepalive = (socket.TCP_KEEPIDLE, socket.TCP_KEEPINTVL, socket.TCP_KEEPCNT)
+    # unset TCP_KEEP* read back as the sysctls (tcp_keepalive_time/intvl/probes)
+    assert [s.getsockopt(socket.IPPROTO_TCP, opt) for opt in keepalive] == [7200, 75, 9]
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 1000)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 32768)
