@@ -82,6 +82,17 @@ def test_blocking_errors_and_timeouts(hosts: Any) -> None:
     with pytest.raises(ConnectionRefusedError):
         cli.connect(("10.0.0.2", 9))
     cli.close()
+    saved = b.ip.handlers[6]
+    b.ip.handlers[6] = lambda info, payload: None  # a black hole for TCP
+    cli = a.socket(socket.AF_INET, socket.SOCK_STREAM)
+    cli.settimeout(0.2)
+    with pytest.raises(TimeoutError):
+        cli.connect(("10.0.0.2", 8081))
+    with pytest.raises(BlockingIOError) as info:
+        cli.connect(("10.0.0.2", 8081))  # the attempt goes on after the timeout
+    assert info.value.errno == errno.EALREADY
+    cli.close()
+    b.ip.handlers[6] = saved
     srv = b.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv.bind(("10.0.0.2", 8081))
     srv.listen(1)
