@@ -7,11 +7,12 @@ accept, connect, send/sendall, recv, setsockopt, shutdown, close) on objects mad
 
 Threading (bench-conventions.md §1.1 and §1.2):
 
-* **client**: ``-T`` threads, flow ``f`` on thread ``f % T``.  A thread drives its
-  flows in lock step with blocking calls: it sends one request on each of its flows, then
-  collects each response (RR); opens, requests and collects each connection (CRR); or
-  writes ``-B`` bytes to each flow in turn (stream).  neper multiplexes with epoll
-  instead; with one flow per thread the two are the same.
+* **client**: ``-T`` threads, flow ``f`` on thread ``f % T``.  RR: one request
+  outstanding per flow; a thread with several flows waits for their responses in a
+  selector (neper's epoll loop), so each flow goes on as soon as its own response is in.
+  CRR: a thread opens, requests and collects its flows' connections in lock step
+  (blocking connect; neper connects asynchronously).  Stream: the writer writes ``-B``
+  bytes to each flow in turn with blocking calls; the reader (``-M``) reads them in turn.
 * **server**: one thread per flow (a reader never waits on one flow while another has
   data, so no flow can block another), and for tcp_crr ``max(T, num_ports)`` accept
   threads.  neper's server uses ``-T`` epoll threads.
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import errno
 import itertools
+import selectors
 import socket
 import struct
 import threading
@@ -40,6 +42,7 @@ Address = tuple[Any, ...]
 LINGER_ABORT = struct.pack("ii", 1, 0)  # SO_LINGER {on, 0 s}: close sends RST, no TIME_WAIT
 _JOIN_SLICE = 0.2
 _WAKE_ATTEMPTS = 10
+_SELECT_TIMEOUT = 0.25  # a selecting client thread re-checks ``stop`` this often
 
 
 class PeerVanished(Exception):
@@ -284,32 +287,57 @@ class Client:
             done.set()
 
     def _rr_thread(self, flows: list[_ClientFlow], budget: Budget) -> None:
-        plan, stop = self.plan, self.stop
-        request = bytes(plan.request_size)
-        response_size, buffer_size = plan.response_size, plan.buffer_size
-        delay = plan.delay / 1e9
-        udp_bufsize = max(response_size, buffer_size)
-        while not stop.is_set():
-            active = []
-            for flow in flows:
-                now = monotonic_ns()
-                if not budget.take(now):
-                    break
-                flow.started_at = now
-                flow.sock.sendall(request)
-                if delay:
-                    time.sleep(delay)
-                active.append(flow)
-            if not active:
+        """One request outstanding per flow.  A lone flow waits in recv(); several
+        wait in a selector, as neper's epoll loop does, so each flow sends its next
+        request as soon as its own response is in."""
+        request = bytes(self.plan.request_size)
+        if len(flows) > 1:
+            self._rr_multiplexed(flows, budget, request)
+            return
+        flow = flows[0]
+        while not self.stop.is_set() and self._send_request(flow, budget, request):
+            if not self._read_response(flow):
                 return
-            for flow in active:
-                if plan.tcp:
-                    if not recv_exact(flow.sock, response_size, buffer_size):
-                        raise PeerVanished("connection closed by the server")
-                elif not flow.sock.recv(udp_bufsize):
-                    return  # shut down by unstick(): the test is over
-                now = monotonic_ns()
-                flow.stats.event(now, 1, (now - flow.started_at) / 1e9)
+
+    def _rr_multiplexed(self, flows: list[_ClientFlow], budget: Budget,
+                        request: bytes) -> None:
+        with selectors.DefaultSelector() as selector:
+            for flow in flows:
+                if not self._send_request(flow, budget, request):
+                    break
+                selector.register(flow.sock, selectors.EVENT_READ, flow)
+            outstanding = len(selector.get_map())
+            while outstanding and not self.stop.is_set():
+                for key, _events in selector.select(_SELECT_TIMEOUT):
+                    flow = key.data
+                    if not self._read_response(flow):
+                        return
+                    if self.stop.is_set() or not self._send_request(flow, budget, request):
+                        selector.unregister(flow.sock)
+                        outstanding -= 1
+
+    def _send_request(self, flow: _ClientFlow, budget: Budget, request: bytes) -> bool:
+        """Start a transaction on ``flow`` unless the budget is spent."""
+        now = monotonic_ns()
+        if not budget.take(now):
+            return False
+        flow.started_at = now
+        flow.sock.sendall(request)
+        if self.plan.delay:
+            time.sleep(self.plan.delay / 1e9)
+        return True
+
+    def _read_response(self, flow: _ClientFlow) -> bool:
+        """Finish the transaction on ``flow``; False when unstick() shut it down."""
+        plan = self.plan
+        if plan.tcp:
+            if not recv_exact(flow.sock, plan.response_size, plan.buffer_size):
+                raise PeerVanished("connection closed by the server")
+        elif not flow.sock.recv(max(plan.response_size, plan.buffer_size)):
+            return False  # shut down by unstick(): the test is over
+        now = monotonic_ns()
+        flow.stats.event(now, 1, (now - flow.started_at) / 1e9)
+        return True
 
     def _crr_thread(self, flows: list[_ClientFlow], budget: Budget) -> None:
         plan, stop = self.plan, self.stop
