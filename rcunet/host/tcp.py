@@ -34,7 +34,6 @@ import errno
 import itertools
 import random
 import threading
-from collections.abc import Iterator
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -855,11 +854,6 @@ class TcpLayer:
         if conn is not None and conn.state is CState.SYN_SENT and err in _HARD_ERRORS:
             conn.abort(self.host.now())
             self.after_engine(sk)
-
-    # ------------------------------------------------------------------ inspection
-    def iter_sockets(self) -> Iterator[TcpSock]:
-        with self._sockets_lock:
-            return iter(list(self.sockets))
 
 
 _HARD_ERRORS = frozenset({errno.ECONNREFUSED, errno.ENETUNREACH, errno.EHOSTUNREACH,

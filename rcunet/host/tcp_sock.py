@@ -208,14 +208,16 @@ class TcpSock(SockEntry):
             return bool(self.acceptq) or self.listen_closed, False
         conn = self.conn
         if conn is None:
-            return False, False
+            return True, True  # TCP_CLOSE: EPOLLHUP, which select() reports as both
         st = conn.state
         if st is CState.SYN_SENT or st is CState.SYN_RECEIVED:
             return False, False
         failed = conn.error is not None or st is CState.CLOSED
         readable = conn.readable > 0 or failed or st.fin_received or self.shutdown_rd
-        writable = failed or (st in (CState.ESTABLISHED, CState.CLOSE_WAIT)
-                              and conn.send_space >= conn.options.sndbuf // 3)
+        if st is CState.ESTABLISHED or st is CState.CLOSE_WAIT:
+            writable = failed or conn.send_space >= conn.options.sndbuf // 3
+        else:
+            writable = True  # SEND_SHUTDOWN: writable, so a write fails at once (EPIPE)
         return readable, writable
 
     def fileno(self) -> int:

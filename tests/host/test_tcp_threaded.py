@@ -345,3 +345,33 @@ def test_accept_cannot_see_a_child_before_it_is_published(tuning: Tuning) -> Non
             s.close()
     finally:
         net.close()
+
+
+def test_poll_levels_follow_tcp_poll(hosts: Any) -> None:
+    net, a, b = hosts
+    both = selectors.EVENT_READ | selectors.EVENT_WRITE
+
+    def levels(sock: Any) -> int:
+        with selectors.DefaultSelector() as sel:
+            sel.register(sock.fileno(), both)
+            events = sel.select(0)
+        return events[0][1] if events else 0
+
+    fresh = a.socket(socket.AF_INET, socket.SOCK_STREAM)
+    assert levels(fresh) == both  # TCP_CLOSE reports EPOLLHUP: readable and writable
+    fresh.close()
+    srv = b.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("10.0.0.2", 8080))
+    srv.listen(1)
+    assert levels(srv) == 0
+    cli = a.socket(socket.AF_INET, socket.SOCK_STREAM)
+    cli.connect(("10.0.0.2", 8080))
+    child, _ = srv.accept()
+    assert levels(cli) == selectors.EVENT_WRITE
+    cli.shutdown(socket.SHUT_WR)
+    assert _wait(lambda: levels(child) == both)  # EOF readable; child may still write
+    assert levels(cli) == selectors.EVENT_WRITE  # after SHUT_WR: a write fails at once
+    with pytest.raises(BrokenPipeError):
+        cli.send(b"x")
+    for s in (cli, child, srv):
+        s.close()
