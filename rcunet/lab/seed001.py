@@ -42,6 +42,7 @@ PORT = 5001
 BLOCK = bytes(range(256)) * 256  # 64 KB
 SAMPLE_INTERVAL = 0.0005  # the backlog sampler's period (s)
 IO_TIMEOUT = 20.0
+DEFAULT_SWITCH_INTERVAL = 0.005  # CPython's sys.getswitchinterval() default
 
 
 def block(index: int) -> bytes:
@@ -251,7 +252,8 @@ def run_lab(duration: float = 1.0, rounds: int = 3, *, chunk: int = 16384, work_
         locks[mode] = snap
     return {
         "interpreter": interpreter(),
-        "params": {"duration": duration, "rounds": rounds, "chunk": chunk, "work_us": work_us,
+        "params": {"switch_interval": sys.getswitchinterval(),
+                   "duration": duration, "rounds": rounds, "chunk": chunk, "work_us": work_us,
                    "sleep_us": sleep_us, "rcvbuf": rcvbuf},
         "legacy": rates["legacy"],
         "modern": rates["modern"],
@@ -270,7 +272,8 @@ def _row(label: str, legacy: float, modern: float, fmt: str = ",.0f",
 def command_line(params: dict[str, Any]) -> str:
     return (f"rcunet lab seed001 --duration {params['duration']} --rounds {params['rounds']} "
             f"--chunk {params['chunk']} --work-us {params['work_us']} "
-            f"--sleep-us {params['sleep_us']} --rcvbuf {params['rcvbuf']}")
+            f"--sleep-us {params['sleep_us']} --rcvbuf {params['rcvbuf']}"
+            + switch_interval_flag(params))
 
 
 def report(result: dict[str, Any]) -> str:
@@ -337,6 +340,12 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nstat", action="store_true", help="print nstat counters")
     parser.add_argument("--plot", metavar="FILE.png", help="save a before/after plot")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def switch_interval_flag(params: dict[str, Any]) -> str:
+    """`` --switch-interval S`` when the run used another than CPython's default (5 ms)."""
+    seconds = params.get("switch_interval", DEFAULT_SWITCH_INTERVAL)
+    return "" if seconds == DEFAULT_SWITCH_INTERVAL else f" --switch-interval {seconds:g}"
 
 
 def check_lockstat_duration(args: argparse.Namespace) -> None:

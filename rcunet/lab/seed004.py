@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import socket
+import sys
 import threading
 import time
 from typing import Any
@@ -47,6 +48,7 @@ from rcunet.lab.report import cover_letter, extra_reports, lock_stat_lines, nepe
 from rcunet.lab.seed001 import (
     add_common_options,
     check_lockstat_duration,
+    switch_interval_flag,
     with_switch_interval,
 )
 from rcunet.sync.lock import all_classes
@@ -241,7 +243,8 @@ def run_lab(duration: float = 1.0, rounds: int = 3, *, acceptors: int = 4, clien
                                            run["connections"])
     return {
         "interpreter": interpreter(),
-        "params": {"duration": duration, "rounds": rounds, "acceptors": acceptors,
+        "params": {"switch_interval": sys.getswitchinterval(),
+                   "duration": duration, "rounds": rounds, "acceptors": acceptors,
                    "clients": clients, "request_size": request_size,
                    "response_size": response_size},
         "legacy": rates["legacy"],
@@ -287,7 +290,8 @@ def scaling_text(series: Series) -> str:
 def command_line(params: dict[str, Any]) -> str:
     return (f"rcunet lab seed004 -T {params['acceptors']} --clients {params['clients']} "
             f"--duration {params['duration']} --rounds {params['rounds']} "
-            f"-Q {params['request_size']} -R {params['response_size']}")
+            f"-Q {params['request_size']} -R {params['response_size']}"
+            + switch_interval_flag(params))
 
 
 def report(result: dict[str, Any]) -> str:
