@@ -441,3 +441,19 @@ def test_recv_frees_buffers_to_their_pool() -> None:
         assert child._sk.lock_stats()["holds"] > 0
         for s in (cli, child, srv):
             s.close()
+
+
+def test_connect_again_after_a_refused_attempt() -> None:
+    net, a, b = Network.two_hosts()
+    cli = start_connect(a, socket.AF_INET, B4, 8080)
+    net.run(0.1)
+    assert cli.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == errno.ECONNREFUSED
+    srv = listener(b, socket.AF_INET, B4, 8080)
+    try:
+        cli.connect((B4, 8080))
+    except BlockingIOError:
+        pass
+    child = accept(net, srv)
+    assert transfer(net, cli, child, b"second try") == b"second try"
+    for s in (cli, child, srv):
+        s.close()
