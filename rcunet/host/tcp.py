@@ -25,6 +25,14 @@ taken on accept, SYN processing and teardown (the "before" of seed 004).
 
 Counters use nstat names (TcpActiveOpens, TcpExtListenOverflows, TcpExtTWRecycled, ...):
 the engine's per-connection counters are moved to ``host.counters`` after each call.
+
+For the seed-001 lab: ``TcpSock.lock_stats()`` (owner-section hold times, deepest backlog,
+backlog drops), ``TcpLayer.lock_hold_ns``/``lock_holds`` (every socket of the host) and
+``TcpLayer.deferred`` (buffers deferred to / drained by their allocating worker).
+
+Fast paths a benchmark can use: on a clean in-memory link (``checksum_offload``) input
+skips checksum verification and output leaves the checksum to the link (loopback and
+on-link peers only), and ``inline_rx`` links run the peer's input in the sending thread.
 """
 
 from __future__ import annotations

@@ -493,6 +493,9 @@ class TcpSock(SockEntry):
             self.layer.release_unconnected(self)
         elif self.linger[0] and self.linger[1] > 0 and not self.host.deterministic:
             self._linger_wait(self.linger[1])
+        # The teardown stores ``finished`` before it reads ``user_closed``; we stored
+        # ``user_closed`` before reading ``finished``: at least one side sees the other
+        # and releases the socket (``forget`` is idempotent).
         if self.finished:
             self.layer.forget(self)
 
