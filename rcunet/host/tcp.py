@@ -70,7 +70,7 @@ from rcunet.tables.ehash import destroy_entry, put_entry
 from rcunet.tables.entry import AF_INET, AF_INET6, State, TableEntry, TimeWaitEntry, is_v4mapped
 from rcunet.wire import icmpv4, icmpv6, tcp
 from rcunet.wire.errors import WireError
-from rcunet.wire.seqnum import gt
+from rcunet.wire.seqnum import gt, lt
 
 if TYPE_CHECKING:
     from rcunet.host.host import Host
@@ -585,9 +585,10 @@ class TcpLayer:
             self._tw_kill(tw)
             return
         if flags & tcp.SYN and not flags & tcp.ACK:
-            newer = (tw.ts_ok and seg.timestamp is not None
-                     and gt(seg.timestamp[0], tw.ts_recent)) or gt(seg.seq, tw.rcv_nxt)
-            if newer and self._tw_kill(tw):
+            tsval = seg.timestamp[0] if seg.timestamp is not None and tw.ts_ok else None
+            paws_reject = tsval is not None and lt(tsval, tw.ts_recent)
+            newer = gt(seg.seq, tw.rcv_nxt) or (tsval is not None and gt(tsval, tw.ts_recent))
+            if newer and not paws_reject and self._tw_kill(tw):
                 listener = self.hashinfo.listen.lookup(info.dst, seg.dst_port, info.src,
                                                        seg.src_port, dif=info.iface.ifindex)
                 if isinstance(listener, TcpSock):

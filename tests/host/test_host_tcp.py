@@ -457,3 +457,36 @@ def test_connect_again_after_a_refused_attempt() -> None:
     assert transfer(net, cli, child, b"second try") == b"second try"
     for s in (cli, child, srv):
         s.close()
+
+
+def test_syn_to_a_server_time_wait_starts_a_new_incarnation() -> None:
+    net, a, b = Network.two_hosts()
+    srv = listener(b, socket.AF_INET, B4, 8080)
+    cli = a.socket(socket.AF_INET, socket.SOCK_STREAM)
+    cli.settimeout(0)
+    cli.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    cli.bind((A4, 45000))
+    try:
+        cli.connect((B4, 8080))
+    except BlockingIOError:
+        pass
+    child = accept(net, srv)
+    child.close()  # the server closes first: TIME_WAIT is on b
+    wait_eof(net, cli)
+    cli.close()
+    net.run(2)
+    (tw,) = time_wait_entries(b)
+    again = a.socket(socket.AF_INET, socket.SOCK_STREAM)
+    again.settimeout(0)
+    again.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    again.bind((A4, 45000))  # the same 4-tuple as the connection b still remembers
+    try:
+        again.connect((B4, 8080))
+    except BlockingIOError:
+        pass
+    child2 = accept(net, srv)
+    assert not time_wait_entries(b)  # the newer SYN (timestamps) ended TIME_WAIT
+    assert child2._sk.conn.tcb.iss == (tw.snd_nxt + 65537) & 0xFFFFFFFF
+    assert transfer(net, again, child2, b"new incarnation") == b"new incarnation"
+    for s in (again, child2, srv):
+        s.close()
