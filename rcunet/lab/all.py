@@ -46,7 +46,7 @@ LABS: dict[str, Lab] = {
                    {"duration": 0.3, "rounds": 1}, {"duration": 1.0, "rounds": 3}, 0),
     "seed001": Lab("tcp recvmsg(): consumed buffers freed after the socket lock", "Mbit/s",
                    {"duration": 0.4, "rounds": 1, "lockstat_duration": 0.2},
-                   {"duration": 1.5, "rounds": 3}, 0),
+                   {"duration": 1.5, "rounds": 5}, 0),
     "seed002": Lab("route-cache refcount: rcuref vs inc-not-zero", "sends/s",
                    {"threads": 2, "duration": 0.3, "rounds": 1},
                    {"threads": 4, "duration": 1.0, "rounds": 3}, 0),
@@ -55,7 +55,7 @@ LABS: dict[str, Lab] = {
     "seed004": Lab("short-lived connections: accept() without a global lock",
                    "connections/s",
                    {"duration": 0.4, "rounds": 1, "lockstat_duration": 0.2},
-                   {"duration": 1.5, "rounds": 3}, 0),
+                   {"duration": 1.5, "rounds": 5}, 0),
 }
 SCALING_THREADS = (1, 2, 4)
 
@@ -139,7 +139,7 @@ def run_all(*, quick: bool, plot_dir: str | None = None,
         say("seed004: connections/s against -T")
         from rcunet.lab import seed004
 
-        series = seed004.scaling(SCALING_THREADS, duration=1.0, rounds=1)
+        series = seed004.scaling(SCALING_THREADS, duration=1.0, rounds=2)
         outcome["seed004_scaling"] = series
         if plot_dir:
             path = os.path.join(plot_dir, "seed004-scaling.png")
