@@ -21,6 +21,7 @@ from tcp_helpers import (
     accept,
     connected_pair,
     listener,
+    recv_exactly,
     start_connect,
     time_wait_entries,
     transfer,
@@ -271,3 +272,28 @@ def test_syn_flood_beyond_the_backlog_gets_cookies() -> None:
     assert srv._sk.syn_qlen == 4
     assert b.counters.get("TcpExtSyncookiesSent") == 16
     srv.close()
+
+
+def test_backlog_over_its_limit_drops_and_counts() -> None:
+    from rcunet.wire import tcp
+
+    net, a, b = Network.two_hosts()
+    srv, cli, child = connected_pair(net, a, b)
+    sk = child._sk
+    limit = 2 * sk.rcvbuf + sk.sndbuf // 2 + 64 * 1024  # tcp_add_backlog since 2024
+    conn = cli._sk.conn
+    segment = tcp.Repr(src_port=cli.getsockname()[1], dst_port=8080, seq=conn.tcb.snd_nxt,
+                       ack=conn.tcb.rcv_nxt, flags=tcp.ACK, window=1000, payload=b"p" * 1400)
+    sk.sl.lock_sock()
+    try:
+        for _ in range(limit // 1400 + 10):  # duplicates: each costs backlog space
+            a.tcp._transmit(bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2]), segment)
+        net.run(0.001)
+        assert sk.sl.backlog_len <= limit
+    finally:
+        sk.sl.release_sock()
+    drops = b.counters.get("TcpExtTCPBacklogDrop")
+    assert drops > 0 and sk.lock_stats()["backlog_drops"] == drops
+    assert recv_exactly(net, child, 1400) == b"p" * 1400  # the first copy got through
+    for s in (cli, child, srv):
+        s.close()
