@@ -88,3 +88,12 @@ def test_isn_depends_on_tuple_secret_and_clock() -> None:
     # M ticks every 64 ns (Linux seq_scale)
     assert initial_sequence(SECRET, SERVER, 80, CLIENT, 5555, now=640) == (a + 10) & 0xFFFFFFFF
     assert timestamp_offset(SECRET, SERVER, CLIENT) != timestamp_offset(SECRET, CLIENT, SERVER)
+
+
+def test_ipv6_uses_linux_ipv6_mss_table() -> None:
+    c6, s6 = bytes(15) + b"\2", bytes(15) + b"\1"
+    for mss, expect in ((1440, 1440), (1430, 1420), (9000, 8940), (600, 1220)):
+        cookie, used = sc.encode(SECRET, c6, s6, 5555, 80, 99, mss, now=0)
+        assert used == expect
+        ack = seg(seq=100, ack=(cookie + 1) & 0xFFFFFFFF, src_port=5555, dst_port=80)
+        assert sc.check(SECRET, c6, s6, 5555, 80, ack, now=0) == expect

@@ -28,7 +28,14 @@ MASK32 = 0xFFFFFFFF
 COOKIEBITS = 24  #: upper 8 bits store the minute count
 COOKIEMASK = (1 << COOKIEBITS) - 1
 MAX_AGE = 2  #: MAX_SYNCOOKIE_AGE, minutes
-MSS_TABLE = (536, 1300, 1440, 1460)  #: Linux msstab (IPv4)
+MSS_TABLE = (536, 1300, 1440, 1460)  #: Linux msstab (net/ipv4/syncookies.c)
+#: Linux net/ipv6/syncookies.c msstab: 1280 - 60, 1480 - 60, 1500 - 60, 9000 - 60.
+MSS_TABLE_V6 = (1220, 1420, 1440, 8940)
+
+
+def mss_table(addr: bytes) -> tuple[int, ...]:
+    """The table for the address family of ``addr`` (16 bytes: IPv6)."""
+    return MSS_TABLE_V6 if len(addr) == 16 else MSS_TABLE
 TSBITS = 6
 TS_OPT_WSCALE_MASK = 0xF
 TS_OPT_SACK = 1 << 4
@@ -48,10 +55,10 @@ def _hash(secret: bytes, c: int, saddr: bytes, daddr: bytes, sport: int, dport: 
     return int.from_bytes(h.digest(), "big")
 
 
-def mss_index(mss: int) -> int:
+def mss_index(mss: int, table: tuple[int, ...] = MSS_TABLE) -> int:
     """Largest table entry not above ``mss`` (entry 0 if none is)."""
-    for index in range(len(MSS_TABLE) - 1, 0, -1):
-        if mss >= MSS_TABLE[index]:
+    for index in range(len(table) - 1, 0, -1):
+        if mss >= table[index]:
             return index
     return 0
 
@@ -59,12 +66,13 @@ def mss_index(mss: int) -> int:
 def encode(secret: bytes, saddr: bytes, daddr: bytes, sport: int, dport: int, client_isn: int,
            mss: int, now: int) -> tuple[int, int]:
     """secure_tcp_syn_cookie: (cookie ISN, the MSS it encodes).  saddr/sport are the client's."""
-    index = mss_index(mss)
+    table = mss_table(saddr)
+    index = mss_index(mss, table)
     count = cookie_time(now)
     cookie = (_hash(secret, 0, saddr, daddr, sport, dport, 0) + client_isn
               + (count << COOKIEBITS)
               + ((_hash(secret, 1, saddr, daddr, sport, dport, count) + index) & COOKIEMASK))
-    return cookie & MASK32, MSS_TABLE[index]
+    return cookie & MASK32, table[index]
 
 
 def check(secret: bytes, saddr: bytes, daddr: bytes, sport: int, dport: int, ack: tcp.Repr,
@@ -79,7 +87,8 @@ def check(secret: bytes, saddr: bytes, daddr: bytes, sport: int, dport: int, ack
         return 0
     index = (cookie - _hash(secret, 1, saddr, daddr, sport, dport, (count - diff) & MASK32)) \
         & COOKIEMASK
-    return MSS_TABLE[index] if index < len(MSS_TABLE) else 0
+    table = mss_table(saddr)
+    return table[index] if index < len(table) else 0
 
 
 def encode_ts_options(ts_now: int, wscale: int | None, sack: bool, ecn: bool = False) -> int:
@@ -117,8 +126,8 @@ def syn_ack_for(syn: tcp.Repr, *, secret: bytes, saddr: bytes, daddr: bytes, now
     """
     o = options or Options()
     peer_mss = syn.mss if syn.mss is not None else o.default_peer_mss
-    isn, _ = encode(secret, saddr, daddr, syn.src_port, syn.dst_port, syn.seq,
-                    min(peer_mss, o.mss), now)
+    isn, cookie_mss = encode(secret, saddr, daddr, syn.src_port, syn.dst_port, syn.seq,
+                             min(peer_mss, o.mss), now)
     ws_ok = o.window_scaling and syn.window_scale is not None
     sack_ok = o.sack and syn.sack_permitted
     timestamp = None
@@ -130,7 +139,7 @@ def syn_ack_for(syn: tcp.Repr, *, secret: bytes, saddr: bytes, daddr: bytes, now
         counters.add("TcpExtSyncookiesSent")
     return tcp.Repr(src_port=syn.dst_port, dst_port=syn.src_port, seq=isn,
                     ack=(syn.seq + 1) & MASK32, flags=tcp.SYN | tcp.ACK,
-                    window=min(o.rcvbuf, 0xFFFF), mss=MSS_TABLE[mss_index(min(peer_mss, o.mss))],
+                    window=min(o.rcvbuf, 0xFFFF), mss=cookie_mss,
                     # Linux clears every option but MSS when the cookie cannot carry them.
                     window_scale=choose_wscale(o.rcvbuf) if ws_ok and timestamp else None,
                     sack_permitted=sack_ok and timestamp is not None, timestamp=timestamp)
