@@ -22,15 +22,18 @@ MB = 1_000_000
 FULL = int(os.environ.get("RCUNET_TCP_BULK_MB", "0")) * MB
 
 
-@pytest.mark.parametrize("seed,size", [(1, 10 * MB), (2, 4 * MB), (3, 4 * MB)])
-def test_bulk_transfer_over_impaired_link(seed: int, size: int) -> None:
+@pytest.mark.parametrize("seed,size,family", [(1, 10 * MB, socket.AF_INET),
+                                              (2, 4 * MB, socket.AF_INET),
+                                              (3, 4 * MB, socket.AF_INET6)])
+def test_bulk_transfer_over_impaired_link(seed: int, size: int, family: int) -> None:
     size = FULL or size
     net = Network(seed=seed)
     a, b = net.host("a"), net.host("b")
     impair = ImpairmentConfig(loss=0.05, duplicate=0.02, reorder=0.02, corrupt=0.001,
                               seed=seed)
-    net.link(a, b, ["10.0.0.1/24"], ["10.0.0.2/24"], impair=impair)
-    srv, cli, child = connected_pair(net, a, b, socket.AF_INET)
+    net.link(a, b, ["10.0.0.1/24", "fd00::1/64"], ["10.0.0.2/24", "fd00::2/64"],
+             impair=impair)
+    srv, cli, child = connected_pair(net, a, b, family)
     data = random.Random(seed).randbytes(size)
     digest = hashlib.sha256(data).digest()
     assert hashlib.sha256(transfer(net, cli, child, data, timeout=3600)).digest() == digest
