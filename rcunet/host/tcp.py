@@ -146,7 +146,8 @@ class TcpLayer:
             return contextlib.nullcontext()
         return self.tcbinfo
 
-    def _sync_tuning(self) -> None:
+    def sync_tuning(self) -> None:
+        """The tables read the Host's current Tuning (``Host.set_tuning`` replaces it)."""
         if self.hashinfo.tuning is not self.host.tuning:
             self.hashinfo.set_tuning(self.host.tuning)
 
@@ -252,7 +253,7 @@ class TcpLayer:
     # ------------------------------------------------------------------ active open
     def connect_locked(self, sk: TcpSock, addr: bytes, port: int) -> None:
         """tcp_v4_connect / tcp_v6_connect: route, source port, SYN.  Socket lock owned."""
-        self._sync_tuning()
+        self.sync_tuning()
         host = self.host
         dst = wire(addr)
         if sk.family == AF_INET6 and is_v4mapped(addr) and sk.v6only:

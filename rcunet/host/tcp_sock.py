@@ -266,6 +266,7 @@ class TcpSock(SockEntry):
         try:
             if self.conn is not None or self.state != State.CLOSE or self.tb is not None:
                 raise oserror(errno.EINVAL, "socket is already bound")
+            self.layer.sync_tuning()
             self.layer.hashinfo.bind_socket(self, addr, port)
         finally:
             self._unlock(since)
@@ -279,6 +280,7 @@ class TcpSock(SockEntry):
             with self.rskq_lock:
                 self.max_ack_backlog = max(0, min(backlog, somaxconn))
             if self.state != State.LISTEN:
+                self.layer.sync_tuning()
                 self.layer.hashinfo.listen_socket(self)
         finally:
             self._unlock(since)

@@ -490,3 +490,17 @@ def test_syn_to_a_server_time_wait_starts_a_new_incarnation() -> None:
     assert transfer(net, again, child2, b"new incarnation") == b"new incarnation"
     for s in (again, child2, srv):
         s.close()
+
+
+def test_set_tuning_reaches_the_tables() -> None:
+    net, a, b = Network.two_hosts()
+    a.set_tuning(replace(a.tuning, ip_local_port_range=(50000, 50000)))
+    s = a.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind((A4, 0))
+    assert s.getsockname()[1] == 50000
+    t = a.socket(socket.AF_INET, socket.SOCK_STREAM)
+    with pytest.raises(OSError) as info:
+        t.bind((A4, 0))
+    assert info.value.errno == errno.EADDRINUSE
+    s.close()
+    t.close()
