@@ -500,7 +500,7 @@ class Socket:
         self._check_open()
         sk = self._sk
         if not isinstance(sk, UdpSock):
-            return sk.getsockopt(level, optname)  # type: ignore[no-any-return]
+            return sk.getsockopt(level, optname, buflen)  # type: ignore[no-any-return]
         result: int
         if level == SOL_SOCKET:
             table = {

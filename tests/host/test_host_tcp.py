@@ -294,6 +294,7 @@ def test_socket_options_round_trip_and_reach_the_connection() -> None:
     assert s.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) == 131072  # doubled, as Linux
     assert s.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) == 65536
     assert s.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG) == 1000
+    assert s.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, 4) == struct.pack("i", 1000)
     srv = listener(b, socket.AF_INET, B4, 8080)
     s.settimeout(0)
     try:
