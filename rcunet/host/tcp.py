@@ -643,6 +643,8 @@ class TcpLayer:
                 counters.inc("TcpExtListenDrops")
                 return
             want_cookie = True
+            if tuning.tcp_syncookies != 2:
+                counters.inc("TcpExtTCPReqQFullDoCookies")
         if self._acceptq_full(lsk):
             counters.inc("TcpExtListenOverflows")
             counters.inc("TcpExtListenDrops")

@@ -271,6 +271,7 @@ def test_syn_flood_beyond_the_backlog_gets_cookies() -> None:
     net.run(0.01)
     assert srv._sk.syn_qlen == 4
     assert b.counters.get("TcpExtSyncookiesSent") == 16
+    assert b.counters.get("TcpExtTCPReqQFullDoCookies") == 16
     srv.close()
 
 
