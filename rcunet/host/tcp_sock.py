@@ -49,6 +49,7 @@ TCP_KEEPIDLE = getattr(_pysocket, "TCP_KEEPIDLE", 4)
 TCP_KEEPINTVL = getattr(_pysocket, "TCP_KEEPINTVL", 5)
 TCP_KEEPCNT = getattr(_pysocket, "TCP_KEEPCNT", 6)
 MSG_DONTWAIT = _pysocket.MSG_DONTWAIT
+MSG_WAITALL = _pysocket.MSG_WAITALL
 SHUT_RD, SHUT_WR, SHUT_RDWR = _pysocket.SHUT_RD, _pysocket.SHUT_WR, _pysocket.SHUT_RDWR
 SECOND = 1_000_000_000
 _LINGER = struct.Struct("ii")
@@ -387,9 +388,31 @@ class TcpSock(SockEntry):
             raise ValueError("negative buffersize in recv")
         if flags & MSG_DONTWAIT:
             timeout = 0.0
-        if flags & ~MSG_DONTWAIT:
-            raise oserror(errno.EOPNOTSUPP, "recv flags other than MSG_DONTWAIT")
+        if flags & ~(MSG_DONTWAIT | MSG_WAITALL):
+            raise oserror(errno.EOPNOTSUPP, "recv supports MSG_DONTWAIT and MSG_WAITALL")
         deadline = None if timeout == 0.0 else self._deadline(timeout)
+        if not flags & MSG_WAITALL or timeout == 0.0:
+            return self._recv_once(bufsize, timeout, deadline)
+        # MSG_WAITALL: until bufsize bytes, EOF, an error or the timeout (then what we got)
+        parts: list[bytes] = []
+        got = 0
+        while got < bufsize:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                chunk = self._recv_once(bufsize - got, timeout, deadline)
+            except TimeoutError:  # an error is raised (the engine reports it once)
+                if got:
+                    break
+                raise
+            if not chunk:
+                break
+            parts.append(chunk)
+            got += len(chunk)
+            if remaining == 0.0:
+                break
+        return b"".join(parts)
+
+    def _recv_once(self, bufsize: int, timeout: float | None, deadline: float | None) -> bytes:
         layer = self.layer
         defer = self.host.tuning.tcp_defer_free
         while True:

@@ -375,3 +375,32 @@ def test_poll_levels_follow_tcp_poll(hosts: Any) -> None:
         cli.send(b"x")
     for s in (cli, child, srv):
         s.close()
+
+
+def test_recv_waitall(hosts: Any) -> None:
+    net, a, b = hosts
+    srv = b.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("10.0.0.2", 8080))
+    srv.listen(1)
+    cli = a.socket(socket.AF_INET, socket.SOCK_STREAM)
+    cli.connect(("10.0.0.2", 8080))
+    child, _ = srv.accept()
+
+    def trickle() -> None:
+        for _ in range(5):
+            cli.sendall(b"12345")
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=trickle)
+    thread.start()
+    child.settimeout(5)
+    assert child.recv(25, socket.MSG_WAITALL) == b"12345" * 5
+    thread.join(5)
+    child.settimeout(0.05)
+    cli.sendall(b"abc")
+    assert child.recv(10, socket.MSG_WAITALL) == b"abc"  # the timeout returns what came
+    with pytest.raises(OSError) as info:
+        child.recv(1, socket.MSG_OOB)
+    assert info.value.errno == errno.EOPNOTSUPP
+    for s in (cli, child, srv):
+        s.close()
