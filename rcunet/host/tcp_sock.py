@@ -101,7 +101,7 @@ class TcpSock(SockEntry):
         "listen_closed", "rskq_lock", "last_overflow_at", "rcvbuf", "sndbuf", "nodelay",
         "keepalive", "keepidle", "keepintvl", "keepcnt", "user_mss", "linger",
         "user_closed", "finished", "forgotten", "shutdown_rd", "poll", "hold_ns",
-        "hold_count", "hold_max_ns", "soft_err", "xmit", "tx_csum_offload",
+        "hold_count", "hold_max_ns", "soft_err", "held_err", "xmit", "tx_csum_offload",
     )
 
     def __init__(self, layer: TcpLayer, family: int) -> None:
@@ -144,6 +144,7 @@ class TcpSock(SockEntry):
         self.hold_count = 0  # guarded-by: wq
         self.hold_max_ns = 0  # guarded-by: wq
         self.soft_err = 0
+        self.held_err = 0  # an error met after MSG_WAITALL had data: the next recv's
         self.xmit = XMIT_LOCK.new()
         self.tx_csum_offload = False  # the route's link offloads checksums (set at connect)
 
@@ -400,10 +401,15 @@ class TcpSock(SockEntry):
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
                 chunk = self._recv_once(bufsize - got, timeout, deadline)
-            except TimeoutError:  # an error is raised (the engine reports it once)
+            except TimeoutError:
                 if got:
                     break
                 raise
+            except OSError as exc:
+                if not got:
+                    raise
+                self.held_err = exc.errno or errno.EIO  # reported by the next call
+                break
             if not chunk:
                 break
             parts.append(chunk)
@@ -433,6 +439,9 @@ class TcpSock(SockEntry):
             self._block_or_fail(seen, timeout, deadline)
 
     def _recv_locked(self, bufsize: int, consumed: list[Buffer]) -> bytes | None:
+        if self.held_err:
+            err, self.held_err = self.held_err, 0
+            raise oserror(err)
         conn = self.conn
         if conn is None or self.state == State.LISTEN:
             raise oserror(errno.ENOTCONN)

@@ -402,5 +402,14 @@ def test_recv_waitall(hosts: Any) -> None:
     with pytest.raises(OSError) as info:
         child.recv(1, socket.MSG_OOB)
     assert info.value.errno == errno.EOPNOTSUPP
-    for s in (cli, child, srv):
+    # data then a reset: MSG_WAITALL returns the data, the next call the error
+    cli.sendall(b"last words")
+    time.sleep(0.05)
+    cli.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\0\0\0\0\0\0\0")
+    cli.close()
+    child.settimeout(5)
+    assert child.recv(100, socket.MSG_WAITALL) == b"last words"
+    with pytest.raises(ConnectionResetError):
+        child.recv(100)
+    for s in (child, srv):
         s.close()
