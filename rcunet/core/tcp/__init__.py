@@ -1,13 +1,14 @@
 """TCP as a sans-IO engine (RFC 9293).  Start with ``connection.py``.
 
 Modules: ``state`` (states and allowed transitions), ``tcb`` (RFC variables), ``connection``
-(the engine: input, output, timers), ``timers`` (deadlines), ``rto`` (RFC 6298),
+(the engine: input, output, timers), ``listen`` (LISTEN decisions, stateless RSTs),
+``timers`` (deadlines), ``rto`` (RFC 6298),
 ``reassembly`` (out-of-order queue), ``sack`` (RFC 2018 blocks, RFC 6675 scoreboard),
 ``congestion`` (reno, cubic), ``isn`` (RFC 6528), ``syncookies`` (Linux's encoding),
 ``events``, ``counters`` (nstat names), ``options`` (per-connection settings).
 """
 
-from rcunet.core.tcp.connection import Connection, ListenAction, listen_action, reset_for
+from rcunet.core.tcp.connection import Connection
 from rcunet.core.tcp.counters import Counters
 from rcunet.core.tcp.events import (
     Closed,
@@ -19,6 +20,7 @@ from rcunet.core.tcp.events import (
     SendSpaceAvailable,
     TimeWaitEntered,
 )
+from rcunet.core.tcp.listen import ListenAction, listen_action, reset_for
 from rcunet.core.tcp.options import Options
 from rcunet.core.tcp.state import State
 

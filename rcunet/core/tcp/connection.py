@@ -12,11 +12,11 @@ wire), ``take_events()`` (``events.py``) and ``next_deadline()``.  Nothing here 
 clock, draws a random number or touches a socket: ``now`` (int ns), the ISN and the
 timestamp offset are arguments.
 
-The listener lives in the host (it owns the SYN queue): ``listen_action`` classifies a
-segment that reached a listening socket, ``Connection.accept_syn`` turns a SYN into a
-SYN-RECEIVED connection that answers with SYN,ACK, ``reset_for`` builds the RST the RFC
-asks for when no connection matches, and ``rcunet.core.tcp.syncookies`` covers SYN-queue
-overflow.
+The listener lives in the host (it owns the SYN queue); ``listen.py`` has its protocol
+decisions (re-exported here): ``listen_action`` classifies a segment that reached a
+listening socket, ``reset_for`` builds the RST the RFC asks for when no connection
+matches.  ``Connection.accept_syn`` turns a SYN into a SYN-RECEIVED connection that
+answers with SYN,ACK, and ``rcunet.core.tcp.syncookies`` covers SYN-queue overflow.
 
 A host drives it like this (one connection, its socket lock held)::
 
@@ -43,7 +43,6 @@ Concurrency: none.  A Connection is touched only by whoever holds its socket loc
 from __future__ import annotations
 
 import dataclasses
-import enum
 import errno as errnos
 
 from rcunet.core.tcp import congestion
@@ -59,6 +58,14 @@ from rcunet.core.tcp.events import (
     SendSpaceAvailable,
     TimeWaitEntered,
 )
+from rcunet.core.tcp.listen import (
+    MAX_WSCALE,
+    ListenAction,
+    choose_wscale,
+    listen_action,
+    reset_for,
+    seg_len,
+)
 from rcunet.core.tcp.options import SECOND, Options
 from rcunet.core.tcp.reassembly import Assembler
 from rcunet.core.tcp.rto import RtoEstimator, retransmits_timed_out
@@ -72,8 +79,6 @@ from rcunet.wire.seqnum import add, ge, gt, le, lt, sub
 FIN, SYN, RST, PSH, ACK = tcp.FIN, tcp.SYN, tcp.RST, tcp.PSH, tcp.ACK
 MASK32 = 0xFFFFFFFF
 MS = 1_000_000
-#: RFC 7323 §2.3: shift counts above 14 are treated as 14.
-MAX_WSCALE = 14
 #: RFC 7323 §5.5: TS.Recent is invalid after 24 days of idleness.
 PAWS_IDLE_LIMIT = 24 * 86400 * SECOND
 #: Linux TCP_PAWS_WINDOW: TSvals this many ticks older than TS.Recent still pass PAWS.
@@ -85,53 +90,6 @@ TS_OPTION_LEN = 12
 _SEND_STATES = (State.SYN_SENT, State.SYN_RECEIVED, State.ESTABLISHED, State.CLOSE_WAIT)
 _ABORT_SENDS_RST = (State.SYN_RECEIVED, State.ESTABLISHED, State.FIN_WAIT_1,
                     State.FIN_WAIT_2, State.CLOSE_WAIT)
-
-
-def seg_len(seg: tcp.Repr) -> int:
-    """SEG.LEN: payload bytes plus one for each of SYN and FIN (RFC 9293 §3.3.1)."""
-    return len(seg.payload) + (1 if seg.flags & SYN else 0) + (1 if seg.flags & FIN else 0)
-
-
-def reset_for(seg: tcp.Repr) -> tcp.Repr | None:
-    """The RST answering a segment that matches no connection (RFC 9293 §3.10.7.1).
-
-    Never answer a RST with a RST.  ACK set: <SEQ=SEG.ACK><CTL=RST>; otherwise
-    <SEQ=0><ACK=SEG.SEQ+SEG.LEN><CTL=RST,ACK>.
-    """
-    if seg.flags & RST:
-        return None
-    if seg.flags & ACK:
-        return tcp.Repr(src_port=seg.dst_port, dst_port=seg.src_port, seq=seg.ack, ack=0,
-                        flags=RST, window=0)
-    return tcp.Repr(src_port=seg.dst_port, dst_port=seg.src_port, seq=0,
-                    ack=add(seg.seq, seg_len(seg)), flags=RST | ACK, window=0)
-
-
-class ListenAction(enum.Enum):
-    DROP = "drop"  #: ignore silently
-    RESET = "reset"  #: answer with ``reset_for(seg)`` (or try it as a SYN-cookie ACK first)
-    SYN = "syn"  #: a connection request: ``Connection.accept_syn`` (or a SYN cookie)
-
-
-def listen_action(seg: tcp.Repr) -> ListenAction:
-    """What a LISTEN socket does with ``seg`` (RFC 9293 §3.10.7.2)."""
-    if seg.flags & RST:
-        return ListenAction.DROP  # "An incoming RST segment could not be valid"
-    if seg.flags & ACK:
-        return ListenAction.RESET  # "Any acknowledgment is bad if it arrives here"
-    if seg.flags & SYN:
-        if seg.flags & FIN:
-            return ListenAction.DROP  # Linux drops SYN+FIN (tcp_rcv_state_process, 2012)
-        return ListenAction.SYN
-    return ListenAction.DROP  # "Any other control or text-bearing segment ... drop it"
-
-
-def choose_wscale(rcvbuf: int) -> int:
-    """Smallest shift that lets the 16-bit window field cover ``rcvbuf`` (RFC 7323 §2.2)."""
-    shift = 0
-    while (rcvbuf >> shift) > 0xFFFF and shift < MAX_WSCALE:
-        shift += 1
-    return shift
 
 
 class Connection:

@@ -19,8 +19,9 @@ from __future__ import annotations
 import hashlib
 from typing import NamedTuple
 
-from rcunet.core.tcp.connection import MS, Connection, choose_wscale
+from rcunet.core.tcp.connection import MS, Connection
 from rcunet.core.tcp.counters import Counters
+from rcunet.core.tcp.listen import choose_wscale
 from rcunet.core.tcp.options import SECOND, Options
 from rcunet.wire import tcp
 
