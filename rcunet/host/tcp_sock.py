@@ -144,7 +144,7 @@ class TcpSock(SockEntry):
         self.hold_count = 0  # guarded-by: wq
         self.hold_max_ns = 0  # guarded-by: wq
         self.soft_err = 0
-        self.held_err = 0  # an error met after MSG_WAITALL had data: the next recv's
+        self.held_err = 0  # an error met after a call had moved data: the next call's
         self.xmit = XMIT_LOCK.new()
         self.tx_csum_offload = False  # the route's link offloads checksums (set at connect)
 
@@ -349,6 +349,11 @@ class TcpSock(SockEntry):
             since = self._lock()
             try:
                 sent += self._send_locked(view[sent:])
+            except OSError as exc:
+                if not sent:
+                    raise
+                self.held_err = exc.errno or errno.EIO  # bytes were queued: count them now,
+                return sent  # report the error on the next call (sk_err stays set)
             finally:
                 self._unlock(since)
             # Blocking send queues everything (Linux); with a timeout or non-blocking,
@@ -363,6 +368,9 @@ class TcpSock(SockEntry):
                 raise
 
     def _send_locked(self, view: memoryview) -> int:
+        if self.held_err:
+            err, self.held_err = self.held_err, 0
+            raise oserror(err)
         conn = self.conn
         if conn is None or self.state == State.LISTEN:
             raise oserror(errno.EPIPE)
