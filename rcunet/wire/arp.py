@@ -10,9 +10,17 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple, overload
 
+from rcunet.wire._common import (
+    Buffer,
+    ByteField,
+    BytesField,
+    UintField,
+    View,
+    WritableBuffer,
+    truncated,
+    write_into,
+)
 from rcunet.wire.errors import WireError
-
-Buffer = bytes | bytearray | memoryview
 
 HARDWARE_ETHERNET = 1
 PROTOCOL_IPV4 = 0x0800
@@ -27,80 +35,32 @@ _MESSAGE = struct.Struct("!HHBBH6s4s6s4s")
 _ETHERNET_IPV4 = HARDWARE_ETHERNET << 32 | PROTOCOL_IPV4 << 16 | 6 << 8 | 4
 
 
-class Packet:
+class Packet(View):
     """Zero-copy view of an Ethernet/IPv4 ARP message."""
 
-    __slots__ = ("buf",)
+    __slots__ = ()
+    what = "ARP"
+    min_len = HEADER_LEN
 
-    def __init__(self, buf: Buffer) -> None:
-        self.buf = memoryview(buf)
-
-    @classmethod
-    def unchecked(cls, buf: Buffer) -> Packet:
-        return cls(buf)
-
-    @classmethod
-    def checked(cls, buf: Buffer) -> Packet:
-        packet = cls(buf)
-        packet.check_len()
-        return packet
+    hardware_type = UintField(0, 2)
+    protocol_type = UintField(2, 4)
+    hardware_len = ByteField(4)
+    protocol_len = ByteField(5)
+    operation = UintField(6, 8)
+    sender_mac = BytesField(8, 14)
+    sender_ip = BytesField(14, 18)
+    target_mac = BytesField(18, 24)
+    target_ip = BytesField(24, 28)
+    set_operation = operation.setter
+    set_sender_mac = sender_mac.setter
+    set_sender_ip = sender_ip.setter
+    set_target_mac = target_mac.setter
+    set_target_ip = target_ip.setter
 
     def check_len(self) -> None:
         """Raise ``WireError`` unless the message is complete and Ethernet/IPv4."""
-        if len(self.buf) < HEADER_LEN:
-            raise WireError("truncated", f"ARP needs {HEADER_LEN} bytes, got {len(self.buf)}")
+        super().check_len()
         _check_kind(int.from_bytes(self.buf[0:6], "big"))
-
-    @property
-    def hardware_type(self) -> int:
-        return int.from_bytes(self.buf[0:2], "big")
-
-    @property
-    def protocol_type(self) -> int:
-        return int.from_bytes(self.buf[2:4], "big")
-
-    @property
-    def hardware_len(self) -> int:
-        return self.buf[4]
-
-    @property
-    def protocol_len(self) -> int:
-        return self.buf[5]
-
-    @property
-    def operation(self) -> int:
-        return int.from_bytes(self.buf[6:8], "big")
-
-    @property
-    def sender_mac(self) -> bytes:
-        return bytes(self.buf[8:14])
-
-    @property
-    def sender_ip(self) -> bytes:
-        return bytes(self.buf[14:18])
-
-    @property
-    def target_mac(self) -> bytes:
-        return bytes(self.buf[18:24])
-
-    @property
-    def target_ip(self) -> bytes:
-        return bytes(self.buf[24:28])
-
-    def set_operation(self, value: int) -> None:
-        self.buf[6:8] = value.to_bytes(2, "big")
-
-    def set_sender_mac(self, value: bytes) -> None:
-        self.buf[8:14] = value
-
-    def set_sender_ip(self, value: bytes) -> None:
-        self.buf[14:18] = value
-
-    def set_target_mac(self, value: bytes) -> None:
-        self.buf[18:24] = value
-
-    def set_target_ip(self, value: bytes) -> None:
-        self.buf[24:28] = value
 
 
 def _check_kind(prefix: int) -> None:
@@ -128,7 +88,7 @@ class Repr(NamedTuple):
     def parse(cls, buf: Buffer) -> Repr:
         view = memoryview(buf)
         if len(view) < HEADER_LEN:
-            raise WireError("truncated", f"ARP needs {HEADER_LEN} bytes, got {len(view)}")
+            raise truncated("ARP", HEADER_LEN, len(view))
         htype, ptype, hlen, plen, op, sha, spa, tha, tpa = _MESSAGE.unpack_from(view)
         if htype != HARDWARE_ETHERNET or ptype != PROTOCOL_IPV4 or hlen != 6 or plen != 4:
             _check_kind(htype << 32 | ptype << 16 | hlen << 8 | plen)
@@ -144,19 +104,15 @@ class Repr(NamedTuple):
     def build(self, buf: None = None, offset: int = 0) -> bytes: ...
 
     @overload
-    def build(self, buf: bytearray | memoryview, offset: int = 0) -> int: ...
+    def build(self, buf: WritableBuffer, offset: int = 0) -> int: ...
 
-    def build(self, buf: bytearray | memoryview | None = None, offset: int = 0) -> bytes | int:
+    def build(self, buf: WritableBuffer | None = None, offset: int = 0) -> bytes | int:
         op, sha, spa, tha, tpa = self
         if op not in OPERATIONS:
             raise WireError("unsupported", f"ARP operation {op}")
         if len(sha) != 6 or len(tha) != 6 or len(spa) != 4 or len(tpa) != 4:
             raise WireError("bad-field", "ARP needs 6-byte MACs and 4-byte IPv4 addresses")
-        fields = (HARDWARE_ETHERNET, PROTOCOL_IPV4, 6, 4, op, sha, spa, tha, tpa)
+        message = _MESSAGE.pack(HARDWARE_ETHERNET, PROTOCOL_IPV4, 6, 4, op, sha, spa, tha, tpa)
         if buf is None:
-            return _MESSAGE.pack(*fields)
-        end = offset + HEADER_LEN
-        if offset < 0 or len(buf) < end:
-            raise WireError("buffer-too-small", f"need {end} bytes, have {len(buf)}")
-        _MESSAGE.pack_into(buf, offset, *fields)
-        return HEADER_LEN
+            return message
+        return write_into(buf, offset, message)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import struct
 
+from rcunet.wire.errors import WireError
+
 Buffer = bytes | bytearray | memoryview
 
 _PSEUDO_V4 = struct.Struct("!4s4sBBH")
@@ -69,6 +71,35 @@ def pseudo_header_sum(src: bytes, dst: bytes, protocol: int, length: int) -> int
     if len(src) == 4:
         return pseudo_header_sum_v4(src, dst, protocol, length)
     return pseudo_header_sum_v6(src, dst, protocol, length)
+
+
+def pseudo_header_words(src: bytes, dst: bytes, protocol: int, length: int) -> int:
+    """The pseudo-header's 16-bit words summed, not folded, for either family (RFC 9293
+    §3.1, RFC 8200 §8.1): the two addresses as one integer (its words sum to the same
+    residue mod 0xFFFF), plus ``protocol`` and ``length`` (a 32-bit length is congruent to
+    its two words).  Two 4-byte or two 16-byte addresses, else ``WireError("bad-address")``.
+    """
+    if len(src) != len(dst) or len(src) not in _ADDRESS_LENS:
+        raise _bad_address()
+    return int.from_bytes(src + dst, "big") + protocol + length
+
+
+def segment_checksum_ok(segment: Buffer, src: bytes, dst: bytes, protocol: int) -> bool:
+    """True when a whole transport segment (checksum field included) and its pseudo-header
+    sum to all ones.  The word total is never zero (``protocol`` is in it), so a residue of
+    zero is the sum 0xFFFF.  ``pseudo_header_words``, inlined: this runs on every segment."""
+    if len(src) != len(dst) or len(src) not in _ADDRESS_LENS:
+        raise _bad_address()
+    size = len(segment)
+    total = int.from_bytes(segment, "big") << (8 * (size & 1))
+    return (total + int.from_bytes(src + dst, "big") + protocol + size) % 0xFFFF == 0
+
+
+_ADDRESS_LENS = (4, 16)
+
+
+def _bad_address() -> WireError:
+    return WireError("bad-address", "pseudo-header needs two 4- or two 16-byte addresses")
 
 
 def update16(checksum: int, old_word: int, new_word: int) -> int:

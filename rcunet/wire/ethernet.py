@@ -10,9 +10,16 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple, overload
 
+from rcunet.wire._common import (
+    Buffer,
+    BytesField,
+    View,
+    WritableBuffer,
+    new_tuple,
+    truncated,
+    write_into,
+)
 from rcunet.wire.errors import WireError
-
-Buffer = bytes | bytearray | memoryview
 
 ETHERTYPE_IPV4 = 0x0800
 ETHERTYPE_ARP = 0x0806
@@ -32,12 +39,7 @@ BROADCAST = b"\xff" * ADDR_LEN
 _HEADER = struct.Struct("!6s6sH")
 _VLAN_HEADER = struct.Struct("!6s6sHHH")
 _U16 = struct.Struct("!H")
-_new_tuple = tuple.__new__
 _TAG_TYPES = (ETHERTYPE_VLAN, ETHERTYPE_QINQ)
-
-
-def _truncated(what: str, need: int, got: int) -> WireError:
-    return WireError("truncated", f"{what} needs {need} bytes, got {got}")
 
 
 def _tci(vlan: int, pcp: int, dei: bool) -> int:
@@ -54,40 +56,25 @@ def _check_ethertype(ethertype: int) -> None:
         raise WireError("unsupported", f"stacked VLAN tag {ethertype:#06x}")
 
 
-class Packet:
+class Packet(View):
     """Zero-copy view of an Ethernet II frame (optionally 802.1Q tagged)."""
 
-    __slots__ = ("buf",)
+    __slots__ = ()
+    what = "Ethernet header"
+    min_len = HEADER_LEN
 
-    def __init__(self, buf: Buffer) -> None:
-        self.buf = memoryview(buf)
-
-    @classmethod
-    def unchecked(cls, buf: Buffer) -> Packet:
-        return cls(buf)
-
-    @classmethod
-    def checked(cls, buf: Buffer) -> Packet:
-        packet = cls(buf)
-        packet.check_len()
-        return packet
+    dst = BytesField(0, 6)
+    src = BytesField(6, 12)
+    set_dst = dst.setter
+    set_src = src.setter
 
     def check_len(self) -> None:
         """Raise ``WireError`` unless the whole header (tag included) is present and
         the type field is one this codec supports."""
-        if len(self.buf) < HEADER_LEN:
-            raise _truncated("Ethernet header", HEADER_LEN, len(self.buf))
+        super().check_len()
         if self.is_tagged and len(self.buf) < VLAN_HEADER_LEN:
-            raise _truncated("802.1Q header", VLAN_HEADER_LEN, len(self.buf))
+            raise truncated("802.1Q header", VLAN_HEADER_LEN, len(self.buf))
         _check_ethertype(self.ethertype)
-
-    @property
-    def dst(self) -> bytes:
-        return bytes(self.buf[0:6])
-
-    @property
-    def src(self) -> bytes:
-        return bytes(self.buf[6:12])
 
     @property
     def is_tagged(self) -> bool:
@@ -115,12 +102,6 @@ class Packet:
     def vlan_dei(self) -> bool:
         return bool(self.buf[14] & 0x10) if self.is_tagged else False
 
-    def set_dst(self, value: bytes) -> None:
-        self.buf[0:6] = value
-
-    def set_src(self, value: bytes) -> None:
-        self.buf[6:12] = value
-
     def set_ethertype(self, value: int) -> None:
         at = 16 if self.is_tagged else 12
         _U16.pack_into(self.buf, at, value)
@@ -128,8 +109,7 @@ class Packet:
     def payload(self) -> memoryview:
         return self.buf[self.header_len :]
 
-    def payload_mut(self) -> memoryview:
-        return self.buf[self.header_len :]
+    payload_mut = payload
 
 
 class Repr(NamedTuple):
@@ -150,15 +130,14 @@ class Repr(NamedTuple):
         stays in it: the network layer knows its own length)."""
         view = memoryview(buf)
         if len(view) < HEADER_LEN:
-            raise _truncated("Ethernet header", HEADER_LEN, len(view))
+            raise truncated("Ethernet header", HEADER_LEN, len(view))
         dst, src, ethertype = _HEADER.unpack_from(view)
         if ethertype != ETHERTYPE_VLAN:
             if ethertype < ETHERTYPE_MIN or ethertype == ETHERTYPE_QINQ:
                 _check_ethertype(ethertype)
-            # tuple.__new__ skips the NamedTuple's Python-level __new__ (fields in order).
-            return _new_tuple(cls, (dst, src, ethertype, view[HEADER_LEN:], None, 0, False))
+            return new_tuple(cls, (dst, src, ethertype, view[HEADER_LEN:], None, 0, False))
         if len(view) < VLAN_HEADER_LEN:
-            raise _truncated("802.1Q header", VLAN_HEADER_LEN, len(view))
+            raise truncated("802.1Q header", VLAN_HEADER_LEN, len(view))
         _, _, _, tci, ethertype = _VLAN_HEADER.unpack_from(view)
         _check_ethertype(ethertype)
         payload = view[VLAN_HEADER_LEN:]
@@ -174,9 +153,9 @@ class Repr(NamedTuple):
     def build(self, buf: None = None, offset: int = 0) -> bytes: ...
 
     @overload
-    def build(self, buf: bytearray | memoryview, offset: int = 0) -> int: ...
+    def build(self, buf: WritableBuffer, offset: int = 0) -> int: ...
 
-    def build(self, buf: bytearray | memoryview | None = None, offset: int = 0) -> bytes | int:
+    def build(self, buf: WritableBuffer | None = None, offset: int = 0) -> bytes | int:
         """Emit the frame (no padding to the 60-byte minimum, no FCS)."""
         dst, src, ethertype, payload, vlan, vlan_pcp, vlan_dei = self
         if len(dst) != ADDR_LEN or len(src) != ADDR_LEN:
@@ -193,10 +172,4 @@ class Repr(NamedTuple):
             header = _VLAN_HEADER.pack(dst, src, ETHERTYPE_VLAN, tci, ethertype)
         if buf is None:
             return b"".join((header, payload))
-        length = len(header) + len(payload)
-        end = offset + length
-        if offset < 0 or len(buf) < end:
-            raise WireError("buffer-too-small", f"need {end} bytes, have {len(buf)}")
-        buf[offset : offset + len(header)] = header
-        buf[offset + len(header) : end] = payload
-        return length
+        return write_into(buf, offset, b"".join((header, payload)))

@@ -14,9 +14,16 @@ from typing import NamedTuple, overload
 
 from rcunet.wire import checksum as _ck
 from rcunet.wire import ipv4
+from rcunet.wire._common import (
+    Buffer,
+    ByteField,
+    IcmpView,
+    UintField,
+    WritableBuffer,
+    truncated,
+    write_into,
+)
 from rcunet.wire.errors import WireError
-
-Buffer = bytes | bytearray | memoryview
 
 HEADER_LEN = 8
 
@@ -63,98 +70,32 @@ PORT_PROTOCOLS = frozenset({
 QUOTED_TRANSPORT_LEN = 8
 
 _HEADER = struct.Struct("!BBHHH")
-_U16 = struct.Struct("!H")
 _QUOTED_IP = struct.Struct("!BBHHHBBH4s4s")
 
 
-class Packet:
+class Packet(IcmpView):
     """Zero-copy view of an ICMPv4 message."""
 
-    __slots__ = ("buf",)
+    __slots__ = ()
+    what = "ICMP"
+    min_len = HEADER_LEN
 
-    def __init__(self, buf: Buffer) -> None:
-        self.buf = memoryview(buf)
-
-    @classmethod
-    def unchecked(cls, buf: Buffer) -> Packet:
-        return cls(buf)
-
-    @classmethod
-    def checked(cls, buf: Buffer) -> Packet:
-        packet = cls(buf)
-        packet.check_len()
-        return packet
-
-    def check_len(self) -> None:
-        if len(self.buf) < HEADER_LEN:
-            raise WireError("truncated", f"ICMP needs {HEADER_LEN} bytes, got {len(self.buf)}")
-
-    @property
-    def type(self) -> int:
-        return self.buf[0]
-
-    @property
-    def code(self) -> int:
-        return self.buf[1]
-
-    @property
-    def checksum(self) -> int:
-        return int.from_bytes(self.buf[2:4], "big")
-
-    @property
-    def ident(self) -> int:
-        """Echo identifier."""
-        return int.from_bytes(self.buf[4:6], "big")
-
-    @property
-    def seq(self) -> int:
-        """Echo sequence number."""
-        return int.from_bytes(self.buf[6:8], "big")
-
-    @property
-    def next_mtu(self) -> int:
-        """Next-hop MTU of a fragmentation-needed error (RFC 1191)."""
-        return int.from_bytes(self.buf[6:8], "big")
-
-    @property
-    def pointer(self) -> int:
-        """Offending octet of a parameter-problem error."""
-        return self.buf[4]
-
-    def set_type(self, value: int) -> None:
-        self.buf[0] = value
-
-    def set_code(self, value: int) -> None:
-        self.buf[1] = value
-
-    def set_checksum(self, value: int) -> None:
-        _U16.pack_into(self.buf, 2, value)
-
-    def set_ident(self, value: int) -> None:
-        _U16.pack_into(self.buf, 4, value)
-
-    def set_seq(self, value: int) -> None:
-        _U16.pack_into(self.buf, 6, value)
-
-    def set_next_mtu(self, value: int) -> None:
-        _U16.pack_into(self.buf, 6, value)
-
-    def set_pointer(self, value: int) -> None:
-        self.buf[4] = value
+    next_mtu = UintField(6, 8, "Next-hop MTU of a fragmentation-needed error (RFC 1191).")
+    pointer = ByteField(4, "Offending octet of a parameter-problem error.")
+    set_next_mtu = next_mtu.setter
+    set_pointer = pointer.setter
 
     def verify_checksum(self) -> bool:
         return _ck.is_valid(self.buf)
 
     def fill_checksum(self) -> None:
-        self.set_checksum(0)
-        self.set_checksum(_ck.internet_checksum(self.buf))
+        self._fill_checksum(2, len(self.buf))
 
     def payload(self) -> memoryview:
         """Echo data, or the quoted packet of an error."""
         return self.buf[HEADER_LEN:]
 
-    def payload_mut(self) -> memoryview:
-        return self.buf[HEADER_LEN:]
+    payload_mut = payload
 
 
 class QuotedFlow(NamedTuple):
@@ -184,7 +125,7 @@ def parse_quoted(quoted: Buffer) -> QuotedFlow:
     view = memoryview(quoted)
     present = len(view)
     if present < ipv4.HEADER_LEN:
-        raise WireError("truncated", f"quoted IPv4 header needs 20 bytes, got {present}")
+        raise truncated("quoted IPv4 header", ipv4.HEADER_LEN, present)
     vihl, _, total_len, _, frag, _, protocol, _, src, dst = _QUOTED_IP.unpack_from(view)
     header_len = ipv4.header_len_of(vihl, present)
     ipv4.check_options(view[ipv4.HEADER_LEN : header_len])
@@ -250,7 +191,7 @@ class Repr(NamedTuple):
         """Parse a whole ICMP message (the IPv4 payload)."""
         view = memoryview(buf)
         if len(view) < HEADER_LEN:
-            raise WireError("truncated", f"ICMP needs {HEADER_LEN} bytes, got {len(view)}")
+            raise truncated("ICMP", HEADER_LEN, len(view))
         icmp_type, code, csum, high, low = _HEADER.unpack_from(view)
         if icmp_type not in ECHO_TYPES and icmp_type not in ERROR_TYPES:
             raise WireError("unsupported", f"ICMP type {icmp_type}")
@@ -284,12 +225,12 @@ class Repr(NamedTuple):
 
     @overload
     def build(
-        self, buf: bytearray | memoryview, offset: int = 0, *, checksum: bool = True
+        self, buf: WritableBuffer, offset: int = 0, *, checksum: bool = True
     ) -> int: ...
 
     def build(
         self,
-        buf: bytearray | memoryview | None = None,
+        buf: WritableBuffer | None = None,
         offset: int = 0,
         *,
         checksum: bool = True,
@@ -304,13 +245,7 @@ class Repr(NamedTuple):
         header = _HEADER.pack(icmp_type, code, csum, high, low)
         if buf is None:
             return b"".join((header, body))
-        length = HEADER_LEN + len(body)
-        end = offset + length
-        if offset < 0 or len(buf) < end:
-            raise WireError("buffer-too-small", f"need {end} bytes, have {len(buf)}")
-        buf[offset : offset + HEADER_LEN] = header
-        buf[offset + HEADER_LEN : end] = body
-        return length
+        return write_into(buf, offset, b"".join((header, body)))
 
     def _header_words(self) -> tuple[int, int, int, int, Buffer]:
         """(type, code, high word, low word, body) for build, refusing fields that the

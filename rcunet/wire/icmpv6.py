@@ -25,9 +25,15 @@ from typing import NamedTuple, overload
 
 from rcunet.wire import checksum as _ck
 from rcunet.wire import ipv6
+from rcunet.wire._common import (
+    Buffer,
+    IcmpView,
+    UintField,
+    WritableBuffer,
+    truncated,
+    write_into,
+)
 from rcunet.wire.errors import WireError
-
-Buffer = bytes | bytearray | memoryview
 
 PROTOCOL = 58
 HEADER_LEN = 4  # type, code, checksum; the rest depends on the type
@@ -289,7 +295,7 @@ def parse_quoted(quoted: Buffer) -> QuotedFlow:
     """
     present = len(quoted)
     if present < ipv6.HEADER_LEN:
-        raise WireError("truncated", f"quoted IPv6 header needs 40 bytes, got {present}")
+        raise truncated("quoted IPv6 header", ipv6.HEADER_LEN, present)
     word, plen, nh, src, dst = _QUOTED_IP.unpack_from(quoted)
     if word >> 28 != 6:
         raise WireError("bad-version", f"quoted IP version {word >> 28}")
@@ -327,98 +333,41 @@ _MIN_LEN = {DEST_UNREACHABLE: 8, PACKET_TOO_BIG: 8, TIME_EXCEEDED: 8, PARAMETER_
             NEIGHBOR_SOLICIT: 24, NEIGHBOR_ADVERT: 24, MLDV2_REPORT: 8}
 
 
-class Packet:
+class Packet(IcmpView):
     """Zero-copy view of an ICMPv6 message's common header."""
 
-    __slots__ = ("buf",)
+    __slots__ = ()
+    what = "ICMPv6 message"
+    min_len = HEADER_LEN
 
-    def __init__(self, buf: Buffer) -> None:
-        self.buf = memoryview(buf)
-
-    @classmethod
-    def unchecked(cls, buf: Buffer) -> Packet:
-        return cls(buf)
-
-    @classmethod
-    def checked(cls, buf: Buffer) -> Packet:
-        packet = cls(buf)
-        packet.check_len()
-        return packet
+    mtu = UintField(4, 8, "MTU of a packet-too-big error.")
+    pointer = UintField(4, 8, "Offending octet of a parameter-problem error.")
+    set_mtu = mtu.setter
+    set_pointer = pointer.setter
 
     def check_len(self) -> None:
-        n = len(self.buf)
-        need = _MIN_LEN.get(self.buf[0], HEADER_LEN) if n else HEADER_LEN
-        if n < need:
-            raise WireError("truncated", f"ICMPv6 message needs {need} bytes, got {n}")
-
-    @property
-    def type(self) -> int:
-        return self.buf[0]
-
-    @property
-    def code(self) -> int:
-        return self.buf[1]
-
-    @property
-    def checksum(self) -> int:
-        return int.from_bytes(self.buf[2:4], "big")
-
-    @property
-    def ident(self) -> int:
-        """Echo identifier."""
-        return int.from_bytes(self.buf[4:6], "big")
-
-    @property
-    def seq(self) -> int:
-        """Echo sequence number."""
-        return int.from_bytes(self.buf[6:8], "big")
-
-    @property
-    def mtu(self) -> int:
-        """MTU of a packet-too-big error."""
-        return int.from_bytes(self.buf[4:8], "big")
-
-    @property
-    def pointer(self) -> int:
-        """Offending octet of a parameter-problem error."""
-        return int.from_bytes(self.buf[4:8], "big")
-
-    def set_type(self, value: int) -> None:
-        self.buf[0] = value
-
-    def set_code(self, value: int) -> None:
-        self.buf[1] = value
-
-    def set_checksum(self, value: int) -> None:
-        self.buf[2:4] = value.to_bytes(2, "big")
-
-    def set_ident(self, value: int) -> None:
-        self.buf[4:6] = value.to_bytes(2, "big")
-
-    def set_seq(self, value: int) -> None:
-        self.buf[6:8] = value.to_bytes(2, "big")
-
-    def set_mtu(self, value: int) -> None:
-        self.buf[4:8] = value.to_bytes(4, "big")
-
-    def set_pointer(self, value: int) -> None:
-        self.buf[4:8] = value.to_bytes(4, "big")
+        """Raise ``WireError`` unless the message is as long as its type needs."""
+        super().check_len()
+        _check_min_len(self.buf[0], len(self.buf))
 
     def payload(self) -> memoryview:
         """The message body after type, code and checksum."""
         return self.buf[HEADER_LEN:]
 
-    def payload_mut(self) -> memoryview:
-        return self.buf[HEADER_LEN:]
+    payload_mut = payload
 
     def verify_checksum(self, src: bytes, dst: bytes) -> bool:
-        pseudo = _ck.pseudo_header_sum_v6(src, dst, PROTOCOL, len(self.buf))
-        return _ck.is_valid(self.buf, pseudo)
+        return _ck.segment_checksum_ok(self.buf, src, dst, PROTOCOL)
 
     def fill_checksum(self, src: bytes, dst: bytes) -> None:
-        self.set_checksum(0)
-        pseudo = _ck.pseudo_header_sum_v6(src, dst, PROTOCOL, len(self.buf))
-        self.set_checksum(_ck.internet_checksum(self.buf, pseudo))
+        pseudo = _ck.pseudo_header_words(src, dst, PROTOCOL, len(self.buf))
+        self._fill_checksum(2, len(self.buf), pseudo)
+
+
+def _check_min_len(kind: int, present: int) -> None:
+    need = _MIN_LEN.get(kind, HEADER_LEN)
+    if present < need:
+        raise truncated(f"ICMPv6 type {kind}", need, present)
 
 
 class Repr(NamedTuple):
@@ -558,15 +507,13 @@ class Repr(NamedTuple):
         view = memoryview(buf)
         n = len(view)
         if n < HEADER_LEN:
-            raise WireError("truncated", f"ICMPv6 needs {HEADER_LEN} bytes, got {n}")
+            raise truncated("ICMPv6", HEADER_LEN, n)
         kind, code, csum = _TYPE_CODE_CSUM.unpack_from(view)
-        need = _MIN_LEN.get(kind, HEADER_LEN)
-        if n < need:
-            raise WireError("truncated", f"ICMPv6 type {kind} needs {need} bytes, got {n}")
+        _check_min_len(kind, n)
         checksum_ok: bool | None = None
         if src is not None and dst is not None:
             _check_addresses(src, dst)
-            checksum_ok = _ck.is_valid(view, _ck.pseudo_header_sum_v6(src, dst, PROTOCOL, n))
+            checksum_ok = _ck.segment_checksum_ok(view, src, dst, PROTOCOL)
             if verify and not checksum_ok:
                 raise WireError("bad-checksum", f"ICMPv6 checksum {csum:#06x}")
         tail = (csum, checksum_ok)
@@ -647,7 +594,7 @@ class Repr(NamedTuple):
     @overload
     def build(
         self,
-        buf: bytearray | memoryview,
+        buf: WritableBuffer,
         offset: int = 0,
         *,
         src: bytes | None = None,
@@ -657,7 +604,7 @@ class Repr(NamedTuple):
 
     def build(
         self,
-        buf: bytearray | memoryview | None = None,
+        buf: WritableBuffer | None = None,
         offset: int = 0,
         *,
         src: bytes | None = None,
@@ -672,17 +619,12 @@ class Repr(NamedTuple):
         csum = 0
         if checksum and src is not None and dst is not None:
             _check_addresses(src, dst)
-            pseudo = _ck.pseudo_header_sum_v6(src, dst, PROTOCOL, length)
+            pseudo = _ck.pseudo_header_words(src, dst, PROTOCOL, length)
             csum = _ck.internet_checksum(body, pseudo + (self.type << 8 | self.code))
         header = _TYPE_CODE_CSUM.pack(self.type, self.code, csum)
         if buf is None:
             return header + body
-        end = offset + length
-        if offset < 0 or len(buf) < end:
-            raise WireError("buffer-too-small", f"need {end} bytes, have {len(buf)}")
-        buf[offset : offset + HEADER_LEN] = header
-        buf[offset + HEADER_LEN : end] = body
-        return length
+        return write_into(buf, offset, header + body)
 
 
 _PER_TYPE_FIELDS = tuple(f for f in Repr._fields if f not in ("type", "code", "checksum",

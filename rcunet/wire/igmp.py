@@ -11,9 +11,8 @@ import struct
 from typing import NamedTuple, overload
 
 from rcunet.wire import checksum as _ck
+from rcunet.wire._common import Buffer, WritableBuffer, truncated, write_into
 from rcunet.wire.errors import WireError
-
-Buffer = bytes | bytearray | memoryview
 
 PROTOCOL = 2
 HEADER_LEN = 8
@@ -39,7 +38,7 @@ class Repr(NamedTuple):
     def parse(cls, buf: Buffer, *, verify: bool = False) -> Repr:
         view = memoryview(buf)
         if len(view) < HEADER_LEN:
-            raise WireError("truncated", f"IGMP needs {HEADER_LEN} bytes, got {len(view)}")
+            raise truncated("IGMP", HEADER_LEN, len(view))
         kind, max_resp, csum, group = _MESSAGE.unpack_from(view)
         ok = _ck.is_valid(view)
         if verify and not ok:
@@ -53,15 +52,14 @@ class Repr(NamedTuple):
     def build(self, buf: None = None, offset: int = 0) -> bytes: ...
 
     @overload
-    def build(self, buf: bytearray | memoryview, offset: int = 0) -> int: ...
+    def build(self, buf: WritableBuffer, offset: int = 0) -> int: ...
 
-    def build(self, buf: bytearray | memoryview | None = None, offset: int = 0) -> bytes | int:
+    def build(self, buf: WritableBuffer | None = None, offset: int = 0) -> bytes | int:
         if len(self.group) != 4 or not 0 <= self.type <= 255 or not 0 <= self.max_resp_time <= 255:
             raise WireError("bad-field", "IGMP type/max-resp out of range or group not 4 bytes")
-        out = bytearray(HEADER_LEN) if buf is None else buf
-        if len(out) < offset + HEADER_LEN:
-            raise WireError("buffer-too-small", f"need {offset + HEADER_LEN} bytes")
-        _MESSAGE.pack_into(out, offset, self.type, self.max_resp_time, 0, self.group)
-        csum = _ck.internet_checksum(memoryview(out)[offset : offset + HEADER_LEN])
-        out[offset + 2 : offset + 4] = csum.to_bytes(2, "big")
-        return bytes(out) if buf is None else HEADER_LEN
+        kind, group, max_resp_time, _, _ = self
+        csum = _ck.internet_checksum(_MESSAGE.pack(kind, max_resp_time, 0, group))
+        message = _MESSAGE.pack(kind, max_resp_time, csum, group)
+        if buf is None:
+            return message
+        return write_into(buf, offset, message)

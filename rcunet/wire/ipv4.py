@@ -11,10 +11,18 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple, overload
 
-from rcunet.wire import checksum as _ck
+from rcunet.wire._common import (
+    Buffer,
+    ByteField,
+    BytesField,
+    UintField,
+    View,
+    WritableBuffer,
+    new_tuple,
+    truncated,
+    write_into,
+)
 from rcunet.wire.errors import WireError
-
-Buffer = bytes | bytearray | memoryview
 
 PROTO_ICMP = 1
 PROTO_TCP = 6
@@ -40,12 +48,7 @@ _VIHL_PLAIN = VERSION << 4 | HEADER_LEN >> 2
 _HEADER = struct.Struct("!BBHHHBBH4s4s")
 _HEADER_CHUNKS = struct.Struct("!QQI")
 _U16 = struct.Struct("!H")
-_new_tuple = tuple.__new__
 _CHECKSUM_AT = 10
-
-
-def _truncated(what: str, need: int, got: int) -> WireError:
-    return WireError("truncated", f"{what} needs {need} bytes, got {got}")
 
 
 def header_len_of(vihl: int, available: int) -> int:
@@ -56,7 +59,7 @@ def header_len_of(vihl: int, available: int) -> int:
     if header_len < HEADER_LEN:
         raise WireError("bad-ihl", f"IHL {vihl & 0x0F} < 5")
     if header_len > available:
-        raise _truncated(f"IPv4 header with IHL {vihl & 0x0F}", header_len, available)
+        raise truncated(f"IPv4 header with IHL {vihl & 0x0F}", header_len, available)
     return header_len
 
 
@@ -96,29 +99,32 @@ def header_checksum_ok(header: Buffer) -> bool:
     return int.from_bytes(header, "big") % 0xFFFF == 0
 
 
-class Packet:
+class Packet(View):
     """Zero-copy view of an IPv4 packet."""
 
-    __slots__ = ("buf",)
+    __slots__ = ()
+    what = "IPv4 header"
+    min_len = HEADER_LEN
 
-    def __init__(self, buf: Buffer) -> None:
-        self.buf = memoryview(buf)
-
-    @classmethod
-    def unchecked(cls, buf: Buffer) -> Packet:
-        return cls(buf)
-
-    @classmethod
-    def checked(cls, buf: Buffer) -> Packet:
-        packet = cls(buf)
-        packet.check_len()
-        return packet
+    total_len = UintField(2, 4)
+    ident = UintField(4, 6)
+    ttl = ByteField(8)
+    protocol = ByteField(9)
+    checksum = UintField(10, 12)
+    src = BytesField(12, 16)
+    dst = BytesField(16, 20)
+    set_total_len = total_len.setter
+    set_ident = ident.setter
+    set_ttl = ttl.setter
+    set_protocol = protocol.setter
+    set_checksum = checksum.setter
+    set_src = src.setter
+    set_dst = dst.setter
 
     def check_len(self) -> None:
         """Raise ``WireError`` unless version, IHL, options and total length are sane."""
+        super().check_len()
         available = len(self.buf)
-        if available < HEADER_LEN:
-            raise _truncated("IPv4 header", HEADER_LEN, available)
         header_len = header_len_of(self.buf[0], available)
         check_options(self.buf[HEADER_LEN:header_len])
         _check_total_len(self.total_len, header_len, available)
@@ -140,14 +146,6 @@ class Packet:
         return self.buf[1] & 0x03
 
     @property
-    def total_len(self) -> int:
-        return int.from_bytes(self.buf[2:4], "big")
-
-    @property
-    def ident(self) -> int:
-        return int.from_bytes(self.buf[4:6], "big")
-
-    @property
     def dont_fragment(self) -> bool:
         return bool(self.buf[6] & 0x40)
 
@@ -160,77 +158,34 @@ class Packet:
         """Fragment offset in bytes."""
         return (int.from_bytes(self.buf[6:8], "big") & FRAG_OFFSET_MASK) << 3
 
-    @property
-    def ttl(self) -> int:
-        return self.buf[8]
-
-    @property
-    def protocol(self) -> int:
-        return self.buf[9]
-
-    @property
-    def checksum(self) -> int:
-        return int.from_bytes(self.buf[10:12], "big")
-
-    @property
-    def src(self) -> bytes:
-        return bytes(self.buf[12:16])
-
-    @property
-    def dst(self) -> bytes:
-        return bytes(self.buf[16:20])
-
     def options(self) -> memoryview:
         return self.buf[HEADER_LEN : self.header_len]
 
     def set_dscp_ecn(self, dscp: int, ecn: int) -> None:
         self.buf[1] = dscp << 2 | ecn
 
-    def set_total_len(self, value: int) -> None:
-        _U16.pack_into(self.buf, 2, value)
-
-    def set_ident(self, value: int) -> None:
-        _U16.pack_into(self.buf, 4, value)
-
     def set_fragment(self, dont_fragment: bool, more_fragments: bool, offset: int) -> None:
         """Set DF, MF and the offset (in bytes, a multiple of 8)."""
         _U16.pack_into(self.buf, 6, _frag_word(dont_fragment, more_fragments, offset))
-
-    def set_ttl(self, value: int) -> None:
-        self.buf[8] = value
-
-    def set_protocol(self, value: int) -> None:
-        self.buf[9] = value
-
-    def set_checksum(self, value: int) -> None:
-        _U16.pack_into(self.buf, _CHECKSUM_AT, value)
-
-    def set_src(self, value: bytes) -> None:
-        self.buf[12:16] = value
-
-    def set_dst(self, value: bytes) -> None:
-        self.buf[16:20] = value
 
     def verify_checksum(self) -> bool:
         return header_checksum_ok(self.buf[: self.header_len])
 
     def fill_checksum(self) -> None:
         """Recompute the header checksum after header fields were set."""
-        self.set_checksum(0)
-        self.set_checksum(_ck.internet_checksum(self.buf[: self.header_len]))
+        self._fill_checksum(_CHECKSUM_AT, self.header_len)
 
     def payload(self) -> memoryview:
         return self.buf[self.header_len : self.total_len]
 
-    def payload_mut(self) -> memoryview:
-        return self.buf[self.header_len : self.total_len]
+    payload_mut = payload
 
 
 def _check_total_len(total_len: int, header_len: int, available: int) -> None:
     if total_len < header_len:
         raise WireError("bad-length", f"IPv4 total length {total_len} < header length {header_len}")
     if total_len > available:
-        raise _truncated(f"IPv4 total length {total_len}", total_len, available)
+        raise truncated(f"IPv4 total length {total_len}", total_len, available)
 
 
 def _frag_word(dont_fragment: bool, more_fragments: bool, offset: int) -> int:
@@ -265,7 +220,7 @@ class Repr(NamedTuple):
         view = memoryview(buf)
         available = len(view)
         if available < HEADER_LEN:
-            raise _truncated("IPv4 header", HEADER_LEN, available)
+            raise truncated("IPv4 header", HEADER_LEN, available)
         vihl, tos, total_len, ident, frag, ttl, protocol, csum, src, dst = _HEADER.unpack_from(view)
         if vihl == _VIHL_PLAIN:
             header_len = HEADER_LEN
@@ -283,8 +238,7 @@ class Repr(NamedTuple):
             _check_total_len(total_len, header_len, available)
         if verify and not checksum_ok:
             raise WireError("bad-checksum", f"IPv4 header checksum {csum:#06x}")
-        # tuple.__new__ skips the NamedTuple's Python-level __new__ (fields in order).
-        return _new_tuple(
+        return new_tuple(
             cls,
             (
                 src,
@@ -320,12 +274,12 @@ class Repr(NamedTuple):
 
     @overload
     def build(
-        self, buf: bytearray | memoryview, offset: int = 0, *, checksum: bool = True
+        self, buf: WritableBuffer, offset: int = 0, *, checksum: bool = True
     ) -> int: ...
 
     def build(
         self,
-        buf: bytearray | memoryview | None = None,
+        buf: WritableBuffer | None = None,
         offset: int = 0,
         *,
         checksum: bool = True,
@@ -366,13 +320,7 @@ class Repr(NamedTuple):
             raise WireError("bad-field", f"IPv4 field out of range: {exc}") from None
         if buf is None:
             return b"".join((header, options, payload))
-        end = offset + total_len
-        if offset < 0 or len(buf) < end:
-            raise WireError("buffer-too-small", f"need {end} bytes, have {len(buf)}")
-        buf[offset : offset + HEADER_LEN] = header
-        buf[offset + HEADER_LEN : offset + header_len] = options
-        buf[offset + header_len : end] = payload
-        return total_len
+        return write_into(buf, offset, b"".join((header, options, payload)))
 
 
 def _check_build_options(options: Buffer) -> None:

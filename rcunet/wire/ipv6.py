@@ -21,9 +21,17 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple, overload
 
+from rcunet.wire._common import (
+    Buffer,
+    ByteField,
+    BytesField,
+    UintField,
+    View,
+    WritableBuffer,
+    truncated,
+    write_into,
+)
 from rcunet.wire.errors import WireError
-
-Buffer = bytes | bytearray | memoryview
 
 HEADER_LEN = 40
 MAX_EXTENSIONS = 8
@@ -304,32 +312,29 @@ def _emit_extensions(
 # --- the packet -------------------------------------------------------------------------
 
 
-class Packet:
+class Packet(View):
     """Zero-copy view of an IPv6 packet's fixed header."""
 
-    __slots__ = ("buf",)
+    __slots__ = ()
+    what = "IPv6 header"
+    min_len = HEADER_LEN
 
-    def __init__(self, buf: Buffer) -> None:
-        self.buf = memoryview(buf)
-
-    @classmethod
-    def unchecked(cls, buf: Buffer) -> Packet:
-        return cls(buf)
-
-    @classmethod
-    def checked(cls, buf: Buffer) -> Packet:
-        packet = cls(buf)
-        packet.check_len()
-        return packet
+    payload_length = UintField(4, 6)
+    next_header = ByteField(6)
+    hop_limit = ByteField(7)
+    src = BytesField(8, 24)
+    dst = BytesField(24, 40)
+    set_payload_length = payload_length.setter
+    set_next_header = next_header.setter
+    set_hop_limit = hop_limit.setter
+    set_src = src.setter
+    set_dst = dst.setter
 
     def check_len(self) -> None:
-        n = len(self.buf)
-        if n < HEADER_LEN:
-            raise WireError("truncated", f"IPv6 header needs {HEADER_LEN} bytes, got {n}")
+        super().check_len()
         if self.version != 6:
             raise WireError("bad-version", f"IP version {self.version} in an IPv6 header")
-        if HEADER_LEN + self.payload_length > n:
-            raise WireError("truncated", f"IPv6 payload length {self.payload_length} > {n - 40}")
+        _check_payload_len(self.payload_length, len(self.buf))
 
     @property
     def version(self) -> int:
@@ -342,26 +347,6 @@ class Packet:
     @property
     def flow_label(self) -> int:
         return int.from_bytes(self.buf[0:4], "big") & 0xFFFFF
-
-    @property
-    def payload_length(self) -> int:
-        return int.from_bytes(self.buf[4:6], "big")
-
-    @property
-    def next_header(self) -> int:
-        return self.buf[6]
-
-    @property
-    def hop_limit(self) -> int:
-        return self.buf[7]
-
-    @property
-    def src(self) -> bytes:
-        return bytes(self.buf[8:24])
-
-    @property
-    def dst(self) -> bytes:
-        return bytes(self.buf[24:40])
 
     def _set_first_word(self, word: int) -> None:
         self.buf[0:4] = word.to_bytes(4, "big")
@@ -378,28 +363,17 @@ class Packet:
         word = int.from_bytes(self.buf[0:4], "big")
         self._set_first_word(word & 0xFFF00000 | value & 0xFFFFF)
 
-    def set_payload_length(self, value: int) -> None:
-        self.buf[4:6] = value.to_bytes(2, "big")
-
-    def set_next_header(self, value: int) -> None:
-        self.buf[6] = value
-
-    def set_hop_limit(self, value: int) -> None:
-        self.buf[7] = value
-
-    def set_src(self, value: bytes) -> None:
-        self.buf[8:24] = value
-
-    def set_dst(self, value: bytes) -> None:
-        self.buf[24:40] = value
-
     def payload(self) -> memoryview:
         """Everything after the fixed header up to the payload length (the chain
         included)."""
         return self.buf[HEADER_LEN : HEADER_LEN + self.payload_length]
 
-    def payload_mut(self) -> memoryview:
-        return self.buf[HEADER_LEN : HEADER_LEN + self.payload_length]
+    payload_mut = payload
+
+
+def _check_payload_len(payload_len: int, present: int) -> None:
+    if HEADER_LEN + payload_len > present:
+        raise truncated(f"IPv6 payload length {payload_len}", HEADER_LEN + payload_len, present)
 
 
 class Repr(NamedTuple):
@@ -428,14 +402,14 @@ class Repr(NamedTuple):
         """Parse a packet; bytes past the payload length (link padding) are dropped."""
         n = len(buf)
         if n < HEADER_LEN:
-            raise WireError("truncated", f"IPv6 header needs {HEADER_LEN} bytes, got {n}")
+            raise truncated("IPv6 header", HEADER_LEN, n)
         word, plen, nh, hop_limit, src, dst = _FIXED.unpack_from(buf)
         if word >> 28 != 6:
             raise WireError("bad-version", f"IP version {word >> 28} in an IPv6 header")
         if plen:
             end = HEADER_LEN + plen
             if end > n:
-                raise WireError("truncated", f"IPv6 payload length {plen} > {n - 40} present")
+                _check_payload_len(plen, n)
         else:
             end = HEADER_LEN + _jumbo_len(buf, nh, n)
         if nh in _MAX_COUNT:
@@ -453,9 +427,9 @@ class Repr(NamedTuple):
     def build(self, buf: None = None, offset: int = 0) -> bytes: ...
 
     @overload
-    def build(self, buf: bytearray | memoryview, offset: int = 0) -> int: ...
+    def build(self, buf: WritableBuffer, offset: int = 0) -> int: ...
 
-    def build(self, buf: bytearray | memoryview | None = None, offset: int = 0) -> bytes | int:
+    def build(self, buf: WritableBuffer | None = None, offset: int = 0) -> bytes | int:
         """Emit the packet with its extension chain."""
         src, dst, next_header, payload, hop_limit, traffic_class, flow_label, extensions = self
         if len(src) != 16 or len(dst) != 16:
@@ -478,15 +452,7 @@ class Repr(NamedTuple):
                              hop_limit, src, dst)
         if buf is None:
             return b"".join((header, chain, payload))
-        length = HEADER_LEN + len(chain) + len(payload)
-        end = offset + length
-        if offset < 0 or len(buf) < end:
-            raise WireError("buffer-too-small", f"need {end} bytes, have {len(buf)}")
-        buf[offset : offset + HEADER_LEN] = header
-        upper = offset + HEADER_LEN + len(chain)
-        buf[offset + HEADER_LEN : upper] = chain
-        buf[upper:end] = payload
-        return length
+        return write_into(buf, offset, b"".join((header, chain, payload)))
 
     def _emit_chain(self) -> tuple[bytearray, int]:
         """The encoded chain and the payload length field (0 for a jumbogram)."""
@@ -521,7 +487,7 @@ def _jumbo_len(buf: Buffer, nh: int, n: int) -> int:
     if jumbo <= MAX_PAYLOAD_LEN:
         raise WireError("bad-jumbo", f"jumbo payload length {jumbo} <= 65535")
     if HEADER_LEN + jumbo > n:
-        raise WireError("truncated", f"jumbo payload length {jumbo} > {n - 40} present")
+        raise truncated(f"jumbo payload length {jumbo}", HEADER_LEN + jumbo, n)
     return jumbo
 
 

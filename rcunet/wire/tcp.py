@@ -15,10 +15,18 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple, overload
 
+from rcunet.wire import checksum as _ck
 from rcunet.wire import tcp_options as _opt
+from rcunet.wire._common import (
+    Buffer,
+    UintField,
+    View,
+    WritableBuffer,
+    new_tuple,
+    truncated,
+    write_into,
+)
 from rcunet.wire.errors import WireError
-
-Buffer = bytes | bytearray | memoryview
 
 PROTOCOL = 6
 HEADER_LEN = 20
@@ -47,64 +55,41 @@ _WORD_SACKPERM_TS = _opt.WORD_SACKPERM_TS
 _MSS_HIGH = _opt.MSS << 24 | 4 << 16
 _WS_HIGH = _opt.WORD_NOP_WS << 8
 _NO_OPTIONS: _opt.Options = (None, None, False, (), None, ())
-# NamedTuple's generated __new__ binds arguments by name; tuple.__new__ is twice as fast.
-_new = tuple.__new__
+# Module-level aliases: one global load on the fast paths, not a global and an attribute.
+_new = new_tuple
+_pseudo_words = _ck.pseudo_header_words
 
 
-def _pseudo_sum(src: bytes, dst: bytes, length: int) -> int:
-    """Pseudo-header word sum, unfolded: the two addresses as one integer (its 16-bit
-    words sum to the same residue mod 0xFFFF), plus protocol and segment length."""
-    if len(src) != len(dst) or len(src) not in _ADDRESS_LENS:
-        raise WireError("bad-address", "pseudo-header needs two 4- or two 16-byte addresses")
-    return int.from_bytes(src + dst, "big") + PROTOCOL + length
-
-
-_ADDRESS_LENS = (4, 16)
-
-
-class Packet:
+class Packet(View):
     """Zero-copy view of a TCP segment (the whole IP payload)."""
 
-    __slots__ = ("buf",)
+    __slots__ = ()
+    what = "TCP header"
+    min_len = HEADER_LEN
 
-    def __init__(self, buf: Buffer) -> None:
-        self.buf = memoryview(buf)
-
-    @classmethod
-    def unchecked(cls, buf: Buffer) -> Packet:
-        return cls(buf)
-
-    @classmethod
-    def checked(cls, buf: Buffer) -> Packet:
-        packet = cls(buf)
-        packet.check_len()
-        return packet
+    src_port = UintField(0, 2)
+    dst_port = UintField(2, 4)
+    seq = UintField(4, 8)
+    ack = UintField(8, 12)
+    window = UintField(14, 16)
+    checksum = UintField(16, 18)
+    urgent = UintField(18, 20)
+    set_src_port = src_port.setter
+    set_dst_port = dst_port.setter
+    set_seq = seq.setter
+    set_ack = ack.setter
+    set_window = window.setter
+    set_checksum = checksum.setter
+    set_urgent = urgent.setter
 
     def check_len(self) -> None:
-        n = len(self.buf)
-        if n < HEADER_LEN:
-            raise WireError("truncated", f"TCP header needs {HEADER_LEN} bytes, got {n}")
+        super().check_len()
         header_len = self.header_len
         if header_len < HEADER_LEN:
             raise WireError("bad-data-offset", f"TCP data offset {header_len // 4} < 5")
         if header_len > len(self.buf):
-            raise WireError("truncated", f"TCP header of {header_len} > {len(self.buf)} bytes")
-
-    @property
-    def src_port(self) -> int:
-        return int.from_bytes(self.buf[0:2], "big")
-
-    @property
-    def dst_port(self) -> int:
-        return int.from_bytes(self.buf[2:4], "big")
-
-    @property
-    def seq(self) -> int:
-        return int.from_bytes(self.buf[4:8], "big")
-
-    @property
-    def ack(self) -> int:
-        return int.from_bytes(self.buf[8:12], "big")
+            raise truncated(f"TCP header with data offset {header_len // 4}", header_len,
+                            len(self.buf))
 
     @property
     def header_len(self) -> int:
@@ -114,30 +99,6 @@ class Packet:
     def flags(self) -> int:
         return (self.buf[12] & 1) << 8 | self.buf[13]
 
-    @property
-    def window(self) -> int:
-        return int.from_bytes(self.buf[14:16], "big")
-
-    @property
-    def checksum(self) -> int:
-        return int.from_bytes(self.buf[16:18], "big")
-
-    @property
-    def urgent(self) -> int:
-        return int.from_bytes(self.buf[18:20], "big")
-
-    def set_src_port(self, value: int) -> None:
-        self.buf[0:2] = value.to_bytes(2, "big")
-
-    def set_dst_port(self, value: int) -> None:
-        self.buf[2:4] = value.to_bytes(2, "big")
-
-    def set_seq(self, value: int) -> None:
-        self.buf[4:8] = value.to_bytes(4, "big")
-
-    def set_ack(self, value: int) -> None:
-        self.buf[8:12] = value.to_bytes(4, "big")
-
     def set_header_len(self, value: int) -> None:
         self.buf[12] = (value // 4) << 4 | (self.buf[12] & 0x0F)
 
@@ -145,28 +106,16 @@ class Packet:
         self.buf[12] = (self.buf[12] & 0xFE) | (value >> 8 & 1)
         self.buf[13] = value & 0xFF
 
-    def set_window(self, value: int) -> None:
-        self.buf[14:16] = value.to_bytes(2, "big")
-
-    def set_checksum(self, value: int) -> None:
-        self.buf[16:18] = value.to_bytes(2, "big")
-
-    def set_urgent(self, value: int) -> None:
-        self.buf[18:20] = value.to_bytes(2, "big")
-
     def options(self) -> memoryview:
         return self.buf[HEADER_LEN : self.header_len]
 
     def payload(self) -> memoryview:
         return self.buf[self.header_len :]
 
-    def payload_mut(self) -> memoryview:
-        return self.buf[self.header_len :]
+    payload_mut = payload
 
     def verify_checksum(self, src: bytes, dst: bytes) -> bool:
-        total = int.from_bytes(self.buf, "big") << (8 * (len(self.buf) & 1))
-        total += _pseudo_sum(src, dst, len(self.buf))
-        return total % 0xFFFF == 0
+        return _ck.segment_checksum_ok(self.buf, src, dst, PROTOCOL)
 
 
 class Repr(NamedTuple):
@@ -204,7 +153,7 @@ class Repr(NamedTuple):
         checksum is checked (``checksum_ok``; ``verify=True`` raises on a bad one)."""
         n = len(buf)
         if n < HEADER_LEN:
-            raise WireError("truncated", f"TCP header needs {HEADER_LEN} bytes, got {n}")
+            raise truncated("TCP header", HEADER_LEN, n)
         off = buf[12]
         header_len = (off >> 2) & 0x3C
         if header_len == 32 and n >= 32:
@@ -234,13 +183,13 @@ class Repr(NamedTuple):
             elif header_len < HEADER_LEN:
                 raise WireError("bad-data-offset", f"TCP data offset {header_len // 4} < 5")
             elif header_len > n:
-                raise WireError("truncated", f"TCP header of {header_len} > {n} bytes present")
+                raise truncated(f"TCP header with data offset {header_len // 4}", header_len, n)
             else:
                 options = _opt.parse_options(buf, HEADER_LEN, header_len)
         checksum_ok: bool | None = None
         if src is not None and dst is not None:
             total = int.from_bytes(buf, "big") << (8 * (n & 1))
-            checksum_ok = (total + _pseudo_sum(src, dst, n)) % 0xFFFF == 0
+            checksum_ok = (total + _pseudo_words(src, dst, PROTOCOL, n)) % 0xFFFF == 0
             if verify and not checksum_ok:
                 raise WireError("bad-checksum", f"TCP checksum {csum:#06x}")
         mss, ws, sack_ok, sacks, ts, unknown = options
@@ -276,7 +225,7 @@ class Repr(NamedTuple):
     @overload
     def build(
         self,
-        buf: bytearray | memoryview,
+        buf: WritableBuffer,
         offset: int = 0,
         *,
         src: bytes | None = None,
@@ -286,7 +235,7 @@ class Repr(NamedTuple):
 
     def build(
         self,
-        buf: bytearray | memoryview | None = None,
+        buf: WritableBuffer | None = None,
         offset: int = 0,
         *,
         src: bytes | None = None,
@@ -328,26 +277,15 @@ class Repr(NamedTuple):
         csum = 0
         if checksum and src is not None and dst is not None:
             total = (sp + dp + seq + ack + (off << 8 | flags & 0xFF) + win + urg + extra_sum
-                     + _pseudo_sum(src, dst, length))
+                     + _pseudo_words(src, dst, PROTOCOL, length))
             if len(payload):
                 value = int.from_bytes(payload, "big")
                 total += value << 8 if len(payload) & 1 else value
             csum = ~(total % 0xFFFF or 0xFFFF) & 0xFFFF
-        if buf is None:
-            try:
-                header = layout.pack(sp, dp, seq, ack, off, flags & 0xFF, win, csum, urg, *extra)
-            except struct.error as err:
-                raise WireError("bad-field", f"TCP field out of range: {err}") from None
-            return header + options + payload if options else header + payload
-        end = offset + length
-        if offset < 0 or len(buf) < end:
-            raise WireError("buffer-too-small", f"need {end} bytes, have {len(buf)}")
         try:
-            layout.pack_into(buf, offset, sp, dp, seq, ack, off, flags & 0xFF, win, csum, urg,
-                             *extra)
+            header = layout.pack(sp, dp, seq, ack, off, flags & 0xFF, win, csum, urg, *extra)
         except struct.error as err:
             raise WireError("bad-field", f"TCP field out of range: {err}") from None
-        if options:
-            buf[offset + HEADER_LEN : offset + header_len] = options
-        buf[offset + header_len : end] = payload
-        return length
+        if buf is None:
+            return header + options + payload if options else header + payload
+        return write_into(buf, offset, header + options + payload)

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import struct
 
+from rcunet.wire._common import Buffer
 from rcunet.wire.errors import WireError
-
-Buffer = bytes | bytearray | memoryview
 
 EOL = 0
 NOP = 1
@@ -113,43 +112,33 @@ def build_options(
         raise WireError("bad-field", f"TCP MSS {mss}")
     if window_scale is not None and not 0 <= window_scale <= 0xFF:
         raise WireError("bad-field", f"TCP window scale {window_scale}")
-    try:
-        return _emit(mss, window_scale, sack_permitted, sack_blocks, timestamp, unknown)
-    except (struct.error, ValueError, TypeError) as err:
-        if isinstance(err, WireError):
-            raise
-        raise WireError("bad-field", f"TCP option value: {err}") from None
-
-
-def _emit(
-    mss: int | None,
-    window_scale: int | None,
-    sack_permitted: bool,
-    sack_blocks: tuple[tuple[int, int], ...],
-    timestamp: tuple[int, int] | None,
-    unknown: tuple[tuple[int, bytes], ...],
-) -> bytes:
     out = bytearray()
-    if mss is not None:
-        out += _U32.pack(MSS << 24 | 4 << 16 | mss)
-    if timestamp is not None:
-        out += _U32.pack(WORD_SACKPERM_TS if sack_permitted else WORD_NOP_NOP_TS)
-        out += _TS.pack(*timestamp)
-    elif sack_permitted:
-        out += _U32.pack(WORD_NOP_NOP_SACKPERM)
-    if window_scale is not None:
-        out += _U32.pack(WORD_NOP_WS << 8 | window_scale)
-    if sack_blocks:
-        if len(sack_blocks) > MAX_SACK_BLOCKS:
-            raise WireError("too-long", f"{len(sack_blocks)} SACK blocks (max 4)")
-        out += bytes((NOP, NOP, SACK, 2 + 8 * len(sack_blocks)))
-        for left, right in sack_blocks:
-            out += _SACK_BLOCK.pack(left, right)
-    for kind, data in unknown:
-        if kind in (EOL, NOP) or len(data) > MAX_OPTIONS_LEN - 2:
-            raise WireError("bad-option", f"cannot emit option kind {kind} of {len(data)} bytes")
-        out += bytes((kind, len(data) + 2))
-        out += data
+    try:
+        if mss is not None:
+            out += _U32.pack(MSS << 24 | 4 << 16 | mss)
+        if timestamp is not None:
+            out += _U32.pack(WORD_SACKPERM_TS if sack_permitted else WORD_NOP_NOP_TS)
+            out += _TS.pack(*timestamp)
+        elif sack_permitted:
+            out += _U32.pack(WORD_NOP_NOP_SACKPERM)
+        if window_scale is not None:
+            out += _U32.pack(WORD_NOP_WS << 8 | window_scale)
+        if sack_blocks:
+            if len(sack_blocks) > MAX_SACK_BLOCKS:
+                raise WireError("too-long", f"{len(sack_blocks)} SACK blocks (max 4)")
+            out += bytes((NOP, NOP, SACK, 2 + 8 * len(sack_blocks)))
+            for left, right in sack_blocks:
+                out += _SACK_BLOCK.pack(left, right)
+        for kind, data in unknown:
+            if kind in (EOL, NOP) or len(data) > MAX_OPTIONS_LEN - 2:
+                raise WireError("bad-option", f"cannot emit option kind {kind} of {len(data)} "
+                                "bytes")
+            out += bytes((kind, len(data) + 2))
+            out += data
+    except WireError:
+        raise
+    except (struct.error, ValueError, TypeError) as err:
+        raise WireError("bad-field", f"TCP option value: {err}") from None
     if len(out) & 3:
         out += bytes(4 - (len(out) & 3))
     if len(out) > MAX_OPTIONS_LEN:

@@ -6,82 +6,51 @@ import struct
 from typing import NamedTuple, overload
 
 from rcunet.wire import checksum as _ck
+from rcunet.wire._common import Buffer, UintField, View, WritableBuffer, truncated, write_into
 from rcunet.wire.errors import WireError
-
-Buffer = bytes | bytearray | memoryview
 
 HEADER_LEN = 8
 PROTOCOL = 17
 _HEADER = struct.Struct("!HHHH")
 
 
-class Packet:
+class Packet(View):
     """Zero-copy view of a UDP datagram."""
 
-    __slots__ = ("buf",)
+    __slots__ = ()
+    what = "UDP"
+    min_len = HEADER_LEN
 
-    def __init__(self, buf: Buffer) -> None:
-        self.buf = memoryview(buf)
-
-    @classmethod
-    def unchecked(cls, buf: Buffer) -> Packet:
-        return cls(buf)
-
-    @classmethod
-    def checked(cls, buf: Buffer) -> Packet:
-        packet = cls(buf)
-        packet.check_len()
-        return packet
+    src_port = UintField(0, 2)
+    dst_port = UintField(2, 4)
+    length = UintField(4, 6)
+    checksum = UintField(6, 8)
+    set_src_port = src_port.setter
+    set_dst_port = dst_port.setter
+    set_length = length.setter
+    set_checksum = checksum.setter
 
     def check_len(self) -> None:
-        if len(self.buf) < HEADER_LEN:
-            raise WireError("truncated", f"UDP needs {HEADER_LEN} bytes, got {len(self.buf)}")
-        length = self.length
-        if length < HEADER_LEN:
-            raise WireError("bad-length", f"UDP length {length} < {HEADER_LEN}")
-        if length > len(self.buf):
-            raise WireError("truncated", f"UDP length {length} > {len(self.buf)} bytes present")
-
-    @property
-    def src_port(self) -> int:
-        return int.from_bytes(self.buf[0:2], "big")
-
-    @property
-    def dst_port(self) -> int:
-        return int.from_bytes(self.buf[2:4], "big")
-
-    @property
-    def length(self) -> int:
-        return int.from_bytes(self.buf[4:6], "big")
-
-    @property
-    def checksum(self) -> int:
-        return int.from_bytes(self.buf[6:8], "big")
-
-    def set_src_port(self, value: int) -> None:
-        self.buf[0:2] = value.to_bytes(2, "big")
-
-    def set_dst_port(self, value: int) -> None:
-        self.buf[2:4] = value.to_bytes(2, "big")
-
-    def set_length(self, value: int) -> None:
-        self.buf[4:6] = value.to_bytes(2, "big")
-
-    def set_checksum(self, value: int) -> None:
-        self.buf[6:8] = value.to_bytes(2, "big")
+        super().check_len()
+        _check_length(self.length, len(self.buf))
 
     def payload(self) -> memoryview:
         return self.buf[HEADER_LEN : self.length]
 
-    def payload_mut(self) -> memoryview:
-        return self.buf[HEADER_LEN : self.length]
+    payload_mut = payload
 
     def verify_checksum(self, src: bytes, dst: bytes) -> bool:
         """True when the checksum is right (or absent, which IPv4 allows)."""
         if self.checksum == 0 and len(src) == 4:
             return True
-        datagram = self.buf[: self.length]
-        return _ck.is_valid(datagram, _ck.pseudo_header_sum(src, dst, PROTOCOL, len(datagram)))
+        return _ck.segment_checksum_ok(self.buf[: self.length], src, dst, PROTOCOL)
+
+
+def _check_length(length: int, present: int) -> None:
+    if length < HEADER_LEN:
+        raise WireError("bad-length", f"UDP length {length} < {HEADER_LEN}")
+    if length > present:
+        raise truncated("UDP datagram", length, present)
 
 
 class Repr(NamedTuple):
@@ -108,20 +77,17 @@ class Repr(NamedTuple):
         """
         view = memoryview(buf)
         if len(view) < HEADER_LEN:
-            raise WireError("truncated", f"UDP header needs {HEADER_LEN} bytes, got {len(view)}")
+            raise truncated("UDP header", HEADER_LEN, len(view))
         src_port, dst_port, length, csum = _HEADER.unpack_from(view)
-        if length < HEADER_LEN:
-            raise WireError("bad-length", f"UDP length {length} < {HEADER_LEN}")
-        if length > len(view):
-            raise WireError("truncated", f"UDP length {length} > {len(view)} bytes present")
+        if length < HEADER_LEN or length > len(view):
+            _check_length(length, len(view))
         checksum_ok: bool | None = None
         if src is not None and dst is not None:
             if csum == 0:
                 # RFC 768: zero means "no checksum" over IPv4; RFC 8200 §8.1 forbids it in IPv6.
                 checksum_ok = len(src) == 4
             else:
-                pseudo = _ck.pseudo_header_sum(src, dst, PROTOCOL, length)
-                checksum_ok = _ck.is_valid(view[:length], pseudo)
+                checksum_ok = _ck.segment_checksum_ok(view[:length], src, dst, PROTOCOL)
             if verify and not checksum_ok:
                 raise WireError("bad-checksum", f"UDP checksum {csum:#06x}")
         return cls(src_port, dst_port, view[HEADER_LEN:length], csum, checksum_ok)
@@ -143,7 +109,7 @@ class Repr(NamedTuple):
     @overload
     def build(
         self,
-        buf: bytearray | memoryview,
+        buf: WritableBuffer,
         offset: int = 0,
         *,
         src: bytes | None = None,
@@ -153,7 +119,7 @@ class Repr(NamedTuple):
 
     def build(
         self,
-        buf: bytearray | memoryview | None = None,
+        buf: WritableBuffer | None = None,
         offset: int = 0,
         *,
         src: bytes | None = None,
@@ -162,28 +128,25 @@ class Repr(NamedTuple):
     ) -> bytes | int:
         """Emit the datagram.  The checksum needs ``src``/``dst``; with
         ``checksum=False`` (offload) or no addresses the field is written as zero."""
-        length = HEADER_LEN + len(self.payload)
+        src_port, dst_port, payload, _, _ = self
+        length = HEADER_LEN + len(payload)
         if length > 0xFFFF:
             raise WireError("too-long", f"UDP datagram of {length} bytes")
-        out = bytearray(length) if buf is None else buf
-        end = offset + length
-        if len(out) < end:
-            raise WireError("buffer-too-small", f"need {end} bytes, have {len(out)}")
-        if offset < 0:
-            raise WireError("buffer-too-small", f"negative offset {offset}")
+        csum = 0
+        if checksum and src is not None and dst is not None:
+            # The header's words summed from the field values (the length counts twice:
+            # header and pseudo-header), then the payload as one integer (see ``checksum``).
+            total = src_port + dst_port + length + _ck.pseudo_header_words(
+                src, dst, PROTOCOL, length)
+            if length > HEADER_LEN:
+                value = int.from_bytes(payload, "big")
+                total += value << 8 if length & 1 else value
+            # RFC 768: a computed zero is sent as all ones.
+            csum = _ck.finish(_ck.fold(total)) or 0xFFFF
         try:
-            _HEADER.pack_into(out, offset, self.src_port, self.dst_port, length, 0)
+            header = _HEADER.pack(src_port, dst_port, length, csum)
         except struct.error as exc:  # a port out of 0..65535
             raise WireError("bad-field", f"UDP port out of range: {exc}") from None
-        out[offset + HEADER_LEN : end] = self.payload
-        if checksum and src is not None and dst is not None:
-            pseudo = _ck.pseudo_header_sum(src, dst, PROTOCOL, length)
-            value = _ck.internet_checksum(memoryview(out)[offset:end], pseudo)
-            # RFC 768: a computed zero is sent as all ones.
-            _HEADER_CSUM.pack_into(out, offset + 6, value or 0xFFFF)
         if buf is None:
-            return bytes(out)
-        return length
-
-
-_HEADER_CSUM = struct.Struct("!H")
+            return header + payload
+        return write_into(buf, offset, header + payload)
