@@ -64,6 +64,12 @@ class Tuning:
     somaxconn: int = 4096
     tcp_max_tw_buckets: int = 262144
     tcp_fin_timeout: float = 60.0
+    tcp_syn_retries: int = 6
+    tcp_synack_retries: int = 5
+    tcp_retries2: int = 15
+    tcp_keepalive_time: float = 7200.0
+    tcp_keepalive_intvl: float = 75.0
+    tcp_keepalive_probes: int = 9
     tcp_rmem: tuple[int, int, int] = (4096, 131072, 6291456)
     tcp_wmem: tuple[int, int, int] = (4096, 16384, 4194304)
     tcp_congestion_control: str = "cubic"
