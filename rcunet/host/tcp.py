@@ -284,6 +284,8 @@ class TcpLayer:
 
     # ------------------------------------------------------------------ input
     def input(self, info: Delivery, payload: memoryview) -> None:
+        if info.to_multicast:
+            return  # tcp_v4_rcv: only PACKET_HOST (never answer a broadcast with a RST)
         self._drain_own()
         offload = info.iface.checksum_offload
         buf: Buffer | None = None
