@@ -298,3 +298,14 @@ def test_backlog_over_its_limit_drops_and_counts() -> None:
     assert recv_exactly(net, child, 1400) == b"p" * 1400  # the first copy got through
     for s in (cli, child, srv):
         s.close()
+
+
+def test_tcp_to_broadcast_is_ignored() -> None:
+    from rcunet.wire import tcp
+
+    net, a, b = Network.two_hosts()
+    syn = tcp.Repr(src_port=1234, dst_port=80, seq=1, ack=0, flags=tcp.SYN, window=1000)
+    a.tcp._transmit(bytes([10, 0, 0, 1]), b"\xff\xff\xff\xff", syn)
+    net.run(0.1)
+    assert b.counters.get("IpInReceives") >= 1
+    assert b.counters.get("TcpInSegs") == 0 and b.counters.get("TcpOutRsts") == 0
