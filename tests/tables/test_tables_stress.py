@@ -65,7 +65,7 @@ def _churn(seed: int) -> None:
         created: list[SockEntry] = []
         all_socks.append(created)
         n = 0
-        while time.monotonic() < deadline and not errors:
+        while (n == 0 or time.monotonic() < deadline) and not errors:  # at least one op
             n += 1
             roll = rng.random()
             if roll < 0.45 or not mine:
@@ -126,7 +126,7 @@ def _churn(seed: int) -> None:
     def replacer() -> None:
         current: SockEntry | TimeWaitEntry = first_flip
         n = 0
-        while time.monotonic() < deadline and not errors:
+        while (n == 0 or time.monotonic() < deadline) and not errors:  # at least one op
             if current.state == State.TIME_WAIT:
                 new: SockEntry | TimeWaitEntry = SockEntry(AF_INET, *FLIP_KEY,
                                                            state=State.ESTABLISHED)
@@ -146,7 +146,7 @@ def _churn(seed: int) -> None:
 
     def reader() -> None:
         n = 0
-        while time.monotonic() < deadline and not errors:
+        while (n == 0 or time.monotonic() < deadline) and not errors:  # at least one op
             with grace.read():
                 e = tables.ehash.lookup(*FLIP_KEY)
             if e is None:
@@ -158,7 +158,7 @@ def _churn(seed: int) -> None:
 
     def checker() -> None:
         n = 0
-        while time.monotonic() < deadline and not errors:
+        while (n == 0 or time.monotonic() < deadline) and not errors:  # at least one op
             for chain in list(tables.ehash._buckets):
                 keys = [e.key for e in chain]
                 if len(keys) != len(set(keys)):
