@@ -70,9 +70,9 @@ class BacklogSampler:
     def __init__(self, sk: Any) -> None:
         self._sl = sk.sl
         self._stop = threading.Event()
-        self.samples = 0
-        self.owned_samples = 0
-        self.owned_bytes = 0
+        self.samples = 0  # owner: the sampler thread; read after stop() joins it
+        self.owned_samples = 0  # owner: the sampler thread
+        self.owned_bytes = 0  # owner: the sampler thread
         self._thread = threading.Thread(target=self._run, name="backlog-sampler", daemon=True)
 
     def start(self) -> BacklogSampler:
@@ -111,11 +111,11 @@ def run_stream(mode: str, duration: float = 1.0, *, chunk: int = 16384, work_us:
     net, a, b = Network.two_hosts(threaded=True, tuning=tuning_for(mode))
     net.start()
     try:
-        srv = b.socket(socket.AF_INET, socket.SOCK_STREAM)
+        srv: Any = b.socket(socket.AF_INET, socket.SOCK_STREAM)
         srv.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         srv.bind((SERVER, PORT))
         srv.listen(1)
-        cli = a.socket(socket.AF_INET, socket.SOCK_STREAM)
+        cli: Any = a.socket(socket.AF_INET, socket.SOCK_STREAM)
         cli.settimeout(IO_TIMEOUT)
         cli.connect((SERVER, PORT))
         child, _ = srv.accept()
@@ -143,7 +143,7 @@ def run_stream(mode: str, duration: float = 1.0, *, chunk: int = 16384, work_us:
 
 def _transfer(cli: Any, child: Any, duration: float, chunk: int, work_ns: int,
               sleep_s: float, sampler: BacklogSampler) -> dict[str, Any]:
-    sent = {"bytes": 0, "digest": b""}
+    sent: dict[str, Any] = {"bytes": 0, "digest": b""}  # by the sender; read after join
     errors: list[BaseException] = []
 
     def sender() -> None:

@@ -25,6 +25,7 @@ import socket
 import sys
 import threading
 import time
+from functools import partial
 from typing import Any
 
 from rcunet.bench import neper
@@ -100,7 +101,7 @@ def run_crr(mode: str, duration: float = 1.0, *, acceptors: int = 4, clients: in
     net, a, b = Network.two_hosts(threaded=True, tuning=tuning_for(mode))
     net.start()
     try:
-        srv = b.socket(socket.AF_INET, socket.SOCK_STREAM)
+        srv: Any = b.socket(socket.AF_INET, socket.SOCK_STREAM)
         srv.bind((SERVER, PORT))
         srv.listen(128)
         srv.settimeout(ACCEPT_POLL)
@@ -237,8 +238,7 @@ def run_lab(duration: float = 1.0, rounds: int = 3, *, acceptors: int = 4, clien
     global_lock: dict[str, dict[str, float]] = {}
     seconds = lockstat_duration if lockstat_duration is not None else max(duration / 2, 0.1)
     for mode in MODES if seconds > 0 else ():
-        run, locks[mode] = with_lockstat(lambda mode=mode: run_one(mode, seconds),
-                                         all_classes())
+        run, locks[mode] = with_lockstat(partial(run_one, mode, seconds), all_classes())
         global_lock[mode] = _class_summary(locks[mode].get(TCBINFO_LOCK.name),
                                            run["connections"])
     return {
