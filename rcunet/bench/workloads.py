@@ -10,9 +10,10 @@ Threading (bench-conventions.md §1.1 and §1.2):
 * **client**: ``-T`` threads, flow ``f`` on thread ``f % T``.  RR: one request
   outstanding per flow; a thread with several flows waits for their responses in a
   selector (neper's epoll loop), so each flow goes on as soon as its own response is in.
-  CRR: a thread opens, requests and collects its flows' connections in lock step
-  (blocking connect; neper connects asynchronously).  Stream: the writer writes ``-B``
-  bytes to each flow in turn with blocking calls; the reader (``-M``) reads them in turn.
+  CRR: a thread with several flows connects them without blocking and waits in a
+  selector (neper's async_connect); a lone flow uses a blocking connect().  Stream: the
+  writer writes ``-B`` bytes to each flow in turn with blocking calls; the reader
+  (``-M``) reads them in turn.
 * **server**: one thread per flow (a reader never waits on one flow while another has
   data, so no flow can block another), and for tcp_crr ``max(T, num_ports)`` accept
   threads.  neper's server uses ``-T`` epoll threads.
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import errno
 import itertools
+import os
 import selectors
 import socket
 import struct
@@ -340,11 +342,18 @@ class Client:
         return True
 
     def _crr_thread(self, flows: list[_ClientFlow], budget: Budget) -> None:
+        """One connection per transaction.  A lone flow connects with a blocking
+        connect(); several connect without blocking and wait in a selector (neper's
+        async_connect, its crr default), each flow reconnecting as soon as its own
+        transaction is done."""
         plan, stop = self.plan, self.stop
         request = bytes(plan.request_size)
         start = monotonic_ns()
         for flow in flows:
             flow.started_at = start  # the first latency runs from the thread's start
+        if len(flows) > 1:
+            self._crr_multiplexed(flows, budget, request)
+            return
         while not stop.is_set():
             active = []
             for flow in flows:
@@ -366,6 +375,49 @@ class Client:
                 now = monotonic_ns()
                 flow.stats.event(now, 1, (now - flow.started_at) / 1e9)
                 flow.started_at = now
+
+    def _crr_multiplexed(self, flows: list[_ClientFlow], budget: Budget,
+                         request: bytes) -> None:
+        with selectors.DefaultSelector() as selector:
+            for flow in flows:
+                if not self._start_connect(flow, budget, selector):
+                    break
+            while selector.get_map() and not self.stop.is_set():
+                for key, events in selector.select(_SELECT_TIMEOUT):
+                    flow = key.data
+                    if events & selectors.EVENT_WRITE:  # connected (or failed)
+                        error = flow.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                        if error:
+                            raise OSError(error, os.strerror(error))
+                        flow.sock.setblocking(True)
+                        flow.sock.sendall(request)
+                        selector.modify(flow.sock, selectors.EVENT_READ, flow)
+                        continue
+                    if not recv_exact(flow.sock, self.plan.response_size,
+                                      self.plan.buffer_size):
+                        raise PeerVanished("connection closed by the server")
+                    now = monotonic_ns()
+                    flow.stats.event(now, 1, (now - flow.started_at) / 1e9)
+                    flow.started_at = now
+                    selector.unregister(flow.sock)
+                    self._close_flow(flow)
+                    if not self.stop.is_set():
+                        self._start_connect(flow, budget, selector)
+
+    def _start_connect(self, flow: _ClientFlow, budget: Budget,
+                       selector: selectors.BaseSelector) -> bool:
+        """A new connection for ``flow``'s next transaction, connecting in the
+        background; False when the budget is spent."""
+        if not budget.take(monotonic_ns()):
+            return False
+        sock = self._open(socket.SOCK_STREAM)
+        flow.sock = sock
+        sock.setblocking(False)
+        status = sock.connect_ex(flow.address)
+        if status not in (0, errno.EINPROGRESS):
+            raise OSError(status, os.strerror(status))
+        selector.register(sock, selectors.EVENT_WRITE, flow)
+        return True
 
     def _stream_thread(self, flows: list[_ClientFlow], budget: Budget) -> None:
         if self.plan.maerts:

@@ -71,6 +71,17 @@ def test_rr_prints_every_neper_key_and_runs_exactly_the_transactions_asked(
         assert int(values["remote_throughput"]) > 0  # the server counted them too
 
 
+@pytest.mark.parametrize("target", ["mem", "kernel"])
+@pytest.mark.parametrize("workload", ["tcp_rr", "udp_rr", "tcp_crr"])
+def test_threads_with_several_flows_wait_in_a_selector(
+        workload: str, target: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status, values, err = bench(capsys, workload, "--target", target, "-F", "5", "-T", "2",
+                                "-l", "-90", "-p", "50")
+    assert status == 0, err
+    assert int(values["num_transactions"]) == 90
+    assert 0 < float(values["latency_min"]) <= float(values["latency_p50"])
+
+
 @pytest.mark.parametrize(("workload", "target"), [
     ("udp_stream", "mem"), ("udp_stream", "kernel"), ("tcp_stream", "kernel"),
     ("tcp_stream", "mem")])
