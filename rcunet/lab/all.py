@@ -82,11 +82,13 @@ def run_seed(seed: str, quick: bool) -> dict[str, Any]:
             "report": module.report(result)}
 
 
-def verdict(ours: float, published: float) -> str:
-    """Does our change go the published way?  (Changes in %.)"""
+def verdict(ours: float, published: float | None) -> str:
+    """Does our change go the published way?  (Changes in %; with no published figure,
+    every seed's fix is expected to raise the rate.)"""
     if abs(ours) < FLAT_PERCENT:
         return "flat here"
-    if (ours > 0) == (published > 0):
+    expected_up = published is None or published > 0
+    if (ours > 0) == expected_up:
         return "same direction"
     return "opposite direction"
 
@@ -153,18 +155,14 @@ def run_all(*, quick: bool, plot_dir: str | None = None,
     return outcome
 
 
-def _change_rows(outcome: dict[str, Any]) -> list[tuple[str, float | None, float]]:
+def _change_rows(outcome: dict[str, Any]) -> list[tuple[str, float | None, float | None]]:
     rows = []
     for seed, entry in outcome["seeds"].items():
-        figure = PUBLISHED[seed][LABS[seed].published]
         ours = None
         if "result" in entry:
             legacy, modern = headline(seed, entry["result"])
             ours = percent_change(legacy, modern)
-        published = percent_change(figure.before, figure.after)
-        if seed == "seed003":  # the authors published the lock's share, lower is better
-            published = -published
-        rows.append((seed, ours, published))
+        rows.append((seed, ours, PUBLISHED[seed][LABS[seed].published].change()))
     return rows
 
 
@@ -191,20 +189,17 @@ def markdown(outcome: dict[str, Any], output: str | None = None) -> str:
     for seed, entry in outcome["seeds"].items():
         lab = LABS[seed]
         figure = PUBLISHED[seed][lab.published]
-        published = f"{format_change(figure.before, figure.after)} ({figure.what})"
+        published = f"{figure.change_text()} ({figure.what})"
         if "result" not in entry:
             lines.append(f"| {seed} | {lab.title} | – | – | – | {published} | "
                          f"not run: {entry['missing']} |")
             continue
         legacy, modern = headline(seed, entry["result"])
         ours = percent_change(legacy, modern)
-        theirs = percent_change(figure.before, figure.after)
-        if seed == "seed003":
-            theirs = -theirs  # a lock share fell: the rate went up
         lines.append(
             f"| {seed} | {lab.title} | {legacy:,.1f} {lab.unit} | {modern:,.1f} {lab.unit} "
             f"| {format_change(legacy, modern)} ({ratio(modern, legacy):.2f}x) | {published} "
-            f"| {verdict(ours, theirs)} |")
+            f"| {verdict(ours, figure.change())} |")
     lines.append("")
     lines += image("all", "change per seed, this lab beside the published figure")
     for seed, entry in outcome["seeds"].items():

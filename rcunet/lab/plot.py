@@ -86,15 +86,15 @@ def scaling(path: str, title: str, series: Mapping[int, Mapping[str, float]], *,
 
 
 def speedups(path: str, title: str,
-             rows: Sequence[tuple[str, float | None, float]]) -> str:
+             rows: Sequence[tuple[str, float | None, float | None]]) -> str:
     """Per seed, the % change measured here beside the one its authors published
-    (``rows``: label, ours or None when not run, published)."""
+    (``rows``: label, ours or None when not run, published or None when they gave none)."""
     if not rows:
         raise ValueError("speedups needs at least one row")
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(1.3 * len(rows) + 2.5, 3.8))
     width = 0.38
-    ours_labelled = False
+    ours_labelled = published_labelled = False
     for index, (_label, ours, published) in enumerate(rows):
         if ours is not None:
             ax.bar(index - width / 2, ours, width, color=MODERN_COLOUR,
@@ -103,8 +103,13 @@ def speedups(path: str, title: str,
         else:
             ax.text(index - width / 2, 0, "not run", rotation=90, ha="center", va="bottom",
                     fontsize=7)
-        ax.bar(index + width / 2, published, width, color=PUBLISHED_COLOUR,
-               label="published" if index == 0 else None)
+        if published is not None:
+            ax.bar(index + width / 2, published, width, color=PUBLISHED_COLOUR,
+                   label=None if published_labelled else "published")
+            published_labelled = True
+        else:
+            ax.text(index + width / 2, 0, "no figure", rotation=90, ha="center",
+                    va="bottom", fontsize=7)
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xticks(range(len(rows)), [r[0] for r in rows])
     ax.set_ylabel("modern vs legacy, % change")

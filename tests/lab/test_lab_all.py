@@ -56,6 +56,7 @@ def test_markdown_marks_a_missing_lab_and_judges_directions():
     assert lab_all.verdict(30.0, 25.0) == "same direction"
     assert lab_all.verdict(-30.0, 25.0) == "opposite direction"
     assert lab_all.verdict(2.0, 25.0) == "flat here"
+    assert lab_all.verdict(90.0, None) == "same direction"  # no figure: a fix raises rates
 
 
 def test_unknown_lab_module_is_reported_missing(monkeypatch):

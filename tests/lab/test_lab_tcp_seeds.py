@@ -86,9 +86,12 @@ def test_seed004_connections_all_complete_and_nothing_leaks():
 
 def test_seed004_cli_json_and_bad_input(capsys):
     assert main(["lab", "seed004", "--duration", "0.15", "--rounds", "1", "-T", "2",
-                 "--clients", "1", "--json"]) == 0
+                 "--clients", "1", "--lockstat-duration", "0", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert {"legacy", "modern", "ratio", "global_lock"} <= set(result)
+    assert {"legacy", "modern", "ratio", "runs", "params"} <= set(result)
+    assert result["global_lock"] == {} and result["lockstat"] == {}  # not collected
+    assert result["runs"]["modern"]["leaks"] == {"sockets": 0, "ehash": 0, "ports": 0,
+                                                 "listeners": 0}
     with pytest.raises(SystemExit, match="--acceptors must be positive"):
         main(["lab", "seed004", "-T", "0"])
     with pytest.raises(SystemExit, match="thread counts like 1,2,4"):
@@ -181,6 +184,13 @@ def test_lock_stat_section_keeps_only_classes_that_changed():
     assert report.lock_stat_section(after, after) == ["lock_stat: no class changed"]
 
 
+def test_a_published_figure_without_an_after_value_claims_no_change():
+    figure = report.Published("lock share", 52.56, None, "% of cycles", "seed 003")
+    assert figure.change() is None
+    assert figure.line() == "lock share: 52.56 % of cycles before; no after figure [seed 003]"
+    assert report.Published("x", 55, 66, "Gbit/s", "s").change() == pytest.approx(20.0)
+
+
 def test_published_figures_are_cited_for_every_seed():
     for seed in ("seed000", "seed001", "seed002", "seed003", "seed004"):
         section = report.published_section(seed)
@@ -200,7 +210,8 @@ def test_plots_write_pngs_without_a_display(tmp_path, monkeypatch):
     lines = plot.scaling(str(tmp_path / "scale.png"), "t",
                          {1: {"legacy": 1.0, "modern": 1.1}, 2: {"legacy": 1.2, "modern": 2.0}})
     changes = plot.speedups(str(tmp_path / "all.png"), "t",
-                            [("seed000", 12.0, 35.0), ("seed001", None, 20.0)])
+                            [("seed000", 12.0, 35.0), ("seed001", None, 20.0),
+                             ("seed003", 90.0, None)])
     for path in (bars, lines, changes):
         assert _is_png(path)
     with pytest.raises(ValueError):
