@@ -63,6 +63,19 @@ def _tcp_syn(src: str, dst: str, sport: int, dport: int, *, bad: bool = False) -
     return header[:16] + struct.pack("!H", checksum) + header[18:]
 
 
+def _ipv6_udp(src: str, dst: str, sport: int, dport: int, data: bytes, *,
+              bad: bool = False) -> bytes:
+    import socket
+
+    s, d = socket.inet_pton(socket.AF_INET6, src), socket.inet_pton(socket.AF_INET6, dst)
+    length = 8 + len(data)
+    header = struct.pack("!HHHH", sport, dport, length, 0)
+    pseudo = s + d + struct.pack("!I3xB", length, 17)
+    checksum = (_csum(pseudo + header + data) or 0xFFFF) ^ (0x00FF if bad else 0)
+    udp = header[:6] + struct.pack("!H", checksum) + data
+    return struct.pack("!IHBB", 6 << 28, length, 17, 64) + s + d + udp
+
+
 def _eth(dst: bytes, src: bytes, payload: bytes, ethertype: int = 0x0800) -> bytes:
     return dst + src + struct.pack("!H", ethertype) + payload
 
@@ -72,6 +85,7 @@ def test_bad_frames_are_dropped_and_counted_and_the_host_keeps_serving(peer: Pee
     assert ours is not None
     kernel_mac = peer.ns.link_mac(peer.ifname)
     k, r = peer.kernel[4], peer.rcunet[4]
+    k6, r6 = peer.kernel[6], peer.rcunet[6]
     peer.ns.set_link(peer.ifname, mtu=9000)  # so the kernel lets the writer send a jumbo
 
     good_udp = _ipv4(k, r, 17, _udp(k, r, 40000, 7, b"fine"))
@@ -87,6 +101,10 @@ def test_bad_frames_are_dropped_and_counted_and_the_host_keeps_serving(peer: Pee
                              _ipv4(k, r, 6, _tcp_syn(k, r, 40001, 80, bad=True))),
         "jumbo": _eth(ours, kernel_mac,
                       _ipv4(k, r, 17, _udp(k, r, 40000, 7, bytes(8000)))),
+        "bad_udp6_csum": _eth(ours, kernel_mac,
+                              _ipv6_udp(k6, r6, 40000, 7, b"bad6", bad=True), 0x86DD),
+        "truncated_ipv6": _eth(ours, kernel_mac,
+                               _ipv6_udp(k6, r6, 40000, 7, b"cut")[:30], 0x86DD),
     }
     with start_services(peer.host, "udp-echo:7,http:80") as services:
         udp_echo = services.services[0]
@@ -100,8 +118,10 @@ def test_bad_frames_are_dropped_and_counted_and_the_host_keeps_serving(peer: Pee
         message = b"still serving\n"
         echoed = peer.run(["socat", "-t", "1", "-", f"UDP4:{r}:7"], input=message).stdout
         assert echoed == message
+        echoed6 = peer.run(["socat", "-t", "1", "-", f"UDP6:[{r6}]:7"], input=message).stdout
+        assert echoed6 == message
         after = peer.counters()
-        assert udp_echo.served == 1  # only socat's datagram reached the service
+        assert udp_echo.served == 2  # only socat's datagrams reached the service
 
     def grew(*names: str) -> int:
         return sum(after.get(n, 0) - before.get(n, 0) for n in names)
@@ -110,6 +130,8 @@ def test_bad_frames_are_dropped_and_counted_and_the_host_keeps_serving(peer: Pee
     assert grew("RcunetEthOtherHost") == 3
     assert grew("IpInCsumErrors") == 3
     assert grew("UdpInCsumErrors") == 3
+    assert grew("Udp6InCsumErrors") == 3
+    assert grew("Ip6InTruncatedPkts", "Ip6InHdrErrors") == 3
     assert grew("TcpInCsumErrors") == 3
     assert grew("RcunetLinkRxLengthErrors") == 3
     assert peer.device.stats().get("rx_length_errors") == 3
