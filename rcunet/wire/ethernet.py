@@ -10,15 +10,8 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple, overload
 
-from rcunet.wire._common import (
-    Buffer,
-    BytesField,
-    View,
-    WritableBuffer,
-    new_tuple,
-    truncated,
-    write_into,
-)
+from rcunet.wire._common import Buffer as Buffer  # re-exported: callers annotate with it
+from rcunet.wire._common import BytesField, View, WritableBuffer, new_tuple, truncated, write_into
 from rcunet.wire.errors import WireError
 
 ETHERTYPE_IPV4 = 0x0800

@@ -14,8 +14,8 @@ from typing import NamedTuple, overload
 
 from rcunet.wire import checksum as _ck
 from rcunet.wire import ipv4
+from rcunet.wire._common import Buffer as Buffer  # re-exported: callers annotate with it
 from rcunet.wire._common import (
-    Buffer,
     ByteField,
     IcmpView,
     UintField,

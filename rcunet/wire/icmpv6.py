@@ -25,14 +25,8 @@ from typing import NamedTuple, overload
 
 from rcunet.wire import checksum as _ck
 from rcunet.wire import ipv6
-from rcunet.wire._common import (
-    Buffer,
-    IcmpView,
-    UintField,
-    WritableBuffer,
-    truncated,
-    write_into,
-)
+from rcunet.wire._common import Buffer as Buffer  # re-exported: callers annotate with it
+from rcunet.wire._common import IcmpView, UintField, WritableBuffer, truncated, write_into
 from rcunet.wire.errors import WireError
 
 PROTOCOL = 58

@@ -11,7 +11,8 @@ import struct
 from typing import NamedTuple, overload
 
 from rcunet.wire import checksum as _ck
-from rcunet.wire._common import Buffer, WritableBuffer, truncated, write_into
+from rcunet.wire._common import Buffer as Buffer  # re-exported: callers annotate with it
+from rcunet.wire._common import WritableBuffer, truncated, write_into
 from rcunet.wire.errors import WireError
 
 PROTOCOL = 2

@@ -21,8 +21,8 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple, overload
 
+from rcunet.wire._common import Buffer as Buffer  # re-exported: callers annotate with it
 from rcunet.wire._common import (
-    Buffer,
     ByteField,
     BytesField,
     UintField,

@@ -17,15 +17,8 @@ from typing import NamedTuple, overload
 
 from rcunet.wire import checksum as _ck
 from rcunet.wire import tcp_options as _opt
-from rcunet.wire._common import (
-    Buffer,
-    UintField,
-    View,
-    WritableBuffer,
-    new_tuple,
-    truncated,
-    write_into,
-)
+from rcunet.wire._common import Buffer as Buffer  # re-exported: callers annotate with it
+from rcunet.wire._common import UintField, View, WritableBuffer, new_tuple, truncated, write_into
 from rcunet.wire.errors import WireError
 
 PROTOCOL = 6

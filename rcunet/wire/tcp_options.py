@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 
-from rcunet.wire._common import Buffer
+from rcunet.wire._common import Buffer as Buffer  # re-exported: callers annotate with it
 from rcunet.wire.errors import WireError
 
 EOL = 0
