@@ -112,7 +112,11 @@ def test_namespace_cleans_up_after_a_failure() -> None:
     with pytest.raises(RuntimeError):
         with Namespace(ns_name) as ns:
             ns.add_veth(ifname, ifname[:-1] + "p")
-            ns.spawn(["sleep", "60"])
+            assert ns.link_exists(ifname)
+            sleeper = ns.spawn(["sleep", "60"])
             raise RuntimeError("the test body failed")
+    assert sleeper.poll() is not None  # the process it started was killed
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, check=True)
     assert ns_name.encode() not in listed.stdout
+    links = subprocess.run(["ip", "-br", "link"], capture_output=True, check=True)
+    assert ifname.encode() not in links.stdout
