@@ -127,6 +127,9 @@ class TapDevice:
       lost        written once under ``_lost_lock``; readers load it (atomic: one
                   attribute load) paired with the store in ``_report_lost``.
       _stopping   threading.Event: set by ``close``, read by the readers.
+      closed      set once by ``close`` (one attribute store) before the queues are
+                  released; ``send`` loads it (atomic: one attribute load) and, if it
+                  raced past, writes into a /dev/null sink (see ``_release_queues``).
       counters    per-thread shards (``rcunet.host.counters``).
       rx_per_queue  slot i written only by queue i's reader (one writer per slot, so
                   ``+= 1`` loses nothing); other threads read a slot (atomic: one
