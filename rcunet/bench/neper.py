@@ -442,6 +442,10 @@ class FlowStats:
         if not self.snapshots or now >= self._next_snap_at:
             self._snap(now)
 
+    def count(self, things: int) -> None:
+        """Count without snapshots (a stream writer: progress, never a result)."""
+        self.things += things
+
     def finish(self, now: int) -> None:
         """The forced last snapshot (neper's stat event with force=true)."""
         if self.snapshots and (self.snapshots[-1].things != self.things
