@@ -25,6 +25,7 @@ from rcunet.wire.errors import WireError
 
 if TYPE_CHECKING:
     from rcunet.host.host import Host
+    from rcunet.host.interface import Interface
 
 RECEIVE_QUEUE_LOCK = LockClass("sk_receive_queue.lock")
 UDP_SOCK_LOCK = LockClass("udp_sock.lock")
@@ -195,7 +196,9 @@ class UdpLayer:
             sk.closed = True
             for group, per_interface in list(sk.mc_list.items()):
                 for ifindex in list(per_interface):
-                    self.leave_group(sk, group, ifindex)
+                    iface = self._leave_group_locked(sk, group, ifindex)
+                    if iface is not None:
+                        self.host.ip.report_membership(iface, group, False)
             self.table.close(sk)  # unhash + drop the owner's reference
         sk.wake_all()
         with self._sockets_lock:
@@ -228,18 +231,35 @@ class UdpLayer:
             self.close(sk)
 
     def join_group(self, sk: UdpSock, group: bytes, ifindex: int) -> None:
+        """IP_ADD_MEMBERSHIP.  Under the socket lock: a membership change is a
+        read-copy-publish of ``sk.mc_list`` (two joins at once must not lose one), and a
+        closed socket must not join (its interface count would never be given back)."""
         iface = self.host.interfaces.get(ifindex)
         if iface is None:
             raise OSError(errno.ENODEV, "no such interface")
-        sk.join_group(group, ifindex)
-        if iface.join_group(group):
+        with sk.lock:
+            if sk.closed:
+                raise OSError(errno.EBADF, "socket is closed")
+            sk.join_group(group, ifindex)
+            first = iface.join_group(group)
+        if first:
             self.host.ip.report_membership(iface, group, True)
 
     def leave_group(self, sk: UdpSock, group: bytes, ifindex: int) -> None:
+        """IP_DROP_MEMBERSHIP, under the socket lock (see ``join_group``)."""
+        with sk.lock:
+            iface = self._leave_group_locked(sk, group, ifindex)
+        if iface is not None:
+            self.host.ip.report_membership(iface, group, False)
+
+    def _leave_group_locked(self, sk: UdpSock, group: bytes, ifindex: int) -> Interface | None:
+        """Drop one membership (caller holds ``sk.lock``); returns the interface whose
+        last member this was (a leave report is due), else None."""
         sk.leave_group(group, ifindex)
         iface = self.host.interfaces.get(ifindex)
         if iface is not None and iface.leave_group(group):
-            self.host.ip.report_membership(iface, group, False)
+            return iface
+        return None
 
     def default_multicast_ifindex(self, group: bytes) -> int:
         route = self.host.routes.lookup(group)

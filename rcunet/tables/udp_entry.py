@@ -20,6 +20,7 @@ import errno
 import threading
 from collections.abc import Iterable
 
+from rcunet.sync.hooks import yield_point
 from rcunet.tables.entry import (
     AF_INET,
     AF_INET6,
@@ -32,6 +33,9 @@ from rcunet.tables.entry import (
 )
 
 _DROPS_LOCK = threading.Lock()
+
+#: Yield point in a membership change, after the copies are built, before the store.
+MEMBERSHIP_BEFORE_PUBLISH = "udp.membership.before_publish"
 
 #: Source-filter modes (``MCAST_INCLUDE`` / ``MCAST_EXCLUDE`` from linux/in.h).
 MCAST_EXCLUDE = 0
@@ -149,6 +153,7 @@ class UdpEntry(SockEntry):
             updated[group] = per_if
         else:
             del updated[group]
+        yield_point(MEMBERSHIP_BEFORE_PUBLISH)  # a second writer here would lose an update
         self.mc_list = updated  # atomic: one attribute store (publication)
 
     def _check_group(self, group: bytes) -> None:

@@ -3,10 +3,16 @@ the test fails on the code before its fix."""
 
 from __future__ import annotations
 
+import errno
+import socket
 import threading
 
+import pytest
+
+from rcunet.host.network import Network
 from rcunet.sync.deferred import FREE_AFTER_LOOKUP, DeferredFreeList
 from rcunet.sync.hooks import Schedule
+from rcunet.tables.udp_entry import MEMBERSHIP_BEFORE_PUBLISH
 
 
 def test_free_racing_unregister_loses_no_object():
@@ -26,3 +32,52 @@ def test_free_racing_unregister_loses_no_object():
     assert recycled == [obj]  # the freer saw the owner retired and recycled it itself
     assert defer.deferred.value() == defer.drained.value() == 1
     assert defer.queued("worker") == 0
+
+
+def _udp_host():
+    net = Network()
+    a, b = net.host("a"), net.host("b")
+    net.link(a, b, "10.0.0.1/24", "10.0.0.2/24")
+    return net, b
+
+
+G1 = bytes([239, 1, 1, 1])
+G2 = bytes([239, 1, 1, 2])
+
+
+def test_two_joins_on_one_socket_keep_both_memberships():
+    net, b = _udp_host()
+    sock = b.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sk, eth0 = sock._sk, b.interface("eth0")
+    try:
+        with Schedule(timeout=5.0) as sched:
+            sched.pause_at(MEMBERSHIP_BEFORE_PUBLISH, thread="first")
+            first = threading.Thread(target=b.udp.join_group, args=(sk, G1, eth0.ifindex),
+                                     name="first")
+            first.start()
+            sched.wait_paused(MEMBERSHIP_BEFORE_PUBLISH)  # its copy of mc_list is built
+            second = threading.Thread(target=b.udp.join_group, args=(sk, G2, eth0.ifindex),
+                                      name="second")
+            second.start()
+            second.join(0.2)  # the socket lock keeps it out until the first has published
+            sched.release(MEMBERSHIP_BEFORE_PUBLISH)
+            first.join(5)
+            second.join(5)
+        assert set(sk.mc_list) == {G1, G2}
+        assert {G1, G2} <= eth0.groups
+    finally:
+        net.close()
+
+
+def test_a_closed_socket_cannot_join():
+    net, b = _udp_host()
+    sock = b.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sk, eth0 = sock._sk, b.interface("eth0")
+    try:
+        b.udp.close(sk)
+        with pytest.raises(OSError) as err:
+            b.udp.join_group(sk, G1, eth0.ifindex)
+        assert err.value.errno == errno.EBADF
+        assert G1 not in eth0.groups and sk.mc_list == {}
+    finally:
+        net.close()
