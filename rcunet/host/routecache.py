@@ -81,12 +81,23 @@ class DstCache:
       _entries  rcu: a dict replaced wholesale by ``invalidate`` (one store) and filled
                 under ``_lock``; readers do one ``dict.get`` (atomic) on the snapshot they
                 loaded, then pin the entry and re-check its generation.
+      per thread  each sending thread first looks in its own dict (``_tls``; owner: that
+                thread), as Linux keeps a per-CPU output dst in the nexthop
+                (``nhc_pcpu_rth_output``).  It is dropped when ``_epoch`` (bumped under
+                ``_lock`` by ``invalidate``; loaded with one attribute load) moves, and
+                holds no reference: a dead entry fails ``hold()`` and the lookup goes on
+                to the shared dict.  Why it exists: on free-threaded 3.13 a lookup in a
+                shared dict whose stored key is equal but not identical to the probe
+                (a new ``(dst, oif)`` tuple per send) takes the dict's lock, so every
+                sender thread queued on that one lock.
     """
 
     def __init__(self, host: Host) -> None:
         self._host = host
         self._lock = DST_CACHE_LOCK.new()
         self._entries: dict[tuple[bytes, int], DstEntry] = {}
+        self._epoch = 0  # bumped under _lock by invalidate()
+        self._tls = threading.local()
         self.slow_lookups = 0  # guarded-by: _lock (entries created)
         self._freed_lock = threading.Lock()
         self.freed = 0  # guarded-by: _freed_lock
@@ -106,12 +117,30 @@ class DstCache:
         """A pinned entry for ``dst`` (the caller must ``release()`` it), or None when
         there is no route."""
         generation = self._host.routes.generation
-        entry = self._entries.get((dst, oif))  # atomic: dict get on the published dict
+        key = (dst, oif)
+        local = self._thread_cache()
+        entry = local.get(key)  # owner: this thread's dict
+        if entry is None:
+            entry = self._entries.get(key)  # atomic: dict get on the published dict
         if entry is not None and entry.generation == generation and entry.hold():
             if entry.generation == self._host.routes.generation:
+                local[key] = entry
                 return entry
             entry.release()
-        return self._lookup_slow(dst, oif)
+        entry = self._lookup_slow(dst, oif)
+        if entry is not None:
+            local[key] = entry
+        return entry
+
+    def _thread_cache(self) -> dict[tuple[bytes, int], DstEntry]:
+        """This thread's dict, emptied when the cache was invalidated since it was filled."""
+        tls = self._tls
+        epoch = self._epoch  # atomic: attribute load; pairs with the store in invalidate
+        cache: dict[tuple[bytes, int], DstEntry] | None = getattr(tls, "cache", None)
+        if cache is None or tls.epoch != epoch:
+            cache = tls.cache = {}
+            tls.epoch = epoch
+        return cache
 
     def _lookup_slow(self, dst: bytes, oif: int) -> DstEntry | None:
         host = self._host
@@ -142,6 +171,7 @@ class DstCache:
         with self._lock:
             old = self._entries
             self._entries = {}  # atomic: one attribute store publishes the empty cache
+            self._epoch += 1  # every thread's own cache is stale from now on
         for entry in old.values():
             entry.release()
 
