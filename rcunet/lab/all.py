@@ -181,8 +181,9 @@ def markdown(outcome: dict[str, Any], output: str | None = None) -> str:
         "# rcunet seed lab", "",
         f"`rcunet lab all` ({mode}), {outcome['interpreter']}, {outcome['cpus']} CPUs, "
         f"{outcome['seconds']:.0f} s in all. Legacy is each seed's \"before\" "
-        "(`Tuning.legacy()`), modern its \"after\"; rates are the best of alternating "
-        "rounds.", "",
+        "(seed002/003: `Tuning.legacy()`; seed000: its tables' legacy search; seed001 and "
+        "seed004: only that seed's switch off), modern its \"after\"; rates are the best "
+        "of alternating rounds.", "",
         "| seed | what | legacy | modern | change | published (authors) | direction |",
         "|---|---|---:|---:|---:|---|---|",
     ]

@@ -33,9 +33,10 @@ from typing import Any
 
 from rcunet.bench import neper
 from rcunet.host.network import Network
-from rcunet.lab.common import MODES, alternate, interpreter, ratio, tuning_for, with_lockstat
+from rcunet.lab.common import MODES, alternate, interpreter, ratio, with_lockstat
 from rcunet.lab.report import cover_letter, extra_reports, lock_stat_lines, neper_lines, to_json
 from rcunet.sync.lock import all_classes
+from rcunet.tuning import SEED_SWITCHES, Tuning
 
 SERVER = "10.0.0.2"
 PORT = 5001
@@ -43,6 +44,23 @@ BLOCK = bytes(range(256)) * 256  # 64 KB
 SAMPLE_INTERVAL = 0.0005  # the backlog sampler's period (s)
 IO_TIMEOUT = 20.0
 DEFAULT_SWITCH_INTERVAL = 0.005  # CPython's sys.getswitchinterval() default
+#: ``--switch-interval auto``: with the GIL, switch threads every 100 us (not every 5 ms):
+#: the receive worker then gets to run while the reader owns the socket, as the softirq on
+#: another CPU does in the kernel; at 5 ms it almost never does and no backlog forms.
+#: Not the default: the preemptions it adds inside lock sections make the hold times
+#: noisier than the effect being measured (docs/BENCHMARKS.md, Seed lab).
+GIL_SWITCH_INTERVAL = 0.0001
+
+
+def seed_tuning(mode: str, seed: str) -> Tuning:
+    """Modern everywhere except, in legacy, ``seed``'s own switches: the comparison then
+    isolates this seed (the full legacy preset would also swap, say, the route cache's
+    refcount that every transmitted segment takes)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, not {mode!r}")
+    if mode == "modern":
+        return Tuning.modern()
+    return Tuning.modern(**{name: False for name in SEED_SWITCHES[seed]})
 
 
 def block(index: int) -> bytes:
@@ -108,7 +126,7 @@ def _deferred_counts(layer: Any) -> dict[str, int]:
 def run_stream(mode: str, duration: float = 1.0, *, chunk: int = 16384, work_us: int = 20,
                sleep_us: int = 0, rcvbuf: int = 1 << 20) -> dict[str, Any]:
     """One run: a sender on a, the slow reader on b, ``duration`` seconds of sending."""
-    net, a, b = Network.two_hosts(threaded=True, tuning=tuning_for(mode))
+    net, a, b = Network.two_hosts(threaded=True, tuning=seed_tuning(mode, "seed001"))
     net.start()
     try:
         srv: Any = b.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -226,11 +244,29 @@ def _checked(run: dict[str, Any]) -> dict[str, Any]:
     return run
 
 
+def lab_switch_interval(choice: float | str | None) -> float | None:
+    """``"auto"``: ``GIL_SWITCH_INTERVAL`` with the GIL, the interpreter's own without;
+    None: the interpreter's; a number: that."""
+    if choice == "auto":
+        gil = getattr(sys, "_is_gil_enabled", lambda: True)()
+        return GIL_SWITCH_INTERVAL if gil else None
+    return None if choice is None else float(choice)
+
+
 def run_lab(duration: float = 1.0, rounds: int = 3, *, chunk: int = 16384, work_us: int = 20,
-            sleep_us: int = 0, rcvbuf: int = 1 << 20,
-            lockstat_duration: float | None = None) -> dict[str, Any]:
+            sleep_us: int = 0, rcvbuf: int = 1 << 20, lockstat_duration: float | None = None,
+            switch_interval: float | str | None = None) -> dict[str, Any]:
     """Alternating legacy/modern rounds (best throughput of each kept, with that run's
-    details), then one run per mode with lock statistics on."""
+    details), then one run per mode with lock statistics on; all under
+    ``lab_switch_interval(switch_interval)``."""
+    result: dict[str, Any] = with_switch_interval(
+        lab_switch_interval(switch_interval),
+        lambda: _run_lab(duration, rounds, chunk, work_us, sleep_us, rcvbuf, lockstat_duration))
+    return result
+
+
+def _run_lab(duration: float, rounds: int, chunk: int, work_us: int, sleep_us: int,
+             rcvbuf: int, lockstat_duration: float | None) -> dict[str, Any]:
     best: dict[str, dict[str, Any]] = {}
 
     def measure(mode: str) -> float:
@@ -328,13 +364,30 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add_common_options(parser)
 
 
-def add_common_options(parser: argparse.ArgumentParser) -> None:
+def switch_interval_arg(text: str) -> float | str | None:
+    """``--switch-interval``: seconds, ``auto`` or ``keep`` (the interpreter's)."""
+    if text in ("auto", "keep"):
+        return None if text == "keep" else text
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"seconds, 'auto' or 'keep', not {text!r}") from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError("must be positive")
+    return seconds
+
+
+def add_common_options(parser: argparse.ArgumentParser,
+                       switch_default: str | None = None) -> None:
     parser.add_argument("--lockstat-duration", type=float, default=None, metavar="SECONDS",
                         help="length of the extra run per mode with lock statistics on "
                              "(default: half of --duration; 0 skips it)")
-    parser.add_argument("--switch-interval", type=float, default=None, metavar="SECONDS",
+    parser.add_argument("--switch-interval", type=switch_interval_arg, default=switch_default,
+                        metavar="SECONDS|auto|keep",
                         help="sys.setswitchinterval for the run (GIL builds: how often "
-                             "threads switch; default: leave the interpreter's)")
+                             "threads switch); auto: 100 us with the GIL; keep: the "
+                             f"interpreter's (default: {switch_default or 'keep'})")
     parser.add_argument("--lockstat", action="store_true",
                         help="print /proc/lock_stat and perf lock contention layouts")
     parser.add_argument("--nstat", action="store_true", help="print nstat counters")
@@ -355,11 +408,10 @@ def check_lockstat_duration(args: argparse.Namespace) -> None:
         raise SystemExit("--lockstat needs the lock statistics run (--lockstat-duration > 0)")
 
 
-def with_switch_interval(seconds: float | None, body: Callable[[], Any]) -> Any:
+def with_switch_interval(seconds: float | str | None, body: Callable[[], Any]) -> Any:
+    seconds = lab_switch_interval(seconds)
     if seconds is None:
         return body()
-    if seconds <= 0:
-        raise SystemExit("--switch-interval must be positive")
     previous = sys.getswitchinterval()
     sys.setswitchinterval(seconds)
     try:
@@ -392,9 +444,10 @@ def run(args: argparse.Namespace) -> int:
     if args.work_us < 0 or args.sleep_us < 0:
         raise SystemExit("--work-us and --sleep-us must be >= 0")
     check_lockstat_duration(args)
-    result = with_switch_interval(args.switch_interval, lambda: run_lab(
-        args.duration, args.rounds, chunk=args.chunk, work_us=args.work_us,
-        sleep_us=args.sleep_us, rcvbuf=args.rcvbuf, lockstat_duration=args.lockstat_duration))
+    result = run_lab(args.duration, args.rounds, chunk=args.chunk, work_us=args.work_us,
+                     sleep_us=args.sleep_us, rcvbuf=args.rcvbuf,
+                     lockstat_duration=args.lockstat_duration,
+                     switch_interval=args.switch_interval)
     if args.json:
         print(json.dumps(to_json(result)))
     else:

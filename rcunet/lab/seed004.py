@@ -42,13 +42,13 @@ from rcunet.lab.common import (
     scale,
     scaling_report,
     thread_counts,
-    tuning_for,
     with_lockstat,
 )
 from rcunet.lab.report import cover_letter, extra_reports, lock_stat_lines, neper_lines, to_json
 from rcunet.lab.seed001 import (
     add_common_options,
     check_lockstat_duration,
+    seed_tuning,
     switch_interval_flag,
     with_switch_interval,
 )
@@ -98,7 +98,7 @@ def _wait(predicate: Any, timeout: float = SETTLE_TIMEOUT) -> bool:
 def run_crr(mode: str, duration: float = 1.0, *, acceptors: int = 4, clients: int = 4,
             request_size: int = 1, response_size: int = 1) -> dict[str, Any]:
     """One run of ``duration`` seconds; see the module docstring."""
-    net, a, b = Network.two_hosts(threaded=True, tuning=tuning_for(mode))
+    net, a, b = Network.two_hosts(threaded=True, tuning=seed_tuning(mode, "seed004"))
     net.start()
     try:
         srv: Any = b.socket(socket.AF_INET, socket.SOCK_STREAM)

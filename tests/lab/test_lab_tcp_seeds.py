@@ -3,7 +3,9 @@ speed), and the cover-letter report and plots they print."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import sys
 
 import pytest
 
@@ -11,6 +13,7 @@ from rcunet.bench import neper
 from rcunet.cli import main
 from rcunet.lab import plot, report, seed001, seed004
 from rcunet.sync.lockstat import ClassStats
+from rcunet.tuning import Tuning
 
 
 # ------------------------------------------------------------------------------ seed 001
@@ -35,6 +38,33 @@ def test_seed001_every_byte_arrives_and_buffers_go_where_the_mode_says(mode):
     assert block["throughput_units"] == "Mbit/s"
     assert float(block["throughput"]) > 0
     assert int(block["local_throughput"]) > 0
+
+
+def test_seed_tuning_flips_only_the_seeds_own_switches():
+    assert seed001.seed_tuning("modern", "seed001") == Tuning.modern()
+    legacy = seed001.seed_tuning("legacy", "seed001")
+    assert legacy == Tuning.modern(tcp_defer_free=False)
+    assert not legacy.seed_is_modern("seed001") and legacy.seed_is_modern("seed002")
+    assert seed001.seed_tuning("legacy", "seed004") == Tuning.modern(
+        accept_no_global_lock=False)
+    with pytest.raises(ValueError):
+        seed001.seed_tuning("old", "seed001")
+
+
+def test_switch_interval_choices(monkeypatch):
+    assert seed001.switch_interval_arg("keep") is None
+    assert seed001.switch_interval_arg("auto") == "auto"
+    assert seed001.switch_interval_arg("0.001") == 0.001
+    for bad in ("0", "-1", "soon"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            seed001.switch_interval_arg(bad)
+    monkeypatch.setattr(sys, "_is_gil_enabled", lambda: True, raising=False)
+    assert seed001.lab_switch_interval("auto") == seed001.GIL_SWITCH_INTERVAL
+    monkeypatch.setattr(sys, "_is_gil_enabled", lambda: False, raising=False)
+    assert seed001.lab_switch_interval("auto") is None
+    before = sys.getswitchinterval()
+    seen = seed001.with_switch_interval(0.002, sys.getswitchinterval)
+    assert seen == pytest.approx(0.002) and sys.getswitchinterval() == before
 
 
 def test_seed001_blocks_differ_so_the_hash_sees_order():
