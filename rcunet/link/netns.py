@@ -165,13 +165,16 @@ class Namespace:
                 ipr.link("del", index=found[0])
 
     def set_link(self, ifname: str, *, up: bool | None = None, mtu: int | None = None,
-                 address: str | None = None) -> None:
-        """``ip -n NAME link set IFNAME [up|down] [mtu MTU] [address MAC]``."""
+                 address: str | None = None, txqlen: int | None = None) -> None:
+        """``ip -n NAME link set IFNAME [up|down] [mtu MTU] [address MAC]
+        [txqueuelen N]``."""
         fields: dict[str, Any] = {}
         if up is not None:
             fields["state"] = "up" if up else "down"
         if mtu is not None:
             fields["mtu"] = mtu
+        if txqlen is not None:
+            fields["txqlen"] = txqlen
         if address is not None:
             fields["address"] = address
         with self._iproute() as ipr:

@@ -26,6 +26,7 @@ PACKAGES = {"ip": "iproute2", "ping": "iputils-ping", "socat": "socat",
             "nc": "netcat-openbsd", "curl": "curl", "ab": "apache2-utils", "wrk": "wrk",
             "nginx": "nginx-light", "tshark": "tshark", "capsh": "libcap2-bin"}
 
+TXQLEN = 10000
 _serial = itertools.count(1)
 _tools_lock = threading.Lock()
 TOOLS_USED: dict[str, int] = {}  # guarded-by: _tools_lock
@@ -85,7 +86,10 @@ def make_peer(mode: str = "tap", *, queues: int = 1, pcap_path: str | None = Non
         ns.adopt(ifname)
         for version, prefix in ((4, 24), (6, 64)):
             ns.add_address(ifname, f"{kernel[version]}/{prefix}")
-        ns.set_link(ifname, up=True, mtu=kernel_mtu)
+        # The kernel queues frames for our reader in a ring of txqueuelen (500 on TAP);
+        # a loaded machine can leave the reader unscheduled through a burst (900
+        # multicast datagrams), so give the ring room, as one would for a slow consumer.
+        ns.set_link(ifname, up=True, mtu=kernel_mtu, txqlen=TXQLEN)
         host = Host(f"rcunet-{mode}", rx_queues=rx_queues or queues)
         pcap = PcapWriter(pcap_path, linktype=device.linktype) if pcap_path else None
         iface = device.attach(host, addresses=[f"{rcunet[4]}/24", f"{rcunet[6]}/64"],

@@ -179,8 +179,11 @@ def test_rcunet_fetches_from_nginx(peer: Peer, version: int, tmp_path) -> None: 
 def test_rcunet_talks_to_kernel_socat_tcp_echo(peer: Peer, version: int) -> None:
     need_tool("socat")
     host = f"[{peer.kernel[version]}]" if version == 6 else peer.kernel[version]
-    peer.ns.spawn(["socat", f"TCP{version}-LISTEN:9007,bind={host},reuseaddr,fork", "PIPE"],
-                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # -b 4096: socat's PIPE echo writes into a pipe only it reads; with its default 8 KiB
+    # blocks a write into a pipe with 4 KiB free (select's "writable") blocks socat
+    # for good once a large echo backs up.  Blocks of PIPE_BUF never block.
+    peer.ns.spawn(["socat", "-b", "4096", f"TCP{version}-LISTEN:9007,bind={host},reuseaddr,fork",
+                   "PIPE"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     payload = os.urandom(500_000)
     got = bytearray()
     with _connect(peer, version, 9007) as sock:
