@@ -35,7 +35,7 @@ RR_WORKLOADS = ("tcp_rr", "tcp_crr", "udp_rr")
 STREAM_WORKLOADS = ("tcp_stream", "udp_stream")
 TCP_WORKLOADS = ("tcp_rr", "tcp_crr", "tcp_stream")
 WORKLOADS = RR_WORKLOADS + STREAM_WORKLOADS
-TARGETS = ("mem", "kernel")
+TARGETS = ("mem", "kernel", "pmd-pytcp", "pmd-pytcp-blocking")
 UDP_MAX_PAYLOAD = {4: 65507, 6: 65527}  # 65535 - IP header (v4 only) - UDP header
 MIN_SAMPLES_PER_RUN = 5  # neper: fewer than 5 snapshots in the test shrinks -I to 0.2 s
 SHORT_INTERVAL = 0.2
@@ -313,9 +313,9 @@ def validate(opts: argparse.Namespace) -> None:
     if opts.host and not (opts.client or opts.server):
         problems.append("-H is the server's address for -c, or the address --server "
                         "binds; an in-process run (neither) picks its own.")
-    if (opts.client or opts.server) and opts.target == "mem":
-        problems.append("--target mem runs both sides in this process; -c/--server need "
-                        "--target kernel.")
+    if (opts.client or opts.server) and opts.target != "kernel":
+        problems.append(f"--target {opts.target} runs both sides in this process; "
+                        "-c/--server need --target kernel.")
     if opts.tuning != "modern" and opts.target != "mem":
         problems.append("--tuning picks rcunet's mechanisms: it needs --target mem.")
     if opts.suicide_length < 0:

@@ -109,7 +109,10 @@ class KernelTarget:
         pass
 
 
-def make_target(name: str, tuning: str = "modern") -> MemTarget | KernelTarget:
+def make_target(name: str, tuning: str = "modern") -> Any:
+    if name.startswith("pmd-pytcp"):  # the peer stack on a TAP (bench/peer_pytcp.py)
+        from rcunet.bench.peer_pytcp import PytcpTarget
+        return PytcpTarget(blocking=name == "pmd-pytcp-blocking")
     return MemTarget(tuning) if name == "mem" else KernelTarget()
 
 
@@ -185,7 +188,8 @@ def _run_in_process(opts: argparse.Namespace, log: neper.Log) -> int:
     target = make_target(opts.target, opts.tuning)
     try:
         version = _version(plan)
-        server = Server(plan, target.server_socket, "", target.base_port(opts))
+        server = getattr(target, "make_server", Server)(plan, target.server_socket, "",
+                                                         target.base_port(opts))
         ports = [address[1] for address in server.open()]
         server.start()
         connect_host = target.server_address(version)
