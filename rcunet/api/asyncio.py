@@ -1,4 +1,5 @@
-"""asyncio streams over rcunet TCP sockets: ``open_connection`` and ``start_server``,
+"""asyncio on rcunet sockets: TCP streams (``open_connection``, ``start_server``) and UDP
+datagram endpoints (``create_datagram_endpoint``); the stream helpers are
 the equivalents of ``asyncio.open_connection`` / ``asyncio.start_server`` for a Host.
 
 They return asyncio's own ``StreamReader``/``StreamWriter``; underneath, a small
@@ -326,3 +327,106 @@ async def start_server(callback: ClientCallback, host: Any, address: str, port: 
         listener.close()
         raise
     return Server(loop, listener, callback, limit)
+
+
+class RcunetDatagramTransport(asyncio.DatagramTransport):
+    """A datagram transport over one non-blocking rcunet UDP socket (loop thread only):
+    the loop watches the socket's eventfd (readable while datagrams are queued) and
+    drains the queue into ``protocol.datagram_received``."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, sock: Socket,
+                 protocol: asyncio.DatagramProtocol, remote: tuple[Any, ...] | None) -> None:
+        super().__init__()
+        self._loop = loop
+        self._sock = sock
+        self._protocol = protocol
+        self._remote = remote
+        self._closing = False
+        self._fd = sock.fileno()
+        loop.add_reader(self._fd, self._read_ready)
+
+    def _read_ready(self) -> None:
+        while not self._closing:
+            try:
+                data, address = self._sock.recvfrom(READ_SIZE)
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                self._protocol.error_received(exc)
+                return
+            self._protocol.datagram_received(data, address)
+
+    def sendto(self, data: Any, addr: Any = None) -> None:
+        if self._closing:
+            raise OSError(errno.EBADF, "transport is closing")
+        try:
+            if addr is None:
+                if self._remote is None:
+                    raise ValueError("no remote address: pass addr or connect the endpoint")
+                self._sock.send(bytes(data))
+            else:
+                self._sock.sendto(bytes(data), addr)
+        except OSError as exc:
+            self._protocol.error_received(exc)
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        if name == "socket":
+            return self._sock
+        if name == "sockname":
+            return self._sock.getsockname()
+        if name == "peername":
+            return self._remote
+        return default
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        self._loop.remove_reader(self._fd)
+        self._sock.close()
+        self._loop.call_soon(self._protocol.connection_lost, None)
+
+    def abort(self) -> None:
+        self.close()
+
+    def get_write_buffer_size(self) -> int:
+        return 0  # datagrams go straight to the Host; nothing is buffered here
+
+
+async def create_datagram_endpoint(
+    host: Any,
+    protocol_factory: Callable[[], asyncio.DatagramProtocol],
+    local_addr: tuple[str, int] | None = None,
+    remote_addr: tuple[str, int] | None = None,
+    *,
+    family: int | None = None,
+    reuse_port: bool = False,
+    allow_broadcast: bool = False,
+) -> tuple[RcunetDatagramTransport, asyncio.DatagramProtocol]:
+    """``loop.create_datagram_endpoint`` for a Host: a UDP socket bound to
+    ``local_addr`` and/or connected to ``remote_addr``, driven by the running loop."""
+    loop = asyncio.get_running_loop()
+    if family is None:
+        address = (remote_addr or local_addr or ("0.0.0.0", 0))[0]
+        family = _family_of(address)
+    sock = host.socket(family, _pysocket.SOCK_DGRAM)
+    try:
+        sock.setblocking(False)
+        if reuse_port:
+            sock.setsockopt(_pysocket.SOL_SOCKET, _pysocket.SO_REUSEPORT, 1)
+        if allow_broadcast:
+            sock.setsockopt(_pysocket.SOL_SOCKET, _pysocket.SO_BROADCAST, 1)
+        if local_addr is not None:
+            sock.bind(local_addr)
+        if remote_addr is not None:
+            sock.connect(remote_addr)
+    except BaseException:
+        sock.close()
+        raise
+    protocol = protocol_factory()
+    transport = RcunetDatagramTransport(loop, sock, protocol, remote_addr)
+    protocol.connection_made(transport)
+    return transport, protocol
