@@ -33,14 +33,20 @@ class Counters:
         try:
             return self._local.shard  # type: ignore[no-any-return]
         except AttributeError:
-            shard: dict[str, int] = {}
-            with self._lock:
-                self._shards.append(shard)
-            self._local.shard = shard
-            return shard
+            return self._new_shard()
+
+    def _new_shard(self) -> dict[str, int]:
+        shard: dict[str, int] = {}
+        with self._lock:
+            self._shards.append(shard)
+        self._local.shard = shard
+        return shard
 
     def inc(self, name: str, amount: int = 1) -> None:
-        shard = self._shard()
+        try:  # _shard(), inlined: this runs several times per packet
+            shard = self._local.shard
+        except AttributeError:
+            shard = self._new_shard()
         shard[name] = shard.get(name, 0) + amount  # owner: this thread only
 
     def get(self, name: str) -> int:

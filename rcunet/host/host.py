@@ -152,7 +152,7 @@ class Host:
             raise ValueError(f"{self.name}: interface {name!r} exists")
         iface = Interface(name, next(self._ifindex), mac=mac, mtu=mtu,
                           checksum_offload=checksum_offload)
-        iface.inline_rx = inline_rx  # type: ignore[attr-defined]
+        iface.inline_rx = inline_rx
         self._register(iface)
         if mac is not None:
             self.add_address(iface, f"{ipaddress.IPv6Address(link_local_from_mac(mac))}/64")
@@ -253,7 +253,7 @@ class Host:
             return
         if self.deterministic:
             self._pending.append((iface, frame))  # atomic: deque.append
-        elif getattr(iface, "inline_rx", False) or not self._running:
+        elif iface.inline_rx or not self._running:
             self._rx_one(iface, frame)
         else:
             index = self.ip.flow_hash(iface, frame) % self.rx_queue_count

@@ -86,6 +86,9 @@ class Interface:
         self.mac = mac  # immutable: None for a pure-IP (TUN-like or point-to-point) link
         self.mtu = mtu
         self.checksum_offload = checksum_offload  # clean in-memory links may skip checksums
+        #: The receive path runs in the sender's thread (Host.add_interface sets it once,
+        #: before the interface is attached to a link).
+        self.inline_rx = False
         self.addresses: tuple[Address, ...] = ()  # rcu: writers hold _config_lock
         # Derived sets for per-packet membership tests, republished with ``addresses``.
         self.addr_set: frozenset[bytes] = frozenset()  # rcu: writers hold _config_lock

@@ -44,7 +44,9 @@ class Delivery(NamedTuple):
     protocol: int
     ttl: int
     to_multicast: bool  # multicast or broadcast destination
-    packet: bytes  # the whole IP packet (for ICMP errors that quote it)
+    #: The whole IP packet (for ICMP errors that quote it): a view of the received frame,
+    #: which is immutable bytes (no per-packet copy); ``bytes(packet)`` to keep it.
+    packet: bytes | memoryview
 
 
 Handler = Callable[[Delivery, memoryview], None]
@@ -154,10 +156,15 @@ class IpLayer:
         if not link_multicast and dst != iface.mac:
             self._count("RcunetEthOtherHost")  # PACKET_OTHERHOST: not for us
             return
-        if eth.ethertype == ethernet.ETHERTYPE_ARP:
+        ethertype = eth.ethertype
+        if ethertype == ethernet.ETHERTYPE_IPV4 or ethertype == ethernet.ETHERTYPE_IPV6:
+            payload = eth.payload
+            if len(payload) and payload[0] >> 4 == 6:  # the version nibble decides, as _ip_input
+                self._ipv6_input(iface, payload)
+            else:
+                self._ipv4_input(iface, payload, link_multicast)
+        elif ethertype == ethernet.ETHERTYPE_ARP:
             self._arp_input(iface, eth)
-        elif eth.ethertype in (ethernet.ETHERTYPE_IPV4, ethernet.ETHERTYPE_IPV6):
-            self._ip_input(iface, eth.payload, link_multicast=link_multicast)
         else:
             self._count("RcunetEthUnknownType")
 
@@ -247,17 +254,22 @@ class IpLayer:
                 self.host.counters.inc("RcunetNeighDiscards", len(action.packets))
 
     def _resolve_and_send(self, iface: Interface, next_hop: bytes, packet: bytes) -> None:
-        family = 4 if len(next_hop) == 4 else 6
-        ethertype = ethernet.ETHERTYPE_IPV4 if family == 4 else ethernet.ETHERTYPE_IPV6
-        if is_multicast(next_hop):
-            self._send_frame(iface, multicast_mac(next_hop), ethertype, packet)
-            return
-        if family == 4 and (next_hop == LIMITED_BROADCAST or next_hop in iface.broadcasts):
-            self._send_frame(iface, ethernet.BROADCAST, ethertype, packet)
-            return
+        if len(next_hop) == 4:
+            family, ethertype, table = 4, ethernet.ETHERTYPE_IPV4, iface.neigh4
+            if next_hop[0] >> 4 == 14:  # multicast (is_multicast, inlined: once a packet)
+                self._send_frame(iface, multicast_mac(next_hop), ethertype, packet)
+                return
+            if next_hop == LIMITED_BROADCAST or next_hop in iface.broadcasts:
+                self._send_frame(iface, ethernet.BROADCAST, ethertype, packet)
+                return
+        else:
+            family, ethertype, table = 6, ethernet.ETHERTYPE_IPV6, iface.neigh6
+            if next_hop[0] == 0xFF:
+                self._send_frame(iface, multicast_mac(next_hop), ethertype, packet)
+                return
+        now = self.host.clock.now()
         with iface.neigh_lock:
-            lladdr, actions = self._neigh_table(iface, family).resolve(
-                next_hop, self.host.now(), packet, len(packet))
+            lladdr, actions = table.resolve(next_hop, now, packet, len(packet))
             if actions:
                 self._arm_neigh_locked(iface, family)
         if lladdr is not None:
@@ -303,11 +315,13 @@ class IpLayer:
             packet = result
             data = packet.build()
         self._deliver(iface, 4, packet.src, dst, packet.protocol, packet.ttl,
-                      multicast or broadcast, packet.payload, bytes(data))
+                      multicast or broadcast, packet.payload, data)
 
     def _deliver(self, iface: Interface, family: int, src: bytes, dst: bytes, protocol: int,
-                 ttl: int, to_multicast: bool, payload: memoryview | bytes, raw: bytes) -> None:
-        handler = self.handlers.get((family << 8) | protocol) or self.handlers.get(protocol)
+                 ttl: int, to_multicast: bool, payload: memoryview | bytes,
+                 raw: bytes | memoryview) -> None:
+        handlers = self.handlers
+        handler = handlers.get((family << 8) | protocol) or handlers.get(protocol)
         if handler is None:
             if family == 4:
                 self._count("IpInUnknownProtos")
@@ -444,7 +458,7 @@ class IpLayer:
             packet = result
             data = packet.build()
         self._deliver(iface, 6, packet.src, dst, packet.next_header, packet.hop_limit,
-                      multicast, packet.payload, bytes(data))
+                      multicast, packet.payload, data)
 
     # -- output ----------
     def output(
@@ -506,10 +520,13 @@ class IpLayer:
         hops = ttl if ttl is not None else self.host.tuning.ip_default_ttl
         if len(dst) == 4:
             self._count("IpOutRequests")
-            packet = ipv4.Repr(src, dst, protocol, payload, ttl=hops, ident=self.next_ident(),
-                               dont_fragment=dont_fragment)
-            if packet.buffer_len() <= mtu:
-                self._link_output(iface, next_hop, packet.build())
+            packet = ipv4.Repr(src, dst, protocol, payload, hops, self.next_ident(),
+                               dont_fragment)
+            if ipv4.HEADER_LEN + len(payload) <= mtu:  # no options: buffer_len()
+                if iface.mac is not None:  # is_ethernet (_link_output, inlined)
+                    self._resolve_and_send(iface, next_hop, packet.build())
+                else:
+                    iface.transmit(packet.build())
                 return 0
             pieces = fragment_ipv4(packet, mtu)
             if isinstance(pieces, FragmentationNeeded):
@@ -624,10 +641,11 @@ class IpLayer:
         if self.host.pmtu.update(dst, mtu, self.host.now()) is not None:
             self.host.dst_cache.invalidate()
 
-    def send_icmp_error(self, offending: bytes, family: int, kind: int, code: int, *,
-                        mtu: int = 0, pointer: int = 0) -> None:
+    def send_icmp_error(self, offending: bytes | memoryview, family: int, kind: int, code: int,
+                        *, mtu: int = 0, pointer: int = 0) -> None:
         """Answer ``offending`` (a whole IP packet) with an ICMP error, unless RFC 1122
         §3.2.2 / RFC 4443 §2.4(e) forbid it (errors about errors, multicast, fragments)."""
+        offending = bytes(offending)  # Delivery.packet is a view: copy on this rare path
         try:
             if family == 4:
                 original = ipv4.Repr.parse(offending)

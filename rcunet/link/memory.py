@@ -182,6 +182,9 @@ class _Link:
         self._names = itertools.count()
         self._worker: threading.Thread | None = None  # guarded-by: _lock
         self._stopping = False  # guarded-by: _lock
+        #: Some endpoint has an impairment that may hold frames for the worker to release
+        #: (a clean link never wakes the worker on transmit).
+        self._impaired = False  # guarded-by: _lock (set once, never cleared)
         #: The last exception a receiver raised (see ``receiver_errors``).
         self.last_error: Exception | None = None  # guarded-by: _lock
 
@@ -216,6 +219,8 @@ class _Link:
                             rx_impairment)
         with self._lock:
             self._endpoints = (*self._endpoints, endpoint)
+            if tx_impairment is not None or rx_impairment is not None:
+                self._impaired = True
         return endpoint
 
     def stats(self) -> dict[str, int]:
@@ -250,11 +255,14 @@ class _Link:
                 frames = [frame]
             for out in frames:
                 self._switch_locked(source, out, now, deliveries)
-            if self._worker is not None:
+            if self._worker is not None and self._impaired:
                 self._wakeup.notify()  # a held frame may move the worker's next deadline
+            # inline delivery: counted in this lock section (one acquisition per frame)
+            resolved = self._resolve_locked(deliveries) if deliveries else None
         self._tap(self.tap, now, frame)
         self._tap(source.tap, now, frame)
-        self._deliver(deliveries, now)
+        if resolved:
+            self._call_receivers(resolved, now)
         return True
 
     def _check_size(self, frame: bytes) -> str | None:
@@ -306,17 +314,31 @@ class _Link:
         """Count, then call receivers with no link lock held."""
         if not deliveries:
             return
+        with self._lock:
+            resolved = self._resolve_locked(deliveries)
+        self._call_receivers(resolved, now)
+
+    def _resolve_locked(
+        self, deliveries: list[tuple[Endpoint, bytes]]
+    ) -> list[tuple[Endpoint, bytes, Receiver | None]]:
+        """Load each target's receiver and count the delivery (or the drop)."""
         # atomic: one attribute load of each receiver (pairs with set_receiver's store)
         resolved = [(target, frame, target.receiver) for target, frame in deliveries]
-        with self._lock:
-            for target, frame, receiver in resolved:
-                if receiver is None:
-                    target.counters["rx_dropped"] += 1
-                    self.counters["no_receiver"] += 1
-                else:
-                    target.counters["rx_packets"] += 1
-                    target.counters["rx_bytes"] += len(frame)
-                    self.counters["delivered"] += 1
+        counters = self.counters
+        for target, frame, receiver in resolved:
+            if receiver is None:
+                target.counters["rx_dropped"] += 1
+                counters["no_receiver"] += 1
+            else:
+                target.counters["rx_packets"] += 1
+                target.counters["rx_bytes"] += len(frame)
+                counters["delivered"] += 1
+        return resolved
+
+    def _call_receivers(
+        self, resolved: list[tuple[Endpoint, bytes, Receiver | None]], now: int
+    ) -> None:
+        """Hand each frame to its receiver, with no link lock held."""
         for target, frame, receiver in resolved:
             if receiver is not None:
                 self._tap(target.tap, now, frame)
