@@ -211,7 +211,9 @@ def configure(parser: argparse.ArgumentParser, workload: str) -> None:
     parser.add_argument("-v", "--version", action="version", version=VERSION)
     parser.add_argument("--target", choices=TARGETS, default="mem",
                         help="mem: two rcunet Hosts on an in-memory link in this process "
-                             "(default); kernel: the same code on Linux sockets")
+                             "(default); kernel: the same code on Linux sockets; pmd-pytcp "
+                             "(-blocking): the peer stack pmd-pytcp as the server on a TAP "
+                             "device (root), the kernel as the client")
     parser.add_argument("--tuning", choices=("modern", "legacy"), default="modern",
                         help="--target mem: the Hosts' Tuning preset (legacy: every seed's "
                              "lock-heavy 'before'; default modern)")
