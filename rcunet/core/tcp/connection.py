@@ -85,6 +85,10 @@ PAWS_IDLE_LIMIT = 24 * 86400 * SECOND
 PAWS_WINDOW = 1
 #: Bytes of option space a timestamp takes on every segment (RFC 7323 §3.2, aligned).
 TS_OPTION_LEN = 12
+#: Linux TCP_MSS_DEFAULT / TCP_MIN_MSS: bounds of the first receive-MSS estimate
+#: (tcp_initialize_rcv_mss); the estimate then grows to the segments seen.
+RCV_MSS_HINT = 536
+RCV_MSS_MIN = 88
 #: Synchronized states in which an ABORT sends RST (RFC 9293 §3.10.5).
 #: States in which send() queues data (SYN-SENT/RECEIVED: sent once established).
 _SEND_STATES = (State.SYN_SENT, State.SYN_RECEIVED, State.ESTABLISHED, State.CLOSE_WAIT)
@@ -119,7 +123,8 @@ class Connection:
         t.snd_una = t.snd_nxt = t.snd_max = t.iss
         t.ts_offset = ts_offset & MASK32
         t.rcv_wscale = choose_wscale(options.rcvbuf) if options.window_scaling else 0
-        t.snd_mss = t.rcv_mss = min(options.default_peer_mss, options.mss)
+        t.snd_mss = min(options.default_peer_mss, options.mss)
+        t.rcv_mss = self._initial_rcv_mss()
         self.timers = Timers()
         self.rto = RtoEstimator(options.rto_initial, options.rto_min, options.rto_max)
         self.cc = congestion.create(options.congestion_control, t.snd_mss, options.initial_cwnd)
@@ -309,7 +314,8 @@ class Connection:
         if max_bytes < 0:
             raise OSError(errnos.EINVAL, "negative recv size")
         if self._rx and max_bytes:
-            data = bytes(self._rx[:max_bytes])
+            with memoryview(self._rx) as rx:  # one copy (a bytearray slice would make two)
+                data = bytes(rx[:max_bytes])
             del self._rx[:max_bytes]
             self._maybe_window_update()
             self._output(now)
@@ -960,8 +966,10 @@ class Connection:
         self._rcv_unacked += n
         if had_holes:
             self._ack_now = True  # RFC 5681 §4.2: ACK at once when a gap is (partly) filled
-        elif self._rcv_unacked >= 2 * t.rcv_mss:
-            self._ack_now = True  # RFC 5681 §4.2: at least every second full-sized segment
+        elif self._rcv_unacked > t.rcv_mss:
+            # RFC 5681 §4.2: at least every second full-sized segment; Linux's test
+            # (__tcp_ack_snd_check): more than one receive MSS not yet acknowledged.
+            self._ack_now = True
         elif self.timers.delack_at is None:
             self.timers.delack_at = now + self.options.delack_delay
 
@@ -1241,8 +1249,18 @@ class Connection:
         mss = min(max(peer_mss, o.min_snd_mss), o.mss)
         if t.ts_ok:
             mss -= TS_OPTION_LEN
-        t.snd_mss = t.rcv_mss = max(mss, 1)
+        t.snd_mss = max(mss, 1)
+        t.rcv_mss = self._initial_rcv_mss()
         self.cc = congestion.create(o.congestion_control, t.snd_mss, o.initial_cwnd)
+
+    def _initial_rcv_mss(self) -> int:
+        """Linux tcp_initialize_rcv_mss: a small first guess at the peer's segment size
+        (delayed-ACK counting), raised by every larger segment received.  Starting at the
+        send MSS instead would leave a sender whose send buffer holds less than two of
+        our MSS waiting for the delayed-ACK timer on every window (64 KB loopback MSS)."""
+        t = self.tcb
+        hint = min(self.options.mss, t.snd_mss, self._syn_window() // 2, RCV_MSS_HINT)
+        return max(hint, RCV_MSS_MIN)
 
     def _syn_window(self) -> int:
         return min(self.options.rcvbuf, 0xFFFF)
@@ -1346,14 +1364,18 @@ class Connection:
                 return False
         if (not retransmission and not force and n == avail and n < t.snd_mss and n > 0
                 and not self.options.nodelay and not fin_pending
-                and t.snd_una != t.snd_max):
-            return False  # Nagle (RFC 1122 §4.2.3.4): small segment while data is in flight
+                and t.snd_una != t.snd_max and not self._send_blocked):
+            # Nagle (RFC 1122 §4.2.3.4): small segment while data is in flight.  Not while
+            # the writer waits for buffer space: nothing more can join this segment (Linux
+            # pushes with TCP_NAGLE_PUSH before sleeping in tcp_sendmsg).
+            return False
         fin = fin_pending and n == avail and win_room > n
         if n == 0 and not fin:
             return False
         seq = t.snd_nxt
         off = sub(seq, self._tx_seq)
-        payload = bytes(self._tx[off : off + n])
+        with memoryview(self._tx) as tx:  # one copy (a bytearray slice would make two)
+            payload = bytes(tx[off : off + n])
         flags = ACK | (PSH if n and n == avail else 0) | (FIN if fin else 0)
         self._emit(self._make(seq, flags, now, payload))
         end = add(seq, n + (1 if fin else 0))

@@ -7,9 +7,14 @@ Linux's unless a comment says otherwise.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 MS = 1_000_000
 SECOND = 1_000_000_000
+#: Options objects remembered per (frozen tuning, overrides): a connection is opened with
+#: one of a few combinations, and building a 30-field frozen dataclass costs microseconds.
+_MEMO_MAX = 256
+_memo: dict[tuple[Any, ...], tuple[object, Options]] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +61,29 @@ class Options:
 
         Duck-typed so that core/ does not import the host's configuration module.
         Seconds (Linux's unit for tcp_fin_timeout) become nanoseconds here.
+
+        The result for a frozen dataclass ``tuning`` (``Tuning`` is one) is memoised:
+        Options is immutable, so connections share it.
         """
+        params = getattr(type(tuning), "__dataclass_params__", None)
+        if params is None or not params.frozen:
+            return cls._build(tuning, overrides)
+        try:
+            key = (id(tuning), cls, *((k, type(v), v) for k, v in sorted(overrides.items())))
+            hash(key)
+        except TypeError:  # an unhashable override value
+            return cls._build(tuning, overrides)
+        found = _memo.get(key)  # atomic: dict get (pairs with the dict set below)
+        if found is not None and found[0] is tuning:  # the id was not reused
+            return found[1]
+        options = cls._build(tuning, overrides)
+        if len(_memo) >= _MEMO_MAX:
+            _memo.clear()  # atomic: dict clear; a racing reader rebuilds, nothing is lost
+        _memo[key] = (tuning, options)  # atomic: dict set; keeps tuning alive (id stays its)
+        return options
+
+    @classmethod
+    def _build(cls, tuning: object, overrides: dict[str, object]) -> Options:
         values: dict[str, object] = {}
         simple = {"tcp_timestamps": "timestamps", "tcp_sack": "sack",
                   "tcp_window_scaling": "window_scaling",

@@ -28,6 +28,11 @@ class State(enum.Enum):
     def __str__(self) -> str:
         return self.value
 
+    # Members are singletons compared by identity, so the identity hash agrees with
+    # equality; it is C code, where Enum's own __hash__ (hash of the name) is a Python
+    # call on every dict lookup keyed by a state (several per segment).
+    __hash__ = object.__hash__
+
     @property
     def synchronized(self) -> bool:
         """RFC 9293 §3.3.2: ESTABLISHED and every state after it."""

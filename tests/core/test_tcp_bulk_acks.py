@@ -1,0 +1,101 @@
+"""Bulk transfer with a large MSS (64 KB loopback-like links): the receiver's MSS estimate,
+Linux's delayed-ACK threshold and the Nagle push of a blocked writer must keep data moving
+without waiting for the 40 ms delayed-ACK timer; and Options memoisation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rcunet.core.tcp import Options
+from rcunet.core.tcp.connection import RCV_MSS_HINT
+from rcunet.tuning import Tuning
+from tests.core.tcp_harness import (
+    ISS_LOCAL,
+    ISS_REMOTE,
+    MS,
+    PSH,
+    established,
+    plain_options,
+    recv_nothing,
+    recv_one,
+    seg,
+    send,
+)
+
+BIG_MSS = 65495
+
+
+def test_receive_mss_estimate_starts_small_and_grows_with_segments() -> None:
+    conn = established(plain_options(mss=BIG_MSS), peer_mss=BIG_MSS)
+    assert conn.tcb.rcv_mss == RCV_MSS_HINT  # Linux tcp_initialize_rcv_mss
+    send(conn, seg(payload=bytes(16384)))
+    assert conn.tcb.rcv_mss == 16384
+
+
+def test_more_than_one_receive_mss_unacked_is_acked_at_once() -> None:
+    """A writer whose send buffer (64 KB) is below two of our MSS sends 16 KB then 48 KB:
+    the second segment must be acknowledged at once, not after the delayed-ACK timer."""
+    conn = established(plain_options(mss=BIG_MSS), peer_mss=BIG_MSS)
+    assert send(conn, seg(payload=bytes(16384))) == []
+    assert conn.timers.delack_at is not None  # one segment: delayed
+    out = send(conn, seg(seq=ISS_REMOTE + 1 + 16384, payload=bytes(49151)))
+    assert len(out) == 1 and out[0].ack == ISS_REMOTE + 1 + 65535
+    assert conn.timers.delack_at is None
+
+
+def test_equal_full_segments_are_still_acked_every_second_one() -> None:
+    conn = established()
+    assert send(conn, seg(payload=bytes(1460))) == []
+    out = send(conn, seg(seq=ISS_REMOTE + 1 + 1460, payload=bytes(1460)))
+    assert len(out) == 1 and out[0].ack == ISS_REMOTE + 1 + 2920
+
+
+def test_blocked_writer_pushes_its_small_segment_despite_nagle() -> None:
+    """Linux's tcp_sendmsg pushes (TCP_NAGLE_PUSH) before waiting for buffer space: the
+    partial segment goes out when send() could not take everything."""
+    conn = established(plain_options(sndbuf=3000))
+    assert conn.send(bytes(1000), 0) == 1000
+    assert len(recv_one(conn).payload) == 1000
+    assert conn.send(bytes(1000), 0) == 1000
+    recv_nothing(conn)  # Nagle: a small segment while data is in flight
+    assert conn.send(bytes(2000), 0) == 1000  # the buffer is full: the writer will wait
+    out = conn.take_segments()
+    assert [len(s.payload) for s in out] == [1460, 540]
+    assert out[1].seq == ISS_LOCAL + 1 + 1000 + 1460 and out[1].flags & PSH
+
+
+def test_nagle_holds_again_once_the_writer_has_room() -> None:
+    conn = established(plain_options(sndbuf=3000))
+    conn.send(bytes(1000), 0)
+    conn.send(bytes(1000), 0)
+    assert conn.send(bytes(2000), 0) == 1000
+    conn.take_segments()
+    send(conn, seg(ack=ISS_LOCAL + 1 + 3000), 1 * MS)  # all acked: room again
+    assert conn.send(bytes(100), 1 * MS) == 100
+    assert len(recv_one(conn).payload) == 100  # nothing in flight: sent
+    assert conn.send(bytes(100), 1 * MS) == 100
+    recv_nothing(conn)  # in flight and not blocked: Nagle holds
+
+
+def test_options_are_memoised_per_frozen_tuning_and_overrides() -> None:
+    tuning = Tuning()
+    a = Options.from_tuning(tuning, mss=1460, rcvbuf=131072)
+    assert Options.from_tuning(tuning, rcvbuf=131072, mss=1460) is a
+    assert Options.from_tuning(tuning, mss=1400, rcvbuf=131072).mss == 1400
+    assert Options.from_tuning(Tuning(tcp_sack=False), mss=1460, rcvbuf=131072).sack is False
+    assert Options.from_tuning(tuning, mss=1460, rcvbuf=131072, nodelay=True).nodelay is True
+    # equal values of another type are another key: the caller gets what it passed
+    assert Options.from_tuning(tuning, nodelay=1).nodelay == 1
+    assert Options.from_tuning(tuning, nodelay=True).nodelay is True
+
+
+@dataclass
+class _MutableTuning:
+    tcp_sack: bool = True
+
+
+def test_options_of_a_mutable_tuning_are_never_memoised() -> None:
+    tuning = _MutableTuning()
+    assert Options.from_tuning(tuning).sack is True
+    tuning.tcp_sack = False
+    assert Options.from_tuning(tuning).sack is False
