@@ -99,3 +99,21 @@ def test_options_of_a_mutable_tuning_are_never_memoised() -> None:
     assert Options.from_tuning(tuning).sack is True
     tuning.tcp_sack = False
     assert Options.from_tuning(tuning).sack is False
+
+
+def test_send_buffer_grows_at_established_up_to_its_ceiling() -> None:
+    """Linux tcp_sndbuf_expand: two windows of IW full segments, at most tcp_wmem[2]."""
+    conn = established(plain_options(mss=BIG_MSS, sndbuf=65536, sndbuf_max=4 << 20),
+                       peer_mss=BIG_MSS)
+    assert conn.options.sndbuf == 2 * 10 * BIG_MSS
+    assert conn.send(bytes(1 << 20), 0) == 1 << 20  # beyond the initial 64 KB
+    capped = established(plain_options(mss=BIG_MSS, sndbuf=65536, sndbuf_max=200_000),
+                         peer_mss=BIG_MSS)
+    assert capped.options.sndbuf == 200_000
+
+
+def test_send_buffer_never_shrinks_and_stays_put_without_a_ceiling() -> None:
+    small_mss = established(plain_options(sndbuf=65536, sndbuf_max=4 << 20))
+    assert small_mss.options.sndbuf == 65536  # 2 * 10 * 1460 is below it
+    locked = established(plain_options(mss=BIG_MSS, sndbuf=65536), peer_mss=BIG_MSS)
+    assert locked.options.sndbuf == 65536  # sndbuf_max=0: SO_SNDBUF set, no autotuning

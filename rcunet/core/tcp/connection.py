@@ -1164,6 +1164,20 @@ class Connection:
         self.timers.keepalive_at = now + o.keepalive_intvl
 
     # ------------------------------------------------------------------ state changes
+    def _expand_sndbuf(self) -> None:
+        """Linux tcp_init_buffer_space -> tcp_sndbuf_expand: room for two windows of
+        max(IW, cwnd) full segments (counted here in payload bytes), up to ``sndbuf_max``.
+        Without it a 64 KB MSS (loopback) leaves room for one segment: the writer stalls on
+        every ACK and sends a half-empty segment beside each full one."""
+        o = self.options
+        if not o.sndbuf_max:
+            return
+        t = self.tcb
+        segments = max(o.initial_cwnd, self.cc.cwnd // max(t.snd_mss, 1))
+        want = min(o.sndbuf_max, 2 * segments * t.snd_mss)
+        if want > o.sndbuf:
+            self.options = dataclasses.replace(o, sndbuf=want)
+
     def _set_state(self, new: State) -> None:
         old = self.state
         if (old, new) not in TRANSITIONS:
@@ -1185,6 +1199,7 @@ class Connection:
             self.counters.add("TcpPassiveOpens")
         if self.options.keepalive:
             self.timers.keepalive_at = now + self.options.keepalive_time
+        self._expand_sndbuf()
         self._events.append(Established())
         if self._fin_queued:
             self._set_state(State.FIN_WAIT_1)

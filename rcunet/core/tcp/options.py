@@ -27,6 +27,10 @@ class Options:
     min_snd_mss: int = 48
     rcvbuf: int = 131072  #: receive buffer: bounds the window and all buffered input
     sndbuf: int = 65536  #: send buffer: bytes ``send`` accepts before refusing more
+    #: Send-buffer autotuning ceiling (Linux tcp_wmem[2]): at ESTABLISHED the buffer grows
+    #: to two initial windows of full segments, as tcp_sndbuf_expand does.  0: the buffer
+    #: stays ``sndbuf`` (an application that set SO_SNDBUF: Linux's SOCK_SNDBUF_LOCK).
+    sndbuf_max: int = 0
     window_scaling: bool = True  #: tcp_window_scaling (RFC 7323 §2)
     timestamps: bool = True  #: tcp_timestamps (RFC 7323 §3)
     sack: bool = True  #: tcp_sack (RFC 2018)
