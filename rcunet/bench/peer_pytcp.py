@@ -1,4 +1,5 @@
-"""``--target pmd-pytcp``: the closest Python peer (pmd-pytcp 0.3.8) as the server side.
+"""``--target pmd-pytcp[-blocking]``: the closest Python peer (pmd-pytcp 0.3.8) as the
+neper server.
 
 pmd-pytcp is a fork of PyTCP that installs on Python 3.11 and runs in process on one
 asyncio event loop (reference/peers.md).  Its stack is a process-wide singleton that
@@ -8,10 +9,14 @@ speaks only over a TAP/TUN device (no loopback), so the run is:
   fd88:0:0:N::2/64 and runs on its own event loop in a thread;
 * the kernel's end of the TAP is 10.88.N.1/24 and fd88:0:0:N::1/64, N (1-254) a subnet
   no interface here uses yet, so two runs at once do not collide;
-* the neper **server** runs on pmd-pytcp sockets (through ``PytcpSocket``, a blocking
-  adapter over its coroutine socket API); the neper **client** runs on Linux sockets and
-  reaches the server through the TAP.  So the workload code is the same as on the other
-  targets, and pmd-pytcp does one side's work where ``--target mem`` (rcunet) does both.
+* the neper **server** runs on pmd-pytcp: with ``--target pmd-pytcp`` it is
+  ``PytcpServer``, the server protocol written as coroutines on pmd-pytcp's own API (how
+  pmd-pytcp is meant to be used); with ``--target pmd-pytcp-blocking`` it is the shared
+  ``workloads.Server`` (threads, blocking calls) over ``PytcpSocket``, a stdlib-shaped
+  blocking adapter;
+* the neper **client** is the shared ``workloads.Client`` on Linux sockets, reaching the
+  server through the TAP.  pmd-pytcp does one side's work where ``--target mem`` (rcunet)
+  does both.
 
 The device (with its addresses) disappears when its file descriptor is closed, which
 ``PytcpTarget.close()`` does whatever happened before; so does process exit.
@@ -438,6 +443,13 @@ class PytcpTarget:
             self._started = True
             for version in (4, 6):
                 _wait_reachable(self.address(version, PMD_HOST))
+        except NeperError:
+            self.close()
+            raise
+        except Exception as exc:  # netlink, pmd-pytcp's start-up: one clear message
+            self.close()
+            raise NeperError(f"--target pmd-pytcp: setting up {self.ifname} failed: "
+                             f"{type(exc).__name__}: {exc}") from exc
         except BaseException:
             self.close()
             raise
