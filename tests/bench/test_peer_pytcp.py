@@ -5,7 +5,8 @@ Each run is a separate ``rcunet bench`` process (pmd-pytcp's stack is process-wi
 bounded by a timeout; RR runs count transactions exactly, stream runs last a second.
 What is checked: the run completes with neper's keys, the exact transaction count, bytes
 actually measured by the pmd-pytcp side, the device and its addresses gone afterwards
-(also after a refused run), and the clear errors.  Nothing here asserts a rate.
+(also after a refused run), and the clear errors (no package, no CAP_NET_ADMIN,
+-c/--server).  Nothing here asserts a rate.
 
 Needs root (a TAP device); without it the tests are skipped, under ``CI`` they fail.
 """
@@ -113,3 +114,13 @@ def test_missing_package_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setitem(sys.modules, "pmd_pytcp", None)  # import raises ImportError
     with pytest.raises(NeperError, match=r"pip install pmd-pytcp==0\.3\.8"):
         peer_pytcp.PytcpTarget()
+
+
+def test_without_cap_net_admin_the_error_says_what_is_needed() -> None:
+    """capsh (libcap2-bin, installed by scripts/test) drops CAP_NET_ADMIN for the run."""
+    command = (f"{sys.executable} -m rcunet bench tcp_rr --target pmd-pytcp -l -5 --nolog")
+    result = subprocess.run(["capsh", "--drop=cap_net_admin", "--", "-c", command],
+                            capture_output=True, text=True, timeout=RUN_TIMEOUT, check=False)
+    assert result.returncode == 1
+    assert "operation not permitted (needs root or CAP_NET_ADMIN)" in result.stderr
+    assert "throughput=" not in result.stdout
