@@ -46,9 +46,10 @@ class _ThreadState:
     """One thread's random source and counts.  owner: that thread (the counts are read by
     ``arrivals()``/``perturbations()``: one attribute load of an int the owner stores)."""
 
-    __slots__ = ("rng", "arrivals", "delays")
+    __slots__ = ("name", "rng", "arrivals", "delays")
 
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, name: str, rng: random.Random) -> None:
+        self.name = name  # immutable
         self.rng = rng
         self.arrivals = 0
         self.delays = 0
@@ -87,7 +88,7 @@ class Jitter:
         state: _ThreadState | None = getattr(self._local, "state", None)
         if state is None:
             name = threading.current_thread().name
-            state = _ThreadState(random.Random(f"{self.seed}/{name}"))
+            state = _ThreadState(name, random.Random(f"{self.seed}/{name}"))
             self._local.state = state
             with self._lock:
                 self._states.append(state)
@@ -109,17 +110,20 @@ class Jitter:
         else:
             _spin(rng.randrange(self.max_spin_ns + 1))
 
-    def arrivals(self) -> int:
-        """How many times a thread reached a yield point so far (all threads)."""
-        return sum(state.arrivals for state in self._snapshot())
+    def arrivals(self, thread: str | None = None) -> int:
+        """How many times a thread reached a yield point so far (all threads, or the
+        threads named ``thread``)."""
+        return sum(state.arrivals for state in self._snapshot(thread))
 
-    def perturbations(self) -> int:
-        """How many times a thread was delayed so far (all threads)."""
-        return sum(state.delays for state in self._snapshot())
+    def perturbations(self, thread: str | None = None) -> int:
+        """How many times a thread was delayed so far (all threads, or those named
+        ``thread``)."""
+        return sum(state.delays for state in self._snapshot(thread))
 
-    def _snapshot(self) -> list[_ThreadState]:
+    def _snapshot(self, thread: str | None) -> list[_ThreadState]:
         with self._lock:
-            return list(self._states)
+            states = list(self._states)
+        return [s for s in states if thread is None or s.name == thread]
 
     # -- installation ------------------------------------------------------------------
     def __enter__(self) -> Jitter:

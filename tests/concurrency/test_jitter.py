@@ -1,5 +1,8 @@
 """Scheduling jitter (rcunet.sync.jitter): where it runs, that a seed fixes each thread's
-decisions, that point-specific hooks still win, and that it leaves nothing installed."""
+decisions, that point-specific hooks still win, and that it leaves nothing installed.
+
+Counts are per thread: a background thread left by another test (a Host's timer, say) may
+reach yield points while a Jitter is installed."""
 
 from __future__ import annotations
 
@@ -12,6 +15,8 @@ from rcunet.sync.hooks import yield_point
 from rcunet.sync.jitter import Jitter, stress_seconds, stress_seeds
 from rcunet.sync.lock import LockClass
 
+ME = threading.current_thread().name  # pytest runs the tests in the main thread
+
 
 def _decisions(seed: int, arrivals: int, thread_name: str) -> int:
     """Delays a thread named ``thread_name`` gets over ``arrivals`` yield points."""
@@ -22,23 +27,23 @@ def _decisions(seed: int, arrivals: int, thread_name: str) -> int:
             name=thread_name)
         worker.start()
         worker.join(10)
-    assert jitter.arrivals() == arrivals
-    return jitter.perturbations()
+    assert jitter.arrivals(thread_name) == arrivals
+    return jitter.perturbations(thread_name)
 
 
 def test_every_yield_point_is_an_opportunity():
     with Jitter(1, probability=1.0, max_spin_ns=0, nap_ns=0) as jitter:
         for _ in range(7):
             yield_point("any.name.at.all")
-    assert jitter.arrivals() == 7
-    assert jitter.perturbations() == 7
+    assert jitter.arrivals(ME) == 7
+    assert jitter.perturbations(ME) == 7
 
 
 def test_probability_zero_never_delays():
     with Jitter(1, probability=0.0) as jitter:
         for _ in range(50):
             yield_point("p")
-    assert jitter.arrivals() == 50 and jitter.perturbations() == 0
+    assert jitter.arrivals(ME) == 50 and jitter.perturbations(ME) == 0
 
 
 def test_a_seed_fixes_each_threads_decisions():
@@ -58,7 +63,7 @@ def test_instrumented_lock_acquisitions_are_yield_points():
         for _ in range(5):
             with lock:
                 pass
-    assert jitter.arrivals() == 5
+    assert jitter.arrivals(ME) == 5
 
 
 def test_a_point_specific_hook_wins_over_the_jitter():
@@ -68,7 +73,7 @@ def test_a_point_specific_hook_wins_over_the_jitter():
             yield_point("named")
             yield_point("other")
     assert calls == ["named"]
-    assert jitter.arrivals() == 1  # only "other" reached the jitter
+    assert jitter.arrivals(ME) == 1  # only "other" reached the jitter
 
 
 def test_leaves_nothing_installed_and_refuses_double_install():
