@@ -22,10 +22,12 @@ class Timers:
 
     def next_at(self) -> int | None:
         """The earliest armed deadline, or None when no timer runs."""
-        armed = [at for at in (self.rto_at, self.delack_at, self.persist_at,
-                               self.keepalive_at, self.time_wait_at, self.fin_wait2_at)
-                 if at is not None]
-        return min(armed) if armed else None
+        earliest = None  # one pass, no list: the host asks after every engine call
+        for at in (self.rto_at, self.delack_at, self.persist_at, self.keepalive_at,
+                   self.time_wait_at, self.fin_wait2_at):
+            if at is not None and (earliest is None or at < earliest):
+                earliest = at
+        return earliest
 
     def stop_all(self) -> None:
         for name in NAMES:
