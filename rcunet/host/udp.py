@@ -341,14 +341,18 @@ class UdpLayer:
         family = 4 if sk.family == AF_INET else 6
         if len(data) > (65507 if family == 4 else 65527):
             raise OSError(errno.EMSGSIZE, "message too long")
-        if not sk.hashed:
+        if not sk.hashed:  # atomic: attribute load; a racy pre-check, re-checked locked
             with sk.lock:
                 if not sk.hashed:
                     self.table.autobind(sk)
+        # Socket options: one attribute load each (a concurrent setsockopt gives the old
+        # or the new value).
         if not sk.broadcast and self.host.ip.is_broadcast(dst):
             raise OSError(errno.EACCES, "permission denied (SO_BROADCAST is off)")
-        src = None if sk.laddr in (ANY4, ANY6) or is_multicast(sk.laddr) else sk.laddr
-        sport = sk.lport
+        # atomic: one load of the identity tuple (set_key stores it last), so a concurrent
+        # bind()/connect() gives the old or the new (address, port), never a mix.
+        laddr, sport, _faddr, _fport = sk.key
+        src = None if laddr in (ANY4, ANY6) or is_multicast(laddr) else laddr
         message = udp.Repr(sport, dport, data)
         ttl = sk.multicast_ttl if is_multicast(dst) else sk.ttl
         oif = sk.multicast_if if is_multicast(dst) else sk.bound_dev
