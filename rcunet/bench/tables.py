@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import platform
 import sys
 import time
 from typing import Any
@@ -37,7 +36,7 @@ _CORE_KEYS = ("legacy", "modern", "ratio")
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--duration", type=float, default=1.0,
                         help="seconds per timed run inside each seed (default 1.0)")
-    parser.add_argument("--threads", type=int, default=4,
+    parser.add_argument("-T", "--threads", type=int, default=4,
                         help="worker threads per timed run (default 4)")
     parser.add_argument("--seeds", default=",".join(SEEDS),
                         help=f"comma-separated subset of {','.join(SEEDS)}")
@@ -127,10 +126,10 @@ def _rate(value: float | None) -> str:
 
 
 def format_report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> str:
-    gil = getattr(sys, "_is_gil_enabled", lambda: True)()
+    from rcunet.lab.common import interpreter
+
     lines = [
-        f"# CPython {platform.python_version()} ({'GIL' if gil else 'free-threaded'}); "
-        f"{args.threads} threads, {args.duration:g} s per timed run",
+        f"# {interpreter()}; {args.threads} threads, {args.duration:g} s per timed run",
         "# rates are operations per second; %change is modern vs legacy",
         f"{'legacy':>14} {'%change':>9} {'modern':>14}  metric",
     ]

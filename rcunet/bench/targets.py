@@ -153,8 +153,14 @@ def run(opts: argparse.Namespace) -> int:
     if opts.suicide_length:
         _arm_suicide_timer(opts.suicide_length, opts.neper_workload, log)
     try:
+        from rcunet.lab.common import interpreter
+
         log.info(f"{opts.neper_workload} on --target {opts.target}"
-                 + (f" --tuning {opts.tuning}" if opts.target == "mem" else ""))
+                 + (f" --tuning {opts.tuning}" if opts.target == "mem" else "")
+                 + f" ({interpreter()})")
+        # stdout stays neper's exact block; the interpreter and GIL mode go to stderr.
+        print(f"rcunet bench {opts.neper_workload}: --target {opts.target}, {interpreter()}",
+              file=sys.stderr)
         if opts.server:
             return _run_server(opts, log)
         if opts.client:
