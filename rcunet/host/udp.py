@@ -48,7 +48,7 @@ class UdpSock(UdpEntry):
 
     __slots__ = ("host", "lock", "rq_lock", "readable", "queue", "rmem", "rcvbuf", "sndbuf",
                  "err", "closed", "_eventfd", "broadcast", "multicast_ttl", "multicast_loop",
-                 "multicast_if", "ttl", "shutdown_rd", "bound")
+                 "multicast_if", "ttl", "shutdown_rd", "bound", "waiters")
 
     def __init__(self, host: Host, family: int) -> None:
         super().__init__(family)
@@ -57,6 +57,7 @@ class UdpSock(UdpEntry):
         self.rq_lock = RECEIVE_QUEUE_LOCK.new()
         self.readable = threading.Condition(self.rq_lock)  # type: ignore[arg-type]
         self.queue: deque[Datagram] = deque()  # guarded-by: rq_lock
+        self.waiters = 0  # guarded-by: rq_lock (threads blocked in wait_readable)
         self.rmem = 0  # guarded-by: rq_lock
         self.rcvbuf = host.tuning.udp_rmem_default
         self.sndbuf = host.tuning.udp_rmem_default
@@ -84,7 +85,8 @@ class UdpSock(UdpEntry):
             self.rmem += size
             if len(self.queue) == 1:
                 self._set_readable_locked(True)
-            self.readable.notify()
+            if self.waiters:  # Condition.notify costs a lock probe even with no waiter
+                self.readable.notify()
         return True
 
     def dequeue(self, peek: bool = False) -> Datagram | None:
@@ -116,7 +118,11 @@ class UdpSock(UdpEntry):
         with self.rq_lock:
             if self.queue or self.err or self.closed or self.shutdown_rd:
                 return True
-            return self.readable.wait(timeout)
+            self.waiters += 1
+            try:
+                return self.readable.wait(timeout)
+            finally:
+                self.waiters -= 1
 
     def wake_all(self) -> None:
         with self.rq_lock:
