@@ -51,6 +51,7 @@ class Tuning:
     ip_local_port_range: tuple[int, int] = (32768, 60999)
     ip_local_reserved_ports: frozenset[int] = field(default_factory=frozenset)
     ip_forward: bool = False
+    netdev_max_backlog: int = 1000  # frames queued per receive queue before drops
     ip_default_ttl: int = 64
     ipfrag_high_thresh: int = 4 * 1024 * 1024
     ipfrag_time: float = 30.0

@@ -257,7 +257,14 @@ class Host:
             self._rx_one(iface, frame)
         else:
             index = self.ip.flow_hash(iface, frame) % self.rx_queue_count
-            self._rx_queues[index].put((iface, frame))
+            rxq = self._rx_queues[index]
+            # netdev_max_backlog: a flood the workers cannot keep up with is dropped and
+            # counted (softnet_stat "dropped"), not queued without bound.  qsize() is a
+            # racy read; the bound is approximate by a few frames, as it may be.
+            if rxq.qsize() >= self.tuning.netdev_max_backlog:
+                self.counters.inc("RcunetRxBacklogDrops")
+                return
+            rxq.put((iface, frame))
 
     def _rx_one(self, iface: Interface, frame: bytes) -> None:
         try:

@@ -116,3 +116,32 @@ def _udp_through_a_router(seed):
         assert not any(t.is_alive() for t in host._threads), "a worker outlived close()"
         assert host.udp.sockets == set(), "a socket outlived close()"
         assert host.udp.table.entries() == [], "a port stayed bound after close()"
+
+
+def test_receive_queue_is_bounded_like_netdev_max_backlog():
+    """A frame flood faster than the receive worker is dropped and counted once the
+    queue holds ``netdev_max_backlog`` frames."""
+    from rcunet.tuning import Tuning
+
+    net = Network(threaded=True, tuning=Tuning(netdev_max_backlog=50))
+    a, b = net.host("a"), net.host("b")
+    net.link(a, b, "10.0.0.1/24", "10.0.0.2/24")
+    net.start()
+    try:
+        iface = b.interface("eth0")
+        gate = threading.Event()
+        original = b.ip.link_input
+
+        def slow_input(i, frame):
+            gate.wait(5)
+            original(i, frame)
+
+        b.ip.link_input = slow_input  # the worker stalls on the first frame
+        frame = b"\xff" * 6 + b"\x02" * 6 + b"\x08\x06" + bytes(28)
+        for _ in range(500):
+            b.receive(iface, frame)
+        drops = b.counters.get("RcunetRxBacklogDrops")
+        gate.set()
+        assert 500 - 52 <= drops <= 500 - 49
+    finally:
+        net.close()
