@@ -300,8 +300,8 @@ def report(result: dict[str, Any]) -> str:
         f"({result['interpreter']})",
         "",
         f"{'':34}{'legacy':>14}{'modern':>14}{'ratio':>9}",
-        f"{'300 groups: received datagrams/s':34}{result['legacy']:>14,.0f}{result['modern']:>14,.0f}"
-        f"{result['ratio']:>8.1f}x",
+        f"{'300 groups: received datagrams/s':34}{result['legacy']:>14,.0f}"
+        f"{result['modern']:>14,.0f}{result['ratio']:>8.1f}x",
         f"{'  bucket-lock hold ns/datagram':34}{result['hold_ns_per_packet']['legacy']:>14,.0f}"
         f"{result['hold_ns_per_packet']['modern']:>14,.0f}",
         f"{'fan-out: socket deliveries/s':34}{fan['legacy']:>14,.0f}{fan['modern']:>14,.0f}"
