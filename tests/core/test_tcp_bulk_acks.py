@@ -117,3 +117,12 @@ def test_send_buffer_never_shrinks_and_stays_put_without_a_ceiling() -> None:
     assert small_mss.options.sndbuf == 65536  # 2 * 10 * 1460 is below it
     locked = established(plain_options(mss=BIG_MSS, sndbuf=65536), peer_mss=BIG_MSS)
     assert locked.options.sndbuf == 65536  # sndbuf_max=0: SO_SNDBUF set, no autotuning
+
+
+def test_grown_options_are_shared_between_connections_of_one_configuration() -> None:
+    options = plain_options(mss=BIG_MSS, sndbuf=65536, sndbuf_max=4 << 20)
+    a = established(options, peer_mss=BIG_MSS)
+    b = established(options, peer_mss=BIG_MSS)
+    assert a.options is b.options and a.options.sndbuf == 2 * 10 * BIG_MSS
+    assert a.options.with_sndbuf(100_000).sndbuf == 100_000
+    assert options.sndbuf == 65536  # the original is untouched (immutable)

@@ -1176,7 +1176,7 @@ class Connection:
         segments = max(o.initial_cwnd, self.cc.cwnd // max(t.snd_mss, 1))
         want = min(o.sndbuf_max, 2 * segments * t.snd_mss)
         if want > o.sndbuf:
-            self.options = dataclasses.replace(o, sndbuf=want)
+            self.options = o.with_sndbuf(want)
 
     def _set_state(self, new: State) -> None:
         old = self.state

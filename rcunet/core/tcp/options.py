@@ -6,7 +6,7 @@ Linux's unless a comment says otherwise.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 MS = 1_000_000
@@ -15,6 +15,7 @@ SECOND = 1_000_000_000
 #: one of a few combinations, and building a 30-field frozen dataclass costs microseconds.
 _MEMO_MAX = 256
 _memo: dict[tuple[Any, ...], tuple[object, Options]] = {}
+_sndbuf_memo: dict[tuple[int, int], tuple[Options, Options]] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +111,19 @@ class Options:
         options = cls(**values)  # type: ignore[arg-type]
         options.validate()
         return options
+
+    def with_sndbuf(self, sndbuf: int) -> Options:
+        """These options with another send buffer (autotuning), memoised like
+        ``from_tuning``: connections of one socket configuration grow to the same size."""
+        key = (id(self), sndbuf)
+        found = _sndbuf_memo.get(key)  # atomic: dict get (pairs with the dict set below)
+        if found is not None and found[0] is self:  # the id was not reused
+            return found[1]
+        grown = replace(self, sndbuf=sndbuf)
+        if len(_sndbuf_memo) >= _MEMO_MAX:
+            _sndbuf_memo.clear()  # atomic: dict clear; a racing reader rebuilds
+        _sndbuf_memo[key] = (self, grown)  # atomic: dict set; keeps self alive (its id)
+        return grown
 
     def validate(self) -> None:
         """Raise ValueError on settings that cannot work."""
