@@ -158,14 +158,18 @@ def run(opts: argparse.Namespace) -> int:
         log.info(f"{opts.neper_workload} on --target {opts.target}"
                  + (f" --tuning {opts.tuning}" if opts.target == "mem" else "")
                  + f" ({interpreter()})")
-        # stdout stays neper's exact block; the interpreter and GIL mode go to stderr.
-        print(f"rcunet bench {opts.neper_workload}: --target {opts.target}, {interpreter()}",
-              file=sys.stderr)
         if opts.server:
-            return _run_server(opts, log)
-        if opts.client:
-            return _run_client(opts, log)
-        return _run_in_process(opts, log)
+            status = _run_server(opts, log)
+        elif opts.client:
+            status = _run_client(opts, log)
+        else:
+            status = _run_in_process(opts, log)
+        # stdout stays neper's exact block; the interpreter and GIL mode go to stderr,
+        # after a completed run (an error stays one line).
+        if status == 0:
+            print(f"rcunet bench {opts.neper_workload}: --target {opts.target}, "
+                  f"{interpreter()}", file=sys.stderr)
+        return status
     except (NeperError, ConnectError) as exc:
         log.info(f"error: {exc}")
         print(f"{opts.neper_workload}: {exc}", file=sys.stderr)
