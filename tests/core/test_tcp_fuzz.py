@@ -120,7 +120,8 @@ def test_hostile_segments_never_corrupt_the_stream(seed, attacks) -> None:
     rng = random.Random(seed)
     for step in range(200_000):
         for kind, off, length in by_step.get(step, []):
-            s.on_segment(attack(kind, off, length, s, data, rng), net.now)
+            sent_upto = (c.tcb.snd_max - (ISS_REMOTE + 1)) & 0xFFFFFFFF
+            s.on_segment(attack(kind, off, length, s, data, rng, sent_upto), net.now)
             net.flush()
         if sent < len(data):
             sent += c.send(data[sent : sent + 16384], net.now)
@@ -134,7 +135,12 @@ def test_hostile_segments_never_corrupt_the_stream(seed, attacks) -> None:
     assert s.state is State.ESTABLISHED and len(got) == len(data)
 
 
-def attack(kind: str, off: int, length: int, victim, data: bytes, rng) -> tcp.Repr:
+def attack(kind: str, off: int, length: int, victim, data: bytes, rng,
+           sent_upto: int) -> tcp.Repr:
+    """A hostile segment.  ``sent_upto`` is the stream offset the real sender has reached
+    (its SND.MAX): a forged copy of true bytes beyond it would make the receiver ACK data
+    the sender never sent, an ACK RFC 9293 tells the sender to drop — no TCP can make
+    progress after that, so "overlap" replays only bytes already sent."""
     t = victim.tcb
     base = (t.rcv_nxt - (ISS_REMOTE + 1)) & 0xFFFFFFFF  # stream offset of RCV.NXT
     seq = (t.rcv_nxt + off) & 0xFFFFFFFF
@@ -143,7 +149,7 @@ def attack(kind: str, off: int, length: int, victim, data: bytes, rng) -> tcp.Re
     payload = b""
     if kind == "overlap":  # a retransmission that overlaps: the true bytes at that place
         start = max(0, base + off)
-        payload = data[start : start + length]
+        payload = data[start : min(start + length, sent_upto)]
         seq = (ISS_REMOTE + 1 + start) & 0xFFFFFFFF
     elif kind == "far_garbage":
         seq = (t.rcv_nxt + 1_000_000 + off) & 0xFFFFFFFF
