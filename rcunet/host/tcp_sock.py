@@ -102,6 +102,7 @@ class TcpSock(SockEntry):
         "keepalive", "keepidle", "keepintvl", "keepcnt", "user_mss", "linger",
         "user_closed", "finished", "forgotten", "shutdown_rd", "poll", "hold_ns",
         "hold_count", "hold_max_ns", "soft_err", "held_err", "xmit", "tx_csum_offload",
+        "sndbuf_locked",
     )
 
     def __init__(self, layer: TcpLayer, family: int) -> None:
@@ -127,7 +128,8 @@ class TcpSock(SockEntry):
         self.last_overflow_at: int | None = None
         tuning = layer.host.tuning
         self.rcvbuf = tuning.tcp_rmem[1]
-        self.sndbuf = 4 * tuning.tcp_wmem[1]  # no autotuning: start where Linux's ramps from
+        self.sndbuf = 4 * tuning.tcp_wmem[1]  # the engine grows it at ESTABLISHED (autotuning)
+        self.sndbuf_locked = False  # SO_SNDBUF set: no autotuning (Linux SOCK_SNDBUF_LOCK)
         self.nodelay = False
         self.keepalive = False
         self.keepidle: int | None = None  # TCP_KEEPIDLE seconds; None: the sysctl
@@ -583,8 +585,7 @@ class TcpSock(SockEntry):
                 _pysocket.SO_KEEPALIVE: lambda: setattr(self, "keepalive", bool(number)),
                 _pysocket.SO_RCVBUF: lambda: setattr(
                     self, "rcvbuf", max(2304, min(number, self.host.tuning.tcp_rmem[2]) * 2)),
-                _pysocket.SO_SNDBUF: lambda: setattr(
-                    self, "sndbuf", max(4608, min(number, self.host.tuning.tcp_wmem[2]) * 2)),
+                _pysocket.SO_SNDBUF: lambda: self._set_sndbuf(number),
             }
         elif level == SOL_TCP:
             number = _int(value)
@@ -664,14 +665,21 @@ class TcpSock(SockEntry):
             self._unlock(since)
         return err
 
+    def _set_sndbuf(self, number: int) -> None:
+        self.sndbuf = max(4608, min(number, self.host.tuning.tcp_wmem[2]) * 2)
+        self.sndbuf_locked = True
+
     def conn_options(self, mss: int) -> Options:
         """Engine settings for a connection of this socket: the host's sysctls
-        (``Options.from_tuning``), then the socket options and the route's MSS."""
+        (``Options.from_tuning``), then the socket options and the route's MSS.  The send
+        buffer may grow up to tcp_wmem[2] unless SO_SNDBUF fixed it (tcp_sndbuf_expand)."""
         if self.user_mss:
             mss = min(mss, self.user_mss)
         return Options.from_tuning(
             self.host.tuning, mss=max(TCP_MIN_MSS, min(mss, 65495)), rcvbuf=self.rcvbuf,
-            sndbuf=self.sndbuf, **self._keepalive_overrides())
+            sndbuf=self.sndbuf,
+            sndbuf_max=0 if self.sndbuf_locked else self.host.tuning.tcp_wmem[2],
+            **self._keepalive_overrides())
 
     def _keepalive_overrides(self) -> dict[str, Any]:
         """Socket-level settings; the TCP_KEEP* ones only when set (else the sysctls)."""
@@ -690,8 +698,8 @@ class TcpSock(SockEntry):
 
     def inherit_from(self, listener: TcpSock) -> None:
         """Socket options a child copies from its listener (sk_clone_lock)."""
-        for name in ("rcvbuf", "sndbuf", "nodelay", "keepalive", "keepidle", "keepintvl",
-                     "keepcnt", "user_mss", "linger", "reuseaddr", "bound_dev"):
+        for name in ("rcvbuf", "sndbuf", "sndbuf_locked", "nodelay", "keepalive", "keepidle",
+                     "keepintvl", "keepcnt", "user_mss", "linger", "reuseaddr", "bound_dev"):
             setattr(self, name, getattr(listener, name))
 
 
