@@ -6,10 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rcunet.core.tcp import Options
-from rcunet.core.tcp.connection import RCV_MSS_HINT
-from rcunet.tuning import Tuning
-from tests.core.tcp_harness import (
+from tcp_harness import (
     ISS_LOCAL,
     ISS_REMOTE,
     MS,
@@ -21,6 +18,10 @@ from tests.core.tcp_harness import (
     seg,
     send,
 )
+
+from rcunet.core.tcp import Options
+from rcunet.core.tcp.connection import RCV_MSS_HINT
+from rcunet.tuning import Tuning
 
 BIG_MSS = 65495
 
