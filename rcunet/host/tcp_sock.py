@@ -48,8 +48,10 @@ SO_ACCEPTCONN = getattr(_pysocket, "SO_ACCEPTCONN", 30)
 TCP_KEEPIDLE = getattr(_pysocket, "TCP_KEEPIDLE", 4)
 TCP_KEEPINTVL = getattr(_pysocket, "TCP_KEEPINTVL", 5)
 TCP_KEEPCNT = getattr(_pysocket, "TCP_KEEPCNT", 6)
-MSG_DONTWAIT = _pysocket.MSG_DONTWAIT
-MSG_WAITALL = _pysocket.MSG_WAITALL
+# Plain ints: ``flags & socket.MSG_DONTWAIT`` would go through IntFlag's Python-level
+# __rand__ on every send and recv.
+MSG_DONTWAIT = int(_pysocket.MSG_DONTWAIT)
+MSG_WAITALL = int(_pysocket.MSG_WAITALL)
 SHUT_RD, SHUT_WR, SHUT_RDWR = _pysocket.SHUT_RD, _pysocket.SHUT_WR, _pysocket.SHUT_RDWR
 SECOND = 1_000_000_000
 _LINGER = struct.Struct("ii")
