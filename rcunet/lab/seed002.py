@@ -39,6 +39,7 @@ from rcunet.lab.common import (
     scaling_report,
     tuning_for,
 )
+from rcunet.lab.report import published_section
 
 DESTINATION = "10.9.1.1"
 PAYLOAD = b"x" * 64
@@ -197,6 +198,9 @@ def report(result: dict[str, Any]) -> str:
             f"  {mode:7} sends {churn['sent']:>9,}  ENETUNREACH {churn['unreachable']:>7,}  "
             f"route changes {churn['route_changes']:>5,}  used-after-free "
             f"{churn['use_after_free']}  entries leaked {churn['entries_leaked']}")
+    lines += ["", "Tested:", "",
+              f"  rcunet lab seed002 -T {result['threads']}  ({result['interpreter']})", "",
+              *published_section("seed002")]
     return "\n".join(lines)
 
 

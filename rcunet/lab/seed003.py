@@ -51,6 +51,7 @@ from rcunet.lab.common import (
     tuning_for,
     with_lockstat,
 )
+from rcunet.lab.report import published_section
 from rcunet.tables.udp import HSLOT2_LOCK, HSLOT_LOCK
 
 N_SOCKETS = 300
@@ -310,6 +311,12 @@ def report(result: dict[str, Any]) -> str:
         f"{fan['modern_hold_ns_per_packet']:>14,.0f}",
         "",
         "receiver sets: identical in legacy and modern",
+        "",
+        "Tested:",
+        "",
+        f"  rcunet lab seed003 --sockets {result['sockets']}  ({result['interpreter']})",
+        "",
+        *published_section("seed003"),
     ]
     return "\n".join(lines)
 
