@@ -65,6 +65,7 @@ from rcunet.sync import lockdep
 from rcunet.sync.hooks import yield_point
 from rcunet.sync.lock import Lock, LockClass
 from rcunet.sync.rcu import Rcu
+from rcunet.sync.shards import ShardedStats
 from rcunet.tables.entry import (
     AF_INET,
     AF_INET6,
@@ -179,7 +180,7 @@ def _slot_candidates(first: int, step: int) -> Iterator[int]:
             return
 
 
-class _BindStats:
+class _BindStats(ShardedStats):
     """Per-thread counts of what bind examined (reference §8.3: counts, not times).
 
     Concurrency: each thread writes only its own shard (owner: that thread); ``snapshot``
@@ -188,25 +189,6 @@ class _BindStats:
 
     FIELDS = ("primary_scans", "hash2_scans", "entries_examined")
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._shards: list[list[int]] = []  # guarded-by: _lock (append only)
-        self._local = threading.local()
-
-    def shard(self) -> list[int]:
-        try:
-            return self._local.shard  # type: ignore[no-any-return]
-        except AttributeError:
-            shard = [0] * len(self.FIELDS)
-            with self._lock:
-                self._shards.append(shard)
-            self._local.shard = shard
-            return shard
-
-    def snapshot(self) -> dict[str, int]:
-        with self._lock:
-            shards = [list(s) for s in self._shards]
-        return {name: sum(s[i] for s in shards) for i, name in enumerate(self.FIELDS)}
 
 
 class UdpTable:

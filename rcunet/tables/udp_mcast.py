@@ -42,12 +42,12 @@ Reference §8.2 behaviours covered (tests in tests/tables/test_udp_mcast*.py):
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from rcunet.sync.hooks import yield_point
+from rcunet.sync.shards import ShardedStats
 from rcunet.tables.entry import AF_INET6, ANY4, ANY6
 from rcunet.tables.udp_entry import MCAST_INCLUDE, UdpEntry, mcast_allowed, v4_view
 
@@ -69,7 +69,7 @@ def copy_datagram(datagram: object) -> object:
     return bytes(datagram)  # type: ignore[call-overload]
 
 
-class McastStats:
+class McastStats(ShardedStats):
     """Per-thread counters of multicast delivery (reference §8.3: counts, not times).
 
     ``packets`` datagrams handled, ``receivers`` matches pinned/delivered, ``clones``
@@ -85,25 +85,6 @@ class McastStats:
     FIELDS = ("packets", "receivers", "clones", "UdpRcvbufErrors", "UdpInErrors",
               "UdpIgnoredMulti", "lock_sections", "lock_hold_ns")
 
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._shards: list[list[int]] = []  # guarded-by: _lock (append only)
-        self._local = threading.local()
-
-    def shard(self) -> list[int]:
-        try:
-            return self._local.shard  # type: ignore[no-any-return]
-        except AttributeError:
-            shard = [0] * len(self.FIELDS)
-            with self._lock:
-                self._shards.append(shard)
-            self._local.shard = shard
-            return shard
-
-    def snapshot(self) -> dict[str, int]:
-        with self._lock:
-            shards = [list(s) for s in self._shards]
-        return {name: sum(s[i] for s in shards) for i, name in enumerate(self.FIELDS)}
 
 
 # Shard indexes.
