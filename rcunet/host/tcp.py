@@ -70,7 +70,7 @@ from rcunet.tables.ehash import destroy_entry, put_entry
 from rcunet.tables.entry import AF_INET, AF_INET6, State, TableEntry, TimeWaitEntry, is_v4mapped
 from rcunet.wire import icmpv4, icmpv6, tcp
 from rcunet.wire.errors import WireError
-from rcunet.wire.seqnum import gt, lt
+from rcunet.wire.seqnum import gt, le, lt
 
 if TYPE_CHECKING:
     from rcunet.host.host import Host
@@ -461,7 +461,9 @@ class TcpLayer:
         def build(source: bytes, dest: bytes) -> bytes:
             return seg.build(src=source, dst=dest, checksum=not offload)
 
-        self.host.ip.output(src, dst, tcp.PROTOCOL, build, oif=oif)
+        # Path MTU discovery (RFC 1191/8201): never fragmented on the way; a narrower
+        # link answers with an ICMP error and the connection resizes (mtu_reduced_locked).
+        self.host.ip.output(src, dst, tcp.PROTOCOL, build, oif=oif, dont_fragment=True)
 
     def _reply(self, seg: tcp.Repr, info: Delivery) -> None:
         """Send a segment built by the layer itself (RST, TIME_WAIT ACK, cookie SYN,ACK)."""
@@ -848,20 +850,47 @@ class TcpLayer:
         is remembered as the soft error SO_ERROR reports."""
         if flow.src_port is None or flow.dst_port is None:
             return
-        if (family == 4 and kind == icmpv4.DEST_UNREACHABLE and code == icmpv4.FRAG_NEEDED) \
-                or (family == 6 and kind == icmpv6.PACKET_TOO_BIG):
-            return  # the IP layer updated the path MTU
         found = self._lookup_established(flow.src, flow.src_port, flow.dst, flow.dst_port, 0)
         if found is None:
             return
         try:
-            if isinstance(found, TcpSock):
+            if not isinstance(found, TcpSock):
+                return
+            if (family == 4 and kind == icmpv4.DEST_UNREACHABLE and code == icmpv4.FRAG_NEEDED) \
+                    or (family == 6 and kind == icmpv6.PACKET_TOO_BIG):
+                # The IP layer has updated the path MTU; the connection resizes its
+                # segments now, or at release_sock when the user owns the socket
+                # (Linux TCP_MTU_REDUCED_DEFERRED with tp->mtu_info).
+                mtu = self.host.pmtu.get(flow.dst, self.host.now())
+                if mtu is not None:
+                    found.mtu_info = (mtu, _quoted_seq(flow))  # one store; read locked
+                    found.sl.bh_defer("mtu_reduced", partial(self.mtu_reduced_locked, found))
+                    self.post(found)
+            else:
                 err = _icmp_errno(family, kind, code)
                 found.soft_err = err  # one store; a hard error also aborts SYN_SENT below
                 found.sl.bh_defer("icmp", partial(self._icmp_locked, found, err))
                 self.post(found)
         finally:
             put_entry(found)
+
+    def mtu_reduced_locked(self, sk: TcpSock) -> None:
+        """tcp_v4_mtu_reduced, under the socket lock: an error quoting a sequence number
+        we never sent or that is already acknowledged is ignored (RFC 5927 §4.1,
+        ``TcpExtOutOfWindowIcmps``); otherwise the connection lowers its MSS to the path
+        and resends its flight."""
+        info, sk.mtu_info = sk.mtu_info, None
+        conn = sk.conn
+        if info is None or conn is None:
+            return
+        mtu, seq = info
+        t = conn.tcb
+        if seq is not None and not (le(t.snd_una, seq) and le(seq, t.snd_nxt)):
+            self.host.counters.inc("TcpExtOutOfWindowIcmps")
+            return
+        headers = 40 if len(wire(sk.faddr)) == 4 else 60  # IP + bare TCP header
+        if conn.mtu_reduced(mtu - headers, self.host.now()):
+            self.after_engine(sk)
 
     def _icmp_locked(self, sk: TcpSock, err: int) -> None:
         conn = sk.conn
@@ -899,6 +928,13 @@ def _tw_snapshot(sk: TcpSock, conn: Connection) -> dict[str, int]:
             "ts_recent_stamp": (t.ts_recent_stamp or 1) if t.ts_ok else 0,
             "ts_offset": t.ts_offset, "window": window,
             "timeout": conn.options.time_wait_timeout}
+
+
+def _quoted_seq(flow: icmpv4.QuotedFlow | icmpv6.QuotedFlow) -> int | None:
+    """The sequence number of the segment an ICMP error quotes (bytes 4..8 of its TCP
+    header), when the quote holds it."""
+    head = flow.transport_head
+    return int.from_bytes(head[4:8], "big") if len(head) >= 8 else None
 
 
 def _icmp_errno(family: int, kind: int, code: int) -> int:

@@ -103,8 +103,9 @@ class TcpSock(SockEntry):
         "listen_closed", "rskq_lock", "last_overflow_at", "rcvbuf", "sndbuf", "nodelay",
         "keepalive", "keepidle", "keepintvl", "keepcnt", "user_mss", "linger",
         "user_closed", "finished", "forgotten", "shutdown_rd", "poll", "hold_ns",
-        "hold_count", "hold_max_ns", "soft_err", "held_err", "xmit", "tx_csum_offload",
+        "hold_count", "hold_max_ns", "soft_err", "mtu_info", "held_err", "xmit", "tx_csum_offload",
         "sndbuf_locked",
+        "rcvbuf_locked",
     )
 
     def __init__(self, layer: TcpLayer, family: int) -> None:
@@ -132,6 +133,7 @@ class TcpSock(SockEntry):
         self.rcvbuf = tuning.tcp_rmem[1]
         self.sndbuf = 4 * tuning.tcp_wmem[1]  # the engine grows it at ESTABLISHED (autotuning)
         self.sndbuf_locked = False  # SO_SNDBUF set: no autotuning (Linux SOCK_SNDBUF_LOCK)
+        self.rcvbuf_locked = False  # SO_RCVBUF set: no autotuning (Linux SOCK_RCVBUF_LOCK)
         self.nodelay = False
         self.keepalive = False
         self.keepidle: int | None = None  # TCP_KEEPIDLE seconds; None: the sysctl
@@ -148,13 +150,17 @@ class TcpSock(SockEntry):
         self.hold_count = 0  # guarded-by: wq
         self.hold_max_ns = 0  # guarded-by: wq
         self.soft_err = 0
+        self.mtu_info: tuple[int, int | None] | None = None  # tp->mtu_info: (path MTU, quoted seq)
         self.held_err = 0  # an error met after a call had moved data: the next call's
         self.xmit = XMIT_LOCK.new()
         self.tx_csum_offload = False  # the route's link offloads checksums (set at connect)
 
     # ------------------------------------------------------------------ socket lock
     def _backlog_limit(self) -> int:
-        return 2 * self.rcvbuf + self.sndbuf // 2 + BACKLOG_EXTRA  # tcp_add_backlog (2024)
+        # sk_rcvbuf grows with autotuning: the connection's buffer once there is one.
+        conn = self.conn  # atomic: attribute loads; the owner may grow conn.options meanwhile
+        rcvbuf = self.rcvbuf if conn is None else max(self.rcvbuf, conn.options.rcvbuf)
+        return 2 * rcvbuf + self.sndbuf // 2 + BACKLOG_EXTRA  # tcp_add_backlog (2024)
 
     def _do_rcv(self, item: Any) -> None:
         self.layer.process_segment_locked(self, item[0], item[1])
@@ -162,6 +168,10 @@ class TcpSock(SockEntry):
     def _release_cb(self, work: set[str]) -> None:
         if "timer" in work:
             self.layer.run_timer_locked(self)
+        if "mtu_reduced" in work:
+            self.layer.mtu_reduced_locked(self)
+        # "icmp" needs nothing here: an owned socket keeps the error as soft_err only
+        # (tcp_v4_err does not abort a connect the user is inside).
 
     def _backlog_drop(self, item: Any) -> None:
         self.host.counters.inc("TcpExtTCPBacklogDrop")
@@ -585,8 +595,7 @@ class TcpSock(SockEntry):
                 _pysocket.SO_REUSEADDR: lambda: setattr(self, "reuseaddr", bool(number)),
                 _pysocket.SO_REUSEPORT: lambda: setattr(self, "reuseport", bool(number)),
                 _pysocket.SO_KEEPALIVE: lambda: setattr(self, "keepalive", bool(number)),
-                _pysocket.SO_RCVBUF: lambda: setattr(
-                    self, "rcvbuf", max(2304, min(number, self.host.tuning.tcp_rmem[2]) * 2)),
+                _pysocket.SO_RCVBUF: lambda: self._set_rcvbuf(number),
                 _pysocket.SO_SNDBUF: lambda: self._set_sndbuf(number),
             }
         elif level == SOL_TCP:
@@ -627,7 +636,7 @@ class TcpSock(SockEntry):
                 _pysocket.SO_REUSEADDR: lambda: int(self.reuseaddr),
                 _pysocket.SO_REUSEPORT: lambda: int(self.reuseport),
                 _pysocket.SO_KEEPALIVE: lambda: int(self.keepalive),
-                _pysocket.SO_RCVBUF: lambda: self.rcvbuf,
+                _pysocket.SO_RCVBUF: lambda: self.rcvbuf if conn is None else conn.rcvbuf,
                 _pysocket.SO_SNDBUF: lambda: self.sndbuf,
                 _pysocket.SO_ERROR: self._so_error,
                 _pysocket.SO_TYPE: lambda: _pysocket.SOCK_STREAM,
@@ -667,6 +676,10 @@ class TcpSock(SockEntry):
             self._unlock(since)
         return err
 
+    def _set_rcvbuf(self, number: int) -> None:
+        self.rcvbuf = max(2304, min(number, self.host.tuning.tcp_rmem[2]) * 2)
+        self.rcvbuf_locked = True
+
     def _set_sndbuf(self, number: int) -> None:
         self.sndbuf = max(4608, min(number, self.host.tuning.tcp_wmem[2]) * 2)
         self.sndbuf_locked = True
@@ -674,13 +687,16 @@ class TcpSock(SockEntry):
     def conn_options(self, mss: int) -> Options:
         """Engine settings for a connection of this socket: the host's sysctls
         (``Options.from_tuning``), then the socket options and the route's MSS.  The send
-        buffer may grow up to tcp_wmem[2] unless SO_SNDBUF fixed it (tcp_sndbuf_expand)."""
+        buffer may grow up to tcp_wmem[2] unless SO_SNDBUF fixed it (tcp_sndbuf_expand), the
+        receive buffer up to tcp_rmem[2] (tcp_rcv_space_adjust), and the window scale covers
+        tcp_rmem[2], unless SO_RCVBUF fixed the receive buffer (tcp_select_initial_window)."""
         if self.user_mss:
             mss = min(mss, self.user_mss)
         return Options.from_tuning(
             self.host.tuning, mss=max(TCP_MIN_MSS, min(mss, 65495)), rcvbuf=self.rcvbuf,
             sndbuf=self.sndbuf,
             sndbuf_max=0 if self.sndbuf_locked else self.host.tuning.tcp_wmem[2],
+            **({"rcvbuf_max": 0, "wscale_space": 0} if self.rcvbuf_locked else {}),
             **self._keepalive_overrides())
 
     def _keepalive_overrides(self) -> dict[str, Any]:
@@ -700,8 +716,9 @@ class TcpSock(SockEntry):
 
     def inherit_from(self, listener: TcpSock) -> None:
         """Socket options a child copies from its listener (sk_clone_lock)."""
-        for name in ("rcvbuf", "sndbuf", "sndbuf_locked", "nodelay", "keepalive", "keepidle",
-                     "keepintvl", "keepcnt", "user_mss", "linger", "reuseaddr", "bound_dev"):
+        for name in ("rcvbuf", "sndbuf", "sndbuf_locked", "rcvbuf_locked", "nodelay",
+                     "keepalive", "keepidle", "keepintvl", "keepcnt", "user_mss", "linger",
+                     "reuseaddr", "bound_dev"):
             setattr(self, name, getattr(listener, name))
 
 

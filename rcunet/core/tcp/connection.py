@@ -122,7 +122,8 @@ class Connection:
         t.iss = iss & MASK32
         t.snd_una = t.snd_nxt = t.snd_max = t.iss
         t.ts_offset = ts_offset & MASK32
-        t.rcv_wscale = choose_wscale(options.rcvbuf) if options.window_scaling else 0
+        # Linux tcp_select_initial_window: the scale covers what the buffer may grow to.
+        t.rcv_wscale = choose_wscale(options.window_space) if options.window_scaling else 0
         t.snd_mss = min(options.default_peer_mss, options.mss)
         t.rcv_mss = self._initial_rcv_mss()
         self.timers = Timers()
@@ -142,6 +143,15 @@ class Connection:
         self._rcv_unacked = 0  # bytes received since our last ACK (delayed ACK)
         self._ack_now = False
         self._orphaned = False  # close() was called: nobody reads any more
+        # receive-buffer autotuning (Linux rcvq_space, rcv_rtt_est; see _rcv_space_adjust)
+        self._copied = 0  # bytes the application has read (Linux copied_seq, unwrapped)
+        self._rcv_space = 0  # bytes read in the last measured round trip
+        self._rcv_space_copied = 0  # ``_copied`` when the measurement started
+        self._rcv_space_at: int | None = None
+        self._rcv_rtt = 0  # receiver's RTT estimate in ns (0: none yet)
+        self._rcv_rtt_tsecr: int | None = None  # TSecr of the last timestamp sample
+        self._rcv_rtt_seq: int | None = None  # window measurement: ends at this RCV.NXT
+        self._rcv_rtt_at = 0
         # timing and recovery
         self._syn_sent_at: int | None = None
         self._syn_retransmitted = False
@@ -317,6 +327,8 @@ class Connection:
             with memoryview(self._rx) as rx:  # one copy (a bytearray slice would make two)
                 data = bytes(rx[:max_bytes])
             del self._rx[:max_bytes]
+            self._copied += len(data)
+            self._rcv_space_adjust(now)
             self._maybe_window_update()
             self._output(now)
             return data
@@ -941,6 +953,7 @@ class Connection:
             self._last_rcv_at = now
             t.rcv_mss = max(t.rcv_mss, min(len(data), self.options.mss))
             if off == 0:
+                self._rcv_rtt_measure(seg, len(data), now)
                 self._deliver_in_order(data, now)
             else:
                 self._queue_out_of_order(off, data)
@@ -951,6 +964,68 @@ class Connection:
                                                            default=0):
                 self._fin_offset = fin_off
         self._maybe_take_fin(now)
+
+    # --- receive-buffer autotuning (Linux DRS: tcp_rcv_rtt_measure*, tcp_rcv_space_adjust) ---
+    def _rcv_rtt_measure(self, seg: tcp.Repr, length: int, now: int) -> None:
+        """Sample the round trip as the receiver sees it, for ``_rcv_space_adjust``.
+
+        With timestamps (tcp_rcv_rtt_measure_ts): the age of the TSval a full-sized
+        segment echoes, at least one tick, smoothed by 1/8.  Without: the time one
+        advertised window takes to arrive (tcp_rcv_rtt_measure), keeping the minimum.
+        """
+        t = self.tcb
+        if t.ts_ok:
+            if seg.timestamp is None or seg.timestamp[1] == self._rcv_rtt_tsecr:
+                return
+            self._rcv_rtt_tsecr = seg.timestamp[1]
+            if length < t.rcv_mss or not seg.timestamp[1]:
+                return
+            ticks = sub(self._ts_val(now), seg.timestamp[1])
+            if ticks >= 0:
+                sample = max(ticks, 1) * MS
+                rtt = self._rcv_rtt
+                self._rcv_rtt = sample if not rtt else rtt + (sample - rtt) // 8
+            return
+        if self._rcv_rtt_seq is not None and lt(add(t.rcv_nxt, length), self._rcv_rtt_seq):
+            return
+        if self._rcv_rtt_seq is not None:
+            sample = max(now - self._rcv_rtt_at, 1)
+            if not self._rcv_rtt or sample < self._rcv_rtt:
+                self._rcv_rtt = sample
+        self._rcv_rtt_seq = add(t.rcv_nxt, length + t.rcv_wnd)
+        self._rcv_rtt_at = now
+
+    def _rcv_space_adjust(self, now: int) -> None:
+        """After recv(): grow the receive buffer to what the reader consumes per round
+        trip (Linux tcp_rcv_space_adjust, "dynamic right-sizing").
+
+        Twice the bytes read in the last round trip plus 16 segments, more while the
+        rate still grows (the sender is in slow start), up to ``rcvbuf_max`` and what
+        the window scale can express.  The window, the window-update test and the
+        backlog limit all follow the grown ``options.rcvbuf``.
+        """
+        started = self._rcv_space_at
+        if started is None or not self._rcv_rtt or now - started < self._rcv_rtt:
+            return
+        copied = self._copied - self._rcv_space_copied
+        space = self._rcv_space
+        if copied > space:
+            o = self.options
+            ceiling = min(o.rcvbuf_max, 0xFFFF << self.tcb.rcv_wscale)
+            if ceiling > o.rcvbuf:
+                rcvwin = 2 * copied + 16 * o.mss
+                if space:
+                    rcvwin += 2 * (rcvwin * (copied - space) // space)
+                rcvbuf = min(rcvwin, ceiling)
+                if rcvbuf > o.rcvbuf:
+                    self.options = o.with_rcvbuf(rcvbuf)
+            self._rcv_space = copied
+        self._rcv_space_copied, self._rcv_space_at = self._copied, now
+
+    @property
+    def rcvbuf(self) -> int:
+        """The receive buffer now (it grows with autotuning): what SO_RCVBUF reports."""
+        return self.options.rcvbuf
 
     def _deliver_in_order(self, data: memoryview, now: int) -> None:
         t = self.tcb
@@ -1200,6 +1275,9 @@ class Connection:
         if self.options.keepalive:
             self.timers.keepalive_at = now + self.options.keepalive_time
         self._expand_sndbuf()
+        # Linux tcp_init_buffer_space: the first round trip may bring the initial window.
+        self._rcv_space = min(self._syn_window(), self.options.initial_cwnd * self.options.mss)
+        self._rcv_space_copied, self._rcv_space_at = self._copied, now
         self._events.append(Established())
         if self._fin_queued:
             self._set_state(State.FIN_WAIT_1)
@@ -1267,6 +1345,37 @@ class Connection:
         t.snd_mss = max(mss, 1)
         t.rcv_mss = self._initial_rcv_mss()
         self.cc = congestion.create(o.congestion_control, t.snd_mss, o.initial_cwnd)
+
+    def mtu_reduced(self, path_mss: int, now: int) -> bool:
+        """The path got narrower: ICMP fragmentation-needed / packet-too-big left room for
+        ``path_mss`` bytes of TCP payload plus a bare 20-byte header (the path MTU minus
+        both headers).  Linux tcp_v4_mtu_reduced -> tcp_sync_mss + tcp_simple_retransmit:
+        lower the send MSS, and resend what is in flight in segments that fit now.  The
+        drops were not congestion, so cwnd and ssthresh stay.  Returns whether the MSS
+        went down."""
+        if self.state in (State.LISTEN, State.CLOSED, State.TIME_WAIT):
+            return False
+        t = self.tcb
+        mss = path_mss - (TS_OPTION_LEN if t.ts_ok else 0)  # tcp_mtu_to_mss
+        mss = max(mss, self.options.min_snd_mss)
+        if mss >= t.snd_mss:
+            return False
+        t.snd_mss = mss
+        if self.state is State.SYN_SENT or t.snd_una == t.snd_max:
+            return True
+        self._now = now
+        # tcp_simple_retransmit: everything in flight was sized for the old path; go back to
+        # snd_una without a congestion response.  Duplicate ACKs for the old flight must not
+        # start a fast retransmit (RFC 6582 §3.2 step 4, as after a timeout).
+        self._recover = (t.snd_max - 1) & MASK32
+        self._rtt_seq = None  # Karn
+        self._high_rxt = t.snd_una
+        t.snd_nxt = t.snd_una
+        end = self._retransmit_at(t.snd_una, now)
+        if end is not None:
+            t.snd_nxt = end
+        self._output(now)
+        return True
 
     def _initial_rcv_mss(self) -> int:
         """Linux tcp_initialize_rcv_mss: a small first guess at the peer's segment size
