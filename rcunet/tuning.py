@@ -73,6 +73,9 @@ class Tuning:
     tcp_keepalive_probes: int = 9
     tcp_rmem: tuple[int, int, int] = (4096, 131072, 6291456)
     tcp_wmem: tuple[int, int, int] = (4096, 16384, 4194304)
+    #: Receive-buffer autotuning up to tcp_rmem[2] (Linux tcp_moderate_rcvbuf); sockets
+    #: that set SO_RCVBUF keep their size either way.
+    tcp_moderate_rcvbuf: bool = True
     tcp_congestion_control: str = "cubic"
     udp_rmem_default: int = 212992
     #: Record lock statistics (acquisitions, contentions, wait/hold times).

@@ -27,6 +27,14 @@ class Options:
     #: Smallest peer MSS honoured (Linux tcp_min_snd_mss; CVE-2019-11479).
     min_snd_mss: int = 48
     rcvbuf: int = 131072  #: receive buffer: bounds the window and all buffered input
+    #: Receive-buffer autotuning ceiling (Linux tcp_rmem[2] with tcp_moderate_rcvbuf):
+    #: the buffer grows with the rate the application reads, as tcp_rcv_space_adjust
+    #: does.  0: the buffer stays ``rcvbuf`` (SO_RCVBUF set: Linux's SOCK_RCVBUF_LOCK).
+    rcvbuf_max: int = 0
+    #: The largest window the window scale must be able to express (Linux
+    #: tcp_select_initial_window: max(rcvbuf, tcp_rmem[2]) unless SO_RCVBUF fixed the
+    #: buffer).  0: ``rcvbuf``.
+    wscale_space: int = 0
     sndbuf: int = 65536  #: send buffer: bytes ``send`` accepts before refusing more
     #: Send-buffer autotuning ceiling (Linux tcp_wmem[2]): at ESTABLISHED the buffer grows
     #: to two initial windows of full segments, as tcp_sndbuf_expand does.  0: the buffer
@@ -100,6 +108,9 @@ class Options:
                 values[name] = getattr(tuning, sysctl)
         if hasattr(tuning, "tcp_rmem"):
             values["rcvbuf"] = int(tuning.tcp_rmem[1])
+            values["wscale_space"] = int(tuning.tcp_rmem[2])
+            if getattr(tuning, "tcp_moderate_rcvbuf", True):
+                values["rcvbuf_max"] = int(tuning.tcp_rmem[2])
         if hasattr(tuning, "tcp_wmem"):
             values["sndbuf"] = int(tuning.tcp_wmem[1])
         for sysctl, name in (("tcp_fin_timeout", "fin_timeout"),
@@ -125,6 +136,16 @@ class Options:
         _sndbuf_memo[key] = (self, grown)  # atomic: dict set; keeps self alive (its id)
         return grown
 
+    def with_rcvbuf(self, rcvbuf: int) -> Options:
+        """These options with a grown receive buffer (autotuning).  Not memoised: each
+        connection grows to its own size, at most once per round trip."""
+        return replace(self, rcvbuf=rcvbuf)
+
+    @property
+    def window_space(self) -> int:
+        """Bytes the window scale is chosen for (RFC 7323 §2.2; tcp_select_initial_window)."""
+        return max(self.rcvbuf, self.wscale_space)
+
     def validate(self) -> None:
         """Raise ValueError on settings that cannot work."""
         if self.congestion_control not in ("reno", "cubic"):
@@ -133,5 +154,7 @@ class Options:
             raise ValueError(f"mss {self.mss} outside 88..65495")
         if self.rcvbuf < 1 or self.sndbuf < 1:
             raise ValueError("buffers must hold at least one byte")
+        if self.rcvbuf_max < 0 or self.sndbuf_max < 0 or self.wscale_space < 0:
+            raise ValueError("buffer ceilings must be >= 0")
         if not 0 < self.rto_min <= self.rto_initial <= self.rto_max:
             raise ValueError("need 0 < rto_min <= rto_initial <= rto_max")

@@ -142,7 +142,7 @@ def syn_ack_for(syn: tcp.Repr, *, secret: bytes, saddr: bytes, daddr: bytes, now
                     ack=(syn.seq + 1) & MASK32, flags=tcp.SYN | tcp.ACK,
                     window=min(o.rcvbuf, 0xFFFF), mss=cookie_mss,
                     # Linux clears every option but MSS when the cookie cannot carry them.
-                    window_scale=choose_wscale(o.rcvbuf) if ws_ok and timestamp else None,
+                    window_scale=choose_wscale(o.window_space) if ws_ok and timestamp else None,
                     sack_permitted=sack_ok and timestamp is not None, timestamp=timestamp)
 
 
