@@ -13,8 +13,15 @@
   the deferred work (``release_cb``: timers that fired while owned), clears ``owned``
   and wakes one waiter.
 
+A socket that never meets a second user thread never needs the condition variable: it is
+made on the first contended ``lock_sock`` (under ``slock``), as most sockets never contend.
+``detach()`` drops the protocol callbacks when the socket is destroyed: they are bound
+methods of the socket that owns this lock, and the cycle would otherwise leave every
+closed socket to the cyclic garbage collector.
+
 Concurrency:
-  slock      guards owned, backlog, backlog_len, deferred.
+  slock      guards owned, backlog, backlog_len, deferred, waiters, and the creation of
+             _wait.
   owned      written under slock; ``owned_by_me()`` reads it with no lock (one attribute
              load; only meaningful for the owner itself).
   Lock order: ehash/bhash bucket locks > slock (a worker may look a socket up, then take
@@ -45,7 +52,8 @@ class SocketLock:
         on_backlog_drop: Callable[[Any], None] | None = None,
     ) -> None:
         self.slock = SLOCK.new()
-        self._wait = threading.Condition(self.slock)  # type: ignore[arg-type]
+        self._wait: threading.Condition | None = None  # guarded-by: slock (made on demand)
+        self.waiters = 0  # guarded-by: slock (user threads sleeping in lock_sock)
         self._process = process  # immutable: the protocol's do_rcv
         self._backlog_limit = backlog_limit  # immutable
         self._release_cb = release_cb  # immutable
@@ -64,10 +72,22 @@ class SocketLock:
         with self.slock:
             if self.owner == me:
                 raise RuntimeError("lock_sock: this thread already owns the socket")
-            while self.owned:
-                self._wait.wait()
+            if self.owned:
+                self._wait_owned_locked()
             self.owned = True
             self.owner = me
+
+    def _wait_owned_locked(self) -> None:
+        """Sleep until the owner releases the socket (``slock`` held)."""
+        wait = self._wait
+        if wait is None:
+            wait = self._wait = threading.Condition(self.slock)  # type: ignore[arg-type]
+        self.waiters += 1
+        try:
+            while self.owned:
+                wait.wait()
+        finally:
+            self.waiters -= 1
 
     def release_sock(self) -> None:
         slock = self.slock
@@ -89,9 +109,20 @@ class SocketLock:
                 self._release_cb(work)
             self.owned = False
             self.owner = None
-            self._wait.notify()
+            if self.waiters:
+                self._wait.notify()  # type: ignore[union-attr]  # made by the first waiter
         finally:
             slock.release()
+
+    def detach(self) -> None:
+        """The owning socket is destroyed: forget its callbacks (breaking the reference
+        cycle socket -> lock -> bound method -> socket).  A late segment or deferred
+        work item is dropped, as nothing can reach a destroyed socket any more."""
+        with self.slock:
+            self._process = _drop
+            self._release_cb = None
+            self._on_backlog_drop = None
+            self._backlog_limit = _no_backlog
 
     def owned_by_me(self) -> bool:
         # atomic: one attribute load; pairs with the store in lock_sock/release_sock.
@@ -133,3 +164,11 @@ class SocketLock:
                 self.deferred.add(work)
             else:
                 run_now()
+
+
+def _drop(item: Any) -> None:
+    """The process callback of a detached lock."""
+
+
+def _no_backlog() -> int:
+    return 0

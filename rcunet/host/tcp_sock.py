@@ -89,17 +89,23 @@ class TcpSock(SockEntry):
       conn, rx_skbs, timer, teardown, user options   guarded by the socket lock.
       outbox      deque of segments to transmit: appended under the socket lock, drained
                   by ``TcpLayer.flush`` with ``popleft`` (both atomic).
-      acceptq, embryos, syn_qlen, listen_closed      guarded-by: rskq_lock (a leaf).
-      wake_seq    guarded-by: wq's lock (a leaf); waiters sleep until it changes.
-      hold_*      guarded-by: wq's lock (owner-section statistics).
+      acceptq, embryos, syn_qlen, listen_closed      guarded-by: rskq_lock (a leaf),
+                  which ``listen`` makes under the socket lock before the socket is
+                  hashed as a listener (no other socket ever takes it).
+      wake_seq    guarded-by: wq (a leaf lock); waiters sleep on ``wq_cond`` until it
+                  changes.  ``wq_cond`` and ``wq_waiters`` are guarded-by wq; the
+                  condition is made by the first waiter (a socket that never blocks
+                  never allocates one) and ``wakeup`` notifies only when someone waits.
+      hold_*      guarded-by: wq (owner-section statistics).
       state       the table state, one attribute store under the socket lock.
     Lock order: tcbinfo_lock (legacy) > bucket locks (bhash > bhash2 > ehash) > slock >
     rskq_lock > tcp_sock.wq > tcp_sock.poll.  slock is never held while transmitting.
     """
 
     __slots__ = (
-        "layer", "host", "sl", "conn", "wq", "wake_seq", "outbox", "rx_skbs", "timer",
-        "teardown", "listener", "acceptq", "embryos", "syn_qlen", "max_ack_backlog",
+        "layer", "host", "sl", "conn", "wq", "wq_cond", "wq_waiters", "wake_seq", "outbox",
+        "rx_skbs", "timer", "teardown", "listener", "acceptq", "embryos", "syn_qlen",
+        "max_ack_backlog",
         "listen_closed", "rskq_lock", "last_overflow_at", "rcvbuf", "sndbuf", "nodelay",
         "keepalive", "keepidle", "keepintvl", "keepcnt", "user_mss", "linger",
         "user_closed", "finished", "forgotten", "shutdown_rd", "poll", "hold_ns",
@@ -115,7 +121,9 @@ class TcpSock(SockEntry):
         self.sl = SocketLock(self._do_rcv, backlog_limit=self._backlog_limit,
                              release_cb=self._release_cb, on_backlog_drop=self._backlog_drop)
         self.conn: Connection | None = None
-        self.wq = threading.Condition(WQ_LOCK.new())  # type: ignore[arg-type]
+        self.wq = WQ_LOCK.new()
+        self.wq_cond: threading.Condition | None = None  # guarded-by: wq (made by _wait)
+        self.wq_waiters = 0  # guarded-by: wq
         self.wake_seq = 0
         self.outbox: deque[Any] = deque()
         self.rx_skbs: deque[list[Any]] = deque()  # [Buffer, bytes of it not yet read]
@@ -127,7 +135,7 @@ class TcpSock(SockEntry):
         self.syn_qlen = 0
         self.max_ack_backlog = 0
         self.listen_closed = False
-        self.rskq_lock = RSKQ_LOCK.new()
+        self.rskq_lock: Any = None  # a listener's: made by listen()
         self.last_overflow_at: int | None = None
         tuning = layer.host.tuning
         self.rcvbuf = tuning.tcp_rmem[1]
@@ -208,7 +216,8 @@ class TcpSock(SockEntry):
         """Something a waiter may care about changed (called with the socket lock held)."""
         with self.wq:
             self.wake_seq += 1
-            self.wq.notify_all()
+            if self.wq_waiters:
+                self.wq_cond.notify_all()  # type: ignore[union-attr]  # made by the waiter
         if self.poll is not None:
             self.update_poll()
 
@@ -247,14 +256,23 @@ class TcpSock(SockEntry):
     def _wait(self, seen: int, deadline: float | None) -> bool:
         """Sleep until ``wake_seq`` moves past ``seen``; False at the deadline."""
         with self.wq:
-            while self.wake_seq == seen:
-                if deadline is None:
-                    self.wq.wait()
-                    continue
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self.wq.wait(remaining)
+            if self.wake_seq != seen:
+                return True
+            cond = self.wq_cond
+            if cond is None:
+                cond = self.wq_cond = threading.Condition(self.wq)  # type: ignore[arg-type]
+            self.wq_waiters += 1
+            try:
+                while self.wake_seq == seen:
+                    if deadline is None:
+                        cond.wait()
+                        continue
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return False
+                    cond.wait(remaining)
+            finally:
+                self.wq_waiters -= 1
         return True
 
     def _deadline(self, timeout: float | None) -> float | None:
@@ -293,6 +311,8 @@ class TcpSock(SockEntry):
             if self.conn is not None:
                 raise oserror(errno.EINVAL, "listen() on a connected socket")
             somaxconn = self.host.tuning.somaxconn
+            if self.rskq_lock is None:  # owned: no other listen() races this store
+                self.rskq_lock = RSKQ_LOCK.new()
             with self.rskq_lock:
                 self.max_ack_backlog = max(0, min(backlog, somaxconn))
             if self.state != State.LISTEN:
@@ -567,7 +587,9 @@ class TcpSock(SockEntry):
                 return
 
     def destroy(self) -> None:
-        """The last reference went away (``put_entry``): release the poll fd."""
+        """The last reference went away (``put_entry``): release the poll fd, and break
+        the socket lock's reference cycle so the socket is freed at once (no collector)."""
+        self.sl.detach()
         poll, self.poll = self.poll, None
         if poll is not None:
             poll.close()

@@ -16,17 +16,22 @@ from collections.abc import Callable
 
 class Timer:
     """A handle: ``cancel()`` it, or read ``at``.  Cancelled timers stay in the heap
-    until their deadline pops (lazy deletion)."""
+    until their deadline pops (lazy deletion), but drop their callback at once: a
+    callback usually holds its socket, which would otherwise live (and be traced by the
+    garbage collector) until a long-cancelled retransmission deadline."""
 
     __slots__ = ("at", "callback", "cancelled")
 
     def __init__(self, at: int, callback: Callable[[int], None]) -> None:
         self.at = at  # immutable
-        self.callback = callback  # immutable
-        self.cancelled = False  # atomic: one attribute store, read when the timer pops
+        # atomic: one attribute store each; cancel() stores cancelled, then callback=None,
+        # and run_due loads callback once (None: cancelled after it popped).
+        self.callback: Callable[[int], None] | None = callback
+        self.cancelled = False
 
     def cancel(self) -> None:
         self.cancelled = True
+        self.callback = None
 
 
 class Timers:
@@ -74,8 +79,9 @@ class Timers:
         """Fire every timer due at ``now`` (outside the heap lock); return how many."""
         fired = 0
         for timer in self.pop_due(now):
-            if not timer.cancelled:
-                timer.callback(now)
+            callback = timer.callback  # atomic: one load (cancel() may clear it meanwhile)
+            if callback is not None:
+                callback(now)
                 fired += 1
         return fired
 
