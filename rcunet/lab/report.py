@@ -197,8 +197,10 @@ def lock_stat_lines(result: dict[str, Any]) -> list[str]:
     return lock_stat_section(locks["legacy"], locks["modern"])
 
 
-def extra_reports(result: dict[str, Any], *, show_lockstat: bool, show_nstat: bool) -> str:
-    """The --lockstat and --nstat layouts, legacy then modern."""
+def extra_reports(result: dict[str, Any], *, show_lockstat: bool, show_nstat: bool,
+                  nstat_host: str = "b") -> str:
+    """The --lockstat and --nstat layouts, legacy then modern (``nstat_host``: whose
+    counters the runs carry)."""
     out = []
     for mode in ("legacy", "modern"):
         if show_lockstat and mode in result["lockstat"]:
@@ -207,7 +209,8 @@ def extra_reports(result: dict[str, Any], *, show_lockstat: bool, show_nstat: bo
                     f"== {mode}: perf lock contention",
                     format_perf_lock_contention(snap)]
         if show_nstat:
-            out += [f"== {mode}: nstat (host b)", format_nstat(result["runs"][mode]["nstat"])]
+            out += [f"== {mode}: nstat (host {nstat_host})",
+                    format_nstat(result["runs"][mode]["nstat"])]
     return "\n".join(out)
 
 
