@@ -29,7 +29,10 @@ class Counters:
         self._shards: list[dict[str, int]] = []  # guarded-by: _lock (append only)
         self._local = threading.local()
 
-    def _shard(self) -> dict[str, int]:
+    def shard(self) -> dict[str, int]:
+        """The calling thread's own shard.  A hot path that bumps several counters per
+        packet fetches it once and writes ``shard[name] = shard.get(name, 0) + n`` (owner:
+        this thread only; never hand it to another thread)."""
         try:
             return self._local.shard  # type: ignore[no-any-return]
         except AttributeError:
@@ -43,7 +46,7 @@ class Counters:
         return shard
 
     def inc(self, name: str, amount: int = 1) -> None:
-        try:  # _shard(), inlined: this runs several times per packet
+        try:  # shard(), inlined: this runs several times per packet
             shard = self._local.shard
         except AttributeError:
             shard = self._new_shard()

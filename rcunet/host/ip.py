@@ -20,6 +20,7 @@ from rcunet.core.ip.reassembly import Ipv4Reassembler, Ipv6Reassembler, Paramete
 from rcunet.host.interface import Interface, multicast_mac, solicited_node
 from rcunet.host.timers import Timer
 from rcunet.wire import arp, ethernet, icmpv4, icmpv6, igmp, ipv4, ipv6
+from rcunet.wire._common import new_tuple
 from rcunet.wire.errors import WireError
 
 if TYPE_CHECKING:
@@ -33,6 +34,14 @@ UNSPECIFIED6 = bytes(16)
 ICMP_QUOTE_V4 = 576 - 20 - 8  # RFC 1812 §4.3.2.3: quote as much as fits in 576 bytes
 ICMP_QUOTE_V6 = 1280 - 40 - 8  # RFC 4443 §2.4(c)
 _FLOW_V4 = struct.Struct("!4s4sHH")
+#: An Ethernet header's destination and EtherType (the source is not needed on input).
+_ETH_DST_TYPE = struct.Struct("!6s6xH")
+#: The IPv4 header fields input needs: version/IHL, total length, flags/fragment offset,
+#: TTL, protocol, source, destination.
+_IPV4_FAST = struct.Struct("!BxHxxHBBxx4s4s")
+_VIHL_PLAIN = 0x45  # version 4, a 20-byte header (no options)
+_MF_OFFSET = 0x3FFF  # MF flag and fragment offset: set on any fragment
+_V4_KEY = 4 << 8  # handlers registered for IPv4 only: (family << 8) | protocol
 
 
 class Delivery(NamedTuple):
@@ -143,9 +152,30 @@ class IpLayer:
 
     # -- link input ----------
     def link_input(self, iface: Interface, frame: bytes) -> None:
-        if not iface.is_ethernet:
+        mac = iface.mac
+        if mac is None:  # not is_ethernet
             self._ip_input(iface, frame, link_multicast=False)
             return
+        # The common frame, untagged IPv4 or IPv6, read with one unpack and no Repr (for
+        # these EtherTypes ethernet.Repr.parse checks only the length); everything else
+        # (VLAN tags, ARP, runts, bad EtherTypes) goes through the codec.
+        if len(frame) >= ethernet.HEADER_LEN:
+            dst, ethertype = _ETH_DST_TYPE.unpack_from(frame)
+            if ethertype == ethernet.ETHERTYPE_IPV4 or ethertype == ethernet.ETHERTYPE_IPV6:
+                link_multicast = dst[0] & 1 == 1
+                if not link_multicast and dst != mac:
+                    self._count("RcunetEthOtherHost")  # PACKET_OTHERHOST: not for us
+                    return
+                payload = memoryview(frame)[ethernet.HEADER_LEN:]
+                if len(payload) and payload[0] >> 4 == 6:  # the version nibble decides
+                    self._ipv6_input(iface, payload)
+                else:
+                    self._ipv4_input(iface, payload, link_multicast)
+                return
+        self._link_input_parsed(iface, frame)
+
+    def _link_input_parsed(self, iface: Interface, frame: bytes) -> None:
+        """Any Ethernet frame, through the codec."""
         try:
             eth = ethernet.Repr.parse(frame)
         except WireError:
@@ -283,7 +313,57 @@ class IpLayer:
 
     # -- IPv4 input ----------
     def _ipv4_input(self, iface: Interface, data: bytes | memoryview, link_multicast: bool) -> None:
-        self._count("IpInReceives")
+        counters = self.host.counters.shard()
+        counters["IpInReceives"] = counters.get("IpInReceives", 0) + 1  # owner: this thread
+        if type(data) is not memoryview:
+            data = memoryview(data)
+        # The common packet - no options, not a fragment, the total length within the
+        # buffer - is read with one unpack and no Repr (ipv4.Repr.parse checks nothing
+        # more for it).  Everything else takes the codec path.
+        if len(data) >= ipv4.HEADER_LEN:
+            vihl, total_len, frag, ttl, protocol, src, dst = _IPV4_FAST.unpack_from(data)
+            if (vihl == _VIHL_PLAIN and ipv4.HEADER_LEN <= total_len <= len(data)
+                    and not frag & _MF_OFFSET):
+                if not iface.checksum_offload \
+                        and not ipv4.header_checksum_ok(data[:ipv4.HEADER_LEN]):
+                    self._count("IpInCsumErrors")
+                    self._count("IpInHdrErrors")
+                    return
+                multicast = dst[0] >> 4 == 14  # is_multicast, inlined
+                if multicast:
+                    if dst not in iface.groups and dst != igmp.ALL_HOSTS:
+                        self._count("IpInAddrErrors")
+                        return
+                    to_multicast = True
+                else:
+                    # atomic: one attribute load each of local_addrs and broadcasts (sets
+                    # republished whole by address changes)
+                    to_multicast = dst == LIMITED_BROADCAST or dst in iface.broadcasts
+                    if not to_multicast and dst not in self.host.local_addrs:
+                        self._not_for_us_v4(iface, data, link_multicast)
+                        return
+                handlers = self.handlers  # _deliver, inlined for the common packet
+                handler = handlers.get(_V4_KEY | protocol) or handlers.get(protocol)
+                if handler is None:
+                    self._deliver(iface, 4, src, dst, protocol, ttl, to_multicast,
+                                  data[ipv4.HEADER_LEN:total_len], data)
+                    return
+                counters["IpInDelivers"] = counters.get("IpInDelivers", 0) + 1
+                handler(new_tuple(Delivery, (iface, src, dst, protocol, ttl, to_multicast, data)),
+                        data[ipv4.HEADER_LEN:total_len])
+                return
+        self._ipv4_input_parsed(iface, data, link_multicast)
+
+    def _not_for_us_v4(self, iface: Interface, data: memoryview, link_multicast: bool) -> None:
+        if link_multicast:
+            self._count("IpInAddrErrors")  # Linux drops L2-broadcast frames not for us
+            return
+        self._forward_v4(iface, ipv4.Repr.parse(data), data)
+
+    def _ipv4_input_parsed(self, iface: Interface, data: memoryview,
+                           link_multicast: bool) -> None:
+        """Any IPv4 packet (options, fragments, malformed), through the codec;
+        IpInReceives is counted already."""
         try:
             packet = ipv4.Repr.parse(data)
         except WireError as exc:
@@ -334,8 +414,13 @@ class IpLayer:
                     self.send_icmp_error(raw, 6, icmpv6.PARAMETER_PROBLEM,
                                          icmpv6.UNRECOGNIZED_NEXT_HEADER, pointer=6)
             return
-        self._count("IpInDelivers" if family == 4 else "Ip6InDelivers")
-        handler(Delivery(iface, src, dst, protocol, ttl, to_multicast, raw), memoryview(payload))
+        self.host.counters.inc("IpInDelivers" if family == 4 else "Ip6InDelivers")
+        if type(payload) is not memoryview:
+            payload = memoryview(payload)
+        # new_tuple: Delivery's fields complete and in order, without the NamedTuple's
+        # Python-level __new__ (once a packet).
+        handler(new_tuple(Delivery, (iface, src, dst, protocol, ttl, to_multicast, raw)),
+                payload)
 
     def _arm_reasm_locked(self) -> None:
         deadlines = [d for d in (self.reasm4.next_deadline(), self.reasm6.next_deadline()) if d]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import random
+import struct
 import threading
 from collections import deque
 from typing import TYPE_CHECKING
@@ -20,6 +21,7 @@ from rcunet.sync.lock import LockClass
 from rcunet.tables.entry import AF_INET, AF_INET6, ANY4, ANY6
 from rcunet.tables.udp import UdpTable
 from rcunet.tables.udp_entry import UdpEntry
+from rcunet.tables.udp_mcast import mcast_deliver
 from rcunet.wire import icmpv4, icmpv6, udp
 from rcunet.wire.errors import WireError
 
@@ -32,6 +34,9 @@ UDP_SOCK_LOCK = LockClass("udp_sock.lock")
 #: Per-datagram memory charged against SO_RCVBUF besides its payload (skb truesize).
 DATAGRAM_OVERHEAD = 256
 Datagram = tuple[bytes, tuple[bytes, int]]
+#: Source port, destination port, length: what input needs of a UDP header.
+_UDP_PORTS_LEN = struct.Struct("!HHH")
+_IN_DATAGRAMS = {AF_INET: "UdpInDatagrams", AF_INET6: "Udp6InDatagrams"}
 RECLAIM_DELAY_NS = 1_000_000
 
 
@@ -56,7 +61,8 @@ class UdpSock(UdpEntry):
         self.lock = UDP_SOCK_LOCK.new()
         self.rq_lock = RECEIVE_QUEUE_LOCK.new()
         self.readable = threading.Condition(self.rq_lock)  # type: ignore[arg-type]
-        self.queue: deque[Datagram] = deque()  # guarded-by: rq_lock
+        # guarded-by: rq_lock (its contents; the deque object itself is never replaced)
+        self.queue: deque[Datagram] = deque()
         self.waiters = 0  # guarded-by: rq_lock (threads blocked in wait_readable)
         self.rmem = 0  # guarded-by: rq_lock
         self.rcvbuf = host.tuning.udp_rmem_default
@@ -76,14 +82,16 @@ class UdpSock(UdpEntry):
     def enqueue(self, datagram: Datagram) -> bool:
         """Queue a datagram (receive worker); False when SO_RCVBUF is full."""
         size = len(datagram[0]) + DATAGRAM_OVERHEAD
+        queue = self.queue
         with self.rq_lock:
             if self.closed or self.shutdown_rd:
                 return False
-            if self.rmem + size > self.rcvbuf and self.queue:
+            rmem = self.rmem
+            if rmem + size > self.rcvbuf and queue:
                 return False  # __udp_enqueue_schedule_skb: at least one datagram fits
-            self.queue.append(datagram)
-            self.rmem += size
-            if len(self.queue) == 1:
+            queue.append(datagram)
+            self.rmem = rmem + size
+            if self._eventfd >= 0 and len(queue) == 1:  # no fileno(): nothing to signal
                 self._set_readable_locked(True)
             if self.waiters:  # Condition.notify costs a lock probe even with no waiter
                 self.readable.notify()
@@ -174,6 +182,8 @@ class UdpLayer:
         self.sockets: set[UdpSock] = set()  # guarded-by: _sockets_lock
         self._sockets_lock = threading.Lock()
         self._reclaim_timer: Timer | None = None  # guarded-by: _sockets_lock
+        #: The delivery callback, bound once (not once per datagram).
+        self._deliver = self._deliver_one
         host.ip.handlers[udp.PROTOCOL] = self.input
         host.ip.handlers[1] = host.ip.icmp4_input
         host.ip.handlers[(6 << 8) | 58] = host.ip.icmp6_input
@@ -278,50 +288,71 @@ class UdpLayer:
 
     # -- input ----------
     def input(self, info: Delivery, payload: memoryview) -> None:
-        family = 4 if len(info.src) == 4 else 6
-        offload = info.iface.checksum_offload  # a clean link verified it (NIC-style)
+        # A clean link verified the checksum (NIC-style offload): the header is then read
+        # with one unpack and no Repr (udp.Repr.parse checks only the length field for
+        # it).  Otherwise the codec parses and verifies.
+        if info.iface.checksum_offload and len(payload) >= udp.HEADER_LEN:
+            sport, dport, length = _UDP_PORTS_LEN.unpack_from(payload)
+            checked = udp.HEADER_LEN <= length <= len(payload)
+        else:
+            checked = False
+        if checked:
+            body: bytes | bytearray | memoryview = payload[udp.HEADER_LEN:length]
+        else:
+            parsed = self._parse_checked(info, payload)
+            if parsed is None:
+                return
+            sport, dport, body = parsed.src_port, parsed.dst_port, parsed.payload
+        src = info.src
+        datagram = (bytes(body), (src, sport))
+        if info.to_multicast:
+            if not mcast_deliver(self.table, info.dst, dport, src, sport, info.iface.ifindex,
+                                 datagram, self._deliver, clone=_share):
+                # Linux counts ignored mcast as NoPorts too
+                self.host.counters.inc("UdpNoPorts" if len(src) == 4 else "Udp6NoPorts")
+            return
+        sk = self.table.lookup(src, sport, info.dst, dport, info.iface.ifindex)
+        if sk is None:
+            self._port_unreachable(info)
+            return
         try:
-            if offload:
+            self._deliver_one(sk, datagram)
+        finally:
+            self.table.put(sk)
+
+    def _parse_checked(self, info: Delivery, payload: memoryview) -> udp.Repr | None:
+        """The codec's parse (and checksum check when the link did not do it); a bad
+        datagram is counted and gives None."""
+        family = 4 if len(info.src) == 4 else 6
+        try:
+            if info.iface.checksum_offload:
                 datagram = udp.Repr.parse(payload)
             else:
                 datagram = udp.Repr.parse(payload, info.src, info.dst)
         except WireError:
             self._count("UdpInErrors", family)
-            return
+            return None
         if datagram.checksum_ok is False:
             self._count("UdpInCsumErrors", family)
             self._count("UdpInErrors", family)
-            return
-        data = bytes(datagram.payload)
-        source = (info.src, datagram.src_port)
-        if info.to_multicast:
-            delivered = self.table.mcast_deliver(
-                info.dst, datagram.dst_port, info.src, datagram.src_port, info.iface.ifindex,
-                (data, source), self._deliver_one, clone=_share)
-            if not delivered:
-                self._count("UdpNoPorts", family)  # Linux counts ignored mcast as NoPorts too
-            return
-        sk = self.table.lookup(info.src, datagram.src_port, info.dst, datagram.dst_port,
-                               info.iface.ifindex)
-        if sk is None:
-            self._count("UdpNoPorts", family)
-            if family == 4:
-                self.host.ip.send_icmp_error(info.packet, 4, icmpv4.DEST_UNREACHABLE,
-                                             icmpv4.PORT_UNREACHABLE)
-            else:
-                self.host.ip.send_icmp_error(info.packet, 6, icmpv6.DEST_UNREACHABLE,
-                                             icmpv6.PORT_UNREACHABLE)
-            return
-        try:
-            self._deliver_one(sk, (data, source))
-        finally:
-            self.table.put(sk)
+            return None
+        return datagram
+
+    def _port_unreachable(self, info: Delivery) -> None:
+        if len(info.src) == 4:
+            self._count("UdpNoPorts", 4)
+            self.host.ip.send_icmp_error(info.packet, 4, icmpv4.DEST_UNREACHABLE,
+                                         icmpv4.PORT_UNREACHABLE)
+        else:
+            self._count("UdpNoPorts", 6)
+            self.host.ip.send_icmp_error(info.packet, 6, icmpv6.DEST_UNREACHABLE,
+                                         icmpv6.PORT_UNREACHABLE)
 
     def _deliver_one(self, sk: UdpEntry, datagram: object) -> None:
-        family = 4 if sk.family == AF_INET else 6
         if isinstance(sk, UdpSock) and sk.enqueue(datagram):  # type: ignore[arg-type]
-            self._count("UdpInDatagrams", family)
+            self.host.counters.inc(_IN_DATAGRAMS[sk.family])
         else:
+            family = 4 if sk.family == AF_INET else 6
             sk.add_drop()
             self._count("UdpRcvbufErrors", family)
             self._count("UdpInErrors", family)
@@ -388,7 +419,7 @@ class UdpLayer:
         if source is None:
             return
         self.table.mcast_deliver(group, dport, source, sk.lport, ifindex,
-                                 (data, (source, sk.lport)), self._deliver_one, clone=_share)
+                                 (data, (source, sk.lport)), self._deliver, clone=_share)
 
 
 def _share(datagram: object) -> object:

@@ -219,6 +219,8 @@ class UdpTable:
         self._rng = rng if rng is not None else random.Random()  # guarded-by: _rng_lock
         self._rng_lock = threading.Lock()
         self.secret = secret if secret is not None else HashSecret(self._rng)  # immutable
+        #: ``net_hash_mix``, for the primary slot index on per-datagram paths.
+        self.net_mix = self.secret.net_mix  # immutable
         self.size = size  # immutable
         self.mask = size - 1  # immutable
         self.log = size.bit_length() - 1  # immutable
@@ -239,14 +241,22 @@ class UdpTable:
         self.any_portaddr_hash = self.secret.portaddr_hash(ANY4, 0)  # immutable
         if self.secret.portaddr_hash(ANY4, 0xBEEF) != self.any_portaddr_hash ^ 0xBEEF:
             raise RuntimeError("portaddr_hash must be (address hash) xor port, as in Linux")
+        probe = b"\xef\x01\x02\x03"
+        if self.portaddr_hash(probe, 5000) != self.secret.portaddr_hash(probe, 5000):
+            raise RuntimeError("UdpTable.portaddr_hash disagrees with HashSecret's")
 
     # --- hash, slot helpers ----------------------------------------------------------
     def primary_slot(self, port: int) -> UdpSlot:
         """``udp_hashslot``: ``(port + net_hash_mix) & mask``."""
-        return self.hash[(port + self.secret.net_mix) & self.mask]
+        return self.hash[(port + self.net_mix) & self.mask]
 
     def portaddr_hash(self, addr: bytes, port: int) -> int:
         """``ipv{4,6}_portaddr_hash``: keyed hash of the address xor the port."""
+        if len(addr) == 4:
+            # HashSecret.portaddr_hash, inlined for an IPv4 address (its own portaddr_key):
+            # multicast delivery hashes every datagram's group.  __init__ checks the two
+            # agree.
+            return (hash((self.net_mix, addr)) ^ port) & M32
         return self.secret.portaddr_hash(addr, port)
 
     def secondary_slot(self, portaddr_hash: int) -> UdpSlot:

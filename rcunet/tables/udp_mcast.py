@@ -146,14 +146,16 @@ MatchFn = Callable[[UdpEntry, bytes, int, bytes, int, int], bool]
 def mcast_slots(table: UdpTable, daddr: bytes, dport: int, use_hash2: bool) -> Sequence[UdpSlot]:
     """The chains to walk: the primary slot, or - modern, primary count > 10 - the hash2
     slots of (daddr, port) and (wildcard, port), once if they coincide."""
-    hslot = table.primary_slot(dport)
+    mask = table.mask
+    hslot = table.hash[(dport + table.net_mix) & mask]  # table.primary_slot, inlined
     # A racy int load (see UdpSlot): either answer walks a complete index.
     if not use_hash2 or hslot.count <= 10:
         return (hslot,)
-    slot2 = table.secondary_slot(table.portaddr_hash(daddr, dport))
+    hash2 = table.hash2  # table.secondary_slot, inlined twice
+    slot2 = hash2[table.portaddr_hash(daddr, dport) & mask]
     # portaddr_hash(ANY, port) == portaddr_hash(ANY, 0) ^ port (the address part is
     # computed once, as udp_lib_get_port's hash2_nulladdr).
-    slot2_any = table.secondary_slot(table.any_portaddr_hash ^ dport)
+    slot2_any = hash2[(table.any_portaddr_hash ^ dport) & mask]
     if slot2 is slot2_any:
         return (slot2,)
     return (slot2, slot2_any)
@@ -171,57 +173,84 @@ def mcast_deliver(table: UdpTable, daddr: bytes, dport: int, saddr: bytes, sport
     override the table's for this call (benchmarks compare modes on one table)."""
     if tuning is None:
         tuning = table.tuning  # one attribute load
-    if collect is None:
-        collect = table.mcast_collect
-    match: MatchFn = is_mcast_sock4 if len(daddr) == 4 else is_mcast_sock6
     slots = mcast_slots(table, daddr, dport, tuning.udp_mcast_hash2)
     clone_fn = clone if clone is not None else copy_datagram
     shard = table.mcast_stats.shard()
     shard[_PACKETS] += 1  # owner: this thread
     if not tuning.udp_mcast_deliver_unlocked:
+        match: MatchFn = is_mcast_sock4 if len(daddr) == 4 else is_mcast_sock6
         count = _deliver_under_lock(table, slots, match, daddr, dport, saddr, sport, ifindex,
                                     datagram, deliver, clone_fn, shard)
-    else:
-        if collect == "rcu":
-            rcu = table.rcu
-            rcu.read_lock()
-            try:
-                receivers = _collect_rcu(slots, match, daddr, dport, saddr, sport, ifindex)
-                yield_point("udp.mcast.collected")
-                count = len(receivers)
-                _fan_out(receivers, datagram, deliver, clone_fn, shard)
-            finally:
-                rcu.read_unlock()
-        else:
-            receivers = _collect_locked(slots, match, daddr, dport, saddr, sport, ifindex,
-                                        shard)
+    elif (collect or table.mcast_collect) == "rcu":
+        # The read section: Rcu.read_lock/read_unlock on this thread's slot, inlined as
+        # RcuRef.put does (two calls fewer per datagram).
+        rcu = table.rcu
+        section = rcu.reader_slot()
+        nesting = section.nesting
+        if nesting == 0:
+            section.epoch = rcu._epoch  # atomic: as Rcu.read_lock
+        section.nesting = nesting + 1
+        try:
+            receivers = _collect_rcu(slots, daddr, dport, saddr, sport, ifindex)
             yield_point("udp.mcast.collected")
             count = len(receivers)
-            try:
+            if count == 1:  # the common case: the original, no clone
+                deliver(receivers[0], datagram)
+            elif count:
                 _fan_out(receivers, datagram, deliver, clone_fn, shard)
-            finally:
-                for sk in receivers:
-                    table.put(sk)
+        finally:
+            section.nesting = nesting
+            if nesting == 0:
+                section.epoch = 0  # atomic: as Rcu.read_unlock
+    else:
+        match = is_mcast_sock4 if len(daddr) == 4 else is_mcast_sock6
+        receivers = _collect_locked(slots, match, daddr, dport, saddr, sport, ifindex,
+                                    shard)
+        yield_point("udp.mcast.collected")
+        count = len(receivers)
+        try:
+            _fan_out(receivers, datagram, deliver, clone_fn, shard)
+        finally:
+            for sk in receivers:
+                table.put(sk)
     shard[_RECEIVERS] += count
     if not count:
         shard[_IGNORED] += 1
     return count
 
 
-def _collect_rcu(slots: Sequence[UdpSlot], match: MatchFn, daddr: bytes, dport: int,
-                 saddr: bytes, sport: int, dif: int) -> list[UdpEntry]:
+def _collect_rcu(slots: Sequence[UdpSlot], daddr: bytes, dport: int, saddr: bytes,
+                 sport: int, dif: int) -> list[UdpEntry]:
     """The lockless walk (caller is in an RCU read section): the matches of each chain
-    snapshot, each socket once."""
+    snapshot, each socket once.
+
+    Before the full test, a socket bound to another address of the datagram's family is
+    passed over without a call: it fails the bound-address test of ``is_mcast_sock4``/
+    ``is_mcast_sock6`` (a hash2 chain mostly holds such sockets: other addresses whose
+    (address, port) hash shares the slot).  Only IPv6 sockets meet an IPv4 datagram with
+    a 16-byte address, and those the full test decides (v4-mapped, wildcard)."""
+    if len(daddr) == 4:
+        match: MatchFn = is_mcast_sock4
+        wildcard = ANY4
+    else:
+        match = is_mcast_sock6
+        wildcard = ANY6
+    size = len(daddr)
     receivers: list[UdpEntry] = []
-    # atomic: one attribute load of each chain, paired with the writers' single store.
+    # atomic: one attribute load of each chain, paired with the writers' single store;
+    # then one load of each entry's key (set_key's last store) for the pre-test.
     for sk in slots[0].chain:
-        if match(sk, daddr, dport, saddr, sport, dif):
+        laddr = sk.key[0]
+        if (laddr == daddr or laddr == wildcard or len(laddr) != size) \
+                and match(sk, daddr, dport, saddr, sport, dif):
             receivers.append(sk)
     if len(slots) == 2:
         yield_point("udp.mcast.between_chains")
         seen = {id(sk) for sk in receivers} if receivers else None
         for sk in slots[1].chain:
-            if match(sk, daddr, dport, saddr, sport, dif):
+            laddr = sk.key[0]
+            if (laddr == daddr or laddr == wildcard or len(laddr) != size) \
+                    and match(sk, daddr, dport, saddr, sport, dif):
                 # A socket moved by a concurrent rehash could sit in both snapshots.
                 if seen is None or id(sk) not in seen:
                     receivers.append(sk)
@@ -298,9 +327,23 @@ def _deliver_under_lock(table: UdpTable, slots: Sequence[UdpSlot], match: MatchF
 
 def _fan_out(receivers: list[UdpEntry], datagram: object, deliver: Deliver, clone: Clone,
              shard: list[int]) -> None:
-    """Clones to all but the first receiver, then the original to the first."""
-    for sk in receivers[1:]:
-        _deliver_clone(sk, datagram, deliver, clone, shard)
+    """Clones to all but the first receiver, then the original to the first
+    (``_deliver_clone``, inlined: this loop runs once per receiver)."""
+    clones = 0
+    for index in range(1, len(receivers)):
+        sk = receivers[index]
+        try:
+            copy = clone(datagram)
+        except MemoryError:
+            copy = None
+        if copy is None:
+            sk.add_drop()
+            shard[_RCVBUFERR] += 1  # owner: this thread
+            shard[_INERR] += 1
+            continue
+        clones += 1
+        deliver(sk, copy)
+    shard[_CLONES] += clones  # owner: this thread
     if receivers:
         deliver(receivers[0], datagram)
 
