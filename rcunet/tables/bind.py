@@ -24,9 +24,11 @@ from __future__ import annotations
 import errno
 import random
 from dataclasses import dataclass
+from typing import TypeVar
 
 from rcunet.sync import lockdep
 from rcunet.sync.lock import LockClass
+from rcunet.sync.shared import lockfree_read_slots
 from rcunet.tables.ehash import EstablishedTable
 from rcunet.tables.entry import (
     AF_INET,
@@ -51,6 +53,8 @@ lockdep.declare_order("bhash_lock", "bhash2_lock", "ehash_lock")
 
 DEFAULT_BHASH_SIZE = 1 << 12
 
+_T = TypeVar("_T")
+
 FASTREUSEPORT_ANY = 1
 FASTREUSEPORT_STRICT = 2
 
@@ -72,8 +76,8 @@ class BindBucket:
     under the lock).
     """
 
-    __slots__ = ("port", "fastreuse", "fastreuseport", "fastuid", "fast_family",
-                 "fast_addr", "fast_v6only", "bhash2", "dead")
+    __slots__ = lockfree_read_slots("port", "fastreuse", "fastreuseport", "fastuid",
+                                    "fast_family", "fast_addr", "fast_v6only", "bhash2", "dead")
 
     def __init__(self, port: int) -> None:
         self.port = port  # immutable
@@ -99,7 +103,7 @@ class Bind2Bucket:
     lock (or scan a snapshot).
     """
 
-    __slots__ = ("port", "addr", "tb", "owners")
+    __slots__ = lockfree_read_slots("port", "addr", "tb", "owners")
 
     def __init__(self, tb: BindBucket, addr: bytes) -> None:
         self.port = tb.port  # immutable
@@ -118,6 +122,16 @@ class BindStats:
     owners_examined: int = 0
     bhash_locks: int = 0
     bhash2_locks: int = 0
+
+
+def without(chain: tuple[_T, ...], item: _T) -> tuple[_T, ...]:
+    """``chain`` minus ``item`` (by identity), as a new tuple; ``chain`` itself when
+    ``item`` is not in it.  (The writers' half of the tuple-chain RCU: the result is
+    published by one store.)"""
+    for i, x in enumerate(chain):
+        if x is item:
+            return chain[:i] + chain[i + 1:]
+    return chain
 
 
 def use_hash2_on_bind(sk: TableEntry) -> bool:
@@ -245,6 +259,13 @@ class BindTables:
         is ``bhash_index`` written out: this runs once per connect() candidate.)"""
         return self._bhash[(port + self.secret.net_mix) & self._mask]
 
+    def bhash_rcu(self) -> tuple[list[tuple[BindBucket, ...]], int, int]:
+        """(bhash list, net_mix, mask) for connect()'s candidate loop: the chain of
+        ``port`` is ``bhash[(port + net_mix) & mask]`` (one list-slot load, pairing with
+        the stores in ``create_tb_locked``/``_destroy_tb_locked``).  All three are
+        immutable; the loop reads them once per connect() instead of once per candidate."""
+        return self._bhash, self.secret.net_mix, self._mask
+
     def find_tb_rcu(self, port: int) -> BindBucket | None:
         for tb in self.bhash_chain_rcu(port):
             if tb.port == port:
@@ -291,18 +312,18 @@ class BindTables:
         emptied tb.  Both locks held."""
         tb, tb2 = sk.tb, sk.tb2
         assert isinstance(tb, BindBucket) and isinstance(tb2, Bind2Bucket)
-        tb2.owners = tuple(o for o in tb2.owners if o is not sk)
+        tb2.owners = without(tb2.owners, sk)
         sk.tb = sk.tb2 = None
         if not tb2.owners:
             j = self.bhash2_index(tb2.addr, tb2.port)
-            self._bhash2[j] = tuple(b for b in self._bhash2[j] if b is not tb2)
-            tb.bhash2 = tuple(b for b in tb.bhash2 if b is not tb2)
+            self._bhash2[j] = without(self._bhash2[j], tb2)  # atomic: one list-slot store
+            tb.bhash2 = without(tb.bhash2, tb2)
         if not tb.bhash2 and not keep_tb:
             self._destroy_tb_locked(tb)
 
     def _destroy_tb_locked(self, tb: BindBucket) -> None:
         i = self.bhash_index(tb.port)
-        self._bhash[i] = tuple(b for b in self._bhash[i] if b is not tb)
+        self._bhash[i] = without(self._bhash[i], tb)  # atomic: one list-slot store
         tb.dead = True
 
     # --- bind() ----------------------------------------------------------------------
@@ -481,7 +502,9 @@ class BindTables:
         tb, tb2 = sk.tb, sk.tb2
         if not isinstance(tb, BindBucket) or not isinstance(tb2, Bind2Bucket):
             return False
-        with self.bhash_lock(tb.port), self.bhash2_lock(tb2.addr, tb2.port):
+        # Both locks are looked up before the first is taken (hashing stays outside).
+        bhash_lock, bhash2_lock = self.bhash_lock(tb.port), self.bhash2_lock(tb2.addr, tb2.port)
+        with bhash_lock, bhash2_lock:
             if sk.tb is not tb:
                 return False
             self.remove_owner_locked(sk)

@@ -148,10 +148,16 @@ class EstablishedTable:
         """connect()'s lockless pre-check (reference §3.3, rcu_lookup=true): True when a
         non-TIME_WAIT entry owns the 4-tuple ("busy, skip this port").  A TIME_WAIT match
         or no match means "decide under the lock".  Filter only: no pin, no restart."""
-        for e in self._buckets[h & self._mask]:  # atomic: list-slot load
-            if e.sk_hash == h and e.key == key and (not e.bound_dev or e.bound_dev == dev):
-                return e.state != State.TIME_WAIT
-        return False
+        # atomic: list-slot load, pairs with _publish_locked
+        return chain_established_rcu(self._buckets[h & self._mask], key, h, dev)
+
+    def buckets_rcu(self) -> tuple[list[tuple[TableEntry, ...]], int]:
+        """(bucket list, mask) for a caller that checks many hashes in a row (connect()'s
+        candidate loop): it loads ``buckets[h & mask]`` itself - one list-slot load,
+        pairing with ``_publish_locked`` - and scans it with ``chain_established_rcu``.
+        Both values are immutable; reading them once per connect() instead of once per
+        candidate keeps the loop off this table's shared attributes."""
+        return self._buckets, self._mask
 
     # --- writers ---------------------------------------------------------------------
     def insert(self, sk: TableEntry, *, check_dup: bool = True, h: int | None = None) -> bool:
@@ -256,6 +262,20 @@ class EstablishedTable:
 
     def __len__(self) -> int:
         return sum(len(chain) for chain in list(self._buckets))
+
+
+#: ``State.TIME_WAIT`` as a plain int: a small int is immortal, so comparing with it
+#: touches no shared reference count (free-threaded builds), unlike the enum member.
+_TIME_WAIT = int(State.TIME_WAIT)
+
+
+def chain_established_rcu(chain: tuple[TableEntry, ...], key: tuple[bytes, int, bytes, int],
+                          h: int, dev: int) -> bool:
+    """``check_established_rcu`` on a chain snapshot the caller loaded."""
+    for e in chain:
+        if e.sk_hash == h and e.key == key and (not e.bound_dev or e.bound_dev == dev):
+            return e.state != _TIME_WAIT
+    return False
 
 
 def _index_of(chain: tuple[TableEntry, ...], entry: TableEntry) -> int:

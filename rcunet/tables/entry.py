@@ -21,6 +21,7 @@ import enum
 import errno
 
 from rcunet.sync.refcount import RcuRef
+from rcunet.sync.shared import lockfree_read_slots
 
 AF_INET = 2
 AF_INET6 = 10
@@ -79,7 +80,9 @@ class TableEntry:
       tb, tb2   bind buckets this entry owns; guarded by the bhash lock of ``lport``.
     """
 
-    __slots__ = (
+    # Read by lockless lookups from every thread: ordinary attributes on free-threaded
+    # builds (rcunet.sync.shared explains why).
+    __slots__ = lockfree_read_slots(
         "family", "laddr", "lport", "faddr", "fport", "key", "bound_dev", "state", "ref",
         "sk_hash", "reuseaddr", "reuseport", "uid", "v6only", "incoming_cpu",
         "reuseport_cb", "tb", "tb2", "__weakref__",
@@ -162,9 +165,9 @@ class SockEntry(TableEntry):
     reuses a TIME_WAIT 4-tuple.  Owned by the socket's user (socket lock held).
     """
 
-    __slots__ = (
+    __slots__ = lockfree_read_slots(
         "local_port_range", "bind_port_locked", "bind_addr_locked", "write_seq",
-        "ts_recent", "ts_recent_stamp", "repair",
+        "ts_recent", "ts_recent_stamp", "repair", base=TableEntry,
     )
 
     def __init__(self, family: int, laddr: bytes, lport: int = 0,
@@ -187,7 +190,8 @@ class TimeWaitEntry(TableEntry):
     Immutable after publication except ``ref``.
     """
 
-    __slots__ = ("ts_recent", "ts_recent_stamp", "snd_nxt", "entered_at", "expires_at")
+    __slots__ = lockfree_read_slots("ts_recent", "ts_recent_stamp", "snd_nxt", "entered_at",
+                                    "expires_at", base=TableEntry)
 
     def __init__(self, sk: TableEntry, *, now: int, expires_at: int, snd_nxt: int = 0,
                  ts_recent: int = 0, ts_recent_stamp: int = 0) -> None:
@@ -207,7 +211,7 @@ class TimeWaitEntry(TableEntry):
 class RequestEntry(TableEntry):
     """A request socket (TCP_NEW_SYN_RECV) living in the established hash."""
 
-    __slots__ = ("listener",)
+    __slots__ = lockfree_read_slots("listener", base=TableEntry)
 
     def __init__(self, family: int, laddr: bytes, lport: int, faddr: bytes, fport: int,
                  listener: TableEntry | None = None, **kw: object) -> None:

@@ -35,7 +35,7 @@ from typing import Protocol
 from rcunet.sync.hooks import yield_point
 from rcunet.sync.lock import LockClass
 from rcunet.tables.bind import Bind2Bucket, BindBucket, BindTables, v6_key
-from rcunet.tables.ehash import EstablishedTable, destroy_entry
+from rcunet.tables.ehash import EstablishedTable, chain_established_rcu, destroy_entry
 from rcunet.tables.entry import (
     SockEntry,
     State,
@@ -315,7 +315,13 @@ class PortSelector:
         hash_port0 = self._hash_port0(sk, stats) if tuning.connect_hash_port0 else None
         laddr, faddr, fport, dev = sk.laddr, sk.faddr, sk.fport, sk.bound_dev
         bind, ehash = self.bind, self.ehash
-        bhash_chain_rcu, check_rcu = bind.bhash_chain_rcu, ehash.check_established_rcu
+        # The tables' immutable parts, read once: each candidate then touches only its own
+        # chains (on free-threaded builds every attribute load of a shared object is an
+        # atomic reference-count update that the other connecting threads also make).
+        bhash, net_mix, bmask = bind.bhash_rcu()
+        ebuckets, emask = ehash.buckets_rcu()
+        # get_random_u32_below(8) of the ok: path, drawn here, outside every lock
+        jitter = self.rng.randrange(8) * step
         while True:  # other_parity_scan
             port = low + offset
             for i in range(0, remaining, step):
@@ -336,18 +342,19 @@ class PortSelector:
                 if precheck:
                     # Lockless pre-check: one list-slot load per chain, no lock, no pin.
                     skip = False
-                    for tb in bhash_chain_rcu(port):
+                    for tb in bhash[(port + net_mix) & bmask]:  # atomic: list-slot load
                         if tb.port == port:
+                            # atomic: list-slot load, pairs with ehash._publish_locked
                             skip = (tb.fastreuse >= 0 or tb.fastreuseport >= 0
-                                    or check_rcu(key, h, dev))
+                                    or chain_established_rcu(ebuckets[h & emask], key, h, dev))
                             break
                     if skip:
                         if stats is not None:
                             stats.rcu_skips += 1
                         port += step
                         continue
-                if self._try_port_locked_path(sk, port, key, h, i, step, index, tuning, now,
-                                              stats):
+                if self._try_port_locked_path(sk, port, key, h, i, step, index, jitter,
+                                              tuning, now, stats):
                     return
                 port += step
             if step == 2:
@@ -358,7 +365,7 @@ class PortSelector:
 
     def _try_port_locked_path(self, sk: TableEntry, port: int,
                               key: tuple[bytes, int, bytes, int], h: int, i: int, step: int,
-                              index: int, tuning: Tuning, now: int,
+                              index: int, jitter: int, tuning: Tuning, now: int,
                               stats: ConnectStats | None) -> bool:
         """The candidate under its bhash lock: re-check the tb, check/insert the 4-tuple
         under the ehash lock (or create the tb: a new port has no 4-tuple), then bind."""
@@ -383,7 +390,8 @@ class PortSelector:
                 tb = bind.create_tb_locked(port)
                 tb.fastreuse = tb.fastreuseport = -1
                 hashed = False
-            self._bind_ok_locked(sk, tb, port, h, i, step, index, tw, hashed, stats)
+            self._bind_ok_locked(sk, tb, port, h, max(i, jitter), step, index, tw, hashed,
+                                 stats)
         if tw is not None:
             _drop_tw_refs(tw)
         return True
@@ -392,7 +400,8 @@ class PortSelector:
                         step: int, index: int, tw: TimeWaitEntry | None, hashed: bool,
                         stats: ConnectStats | None) -> None:
         """The ``ok:`` label: bhash lock held; take the bhash2 lock, find or create the
-        tb2, nudge the perturbation entry, bind, and hash sk if the check did not."""
+        tb2, nudge the perturbation entry (``i`` already includes the random part), bind,
+        and hash sk if the check did not."""
         bind = self.bind
         addr = v6_key(sk.family, sk.laddr)
         with bind.bhash2_lock(addr, port):
@@ -400,7 +409,6 @@ class PortSelector:
                 stats.bhash2_locks += 1
             tb2 = bind.find_or_create_tb2_locked(tb, addr)
             table = self.table_perturb()
-            i = max(i, self.rng.randrange(8) * step)
             table[index] = (table[index] + i + step) & M32  # racy by design, see class doc
             bind.add_owner_locked(sk, tb, tb2)  # sets sk.lport before sk is hashed
             if not hashed:
