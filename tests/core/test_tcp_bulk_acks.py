@@ -34,9 +34,11 @@ def test_receive_mss_estimate_starts_small_and_grows_with_segments() -> None:
 
 
 def test_more_than_one_receive_mss_unacked_is_acked_at_once() -> None:
-    """A writer whose send buffer (64 KB) is below two of our MSS sends 16 KB then 48 KB:
-    the second segment must be acknowledged at once, not after the delayed-ACK timer."""
-    conn = established(plain_options(mss=BIG_MSS), peer_mss=BIG_MSS)
+    """A writer whose send buffer (64 KB) is below two of our MSS sends 16 KB then 48 KB
+    while our buffer has room beyond the window offered: the second segment is
+    acknowledged at once (the window does not shrink), not after the delayed-ACK timer."""
+    conn = established(plain_options(mss=BIG_MSS, rcvbuf=1 << 20, window_scaling=True),
+                       peer_mss=BIG_MSS)
     assert send(conn, seg(payload=bytes(16384))) == []
     assert conn.timers.delack_at is not None  # one segment: delayed
     out = send(conn, seg(seq=ISS_REMOTE + 1 + 16384, payload=bytes(49151)))
@@ -44,11 +46,42 @@ def test_more_than_one_receive_mss_unacked_is_acked_at_once() -> None:
     assert conn.timers.delack_at is None
 
 
-def test_equal_full_segments_are_still_acked_every_second_one() -> None:
+def test_unread_data_holds_the_ack_until_recv() -> None:
+    """Linux __tcp_ack_snd_check: more than one MSS unacknowledged is ACKed on arrival only
+    if the window would not shrink; while the application has not read, its recv() sends
+    the ACK (tcp_cleanup_rbuf) -- the sender meanwhile fills whole segments."""
+    conn = established(plain_options(mss=BIG_MSS), peer_mss=BIG_MSS)
+    assert send(conn, seg(payload=bytes(16384))) == []
+    assert send(conn, seg(seq=ISS_REMOTE + 1 + 16384, payload=bytes(49151))) == []
+    assert conn.timers.delack_at is not None  # the timer still bounds the wait
+    assert len(conn.recv(16384, 0)) == 16384
+    out = conn.take_segments()
+    assert len(out) == 1 and out[0].ack == ISS_REMOTE + 1 + 65535
+    assert conn.timers.delack_at is None
+
+
+def test_unread_data_is_acked_by_the_delayed_ack_timer() -> None:
     conn = established()
     assert send(conn, seg(payload=bytes(1460))) == []
-    out = send(conn, seg(seq=ISS_REMOTE + 1 + 1460, payload=bytes(1460)))
+    assert send(conn, seg(seq=ISS_REMOTE + 1 + 1460, payload=bytes(1460))) == []
+    deadline = conn.next_deadline()
+    assert deadline == 40 * MS
+    conn.on_timer(deadline)
+    out = conn.take_segments()
     assert len(out) == 1 and out[0].ack == ISS_REMOTE + 1 + 2920
+
+
+def test_a_reader_that_keeps_up_acks_every_second_segment() -> None:
+    """RFC 5681 §4.2 with the whole buffer offered: each recv() that finds more than one
+    segment unacknowledged sends the ACK (the input path held it)."""
+    conn = established()
+    for i in range(3):
+        base = ISS_REMOTE + 1 + 2920 * i
+        assert send(conn, seg(seq=base, payload=bytes(1460))) == []
+        assert send(conn, seg(seq=base + 1460, payload=bytes(1460))) == []
+        assert len(conn.recv(4096, 0)) == 2920
+        out = conn.take_segments()
+        assert len(out) == 1 and out[0].ack == base + 2920 and out[0].window == 65535
 
 
 def test_blocked_writer_pushes_its_small_segment_despite_nagle() -> None:

@@ -1041,9 +1041,11 @@ class Connection:
         self._rcv_unacked += n
         if had_holes:
             self._ack_now = True  # RFC 5681 §4.2: ACK at once when a gap is (partly) filled
-        elif self._rcv_unacked > t.rcv_mss:
+        elif self._rcv_unacked > t.rcv_mss and self._free_window() >= self._offered_window():
             # RFC 5681 §4.2: at least every second full-sized segment; Linux's test
-            # (__tcp_ack_snd_check): more than one receive MSS not yet acknowledged.
+            # (__tcp_ack_snd_check): more than one receive MSS not yet acknowledged, and
+            # the window would not shrink -- while the application has not read, recv()
+            # sends this ACK (``_maybe_window_update``), or the delayed-ACK timer does.
             self._ack_now = True
         elif self.timers.delack_at is None:
             self.timers.delack_at = now + self.options.delack_delay
@@ -1596,9 +1598,14 @@ class Connection:
             self.timers.persist_at = now + self._persist_interval()
 
     def _maybe_window_update(self) -> None:
-        """After recv(): ACK at once when the window at least doubles (Linux __tcp_cleanup_rbuf)."""
+        """After recv(): ACK at once when an ACK is due and more than one segment is
+        unacknowledged (the input path held it while nobody read), or when the window at
+        least doubles (Linux __tcp_cleanup_rbuf)."""
         t = self.tcb
         if not self.state.receives_data:
+            return
+        if self.timers.delack_at is not None and self._rcv_unacked > t.rcv_mss:
+            self._ack_now = True
             return
         now_wnd = t.rcv_wnd
         cap = min(self.options.rcvbuf, 0xFFFF << t.rcv_wscale)
@@ -1606,6 +1613,16 @@ class Connection:
             new_wnd = ((cap - len(self._rx)) >> t.rcv_wscale) << t.rcv_wscale
             if new_wnd and new_wnd >= 2 * now_wnd:
                 self._ack_now = True
+
+    def _free_window(self) -> int:
+        """The window the buffer allows now (Linux __tcp_select_window before rounding)."""
+        cap = min(self.options.rcvbuf, 0xFFFF << self.tcb.rcv_wscale)
+        return max(0, cap - len(self._rx))
+
+    def _offered_window(self) -> int:
+        """The window our last ACK offered, from its RCV.NXT (Linux tp->rcv_wnd)."""
+        t = self.tcb
+        return max(0, sub(t.rcv_adv, t.last_ack_sent))
 
     def _window_field(self) -> int:
         """The 16-bit window to advertise, with receiver SWS avoidance (RFC 9293 §3.8.6.2.2).
