@@ -173,10 +173,12 @@ def lock_stat_rows(snap: Mapping[str, ClassStats], names: Iterable[str]) -> list
     return [line for line in text.splitlines() if len(line) > 40 and line[40] == ":"]
 
 
-def lock_stat_section(before: Mapping[str, ClassStats],
-                      after: Mapping[str, ClassStats]) -> list[str]:
-    """``grep : /proc/lock_stat`` for the classes that changed, before and after."""
-    names = changed_classes(before, after)
+def lock_stat_section(before: Mapping[str, ClassStats], after: Mapping[str, ClassStats],
+                      always: Sequence[str] = ()) -> list[str]:
+    """``grep : /proc/lock_stat`` for the classes that changed, before and after, after
+    the ``always`` classes (a lab's own subject) that either run took."""
+    shown = [n for n in always if n in before or n in after]
+    names = shown + [n for n in changed_classes(before, after) if n not in shown]
     if not names:
         return ["lock_stat: no class changed"]
     header = format_lock_stat({}).splitlines()[2]
@@ -190,11 +192,11 @@ def lock_stat_section(before: Mapping[str, ClassStats],
 # ------------------------------------------------------------------------------ lab results
 # A lab result (seed001, seed004) carries ``lockstat`` {mode: snapshot} (empty when the
 # statistics run was skipped) and ``runs`` {mode: run with its "nstat" counters}.
-def lock_stat_lines(result: dict[str, Any]) -> list[str]:
+def lock_stat_lines(result: dict[str, Any], always: Sequence[str] = ()) -> list[str]:
     locks = result["lockstat"]
     if not locks:
         return ["lock_stat: not collected (--lockstat-duration 0)"]
-    return lock_stat_section(locks["legacy"], locks["modern"])
+    return lock_stat_section(locks["legacy"], locks["modern"], always)
 
 
 def extra_reports(result: dict[str, Any], *, show_lockstat: bool, show_nstat: bool,

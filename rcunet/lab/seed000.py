@@ -774,7 +774,7 @@ def stack_report(result: dict[str, Any]) -> str:
         STACK_TITLE, interpreter=result["interpreter"],
         commands=[stack_command_line(p)], summary=summary,
         before=legacy["neper"], after=modern["neper"],
-        lock_stat=lock_stat_lines(result), seed="seed000", notes=notes)
+        lock_stat=lock_stat_lines(result, TABLE_LOCKS), seed="seed000", notes=notes)
 
 
 def plot_metrics(result: dict[str, Any]) -> list[Any]:

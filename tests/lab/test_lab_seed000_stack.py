@@ -11,7 +11,8 @@ import pytest
 
 from rcunet.cli import main
 from rcunet.lab import all as lab_all
-from rcunet.lab import seed000
+from rcunet.lab import report, seed000
+from rcunet.sync.lockstat import ClassStats
 from rcunet.tuning import Tuning
 
 # 32 ports, the 16 even ones held: every connect() scans the 16 held ports first.
@@ -66,7 +67,8 @@ def test_lab_counts_the_held_ports_each_connect_scans():
     assert "Before (legacy):" in text and "After (modern):" in text
     assert "--ports 32 --hold 16 --tw-reuse 1 --tw-reuse-delay 20" in text
     assert "62,524.04 -> 84,387.19 transactions/s (+35.0%)" in text  # the authors' figure
-    assert "bhash_lock" in text  # a changed lock_stat class
+    # the port search's lock classes always head the lock_stat rows
+    assert "bhash_lock:" in text and "ehash_lock:" in text
     json.dumps(seed000.to_json(result))
 
 
@@ -168,3 +170,19 @@ def test_lab_all_runs_seed000_through_the_stack(monkeypatch):
     assert entry["report"].startswith(seed000.STACK_TITLE)
     names = [m.label for m in lab_all.plot_metrics("seed000", entry["result"])]
     assert names[0] == "connections/s" and "locks per connect()" in names
+
+
+def test_lock_stat_section_always_shows_the_labs_own_classes():
+    def stats(name, acquisitions):
+        return ClassStats(name=name, display_name=name, kind="mutex", con_bounces=0,
+                          contentions=0, wait_min=0, wait_max=0, wait_total=0,
+                          acq_bounces=0, acquisitions=acquisitions, hold_min=1,
+                          hold_max=10, hold_total=10 * acquisitions,
+                          contention_points=(), contending_points=())
+
+    same = {"bhash_lock": stats("bhash_lock", 100), "sk_lock.slock": stats("sk_lock.slock", 5)}
+    # nothing changed: only the named class is shown, in both blocks
+    lines = report.lock_stat_section(same, same, always=("bhash_lock", "ehash_lock"))
+    rows = [line.split(":")[0].strip() for line in lines if line[40:41] == ":"]
+    assert rows == ["bhash_lock", "bhash_lock"]
+    assert report.lock_stat_section(same, same) == ["lock_stat: no class changed"]
