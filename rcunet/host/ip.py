@@ -39,6 +39,7 @@ _ETH_DST_TYPE = struct.Struct("!6s6xH")
 #: The IPv4 header fields input needs: version/IHL, total length, flags/fragment offset,
 #: TTL, protocol, source, destination.
 _IPV4_FAST = struct.Struct("!BxHxxHBBxx4s4s")
+_IPV4_HLEN = ipv4.HEADER_LEN
 _VIHL_PLAIN = 0x45  # version 4, a 20-byte header (no options)
 _MF_OFFSET = 0x3FFF  # MF flag and fragment offset: set on any fragment
 _V4_KEY = 4 << 8  # handlers registered for IPv4 only: (family << 8) | protocol
@@ -313,19 +314,21 @@ class IpLayer:
 
     # -- IPv4 input ----------
     def _ipv4_input(self, iface: Interface, data: bytes | memoryview, link_multicast: bool) -> None:
+        """IPv4 input.  The common packet - no options, not a fragment, its total length
+        within the buffer - is read with one unpack and no Repr (ipv4.Repr.parse checks
+        nothing more for it) and handed to its transport with ``_deliver`` inlined; this
+        runs once per packet, so the counters' shard is fetched once for both counts.
+        Every other packet goes through the codec (``_ipv4_input_parsed``)."""
         counters = self.host.counters.shard()
         counters["IpInReceives"] = counters.get("IpInReceives", 0) + 1  # owner: this thread
         if type(data) is not memoryview:
             data = memoryview(data)
-        # The common packet - no options, not a fragment, the total length within the
-        # buffer - is read with one unpack and no Repr (ipv4.Repr.parse checks nothing
-        # more for it).  Everything else takes the codec path.
-        if len(data) >= ipv4.HEADER_LEN:
+        if len(data) >= _IPV4_HLEN:
             vihl, total_len, frag, ttl, protocol, src, dst = _IPV4_FAST.unpack_from(data)
-            if (vihl == _VIHL_PLAIN and ipv4.HEADER_LEN <= total_len <= len(data)
-                    and not frag & _MF_OFFSET):
+            if vihl == _VIHL_PLAIN and _IPV4_HLEN <= total_len <= len(data) \
+                    and not frag & _MF_OFFSET:
                 if not iface.checksum_offload \
-                        and not ipv4.header_checksum_ok(data[:ipv4.HEADER_LEN]):
+                        and not ipv4.header_checksum_ok(data[:_IPV4_HLEN]):
                     self._count("IpInCsumErrors")
                     self._count("IpInHdrErrors")
                     return
@@ -346,11 +349,11 @@ class IpLayer:
                 handler = handlers.get(_V4_KEY | protocol) or handlers.get(protocol)
                 if handler is None:
                     self._deliver(iface, 4, src, dst, protocol, ttl, to_multicast,
-                                  data[ipv4.HEADER_LEN:total_len], data)
+                                  data[_IPV4_HLEN:total_len], data)
                     return
                 counters["IpInDelivers"] = counters.get("IpInDelivers", 0) + 1
                 handler(new_tuple(Delivery, (iface, src, dst, protocol, ttl, to_multicast, data)),
-                        data[ipv4.HEADER_LEN:total_len])
+                        data[_IPV4_HLEN:total_len])
                 return
         self._ipv4_input_parsed(iface, data, link_multicast)
 

@@ -246,7 +246,7 @@ def _collect_rcu(slots: Sequence[UdpSlot], daddr: bytes, dport: int, saddr: byte
             receivers.append(sk)
     if len(slots) == 2:
         yield_point("udp.mcast.between_chains")
-        seen = {id(sk) for sk in receivers} if receivers else None
+        seen = set(map(id, receivers)) if receivers else None
         for sk in slots[1].chain:
             laddr = sk.key[0]
             if (laddr == daddr or laddr == wildcard or len(laddr) != size) \
