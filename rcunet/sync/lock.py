@@ -37,6 +37,7 @@ from typing import Any
 
 from rcunet.sync import lockdep as _lockdep
 from rcunet.sync.hooks import yield_point
+from rcunet.sync.shared import lockfree_read_slots
 
 _get_ident = threading.get_ident
 
@@ -238,7 +239,9 @@ class Lock:
       (``_owner``, ``_acquired_at``, ``_site``...) are written only by the holder.
     """
 
-    __slots__ = (
+    # Every thread that takes the lock reads acquire/_enter/...: ordinary attributes on
+    # free-threaded builds (rcunet.sync.shared explains why).
+    __slots__ = lockfree_read_slots(
         "_lock",
         "lock_class",
         "acquire",

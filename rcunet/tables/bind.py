@@ -28,6 +28,7 @@ from typing import TypeVar
 
 from rcunet.sync import lockdep
 from rcunet.sync.lock import LockClass
+from rcunet.sync.lockarray import LockArray
 from rcunet.sync.shared import lockfree_read_slots
 from rcunet.tables.ehash import EstablishedTable
 from rcunet.tables.entry import (
@@ -224,6 +225,8 @@ class BindTables:
       rng       bind(0)'s start offset; ``random.Random`` methods are safe to call from
                 several threads (they run under the object's own lock on free-threaded
                 builds).
+      locks     ``_bhash_locks``/``_bhash2_locks`` are LockArrays: a bucket's lock is made
+                on first use (one list-slot load; rcunet.sync.lockarray pairs it).
     Lock order: bhash_lock > bhash2_lock > ehash_lock; never two bhash2 locks at once,
     never two bhash locks at once.
     """
@@ -237,22 +240,24 @@ class BindTables:
         self.rng = rng  # immutable
         self._mask = size - 1  # immutable
         self._bhash: list[tuple[BindBucket, ...]] = [()] * size  # rcu: writers hold lock
-        self._bhash_locks = tuple(BHASH_LOCK.new() for _ in range(size))  # immutable
+        self._bhash_locks = LockArray(BHASH_LOCK, size)  # each made on first use
         self._bhash2: list[tuple[Bind2Bucket, ...]] = [()] * size  # rcu: writers hold lock
-        self._bhash2_locks = tuple(BHASH2_LOCK.new() for _ in range(size))  # immutable
+        self._bhash2_locks = LockArray(BHASH2_LOCK, size)  # each made on first use
 
     # --- hash, bucket and lock helpers -----------------------------------------------
     def bhash_index(self, port: int) -> int:
         return self.secret.bhash_index(port, self._mask)
 
     def bhash_lock(self, port: int):  # type: ignore[no-untyped-def]
-        return self._bhash_locks[self.secret.bhash_index(port, self._mask)]
+        i = self.secret.bhash_index(port, self._mask)
+        return self._bhash_locks[i] or self._bhash_locks.create(i)  # LockArray: atomic
 
     def bhash2_index(self, addr: bytes, port: int) -> int:
         return self.secret.portaddr_hash(addr, port) & self._mask
 
     def bhash2_lock(self, addr: bytes, port: int):  # type: ignore[no-untyped-def]
-        return self._bhash2_locks[self.bhash2_index(addr, port)]
+        j = self.bhash2_index(addr, port)
+        return self._bhash2_locks[j] or self._bhash2_locks.create(j)  # LockArray: atomic
 
     def bhash_chain_rcu(self, port: int) -> tuple[BindBucket, ...]:
         """Snapshot of the port's bhash chain: one list-slot load, no lock.  (The index
@@ -405,7 +410,7 @@ class BindTables:
         """``inet_bhash2_addr_any_conflict``: bhash lock held; takes and releases the
         wildcard bucket's bhash2 lock (never nested with another bhash2 lock)."""
         j = self.bhash2_index(ANY4, port)
-        with self._bhash2_locks[j]:
+        with self._bhash2_locks.get(j):
             if stats is not None:
                 stats.bhash2_locks += 1
             for tb2 in self._bhash2[j]:

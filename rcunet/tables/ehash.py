@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterator
 
 from rcunet.sync.hooks import yield_point
 from rcunet.sync.lock import LockClass
+from rcunet.sync.lockarray import LockArray
 from rcunet.tables.entry import State, TableEntry, TimeWaitEntry
 from rcunet.tables.secret import HashSecret
 
@@ -70,6 +71,8 @@ class EstablishedTable:
                 same publication.
       found     an entry may be dying or recycled: ``lookup`` pins with ``ref.get()`` and
                 re-checks the key after pinning.
+      locks     ``_locks`` is a LockArray: a stripe's lock is made on first use (one
+                list-slot load; rcunet.sync.lockarray pairs it).
       counters  ``_tw_counts[i]`` guarded-by ``_locks[i]``; ``tw_count()`` sums the slots
                 without a lock (a racy total, like Linux's tw_count atomic read).
     Lock order: bhash_lock > bhash2_lock > ehash_lock; never two ehash locks at once.
@@ -83,7 +86,7 @@ class EstablishedTable:
         self._mask = size - 1  # immutable
         self._buckets: list[tuple[TableEntry, ...]] = [()] * size  # rcu: writers hold lock
         nlocks = ehash_lock_count(size, ncpus or os.cpu_count() or 1, nodes)
-        self._locks = tuple(EHASH_LOCK.new() for _ in range(nlocks))  # immutable
+        self._locks = LockArray(EHASH_LOCK, nlocks)  # each made on first use
         self._locks_mask = nlocks - 1  # immutable
         self._tw_counts = [0] * nlocks  # guarded-by: _locks[i]
 
@@ -106,7 +109,8 @@ class EstablishedTable:
         return h & self._mask
 
     def ehash_lock(self, h: int):  # type: ignore[no-untyped-def]
-        return self._locks[h & self._locks_mask]
+        i = h & self._locks_mask
+        return self._locks[i] or self._locks.create(i)  # LockArray: atomic slot load
 
     def chain_rcu(self, h: int) -> tuple[TableEntry, ...]:
         """The bucket's current snapshot (one list-slot load; no lock, no reference)."""

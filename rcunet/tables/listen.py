@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 
 from rcunet.sync.lock import LockClass
+from rcunet.sync.lockarray import LockArray
 from rcunet.tables.entry import (
     AF_INET,
     AF_INET6,
@@ -105,7 +106,7 @@ class ListenTable:
         self.secret = secret  # immutable
         self._mask = size - 1  # immutable
         self._buckets: list[tuple[TableEntry, ...]] = [()] * size  # rcu: writers hold lock
-        self._locks = tuple(LHASH2_LOCK.new() for _ in range(size))  # immutable
+        self._locks = LockArray(LHASH2_LOCK, size)  # each made on first use
 
     def lhash2_index(self, addr: bytes, port: int) -> int:
         return self.secret.portaddr_hash(addr, port) & self._mask
@@ -115,7 +116,7 @@ class ListenTable:
         if sk.state != State.LISTEN or sk.lport == 0:
             raise OSError(errno.EINVAL, "only a bound socket in LISTEN state can be hashed")
         i = self.lhash2_index(sk.laddr, sk.lport)
-        with self._locks[i]:
+        with self._locks.get(i):
             chain = self._buckets[i]
             if any(e is sk for e in chain):
                 raise OSError(errno.EINVAL, "listener already hashed")
@@ -143,7 +144,7 @@ class ListenTable:
     def remove(self, sk: TableEntry) -> bool:
         """``inet_unhash`` of a listener; idempotent."""
         i = self.lhash2_index(sk.laddr, sk.lport)
-        with self._locks[i]:
+        with self._locks.get(i):
             chain = self._buckets[i]
             if not any(e is sk for e in chain):
                 return False
