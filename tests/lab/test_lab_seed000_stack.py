@@ -70,6 +70,12 @@ def test_lab_counts_the_held_ports_each_connect_scans():
     # the port search's lock classes always head the lock_stat rows
     assert "bhash_lock:" in text and "ehash_lock:" in text
     json.dumps(seed000.to_json(result))
+    # 16 free ports reusable every 20 ms sustain 800 connections/s: a rate near that is
+    # bounded by port reuse, and the report says so
+    assert seed000.reuse_ceiling(32, 16, 20) == 800
+    assert "Warning" not in seed000.stack_report({**result, "legacy": 100.0, "modern": 600.0})
+    capped = seed000.stack_report({**result, "legacy": 100.0, "modern": 700.0})
+    assert "Warning: modern ran at 88% of that ceiling" in capped
 
 
 def test_time_wait_ports_are_taken_over_once_old_enough():
