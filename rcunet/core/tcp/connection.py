@@ -46,6 +46,7 @@ import dataclasses
 import errno as errnos
 
 from rcunet.core.tcp import congestion
+from rcunet.core.tcp.buffers import RecvQueue, SendQueue
 from rcunet.core.tcp.counters import Counters
 from rcunet.core.tcp.events import (
     Closed,
@@ -130,12 +131,12 @@ class Connection:
         self.rto = RtoEstimator(options.rto_initial, options.rto_min, options.rto_max)
         self.cc = congestion.create(options.congestion_control, t.snd_mss, options.initial_cwnd)
         # send side: _tx holds every byte from _tx_seq (first unacknowledged data byte) on
-        self._tx = bytearray()
+        self._tx = SendQueue()
         self._tx_seq = add(t.iss, 1)
         self._fin_queued = False  # the application shut down its direction
         self._send_blocked = False  # send() refused bytes: report SendSpaceAvailable
         # receive side
-        self._rx = bytearray()  # in-order bytes the application has not read yet
+        self._rx = RecvQueue()  # in-order bytes the application has not read yet
         self._ofo = Assembler(options.ofo_max_ranges)
         self._rx_blocks = ReceiverBlocks()
         self._fin_offset: int | None = None  # peer FIN beyond a hole, relative to RCV.NXT
@@ -310,7 +311,7 @@ class Connection:
         if n < len(data):
             self._send_blocked = True
         if n:
-            self._tx += memoryview(data)[:n]
+            self._tx.append(memoryview(data)[:n] if n < len(data) else data)
             self._output(now)
         return n
 
@@ -324,9 +325,7 @@ class Connection:
         if max_bytes < 0:
             raise OSError(errnos.EINVAL, "negative recv size")
         if self._rx and max_bytes:
-            with memoryview(self._rx) as rx:  # one copy (a bytearray slice would make two)
-                data = bytes(rx[:max_bytes])
-            del self._rx[:max_bytes]
+            data = self._rx.read(max_bytes)
             self._copied += len(data)
             self._rcv_space_adjust(now)
             self._maybe_window_update()
@@ -793,7 +792,7 @@ class Connection:
         self._rtt_sample(seg, now)
         data_acked = min(max(sub(ack, self._tx_seq), 0), len(self._tx))
         if data_acked:
-            del self._tx[:data_acked]
+            self._tx.drop(data_acked)
             self._tx_seq = add(self._tx_seq, data_acked)
         t.snd_una = ack
         if lt(t.snd_nxt, ack):
@@ -1030,11 +1029,11 @@ class Connection:
     def _deliver_in_order(self, data: memoryview, now: int) -> None:
         t = self.tcb
         had_holes = bool(len(self._ofo))
-        self._rx += data
+        self._rx.append(data)
         n = len(data)
         self._advance_rcv(n)
         while (chunk := self._ofo.pop_front()) is not None:
-            self._rx += chunk
+            self._rx.append(chunk)
             self._advance_rcv(len(chunk))
             n += len(chunk)
         self._events.append(DataReceived(n))
@@ -1500,8 +1499,7 @@ class Connection:
             return False
         seq = t.snd_nxt
         off = sub(seq, self._tx_seq)
-        with memoryview(self._tx) as tx:  # one copy (a bytearray slice would make two)
-            payload = bytes(tx[off : off + n])
+        payload = self._tx.slice(off, n)
         flags = ACK | (PSH if n and n == avail else 0) | (FIN if fin else 0)
         self._emit(self._make(seq, flags, now, payload))
         end = add(seq, n + (1 if fin else 0))
@@ -1552,7 +1550,7 @@ class Connection:
         if n == 0 and not fin:
             return None
         flags = ACK | (FIN if fin else 0) | (PSH if off + n == len(self._tx) and n else 0)
-        self._emit(self._make(seq, flags, now, bytes(self._tx[off : off + n])))
+        self._emit(self._make(seq, flags, now, self._tx.slice(off, n)))
         self.counters.add("TcpRetransSegs")
         end = add(seq, n + (1 if fin else 0))
         if self._rtt_seq is not None and lt(seq, self._rtt_seq):

@@ -1,0 +1,182 @@
+"""The connection's byte queues: bytes the application wrote and the peer has not
+acknowledged (``SendQueue``), and in-order bytes the application has not read
+(``RecvQueue``).
+
+Both are queues of chunks, not one ``bytearray``: a bytearray used as a FIFO copies its
+whole contents whenever an append finds no room after bytes were deleted from its front
+(CPython moves the data to a new block), which with an autotuned receive buffer of
+megabytes costs more than the transfer itself.  Here a byte is copied once on the way in
+and once on the way out, and consuming from the front drops whole chunks.
+
+Concurrency: none; owned by one ``Connection`` (its socket lock).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+Buffer = bytes | bytearray | memoryview
+
+#: The send queue's chunk size: fixed-size blocks written in place, so an append never
+#: reallocates (a growing bytearray is copied whole each time realloc moves it).
+SEND_CHUNK = 256 * 1024
+
+
+class SendQueue:
+    """Unacknowledged and unsent bytes, addressed by offset from the first unacknowledged
+    byte (offset 0).  ``append`` at the tail, ``drop`` from the head when ACKed,
+    ``slice`` for a segment (new data or a retransmission).
+
+    Every chunk holds ``SEND_CHUNK`` bytes of capacity; the queue's bytes run from
+    ``_head`` in the first chunk to ``_fill`` in the last, so offsets map to chunks by
+    division."""
+
+    __slots__ = ("_chunks", "_head", "_fill", "_len")
+
+    def __init__(self) -> None:
+        self._chunks: deque[bytearray] = deque()
+        self._head = 0  # bytes of _chunks[0] already dropped
+        self._fill = SEND_CHUNK  # bytes of _chunks[-1] written (full: start a new chunk)
+        self._len = 0
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __bool__(self) -> bool:
+        return self._len > 0
+
+    def append(self, data: Buffer) -> None:
+        """Copy ``data`` in at the tail."""
+        n = len(data)
+        if not n:
+            return
+        chunks = self._chunks
+        fill = self._fill
+        if fill + n <= SEND_CHUNK:  # the common case: one copy into the tail chunk
+            chunks[-1][fill : fill + n] = data
+            self._fill = fill + n
+            self._len += n
+            return
+        view = data if isinstance(data, memoryview) else memoryview(data)
+        pos = 0
+        while pos < n:
+            if fill == SEND_CHUNK:
+                chunks.append(bytearray(SEND_CHUNK))
+                fill = 0
+            k = min(SEND_CHUNK - fill, n - pos)
+            chunks[-1][fill : fill + k] = view[pos : pos + k]
+            fill += k
+            pos += k
+        self._fill = fill
+        self._len += n
+
+    def drop(self, n: int) -> None:
+        """The first ``n`` bytes were acknowledged."""
+        if n >= self._len:
+            self.clear()
+            return
+        self._len -= n
+        head = self._head + n
+        chunks = self._chunks
+        while head >= SEND_CHUNK:
+            chunks.popleft()
+            head -= SEND_CHUNK
+        self._head = head
+
+    def slice(self, offset: int, n: int) -> bytes:
+        """``n`` bytes from ``offset`` (both within the queue), copied once."""
+        if n <= 0:
+            return b""
+        index, start = divmod(self._head + offset, SEND_CHUNK)
+        chunks = self._chunks
+        if start + n <= SEND_CHUNK:
+            with memoryview(chunks[index]) as view:
+                return bytes(view[start : start + n])
+        pieces: list[memoryview] = []
+        while n:
+            take = min(SEND_CHUNK - start, n)
+            pieces.append(memoryview(chunks[index])[start : start + take])
+            n -= take
+            index += 1
+            start = 0
+        try:
+            return b"".join(pieces)
+        finally:
+            for piece in pieces:
+                piece.release()
+
+    def clear(self) -> None:
+        self._chunks.clear()
+        self._head = 0
+        self._fill = SEND_CHUNK
+        self._len = 0
+
+
+class RecvQueue:
+    """In-order received bytes the application has not read: ``append`` one segment's
+    payload (copied), ``read`` from the head."""
+
+    __slots__ = ("_chunks", "_head", "_len")
+
+    def __init__(self) -> None:
+        self._chunks: deque[bytes] = deque()
+        self._head = 0  # bytes of _chunks[0] already read
+        self._len = 0
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __bool__(self) -> bool:
+        return self._len > 0
+
+    def append(self, data: Buffer) -> None:
+        n = len(data)
+        if n:
+            self._chunks.append(bytes(data))  # bytes(bytes) is the same object: no copy
+            self._len += n
+
+    def read(self, n: int) -> bytes:
+        """Up to ``n`` bytes from the head, copied once (a whole unread chunk: not at all)."""
+        n = min(n, self._len)
+        if n <= 0:
+            return b""
+        chunks = self._chunks
+        head = self._head
+        first = chunks[0]
+        avail = len(first) - head
+        if n <= avail:
+            if head == 0 and n == avail:
+                out = chunks.popleft()
+                self._head = 0
+            else:
+                with memoryview(first) as view:
+                    out = bytes(view[head : head + n])
+                if n == avail:
+                    chunks.popleft()
+                    self._head = 0
+                else:
+                    self._head = head + n
+            self._len -= n
+            return out
+        pieces: list[bytes | memoryview] = []
+        need = n
+        while need:
+            chunk = chunks[0]
+            avail = len(chunk) - head
+            if avail <= need:
+                pieces.append(memoryview(chunk)[head:] if head else chunk)
+                chunks.popleft()
+                need -= avail
+                head = 0
+            else:
+                pieces.append(memoryview(chunk)[head : head + need])
+                head += need
+                need = 0
+        self._head = head
+        self._len -= n
+        return b"".join(pieces)
+
+    def clear(self) -> None:
+        self._chunks.clear()
+        self._head = 0
+        self._len = 0

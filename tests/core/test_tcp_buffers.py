@@ -1,0 +1,71 @@
+"""The engine's chunked byte queues behave exactly like one bytearray used as a FIFO."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rcunet.core.tcp.buffers import SEND_CHUNK, RecvQueue, SendQueue
+
+_sizes = st.integers(min_value=0, max_value=3 * SEND_CHUNK // 2)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["append", "drop", "slice"]), _sizes, _sizes),
+                max_size=40))
+def test_send_queue_matches_a_bytearray(ops: list[tuple[str, int, int]]) -> None:
+    queue, model = SendQueue(), bytearray()
+    counter = 0
+    for op, a, b in ops:
+        if op == "append":
+            data = bytes((counter + i) & 0xFF for i in range(a % 70_000))
+            counter += 7
+            queue.append(memoryview(data))
+            model += data
+        elif op == "drop":
+            n = a % (len(model) + 1)
+            queue.drop(n)
+            del model[:n]
+        else:
+            off = a % (len(model) + 1)
+            n = b % (len(model) - off + 1)
+            assert queue.slice(off, n) == bytes(model[off : off + n])
+        assert len(queue) == len(model) and bool(queue) == bool(model)
+    assert queue.slice(0, len(model)) == bytes(model)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(min_value=0, max_value=70_000)),
+                max_size=40))
+def test_recv_queue_matches_a_bytearray(ops: list[tuple[bool, int]]) -> None:
+    queue, model = RecvQueue(), bytearray()
+    counter = 0
+    for is_append, n in ops:
+        if is_append:
+            data = bytes((counter + i) & 0xFF for i in range(n))
+            counter += 3
+            queue.append(memoryview(data))
+            model += data
+        else:
+            assert queue.read(n) == bytes(model[:n])
+            del model[:n]
+        assert len(queue) == len(model) and bool(queue) == bool(model)
+    assert queue.read(len(model) + 1) == bytes(model)
+    assert queue.read(10) == b""
+
+
+def test_recv_queue_copies_what_it_keeps() -> None:
+    """A segment's payload is a view of a frame buffer the host recycles once delivered."""
+    frame = bytearray(b"abcdef")
+    queue = RecvQueue()
+    queue.append(memoryview(frame)[1:4])
+    frame[:] = b"XXXXXX"
+    assert queue.read(10) == b"bcd"
+
+
+def test_send_queue_chunk_can_grow_after_a_slice() -> None:
+    queue = SendQueue()
+    queue.append(b"a" * 100)
+    assert queue.slice(10, 20) == b"a" * 20
+    queue.append(b"b" * 100)  # no memoryview export left on the tail chunk
+    assert queue.slice(90, 20) == b"a" * 10 + b"b" * 10
