@@ -23,6 +23,7 @@ import queue
 import random
 import sys
 import threading
+import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -81,6 +82,10 @@ class Host:
         self.tuning = tuning or Tuning()
         self.clock: Clock = clock or MonotonicClock()
         self.deterministic = self.clock.virtual
+        # The time in int ns: the clock's own function, one C call for the real clock
+        # (every segment reads it several times).  Immutable, as the clock is.
+        self.now: Callable[[], int] = (time.monotonic_ns if type(self.clock) is MonotonicClock
+                                       else self.clock.now)
         self.seed = self.id if seed is None else seed
         self.rng = random.Random(self.seed)  # guarded-by: _rng_lock (random_u32)
         self._rng_lock = threading.Lock()
@@ -112,9 +117,6 @@ class Host:
         return f"<Host {self.name}>"
 
     # -- time and randomness ----------
-    def now(self) -> int:
-        return self.clock.now()
-
     def random_u32(self) -> int:
         with self._rng_lock:
             return self.rng.getrandbits(32)

@@ -118,7 +118,11 @@ class DstCache:
         there is no route."""
         generation = self._host.routes.generation
         key = (dst, oif)
-        local = self._thread_cache()
+        # this thread's dict (_thread_cache, inlined: every segment sent looks up here)
+        tls = self._tls
+        local: dict[tuple[bytes, int], DstEntry] | None = getattr(tls, "cache", None)
+        if local is None or tls.epoch != self._epoch:  # atomic: one attribute load
+            local = self._thread_cache()
         entry = local.get(key)  # owner: this thread's dict
         if entry is None:
             entry = self._entries.get(key)  # atomic: dict get on the published dict

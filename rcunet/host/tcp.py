@@ -85,6 +85,8 @@ SMALL_SKB, LARGE_SKB = 2048, 65536
 _SKB_CLASSES = ((SMALL_SKB, 512), (LARGE_SKB, 64))
 #: Syncookie ACKs are checked only this long after the SYN queue last overflowed.
 COOKIE_WINDOW = 2 * 60 * 1_000_000_000
+#: Address pairs whose timestamp offset ``_ts_offset`` remembers.
+TS_OFFSET_CACHE = 4096
 
 _TABLE_STATE = {
     CState.CLOSED: State.CLOSE, CState.LISTEN: State.LISTEN, CState.SYN_SENT: State.SYN_SENT,
@@ -134,6 +136,7 @@ class TcpLayer:
         self._local = threading.local()
         self._pool_ids = itertools.count()
         self.tcbinfo = TCBINFO_LOCK.new()
+        self._ts_offsets: dict[tuple[bytes, bytes], int] = {}  # see _ts_offset
         self.lock_hold_ns = PerThreadCounter()
         self.lock_holds = PerThreadCounter()
         host.ip.handlers[tcp.PROTOCOL] = self.input
@@ -158,6 +161,18 @@ class TcpLayer:
             for name, n in values.items():
                 inc(name, n)
 
+    def _ts_offset(self, laddr: bytes, faddr: bytes) -> int:
+        """The address pair's TSval offset (a keyed hash: the same for every connection
+        between two addresses), remembered for the next connection.  Races are
+        harmless: every thread computes the same value; dict get/set are atomic."""
+        key = (laddr, faddr)
+        offset = self._ts_offsets.get(key)
+        if offset is None:
+            if len(self._ts_offsets) >= TS_OFFSET_CACHE:
+                self._ts_offsets = {}  # one store: bounded by the peers seen lately
+            offset = self._ts_offsets[key] = timestamp_offset(self.secret, laddr, faddr)
+        return offset
+
     def record_hold(self, held_ns: int) -> None:
         self.lock_hold_ns.add(held_ns)
         self.lock_holds.add()
@@ -177,17 +192,17 @@ class TcpLayer:
             self._local.pools = pools
         return pools
 
-    def _drain_own(self) -> None:
-        """Recycle what user threads handed back to this worker (skb_defer_free_flush)."""
-        for pool in self._pools():
-            self.deferred.drain(pool.owner)
-
     def _alloc_skb(self, payload: memoryview) -> tuple[Buffer | None, memoryview]:
+        """A pooled buffer holding ``payload``.  First the pool takes back what user
+        threads handed to this worker (skb_defer_free_flush, which Linux runs once per
+        softirq round; here when the worker needs a buffer of that pool, so segments
+        without data pay nothing)."""
         n = len(payload)
         small, large = self._pools()
         pool = small if n <= SMALL_SKB else large
         if n > pool.buffer_size:
             return None, payload
+        self.deferred.drain(pool.owner)
         buf = pool.alloc()
         buf.data[:n] = payload
         buf.length = n
@@ -277,7 +292,7 @@ class TcpLayer:
         conn = Connection.connect(
             local_port=sk.lport, remote_port=port, iss=iss, now=now,
             options=sk.conn_options(mtu - (40 if len(dst) == 4 else 60)),
-            ts_offset=timestamp_offset(self.secret, laddr, dst), counters=Counters())
+            ts_offset=self._ts_offset(laddr, dst), counters=Counters())
         sk.conn = conn
         sk.tx_csum_offload = offload
         self.after_engine(sk)
@@ -286,7 +301,6 @@ class TcpLayer:
     def input(self, info: Delivery, payload: memoryview) -> None:
         if info.to_multicast:
             return  # tcp_v4_rcv: only PACKET_HOST (never answer a broadcast with a RST)
-        self._drain_own()
         offload = info.iface.checksum_offload
         buf: Buffer | None = None
         view = payload
@@ -389,7 +403,8 @@ class TcpLayer:
             self.deferred.free(buf, buf.owner)
         if not sk.finished:
             sk.state = _TABLE_STATE[conn.state]
-        self._count_engine(conn)
+        if conn.counters.values:  # a dict's truth: no call when nothing was counted
+            self._count_engine(conn)
         if events:
             sk.wakeup()
         elif sk.poll is not None:
@@ -435,13 +450,15 @@ class TcpLayer:
             if not xmit.acquire(False):
                 return
             try:
+                # one load of the key: a connected socket's addresses no longer change
+                laddr, _lport, faddr, _fport = sk.key
+                src, dst = wire(laddr), wire(faddr)
                 while True:
                     try:
                         seg = outbox.popleft()  # atomic: deque.popleft
                     except IndexError:
                         break
-                    self._transmit(wire(sk.laddr), wire(sk.faddr), seg, sk.bound_dev,
-                                   sk.tx_csum_offload)
+                    self._transmit(src, dst, seg, sk.bound_dev, sk.tx_csum_offload)
             finally:
                 xmit.release()
 
@@ -486,7 +503,7 @@ class TcpLayer:
         conn = sk.conn
         if sk.finished or conn is None:
             return
-        at = conn.next_deadline()
+        at = conn.timers.next_at()  # conn.next_deadline(), one call less per segment
         if at is None:
             return
         timer = sk.timer
@@ -666,7 +683,7 @@ class TcpLayer:
             self.post(child)  # transmit outside every lock (an inline link re-enters)
 
     def _child_options(self, lsk: TcpSock, info: Delivery) -> tuple[Any, int]:
-        ts_offset = timestamp_offset(self.secret, info.dst, info.src)
+        ts_offset = self._ts_offset(info.dst, info.src)
         mtu = info.iface.mtu
         return mtu - (40 if len(info.dst) == 4 else 60), ts_offset
 

@@ -54,6 +54,8 @@ MSG_DONTWAIT = int(_pysocket.MSG_DONTWAIT)
 MSG_WAITALL = int(_pysocket.MSG_WAITALL)
 SHUT_RD, SHUT_WR, SHUT_RDWR = _pysocket.SHUT_RD, _pysocket.SHUT_WR, _pysocket.SHUT_RDWR
 SECOND = 1_000_000_000
+#: The one SOL_SOCKET option a live connection's engine reads (``live_options``).
+_SO_KEEPALIVE = (SOL_SOCKET, _pysocket.SO_KEEPALIVE)
 _LINGER = struct.Struct("ii")
 #: Per-segment memory charged against the backlog limit besides its payload (truesize).
 SEGMENT_OVERHEAD = 256
@@ -199,8 +201,10 @@ class TcpSock(SockEntry):
             self.hold_count += 1
             if held > self.hold_max_ns:
                 self.hold_max_ns = held
-        self.layer.record_hold(held)
-        self.layer.post(self)
+        layer = self.layer
+        layer.lock_hold_ns.add(held)  # layer.record_hold, inlined: once per lock section
+        layer.lock_holds.add()
+        layer.post(self)
 
     def lock_stats(self) -> dict[str, int]:
         """Owner-section hold times and the deepest backlog seen (for the seed-001 lab)."""
@@ -599,8 +603,8 @@ class TcpSock(SockEntry):
         since = self._lock()
         try:
             self._setsockopt_locked(level, opt, value)
-            if self.conn is not None:
-                self.layer.apply_options_locked(self)
+            if self.conn is not None and (level == SOL_TCP or (level, opt) == _SO_KEEPALIVE):
+                self.layer.apply_options_locked(self)  # what live_options carries
         finally:
             self._unlock(since)
 
