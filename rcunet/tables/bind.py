@@ -445,7 +445,7 @@ class BindTables:
         odd offsets first (connect() favours ``low``'s parity), the lower half of the range
         first with SO_REUSEADDR, reserved ports skipped, one bhash lock per candidate."""
         tuning = self.tuning
-        reserved = tuning.ip_local_reserved_ports
+        reserved = tuning.ip_local_reserved_ports or None  # None: skip the set's lock
         addr = v6_key(sk.family, sk.laddr)
         attempt_half = 1 if sk.reuseaddr else 0
         while True:  # other_half_scan
@@ -468,7 +468,8 @@ class BindTables:
                 for _ in range(0, remaining, 2):
                     if port >= high:
                         port -= remaining
-                    if port not in reserved and self._try_bind0_port(sk, port, addr, stats):
+                    if ((reserved is None or port not in reserved)
+                            and self._try_bind0_port(sk, port, addr, stats)):
                         return port
                     port += 2
                 offset -= 1

@@ -310,7 +310,9 @@ class PortSelector:
             raise OSError(errno.EINVAL, "socket holds a bind bucket but no port")
         low, high, step, remaining, index, offset = self._scan_params(
             sk, sk.faddr, sk.fport, now, tuning)
-        reserved = tuning.ip_local_reserved_ports
+        # None when nothing is reserved (the default): on free-threaded 3.13 ``in`` on a
+        # set takes the set's lock, and every connecting thread tests every candidate.
+        reserved = tuning.ip_local_reserved_ports or None
         precheck = tuning.connect_rcu_precheck
         hash_port0 = self._hash_port0(sk, stats) if tuning.connect_hash_port0 else None
         laddr, faddr, fport, dev = sk.laddr, sk.faddr, sk.fport, sk.bound_dev
@@ -327,7 +329,7 @@ class PortSelector:
             for i in range(0, remaining, step):
                 if port >= high:
                     port -= remaining
-                if port in reserved:
+                if reserved is not None and port in reserved:
                     port += step
                     continue
                 if stats is not None:
