@@ -31,13 +31,16 @@ class SendQueue:
     ``_head`` in the first chunk to ``_fill`` in the last, so offsets map to chunks by
     division."""
 
-    __slots__ = ("_chunks", "_head", "_fill", "_len")
+    __slots__ = ("_chunks", "_head", "_fill", "_len", "_spare")
 
     def __init__(self) -> None:
         self._chunks: deque[bytearray] = deque()
         self._head = 0  # bytes of _chunks[0] already dropped
         self._fill = SEND_CHUNK  # bytes of _chunks[-1] written (full: start a new chunk)
         self._len = 0
+        # One acknowledged chunk kept for the next append: a fresh block of this size is
+        # mapped, zeroed and faulted in page by page.
+        self._spare: bytearray | None = None
 
     def __len__(self) -> int:
         return self._len
@@ -61,7 +64,8 @@ class SendQueue:
         pos = 0
         while pos < n:
             if fill == SEND_CHUNK:
-                chunks.append(bytearray(SEND_CHUNK))
+                spare, self._spare = self._spare, None
+                chunks.append(spare if spare is not None else bytearray(SEND_CHUNK))
                 fill = 0
             k = min(SEND_CHUNK - fill, n - pos)
             chunks[-1][fill : fill + k] = view[pos : pos + k]
@@ -79,7 +83,7 @@ class SendQueue:
         head = self._head + n
         chunks = self._chunks
         while head >= SEND_CHUNK:
-            chunks.popleft()
+            self._spare = chunks.popleft()
             head -= SEND_CHUNK
         self._head = head
 

@@ -312,8 +312,20 @@ class Connection:
             self._send_blocked = True
         if n:
             self._tx.append(memoryview(data)[:n] if n < len(data) else data)
-            self._output(now)
+            if not self._nagle_holds_tail():
+                self._output(now)
         return n
+
+    def _nagle_holds_tail(self) -> bool:
+        """Would ``_output`` send nothing after an append?  True when the unsent bytes are
+        less than a segment, data is in flight and Nagle applies (RFC 1122 §4.2.3.4), and
+        nothing else is pending: the common case of a writer's small chunks joining the
+        segment after the one in flight, where running the whole output path is waste."""
+        t = self.tcb
+        return (self._recovery is None and not self._ack_now and not self._send_blocked
+                and not self.options.nodelay and t.snd_una != t.snd_max
+                and t.snd_nxt == t.snd_max
+                and sub(add(self._tx_seq, len(self._tx)), t.snd_nxt) < t.snd_mss)
 
     def recv(self, max_bytes: int, now: int) -> bytes:
         """Up to ``max_bytes`` in-order bytes; b"" at EOF.
@@ -329,7 +341,8 @@ class Connection:
             self._copied += len(data)
             self._rcv_space_adjust(now)
             self._maybe_window_update()
-            self._output(now)
+            if self._ack_now:  # reading changes nothing on the send side: only an ACK
+                self._output(now)
             return data
         if max_bytes == 0:
             return b""
