@@ -20,6 +20,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from rcunet.sync.hooks import yield_point
+from rcunet.sync.shared import FREE_THREADED, lockfree_read_slots
 
 #: Yield point in free() between finding the owner's queue and appending to it.
 FREE_AFTER_LOOKUP = "deferred.free.after_lookup"
@@ -35,16 +36,22 @@ class PerThreadCounter:
     with ``dict.setdefault`` (atomic) and summed over a ``dict.copy()`` (atomic).
     """
 
-    __slots__ = ("_cells",)
+    __slots__ = lockfree_read_slots("_cells")  # every thread reads _cells
 
     def __init__(self) -> None:
         self._cells: dict[int, list[int]] = {}
 
     def add(self, n: int = 1) -> None:
         ident = _get_ident()
-        cell = self._cells.get(ident)  # atomic: dict get
-        if cell is None:
-            cell = self._cells.setdefault(ident, [0])  # atomic: dict.setdefault
+        cells = self._cells
+        try:
+            # atomic: dict subscript.  Not dict.get: on free-threaded 3.13 a get whose
+            # lock-free attempt fails (an equal but not identical key - get_ident() makes
+            # a new int each call - stored by another thread) re-locks the dict inside
+            # dict.get's own critical section and spins (tens of microseconds).
+            cell = cells[ident]
+        except KeyError:
+            cell = cells.setdefault(ident, [0])  # atomic: dict.setdefault
         cell[0] += n  # owner: only this thread writes this cell
 
     def value(self) -> int:
@@ -54,7 +61,8 @@ class PerThreadCounter:
 class Buffer:
     """A pooled buffer tagged with the pool (worker) that allocated it."""
 
-    __slots__ = ("data", "length", "owner", "generation")
+    # handed between threads (allocated by a worker, freed by a consumer)
+    __slots__ = lockfree_read_slots("data", "length", "owner", "generation")
 
     def __init__(self, size: int, owner: Hashable) -> None:
         self.data = bytearray(size)
@@ -116,7 +124,7 @@ class BufferPool:
         return len(self._free)
 
 
-@dataclass(slots=True)
+@dataclass(slots=not FREE_THREADED)  # read by freeing threads: rcunet.sync.shared
 class _OwnerQueue:
     owner: Hashable
     recycle: Callable[[object], object]
@@ -192,7 +200,7 @@ class DeferredFreeList:
 
     def free(self, obj: object, owner: Hashable) -> bool:
         """Free ``obj`` allocated by ``owner``; True if it was deferred to the owner."""
-        entry = self._owners.get(owner)  # atomic: attribute load + dict get
+        entry = _lookup(self._owners, owner)  # atomic: attribute load + dict subscript
         if entry is None or self.defer_max == 0 or entry.thread == _get_ident():
             self.freed_local.add()
             (entry.recycle if entry is not None else _drop)(obj)
@@ -212,7 +220,7 @@ class DeferredFreeList:
 
     def free_now(self, obj: object, owner: Hashable) -> None:
         """Legacy: recycle immediately in the calling thread."""
-        entry = self._owners.get(owner)
+        entry = _lookup(self._owners, owner)
         self.freed_local.add()
         (entry.recycle if entry is not None else _drop)(obj)
 
@@ -245,11 +253,20 @@ class DeferredFreeList:
     def _entry_for(self, owner: Hashable | None) -> _OwnerQueue | None:
         owners = self._owners
         if owner is not None:
-            return owners.get(owner)
+            return _lookup(owners, owner)
         ident = _get_ident()
         for entry in owners.values():
             if entry.thread == ident:
                 return entry
+        return None
+
+
+def _lookup(owners: dict[Hashable, _OwnerQueue], owner: Hashable) -> _OwnerQueue | None:
+    """``owners.get(owner)`` spelled as a subscript (see PerThreadCounter.add: on
+    free-threaded 3.13, dict.get with an equal but not identical key can spin)."""
+    try:
+        return owners[owner]  # atomic: dict subscript
+    except KeyError:
         return None
 
 

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from rcunet.sync.hooks import yield_point
+from rcunet.sync.shared import lockfree_read_slots
 
 #: Yield point in synchronize() after the new epoch is published, before the wait.
 SYNC_AFTER_EPOCH = "rcu.synchronize.after_epoch"
@@ -51,7 +52,8 @@ class _ReaderSlot:
     """One thread's read-side state in one domain.  owner: that thread (epoch is also read
     by writers)."""
 
-    __slots__ = ("epoch", "nesting", "thread_name", "__weakref__")
+    # epoch is loaded by synchronize() in other threads (rcunet.sync.shared: why no slots)
+    __slots__ = lockfree_read_slots("epoch", "nesting", "thread_name", "__weakref__")
 
     def __init__(self, thread_name: str) -> None:
         self.epoch = 0  # atomic: attribute store by owner, loaded by synchronize()

@@ -36,6 +36,7 @@ from rcunet.sync import hooks as _hooks
 from rcunet.sync.hooks import yield_point
 from rcunet.sync.rcu import Rcu
 from rcunet.sync.rcu import rcu as default_rcu
+from rcunet.sync.shared import lockfree_read_slots
 
 MASK = 0xFFFF_FFFF
 ONEREF = 0x0000_0000  # one reference
@@ -71,7 +72,10 @@ class RcuRef:
       ``slow_paths`` / ``imbalanced_puts`` / ``saturations`` are written under ``_atomic``.
     """
 
-    __slots__ = ("_cnt", "_atomic", "_rcu", "slow_paths", "imbalanced_puts", "saturations")
+    # Pinned by every thread that finds the object: ordinary attributes on free-threaded
+    # builds (rcunet.sync.shared explains why).
+    __slots__ = lockfree_read_slots("_cnt", "_atomic", "_rcu", "slow_paths", "imbalanced_puts",
+                                    "saturations")
 
     def __init__(self, initial: int = 1, *, rcu: Rcu | None = None) -> None:
         if not 1 <= initial <= MAXREF + 1:
@@ -210,7 +214,8 @@ class IncNotZeroRef:
       ``slow_paths`` (gets that needed more than one attempt) are written under ``_atomic``.
     """
 
-    __slots__ = ("_value", "_atomic", "cas_retries", "slow_paths", "underflows")
+    __slots__ = lockfree_read_slots("_value", "_atomic", "cas_retries", "slow_paths",
+                                    "underflows")  # shared like RcuRef
 
     def __init__(self, initial: int = 1) -> None:
         if initial < 1:
