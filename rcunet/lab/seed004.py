@@ -6,7 +6,8 @@ listen queue before its fields were set, and on SYN processing and teardown as w
 connections spread over many cores then queued on that one lock.  The fix publishes a new
 connection only when it is fully initialised, so accept() needs just the socket's own lock.
 
-Here ``clients`` threads on host ``a`` each run tcp_crr transactions back to back —
+Here ``clients`` threads on host ``a`` (linked to ``b`` by a link that delivers inline, as
+loopback does: ``two_hosts_inline``) each run tcp_crr transactions back to back —
 connect, a ``request_size`` request, a ``response_size`` response, close — against one
 listener on host ``b`` served by ``acceptors`` threads (accept, recv, send, close: the
 server closes first and keeps the TIME_WAIT, so client ports never run out).  Legacy
@@ -95,10 +96,23 @@ def _wait(predicate: Any, timeout: float = SETTLE_TIMEOUT) -> bool:
     return True
 
 
+def two_hosts_inline(mode: str) -> tuple[Network, Any, Any]:
+    """Hosts ``a`` (10.0.0.1) and ``b`` (10.0.0.2) on one link that delivers inline: the
+    sending thread runs the receiver's input, as Linux loopback does (netif_rx, then the
+    same CPU's softirq) and as ``rcunet bench tcp_crr``'s mem target does.  Each client /
+    acceptor pair then does its own work in its own threads; with receive workers instead,
+    every segment would wait for one of the hosts' worker threads, and one client already
+    kept more than one CPU busy handing segments between threads."""
+    net = Network(threaded=True, tuning=seed_tuning(mode, "seed004"))
+    a, b = net.host("a"), net.host("b")
+    net.link(a, b, ["10.0.0.1/24"], [f"{SERVER}/24"], inline_rx=True)
+    return net, a, b
+
+
 def run_crr(mode: str, duration: float = 1.0, *, acceptors: int = 4, clients: int = 4,
             request_size: int = 1, response_size: int = 1) -> dict[str, Any]:
     """One run of ``duration`` seconds; see the module docstring."""
-    net, a, b = Network.two_hosts(threaded=True, tuning=seed_tuning(mode, "seed004"))
+    net, a, b = two_hosts_inline(mode)
     net.start()
     try:
         srv: Any = b.socket(socket.AF_INET, socket.SOCK_STREAM)
