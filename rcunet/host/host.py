@@ -256,7 +256,10 @@ class Host:
         if self.deterministic:
             self._pending.append((iface, frame))  # atomic: deque.append
         elif iface.inline_rx or not self._running:
-            self._rx_one(iface, frame)
+            try:  # _rx_one, inlined: an inline link calls this for every frame
+                self.ip.link_input(iface, frame)
+            except Exception as exc:
+                self._rx_failed(exc)
         else:
             index = self.ip.flow_hash(iface, frame) % self.rx_queue_count
             rxq = self._rx_queues[index]
@@ -271,16 +274,21 @@ class Host:
     def _rx_one(self, iface: Interface, frame: bytes) -> None:
         try:
             self.ip.link_input(iface, frame)
-        except Exception as exc:  # a bug must not kill the worker: count it, say it once
-            self.counters.inc("RcunetRxExceptions")
-            key = f"{type(exc).__name__}:{exc}"
-            with self._report_lock:  # check-then-add: two workers must not both report
-                first = key not in self._reported_errors
-                self._reported_errors.add(key)
-            if first:
-                print(f"rcunet {self.name}: receive path error (counted, packet dropped):",
-                      file=sys.stderr)
-                traceback.print_exc()
+        except Exception as exc:
+            self._rx_failed(exc)
+
+    def _rx_failed(self, exc: Exception) -> None:
+        """A bug must not kill the worker: count it, say it once (with its traceback:
+        called from the ``except`` block)."""
+        self.counters.inc("RcunetRxExceptions")
+        key = f"{type(exc).__name__}:{exc}"
+        with self._report_lock:  # check-then-add: two workers must not both report
+            first = key not in self._reported_errors
+            self._reported_errors.add(key)
+        if first:
+            print(f"rcunet {self.name}: receive path error (counted, packet dropped):",
+                  file=sys.stderr)
+            traceback.print_exc()
 
     # -- deterministic mode ----------
     def poll(self, now: int | None = None) -> int | None:

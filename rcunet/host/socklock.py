@@ -143,18 +143,22 @@ class SocketLock:
             if not self.owned:
                 self._process(item)
                 return True
-            if self.backlog_len + size > self._backlog_limit():
-                self.backlog_drops += 1
-                dropped = True
-            else:
-                self.backlog.append((item, size))
-                self.backlog_len += size
-                if self.backlog_len > self.backlog_max_seen:
-                    self.backlog_max_seen = self.backlog_len
-                dropped = False
-        if dropped and self._on_backlog_drop is not None:
+            queued = self.add_backlog_locked(item, size)
+        if not queued and self._on_backlog_drop is not None:
             self._on_backlog_drop(item)
-        return not dropped
+        return queued
+
+    def add_backlog_locked(self, item: Any, size: int) -> bool:
+        """sk_add_backlog (``slock`` held, the socket owned): queue ``item`` for the
+        owner; False when the backlog is full (the caller drops and counts it)."""
+        if self.backlog_len + size > self._backlog_limit():
+            self.backlog_drops += 1
+            return False
+        self.backlog.append((item, size))
+        self.backlog_len += size
+        if self.backlog_len > self.backlog_max_seen:
+            self.backlog_max_seen = self.backlog_len
+        return True
 
     def bh_defer(self, work: str, run_now: Callable[[], None]) -> None:
         """Run ``run_now`` under ``slock`` if nobody owns the socket, else remember

@@ -154,13 +154,6 @@ class TcpLayer:
         if self.hashinfo.tuning is not self.host.tuning:
             self.hashinfo.set_tuning(self.host.tuning)
 
-    def _count_engine(self, conn: Connection) -> None:
-        values = conn.counters.take()
-        if values:
-            inc = self.host.counters.inc
-            for name, n in values.items():
-                inc(name, n)
-
     def _ts_offset(self, laddr: bytes, faddr: bytes) -> int:
         """The address pair's TSval offset (a keyed hash: the same for every connection
         between two addresses), remembered for the next connection.  Races are
@@ -363,7 +356,17 @@ class TcpLayer:
             self.host.counters.inc("TcpExtListenDrops")
             self._free(buf)
             return
-        sk.sl.bh_deliver((seg, buf), len(seg.payload) + SEGMENT_OVERHEAD)
+        # tcp_v4_rcv's bh_lock_sock / sock_owned_by_user / tcp_add_backlog, spelled out
+        # (SocketLock.bh_deliver's steps without its two calls per segment)
+        sl = sk.sl
+        with sl.slock:
+            if not sl.owned:
+                self.process_segment_locked(sk, seg, buf)
+                queued = True
+            else:
+                queued = sl.add_backlog_locked((seg, buf), len(seg.payload) + SEGMENT_OVERHEAD)
+        if not queued:
+            sk._backlog_drop((seg, buf))
         self.post(sk)
 
     def process_segment_locked(self, sk: TcpSock, seg: tcp.Repr, buf: Buffer | None) -> None:
@@ -403,8 +406,10 @@ class TcpLayer:
             self.deferred.free(buf, buf.owner)
         if not sk.finished:
             sk.state = _TABLE_STATE[conn.state]
-        if conn.counters.values:  # a dict's truth: no call when nothing was counted
-            self._count_engine(conn)
+        if conn.counters.values:  # a dict's truth: no take() when nothing was counted
+            inc = self.host.counters.inc  # _count_engine, inlined: most engine calls count
+            for name, n in conn.counters.take().items():
+                inc(name, n)
         if events:
             sk.wakeup()
         elif sk.poll is not None:

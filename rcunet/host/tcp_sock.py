@@ -742,10 +742,13 @@ class TcpSock(SockEntry):
 
     def inherit_from(self, listener: TcpSock) -> None:
         """Socket options a child copies from its listener (sk_clone_lock)."""
-        for name in ("rcvbuf", "sndbuf", "sndbuf_locked", "rcvbuf_locked", "nodelay",
-                     "keepalive", "keepidle", "keepintvl", "keepcnt", "user_mss", "linger",
-                     "reuseaddr", "bound_dev"):
-            setattr(self, name, getattr(listener, name))
+        self.rcvbuf, self.sndbuf = listener.rcvbuf, listener.sndbuf
+        self.sndbuf_locked, self.rcvbuf_locked = listener.sndbuf_locked, listener.rcvbuf_locked
+        self.nodelay, self.keepalive = listener.nodelay, listener.keepalive
+        self.keepidle, self.keepintvl, self.keepcnt = (
+            listener.keepidle, listener.keepintvl, listener.keepcnt)
+        self.user_mss, self.linger = listener.user_mss, listener.linger
+        self.reuseaddr, self.bound_dev = listener.reuseaddr, listener.bound_dev
 
 
 def _int(value: int | bytes) -> int:
