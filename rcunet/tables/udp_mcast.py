@@ -177,11 +177,11 @@ def mcast_deliver(table: UdpTable, daddr: bytes, dport: int, saddr: bytes, sport
     clone_fn = clone if clone is not None else copy_datagram
     shard = table.mcast_stats.shard()
     shard[_PACKETS] += 1  # owner: this thread
+    match: MatchFn = is_mcast_sock4 if len(daddr) == 4 else is_mcast_sock6
     if not tuning.udp_mcast_deliver_unlocked:
-        match: MatchFn = is_mcast_sock4 if len(daddr) == 4 else is_mcast_sock6
         count = _deliver_under_lock(table, slots, match, daddr, dport, saddr, sport, ifindex,
                                     datagram, deliver, clone_fn, shard)
-    elif (collect or table.mcast_collect) == "rcu":
+    elif (collect if collect is not None else table.mcast_collect) == "rcu":
         # The read section: Rcu.read_lock/read_unlock on this thread's slot, inlined as
         # RcuRef.put does (two calls fewer per datagram).
         rcu = table.rcu
@@ -191,7 +191,7 @@ def mcast_deliver(table: UdpTable, daddr: bytes, dport: int, saddr: bytes, sport
             section.epoch = rcu._epoch  # atomic: as Rcu.read_lock
         section.nesting = nesting + 1
         try:
-            receivers = _collect_rcu(slots, daddr, dport, saddr, sport, ifindex)
+            receivers = _collect_rcu(slots, match, daddr, dport, saddr, sport, ifindex)
             yield_point("udp.mcast.collected")
             count = len(receivers)
             if count == 1:  # the common case: the original, no clone
@@ -203,7 +203,6 @@ def mcast_deliver(table: UdpTable, daddr: bytes, dport: int, saddr: bytes, sport
             if nesting == 0:
                 section.epoch = 0  # atomic: as Rcu.read_unlock
     else:
-        match = is_mcast_sock4 if len(daddr) == 4 else is_mcast_sock6
         receivers = _collect_locked(slots, match, daddr, dport, saddr, sport, ifindex,
                                     shard)
         yield_point("udp.mcast.collected")
@@ -219,38 +218,22 @@ def mcast_deliver(table: UdpTable, daddr: bytes, dport: int, saddr: bytes, sport
     return count
 
 
-def _collect_rcu(slots: Sequence[UdpSlot], daddr: bytes, dport: int, saddr: bytes,
-                 sport: int, dif: int) -> list[UdpEntry]:
+def _collect_rcu(slots: Sequence[UdpSlot], match: MatchFn, daddr: bytes, dport: int,
+                 saddr: bytes, sport: int, dif: int) -> list[UdpEntry]:
     """The lockless walk (caller is in an RCU read section): the matches of each chain
-    snapshot, each socket once.
-
-    Before the full test, a socket bound to another address of the datagram's family is
-    passed over without a call: it fails the bound-address test of ``is_mcast_sock4``/
-    ``is_mcast_sock6`` (a hash2 chain mostly holds such sockets: other addresses whose
-    (address, port) hash shares the slot).  Only IPv6 sockets meet an IPv4 datagram with
-    a 16-byte address, and those the full test decides (v4-mapped, wildcard)."""
-    if len(daddr) == 4:
-        match: MatchFn = is_mcast_sock4
-        wildcard = ANY4
-    else:
-        match = is_mcast_sock6
-        wildcard = ANY6
-    size = len(daddr)
+    snapshot, each socket once.  Every socket walked gets the full ``match`` test, as in
+    the locked walks: the modes differ in which chains they walk and what they lock,
+    never in what one socket's test costs."""
     receivers: list[UdpEntry] = []
-    # atomic: one attribute load of each chain, paired with the writers' single store;
-    # then one load of each entry's key (set_key's last store) for the pre-test.
+    # atomic: one attribute load of each chain, paired with the writers' single store.
     for sk in slots[0].chain:
-        laddr = sk.key[0]
-        if (laddr == daddr or laddr == wildcard or len(laddr) != size) \
-                and match(sk, daddr, dport, saddr, sport, dif):
+        if match(sk, daddr, dport, saddr, sport, dif):
             receivers.append(sk)
     if len(slots) == 2:
         yield_point("udp.mcast.between_chains")
         seen = set(map(id, receivers)) if receivers else None
         for sk in slots[1].chain:
-            laddr = sk.key[0]
-            if (laddr == daddr or laddr == wildcard or len(laddr) != size) \
-                    and match(sk, daddr, dport, saddr, sport, dif):
+            if match(sk, daddr, dport, saddr, sport, dif):
                 # A socket moved by a concurrent rehash could sit in both snapshots.
                 if seen is None or id(sk) not in seen:
                     receivers.append(sk)
@@ -327,23 +310,10 @@ def _deliver_under_lock(table: UdpTable, slots: Sequence[UdpSlot], match: MatchF
 
 def _fan_out(receivers: list[UdpEntry], datagram: object, deliver: Deliver, clone: Clone,
              shard: list[int]) -> None:
-    """Clones to all but the first receiver, then the original to the first
-    (``_deliver_clone``, inlined: this loop runs once per receiver)."""
-    clones = 0
+    """Clones to all but the first receiver, then the original to the first (each clone
+    through ``_deliver_clone``, as the legacy walk delivers them)."""
     for index in range(1, len(receivers)):
-        sk = receivers[index]
-        try:
-            copy = clone(datagram)
-        except MemoryError:
-            copy = None
-        if copy is None:
-            sk.add_drop()
-            shard[_RCVBUFERR] += 1  # owner: this thread
-            shard[_INERR] += 1
-            continue
-        clones += 1
-        deliver(sk, copy)
-    shard[_CLONES] += clones  # owner: this thread
+        _deliver_clone(receivers[index], datagram, deliver, clone, shard)
     if receivers:
         deliver(receivers[0], datagram)
 
