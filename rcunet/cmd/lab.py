@@ -10,7 +10,8 @@ from rcunet.cli import add_module_subcommands, run_module_subcommand
 
 # seed -> (module, one-line help)
 EXPERIMENTS: dict[str, tuple[str, str]] = {
-    "seed000": ("rcunet.lab.seed000", "connect() port selection under port pressure, -T threads"),
+    "seed000": ("rcunet.lab.seed000",
+                "tcp_crr under port pressure, TIME_WAIT reuse (--level tables: port search)"),
     "seed001": ("rcunet.lab.seed001",
                 "TCP receive with a slow reader: buffers freed after the socket lock"),
     "seed002": ("rcunet.lab.seed002",

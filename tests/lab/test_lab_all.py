@@ -9,7 +9,7 @@ from rcunet.lab import all as lab_all
 
 # The lock-statistics runs of seed001/seed004 are skipped here (tested with those labs).
 TINY = {
-    "seed000": {"duration": 0.05, "rounds": 1},
+    "seed000": {"duration": 0.05, "rounds": 1, "ports": 64, "hold": 32},
     "seed001": {"duration": 0.1, "rounds": 1, "lockstat_duration": 0},
     "seed002": {"threads": 2, "duration": 0.05, "rounds": 1},
     "seed003": {"duration": 0.02, "rounds": 1, "n_sockets": 20},
