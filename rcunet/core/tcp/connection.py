@@ -472,7 +472,9 @@ class Connection:
             self.counters.add("TcpInCsumErrors")
             return
         st = self.state
-        if st is State.CLOSED:
+        if st is State.ESTABLISHED and self._fast_path(seg, now):
+            pass
+        elif st is State.CLOSED:
             reply = reset_for(seg)  # §3.10.7.1
             if reply is not None:
                 self._emit(reply)
@@ -482,6 +484,60 @@ class Connection:
         elif st is not State.LISTEN:
             self._input_synchronized(seg, now)
         self._output(now)
+
+    def _fast_path(self, seg: tcp.Repr, now: int) -> bool:
+        """Header prediction (Van Jacobson; Linux tcp_rcv_established): in ESTABLISHED, a
+        segment carrying the next expected bytes and an ACK for new data (or data with an
+        ACK that changes nothing), with nothing unusual about it or about us, needs only
+        the ACK bookkeeping and the in-order delivery of §3.10.7.4.  Returns False,
+        having changed nothing, when the full path must run.
+
+        What qualifies: ACK and at most PSH; SEG.SEQ = RCV.NXT; no SACK blocks; the
+        timestamp (if both use them) not older than TS.Recent, so PAWS passes; SND.UNA =<
+        SEG.ACK =< SND.MAX; a payload that fits the window; and no recovery, duplicate
+        ACKs, SACK scoreboard, out-of-order queue, pending FIN or close() on our side.  A
+        pure ACK that acknowledges nothing new goes the full way (it may be a duplicate).
+        """
+        t = self.tcb
+        flags = seg.flags
+        if flags & ~PSH != ACK or seg.seq != t.rcv_nxt or seg.sack_blocks:
+            return False
+        ack = seg.ack
+        new_ack = ack != t.snd_una
+        payload = seg.payload
+        if ((not new_ack and not payload) or self._recovery is not None or self._dupacks
+                or self._fin_offset is not None or self._orphaned or len(self._ofo)
+                or self.scoreboard.highest_sacked or self._fin_queued):
+            return False
+        if new_ack and not (lt(t.snd_una, ack) and le(ack, t.snd_max)):
+            return False
+        ts = seg.timestamp
+        if t.ts_ok and (ts is None or lt(ts[0], t.ts_recent)):
+            return False
+        if payload and len(payload) > t.rcv_wnd:
+            return False
+        self._last_rcv_at = now
+        self._keepalive_probes = 0
+        self._probes_out = 0
+        if new_ack:
+            prior_flight = sub(t.snd_max, t.snd_una)
+            acked = sub(ack, t.snd_una)
+            self._ack_advance(seg, now)
+            if self.cc.cwnd < 2 * prior_flight:  # as _loss_detection does for a new ACK
+                self.cc.on_ack(acked, now, self.rto.srtt)
+        if lt(t.snd_wl1, seg.seq) or (t.snd_wl1 == seg.seq and le(t.snd_wl2, ack)):
+            t.snd_wnd = seg.window << t.snd_wscale  # window update (fifth step)
+            if t.snd_wnd > t.max_snd_wnd:
+                t.max_snd_wnd = t.snd_wnd
+            t.snd_wl1, t.snd_wl2 = seg.seq, ack
+        if ts is not None and t.ts_ok and le(seg.seq, t.last_ack_sent):
+            t.ts_recent, t.ts_recent_stamp = ts[0], now  # RFC 7323 §4.3 (2), as below
+        if payload:
+            data = memoryview(payload)
+            t.rcv_mss = max(t.rcv_mss, min(len(data), self.options.mss))
+            self._rcv_rtt_measure(seg, len(data), now)
+            self._deliver_in_order(data, now)
+        return True
 
     def _input_syn_sent(self, seg: tcp.Repr, now: int) -> None:
         """RFC 9293 §3.10.7.3 (SYN-SENT), with RFC 5961 §3.2's RST rule."""
