@@ -417,6 +417,8 @@ class TcpSock(SockEntry):
             raise oserror(err)
         now = self.host.now()
         n = conn.send(view, now) if len(view) else 0
+        if n and conn.quiet and self.poll is None:
+            return n  # the bytes joined a segment Nagle holds: nothing to collect
         self.layer.after_engine(self)
         return n
 
@@ -493,12 +495,15 @@ class TcpSock(SockEntry):
             raise oserror(errno.ENOTCONN)
         if self.shutdown_rd and not conn.readable:
             return b""
+        quiet = False
         try:
             data = conn.recv(bufsize, self.host.now())
+            quiet = conn.quiet and self.poll is None  # no ACK, nothing else to collect
         except BlockingIOError:
             return None
         finally:
-            self.layer.after_engine(self)
+            if not quiet:
+                self.layer.after_engine(self)
         self._consume_skbs(len(data), consumed)
         return data
 

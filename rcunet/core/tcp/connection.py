@@ -179,6 +179,9 @@ class Connection:
         self._out: list[tcp.Repr] = []
         self._events: list[Event] = []
         self.error: int | None = None  # errno the application has not seen yet
+        #: The last send()/recv() produced no segment, event, counter or timer change:
+        #: its caller has nothing to collect (the common small write and plain read).
+        self.quiet = False
         self._closed_reported = False
         self._now = 0
 
@@ -304,6 +307,7 @@ class Connection:
     def send(self, data: bytes | bytearray | memoryview, now: int) -> int:
         """Queue ``data``; return how many bytes the send buffer took (0 when full)."""
         self._now = now
+        self.quiet = False
         self._raise_pending_error()
         if self._fin_queued or self.state not in _SEND_STATES:
             raise BrokenPipeError(errnos.EPIPE, "send after shutdown or close")
@@ -312,7 +316,9 @@ class Connection:
             self._send_blocked = True
         if n:
             self._tx.append(memoryview(data)[:n] if n < len(data) else data)
-            if not self._nagle_holds_tail():
+            if self._nagle_holds_tail():
+                self.quiet = True
+            else:
                 self._output(now)
         return n
 
@@ -334,6 +340,7 @@ class Connection:
         error (ECONNRESET, ETIMEDOUT, ...) once, after any data that arrived before it.
         """
         self._now = now
+        self.quiet = False
         if max_bytes < 0:
             raise OSError(errnos.EINVAL, "negative recv size")
         if self._rx and max_bytes:
@@ -343,6 +350,8 @@ class Connection:
             self._maybe_window_update()
             if self._ack_now:  # reading changes nothing on the send side: only an ACK
                 self._output(now)
+            else:
+                self.quiet = True
             return data
         if max_bytes == 0:
             return b""
