@@ -39,7 +39,11 @@ from rcunet.tuning import Tuning
 Clock = MonotonicClock | VirtualClock
 
 _STOP = object()
-_TIMER_MAX_WAIT_NS = 50_000_000  # the timer thread re-checks for stop at least this often
+#: The timer thread sleeps at most this long (it re-checks for stop).  TCP's shortest
+#: timer, the 40 ms delayed ACK (TCP_DELACK_MIN): a timer armed while the thread sleeps
+#: is then never due before the thread wakes, so TCP timers never have to wake it
+#: (``Timers.schedule``) — under the GIL each such wake-up cost two thread switches.
+_TIMER_MAX_WAIT_NS = 40_000_000
 _HOST_IDS = itertools.count(1)
 HOST_CONFIG_LOCK = LockClass("host.config_lock")
 
