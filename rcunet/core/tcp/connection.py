@@ -1546,8 +1546,8 @@ class Connection:
         sacked_limit = self._skip_sacked() if lt(t.snd_nxt, t.snd_max) else None
         data_end = add(self._tx_seq, len(self._tx))
         avail = sub(data_end, t.snd_nxt)
-        if avail < 0:
-            return False
+        if avail < 0 or (avail == 0 and not self._fin_queued):
+            return False  # nothing (more) to send: the common second call from _output
         fin_pending = self._fin_queued and self.state in (
             State.FIN_WAIT_1, State.CLOSING, State.LAST_ACK) and le(t.snd_nxt, data_end) \
             and not self._fin_acked
