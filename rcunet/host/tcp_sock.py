@@ -382,8 +382,9 @@ class TcpSock(SockEntry):
         deadline = None if timeout == 0.0 else self._deadline(timeout)
         sent = 0
         while True:
-            with self.wq:
-                seen = self.wake_seq
+            # atomic: one attribute load (wake_seq is stored under wq by wakeup); _wait
+            # compares again under wq, so a stale value costs one retry, never a lost wakeup
+            seen = self.wake_seq
             since = self._lock()
             try:
                 sent += self._send_locked(view[sent:])
@@ -470,8 +471,7 @@ class TcpSock(SockEntry):
         layer = self.layer
         defer = self.host.tuning.tcp_defer_free
         while True:
-            with self.wq:
-                seen = self.wake_seq
+            seen = self.wake_seq  # atomic: attribute load; see send()
             consumed: list[Buffer] = []
             since = self._lock()
             try:
@@ -480,7 +480,7 @@ class TcpSock(SockEntry):
                     layer.free_buffers_now(consumed)  # legacy: inside the lock section
             finally:
                 self._unlock(since)
-            if defer:
+            if defer and consumed:
                 layer.free_buffers_deferred(consumed)  # after release_sock (seed 001)
             if data is not None:
                 return data
