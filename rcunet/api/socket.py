@@ -81,7 +81,7 @@ def _parse_host(text: str) -> bytes:
 
 def unpack_address(family: int, packed: bytes, port: int) -> tuple[Any, ...]:
     if family == AF_INET:
-        return (str(ipaddress.IPv4Address(packed)), port)
+        return (_pysocket.inet_ntop(AF_INET, packed), port)  # str(IPv4Address), in C
     return (str(ipaddress.IPv6Address(packed)), port, 0, 0)
 
 
