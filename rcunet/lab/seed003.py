@@ -90,6 +90,9 @@ class Scenario:
         self.tx = self.a.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.tx.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 0)
         self.port = FANOUT_PORT if fanout else GROUPS_PORT
+        #: CPU time of the last batch's receive path (thread time: what other processes
+        #: on a shared machine do not inflate, unlike the wall-clock rate).
+        self.batch_cpu = 0.0
         self.net.run(0.01)  # IGMP reports out of the way
 
     def batch(self) -> tuple[int, float]:
@@ -97,9 +100,11 @@ class Scenario:
         returns (deliveries, seconds b's receive path took)."""
         for group in self.groups:
             self.tx.sendto(PAYLOAD, (group, self.port))
+        cpu = time.thread_time()
         elapsed = stopwatch()
         self.net.step()
         seconds = elapsed()
+        self.batch_cpu = time.thread_time() - cpu
         return self.drain(), seconds
 
     def drain(self) -> int:
@@ -237,12 +242,19 @@ FANIN_TITLE = "seed 003: UDP multicast fan-in, 300 groups on one port, one sende
 FANIN_UNIT = "datagrams/s"
 
 
-def measure_rate(scenario: Scenario, duration: float) -> float:
-    deliveries, seconds = 0, 0.0
+def measure_rate(scenario: Scenario, duration: float,
+                 cpu_us: dict[str, float] | None = None, mode: str = "") -> float:
+    """Deliveries per second of receive-path (wall) time over ``duration`` seconds of
+    it.  With ``cpu_us``, also keeps ``cpu_us[mode]``: the least CPU time per delivery
+    over the calls so far, in µs."""
+    deliveries, seconds, cpu = 0, 0.0, 0.0
     while seconds < duration:
         count, spent = scenario.batch()
         deliveries += count
         seconds += spent
+        cpu += scenario.batch_cpu
+    if cpu_us is not None and deliveries:
+        cpu_us[mode] = min(cpu_us.get(mode, float("inf")), cpu / deliveries * 1e6)
     return deliveries / seconds
 
 
@@ -253,8 +265,12 @@ def run_lab(duration: float = 1.0, rounds: int = 3, n_sockets: int = N_SOCKETS) 
         sets = {mode: scenarios[(mode, False)].receiver_sets() for mode in MODES}
         if sets["legacy"] != sets["modern"]:
             raise AssertionError("legacy and modern delivered to different receiver sets")
-        groups = alternate(lambda m: measure_rate(scenarios[(m, False)], duration), rounds)
-        fanout = alternate(lambda m: measure_rate(scenarios[(m, True)], duration), rounds)
+        cpu: dict[str, float] = {}
+        fan_cpu: dict[str, float] = {}
+        groups = alternate(
+            lambda m: measure_rate(scenarios[(m, False)], duration, cpu, m), rounds)
+        fanout = alternate(
+            lambda m: measure_rate(scenarios[(m, True)], duration, fan_cpu, m), rounds)
         hold: dict[str, dict[str, float]] = {}
         for mode in MODES:
             for fan, label in ((False, "groups"), (True, "fanout")):
@@ -282,11 +298,13 @@ def run_lab(duration: float = 1.0, rounds: int = 3, n_sockets: int = N_SOCKETS) 
         "modern": groups["modern"],
         "ratio": ratio(groups["modern"], groups["legacy"]),
         "receiver_sets_identical": True,
+        "cpu_us_per_datagram": cpu,
         "hold_ns_per_packet": hold["groups"],
         "fanout": {
             "legacy": fanout["legacy"],
             "modern": fanout["modern"],
             "ratio": ratio(fanout["modern"], fanout["legacy"]),
+            "cpu_us_per_delivery": fan_cpu,
             "legacy_hold_ns_per_packet": fan_hold_legacy,
             "modern_hold_ns_per_packet": fan_hold_modern,
             "hold_ratio": ratio(fan_hold_legacy, fan_hold_modern),
@@ -296,6 +314,7 @@ def run_lab(duration: float = 1.0, rounds: int = 3, n_sockets: int = N_SOCKETS) 
 
 def report(result: dict[str, Any]) -> str:
     fan = result["fanout"]
+    cpu, fan_cpu = result["cpu_us_per_datagram"], fan["cpu_us_per_delivery"]
     lines = [
         f"seed 003: UDP multicast, {result['sockets']} sockets on one port "
         f"({result['interpreter']})",
@@ -303,10 +322,14 @@ def report(result: dict[str, Any]) -> str:
         f"{'':34}{'legacy':>14}{'modern':>14}{'ratio':>9}",
         f"{'300 groups: received datagrams/s':34}{result['legacy']:>14,.0f}"
         f"{result['modern']:>14,.0f}{result['ratio']:>8.1f}x",
+        f"{'  receive-path CPU µs/datagram':34}{cpu['legacy']:>14,.2f}{cpu['modern']:>14,.2f}"
+        f"{cpu['legacy'] / cpu['modern']:>8.1f}x",
         f"{'  bucket-lock hold ns/datagram':34}{result['hold_ns_per_packet']['legacy']:>14,.0f}"
         f"{result['hold_ns_per_packet']['modern']:>14,.0f}",
         f"{'fan-out: socket deliveries/s':34}{fan['legacy']:>14,.0f}{fan['modern']:>14,.0f}"
         f"{fan['ratio']:>8.1f}x",
+        f"{'  receive-path CPU µs/delivery':34}{fan_cpu['legacy']:>14,.2f}"
+        f"{fan_cpu['modern']:>14,.2f}{fan_cpu['legacy'] / fan_cpu['modern']:>8.1f}x",
         f"{'  bucket-lock hold ns/datagram':34}{fan['legacy_hold_ns_per_packet']:>14,.0f}"
         f"{fan['modern_hold_ns_per_packet']:>14,.0f}",
         "",
