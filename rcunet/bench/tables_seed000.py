@@ -59,11 +59,13 @@ def build(modern: bool, seed: int = 0) -> TcpHashInfo:
     return tables
 
 
-def _worker(tables: TcpHashInfo, deadline: float, stats: ConnectStats,
+def _worker(tables: TcpHashInfo, duration: float, stats: ConnectStats,
             errors: list[BaseException], start: threading.Barrier) -> None:
     connect, close = tables.connect, tables.close
     try:
         start.wait()
+        # The clock starts at the barrier: a slow thread start must not eat the slice.
+        deadline = time.perf_counter() + duration
         while time.perf_counter() < deadline:
             for _ in range(20):
                 sk = SockEntry(AF_INET, SADDR)
@@ -87,9 +89,8 @@ class Workload:
         per_thread = [ConnectStats() for _ in range(self.threads)]
         errors: list[BaseException] = []
         start = threading.Barrier(self.threads + 1)
-        deadline = time.perf_counter() + duration
         workers = [threading.Thread(target=_worker,
-                                    args=(self.tables, deadline, st, errors, start),
+                                    args=(self.tables, duration, st, errors, start),
                                     name=f"seed000-{i}") for i, st in enumerate(per_thread)]
         for w in workers:
             w.start()
