@@ -20,7 +20,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from rcunet.sync.hooks import yield_point
-from rcunet.sync.shared import FREE_THREADED, lockfree_read_slots
+from rcunet.sync.shared import lockfree_read_slots
 
 #: Yield point in free() between finding the owner's queue and appending to it.
 FREE_AFTER_LOOKUP = "deferred.free.after_lookup"
@@ -124,7 +124,7 @@ class BufferPool:
         return len(self._free)
 
 
-@dataclass(slots=not FREE_THREADED)  # read by freeing threads: rcunet.sync.shared
+@dataclass  # no slots: freeing threads read it (rcunet.sync.shared); one per worker
 class _OwnerQueue:
     owner: Hashable
     recycle: Callable[[object], object]
