@@ -261,7 +261,8 @@ class BindTables:
 
     def bhash_chain_rcu(self, port: int) -> tuple[BindBucket, ...]:
         """Snapshot of the port's bhash chain: one list-slot load, no lock.  (The index
-        is ``bhash_index`` written out: this runs once per connect() candidate.)"""
+        is ``bhash_index`` written out; connect()'s candidate loop inlines this through
+        ``bhash_rcu``.)"""
         return self._bhash[(port + self.secret.net_mix) & self._mask]
 
     def bhash_rcu(self) -> tuple[list[tuple[BindBucket, ...]], int, int]:
