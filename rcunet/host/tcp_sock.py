@@ -64,16 +64,19 @@ TCP_MIN_MSS, TCP_MAX_USER_MSS = 88, 32767
 TCP_MSS_DEFAULT = 536
 
 
+#: The OSError subclass CPython raises for an errno (the rest raise OSError itself).
+_OSERROR_CLASSES: dict[int, type[OSError]] = {
+    errno.EAGAIN: BlockingIOError, errno.EINPROGRESS: BlockingIOError,
+    errno.EALREADY: BlockingIOError, errno.ECONNREFUSED: ConnectionRefusedError,
+    errno.ECONNRESET: ConnectionResetError, errno.EPIPE: BrokenPipeError,
+    errno.ECONNABORTED: ConnectionAbortedError, errno.ETIMEDOUT: TimeoutError,
+}
+
+
 def oserror(code: int, detail: str = "") -> OSError:
     """OSError (or the matching subclass, as CPython raises) for ``code``."""
     message = os.strerror(code) + (f" ({detail})" if detail else "")
-    subclass = {
-        errno.EAGAIN: BlockingIOError, errno.EINPROGRESS: BlockingIOError,
-        errno.EALREADY: BlockingIOError, errno.ECONNREFUSED: ConnectionRefusedError,
-        errno.ECONNRESET: ConnectionResetError, errno.EPIPE: BrokenPipeError,
-        errno.ECONNABORTED: ConnectionAbortedError, errno.ETIMEDOUT: TimeoutError,
-    }.get(code, OSError)
-    return subclass(code, message)
+    return _OSERROR_CLASSES.get(code, OSError)(code, message)
 
 
 def wire(addr: bytes) -> bytes:
