@@ -52,6 +52,7 @@ TCP_KEEPCNT = getattr(_pysocket, "TCP_KEEPCNT", 6)
 # __rand__ on every send and recv.
 MSG_DONTWAIT = int(_pysocket.MSG_DONTWAIT)
 MSG_WAITALL = int(_pysocket.MSG_WAITALL)
+MSG_PEEK = int(_pysocket.MSG_PEEK)
 SHUT_RD, SHUT_WR, SHUT_RDWR = _pysocket.SHUT_RD, _pysocket.SHUT_WR, _pysocket.SHUT_RDWR
 SECOND = 1_000_000_000
 #: The one SOL_SOCKET option a live connection's engine reads (``live_options``).
@@ -441,9 +442,15 @@ class TcpSock(SockEntry):
             raise ValueError("negative buffersize in recv")
         if flags & MSG_DONTWAIT:
             timeout = 0.0
-        if flags & ~(MSG_DONTWAIT | MSG_WAITALL):
-            raise oserror(errno.EOPNOTSUPP, "recv supports MSG_DONTWAIT and MSG_WAITALL")
+        if flags & ~(MSG_DONTWAIT | MSG_WAITALL | MSG_PEEK):
+            raise oserror(errno.EOPNOTSUPP,
+                          "recv supports MSG_DONTWAIT, MSG_WAITALL and MSG_PEEK")
         deadline = None if timeout == 0.0 else self._deadline(timeout)
+        if flags & MSG_PEEK:
+            # MSG_PEEK|MSG_WAITALL waits for bufsize bytes (or EOF) and returns them all,
+            # still queued (tcp_recvmsg's target with peek_seq)
+            want = bufsize if flags & MSG_WAITALL and timeout != 0.0 else 1
+            return self._recv_once(bufsize, timeout, deadline, peek_want=want)
         if not flags & MSG_WAITALL or timeout == 0.0:
             return self._recv_once(bufsize, timeout, deadline)
         # MSG_WAITALL: until bufsize bytes, EOF, an error or the timeout (then what we got)
@@ -470,7 +477,9 @@ class TcpSock(SockEntry):
                 break
         return b"".join(parts)
 
-    def _recv_once(self, bufsize: int, timeout: float | None, deadline: float | None) -> bytes:
+    def _recv_once(self, bufsize: int, timeout: float | None, deadline: float | None,
+                   peek_want: int = 0) -> bytes:
+        """One read; ``peek_want`` > 0: MSG_PEEK, ready once that many bytes are queued."""
         layer = self.layer
         defer = self.host.tuning.tcp_defer_free
         while True:
@@ -478,7 +487,10 @@ class TcpSock(SockEntry):
             consumed: list[Buffer] = []
             since = self._lock()
             try:
-                data = self._recv_locked(bufsize, consumed)
+                if peek_want:
+                    data = self._peek_locked(bufsize, peek_want)
+                else:
+                    data = self._recv_locked(bufsize, consumed)
                 if not defer:
                     layer.free_buffers_now(consumed)  # legacy: inside the lock section
             finally:
@@ -509,6 +521,26 @@ class TcpSock(SockEntry):
                 self.layer.after_engine(self)
         self._consume_skbs(len(data), consumed)
         return data
+
+    def _peek_locked(self, bufsize: int, want: int) -> bytes | None:
+        """MSG_PEEK: the bytes recv() would return, left queued; None until ``want`` of
+        them (or EOF) are there.  A pending error is reported as recv() reports it."""
+        if self.held_err:
+            err, self.held_err = self.held_err, 0
+            raise oserror(err)
+        conn = self.conn
+        if conn is None or self.state == State.LISTEN:
+            raise oserror(errno.ENOTCONN)
+        if self.shutdown_rd and not conn.readable:
+            return b""
+        more_may_come = not (conn.state.fin_received or conn.state is CState.CLOSED
+                             or conn.error is not None)
+        if 0 < conn.readable < min(want, bufsize) and more_may_come:
+            return None  # MSG_WAITALL: not all there yet
+        try:
+            return conn.peek(bufsize)
+        except BlockingIOError:
+            return None
 
     def _consume_skbs(self, n: int, consumed: list[Buffer]) -> None:
         skbs = self.rx_skbs

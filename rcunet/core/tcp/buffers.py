@@ -180,6 +180,20 @@ class RecvQueue:
         self._len -= n
         return b"".join(pieces)
 
+    def peek(self, n: int) -> bytes:
+        """Up to ``n`` bytes from the head, left in the queue (MSG_PEEK)."""
+        n = min(n, self._len)
+        pieces: list[bytes | memoryview] = []
+        head = self._head
+        for chunk in self._chunks:
+            if n <= 0:
+                break
+            piece = memoryview(chunk)[head : head + n]
+            pieces.append(piece)
+            n -= len(piece)
+            head = 0
+        return b"".join(pieces)
+
     def clear(self) -> None:
         self._chunks.clear()
         self._head = 0

@@ -353,6 +353,19 @@ class Connection:
             else:
                 self.quiet = True
             return data
+        return self._nothing_readable(max_bytes)
+
+    def peek(self, max_bytes: int) -> bytes:
+        """recv() with MSG_PEEK: the same bytes, left in the receive queue (no window
+        update, no ACK: nothing was consumed)."""
+        if max_bytes < 0:
+            raise OSError(errnos.EINVAL, "negative recv size")
+        if self._rx and max_bytes:
+            return self._rx.peek(max_bytes)
+        return self._nothing_readable(max_bytes)
+
+    def _nothing_readable(self, max_bytes: int) -> bytes:
+        """What a read finds with no data queued: the pending error, EOF or EAGAIN."""
         if max_bytes == 0:
             return b""
         self._raise_pending_error()
