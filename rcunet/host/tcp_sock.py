@@ -9,7 +9,9 @@ Seed 001 (reference §5.2-5.3): ``recv`` copies out of the receive buffer while 
 socket and collects the pooled buffers ("skbs") whose bytes it consumed.  With
 ``Tuning.tcp_defer_free`` they are freed after ``release_sock``, each handed back to the
 worker that allocated it (``DeferredFreeList.free``); legacy frees them inside the lock
-section (``free_now``).  Every owner section records its hold time (``lock_stats``).
+section (``free_now``).  While lock statistics are on (the Host's ``Tuning.lock_stat``, or
+``rcunet.sync.lockstat.enable()``) every owner section records its hold time
+(``lock_stats``); otherwise a section costs no clock read and no accounting.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from rcunet.host.socklock import BACKLOG_EXTRA, SocketLock
 from rcunet.host.tcp_poll import PollFd
 from rcunet.sync.deferred import Buffer
 from rcunet.sync.lock import LockClass
+from rcunet.sync.lock import stats_enabled as _lockstat_enabled
 from rcunet.tables.entry import AF_INET, ANY4, ANY6, SockEntry, State, is_v4mapped
 
 if TYPE_CHECKING:
@@ -102,7 +105,7 @@ class TcpSock(SockEntry):
                   changes.  ``wq_cond`` and ``wq_waiters`` are guarded-by wq; the
                   condition is made by the first waiter (a socket that never blocks
                   never allocates one) and ``wakeup`` notifies only when someone waits.
-      hold_*      guarded-by: wq (owner-section statistics).
+      hold_*      guarded-by: wq (owner-section statistics, kept while lock statistics are on).
       state       the table state, one attribute store under the socket lock.
     Lock order: tcbinfo_lock (legacy) > bucket locks (bhash > bhash2 > ehash) > slock >
     rskq_lock > tcp_sock.wq > tcp_sock.poll.  slock is never held while transmitting.
@@ -193,25 +196,33 @@ class TcpSock(SockEntry):
             self.layer.free_buffer(item[1])
 
     def _lock(self) -> int:
+        """lock_sock; returns when the owner section began, or 0 when it is not timed
+        (lock statistics off: no clock read, no accounting in ``_unlock``)."""
         self.sl.lock_sock()
-        return perf_counter_ns()
+        # atomic: attribute loads (Host.set_tuning replaces tuning whole; the lockstat
+        # switch is one module global): a section that starts timed is recorded
+        if self.host.tuning.lock_stat or _lockstat_enabled():
+            return perf_counter_ns()
+        return 0
 
     def _unlock(self, since: int) -> None:
-        """release_sock (processing the backlog), then record the owner section."""
+        """release_sock (processing the backlog), then record a timed owner section."""
         self.sl.release_sock()
-        held = perf_counter_ns() - since
+        if since:
+            self._record_hold(perf_counter_ns() - since)
+        self.layer.post(self)
+
+    def _record_hold(self, held: int) -> None:
         with self.wq:  # the next owner may already run: account under a leaf lock
             self.hold_ns += held
             self.hold_count += 1
             if held > self.hold_max_ns:
                 self.hold_max_ns = held
-        layer = self.layer
-        layer.lock_hold_ns.add(held)  # layer.record_hold, inlined: once per lock section
-        layer.lock_holds.add()
-        layer.post(self)
+        self.layer.record_hold(held)
 
     def lock_stats(self) -> dict[str, int]:
-        """Owner-section hold times and the deepest backlog seen (for the seed-001 lab)."""
+        """Owner-section hold times (of the sections timed while lock statistics were on)
+        and the deepest backlog seen (for the seed-001 lab)."""
         with self.sl.slock:
             backlog_max, drops = self.sl.backlog_max_seen, self.sl.backlog_drops
         with self.wq:

@@ -21,6 +21,7 @@ socket-lock hold time, and where the buffers went.  Every byte is hash-checked.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import socket
@@ -126,7 +127,9 @@ def _deferred_counts(layer: Any) -> dict[str, int]:
 def run_stream(mode: str, duration: float = 1.0, *, chunk: int = 16384, work_us: int = 20,
                sleep_us: int = 0, rcvbuf: int = 1 << 20) -> dict[str, Any]:
     """One run: a sender on a, the slow reader on b, ``duration`` seconds of sending."""
-    net, a, b = Network.two_hosts(threaded=True, tuning=seed_tuning(mode, "seed001"))
+    # lock_stat: the sockets time their owner sections (hold per recv, lock_stats())
+    tuning = dataclasses.replace(seed_tuning(mode, "seed001"), lock_stat=True)
+    net, a, b = Network.two_hosts(threaded=True, tuning=tuning)
     net.start()
     try:
         srv: Any = b.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -4,6 +4,7 @@ suite-wide), and ``selectors`` on ``fileno()``."""
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import selectors
 import socket
@@ -261,6 +262,7 @@ def test_selectors_see_a_refused_connect(hosts: Any) -> None:
 
 def test_backlog_and_lock_stats_recorded(hosts: Any) -> None:
     net, a, b = hosts
+    b.set_tuning(dataclasses.replace(b.tuning, lock_stat=True))  # owner sections timed
     srv = b.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv.bind(("10.0.0.2", 8080))
     srv.listen(1)
