@@ -430,7 +430,8 @@ def test_legacy_global_lock_mode_works_the_same() -> None:
 
 
 def test_recv_frees_buffers_to_their_pool() -> None:
-    for tuning in (Tuning(), replace(Tuning(), tcp_defer_free=False)):
+    # lock_stat: the owner sections are timed (lock_stats() below)
+    for tuning in (Tuning(lock_stat=True), Tuning(tcp_defer_free=False, lock_stat=True)):
         net, a, b = Network.two_hosts(tuning=tuning)
         srv, cli, child = connected_pair(net, a, b)
         send_all(net, cli, b"z" * 50000)
