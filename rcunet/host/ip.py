@@ -20,7 +20,7 @@ from rcunet.core.ip.reassembly import Ipv4Reassembler, Ipv6Reassembler, Paramete
 from rcunet.host.interface import Interface, multicast_mac, solicited_node
 from rcunet.host.timers import Timer
 from rcunet.wire import arp, ethernet, icmpv4, icmpv6, igmp, ipv4, ipv6
-from rcunet.wire._common import new_tuple
+from rcunet.wire._common import Buffer, new_tuple
 from rcunet.wire.errors import WireError
 
 if TYPE_CHECKING:
@@ -43,6 +43,11 @@ _IPV4_HLEN = ipv4.HEADER_LEN
 _VIHL_PLAIN = 0x45  # version 4, a 20-byte header (no options)
 _MF_OFFSET = 0x3FFF  # MF flag and fragment offset: set on any fragment
 _V4_KEY = 4 << 8  # handlers registered for IPv4 only: (family << 8) | protocol
+
+
+#: A packet on the output path: bytes, or the pieces ``output_gather`` joins only when the
+#: frame is made (link header first).
+Packet = bytes | tuple[Buffer, ...]
 
 
 class Delivery(NamedTuple):
@@ -284,7 +289,9 @@ class IpLayer:
             elif isinstance(action, nd.Discard):
                 self.host.counters.inc("RcunetNeighDiscards", len(action.packets))
 
-    def _resolve_and_send(self, iface: Interface, next_hop: bytes, packet: bytes) -> None:
+    def _resolve_and_send(self, iface: Interface, next_hop: bytes, packet: Packet) -> None:
+        """Resolve ``next_hop`` and send ``packet`` (bytes, or the gathered pieces of
+        ``output_gather``: a packet that waits for resolution is queued as it is)."""
         if len(next_hop) == 4:
             family, ethertype, table = 4, ethernet.ETHERTYPE_IPV4, iface.neigh4
             if next_hop[0] >> 4 == 14:  # multicast (is_multicast, inlined: once a packet)
@@ -299,8 +306,9 @@ class IpLayer:
                 self._send_frame(iface, multicast_mac(next_hop), ethertype, packet)
                 return
         now = self.host.clock.now()
+        size = sum(map(len, packet)) if isinstance(packet, tuple) else len(packet)
         with iface.neigh_lock:
-            lladdr, actions = table.resolve(next_hop, now, packet, len(packet))
+            lladdr, actions = table.resolve(next_hop, now, packet, size)
             if actions:
                 self._arm_neigh_locked(iface, family)
         if lladdr is not None:
@@ -308,7 +316,12 @@ class IpLayer:
         if actions:
             self._run_neigh_actions(iface, family, actions)
 
-    def _send_frame(self, iface: Interface, dst_mac: bytes, ethertype: int, payload: bytes) -> None:
+    def _send_frame(self, iface: Interface, dst_mac: bytes, ethertype: int,
+                    payload: Packet) -> None:
+        if isinstance(payload, tuple):  # gathered: the frame is made by one join
+            header = ethernet.Repr(dst_mac, iface.mac, ethertype).build_header()
+            iface.transmit(b"".join((header, *payload)))
+            return
         frame = ethernet.Repr(dst_mac, iface.mac, ethertype, payload).build()
         iface.transmit(frame)
 
@@ -583,6 +596,59 @@ class IpLayer:
         finally:
             entry.release()
 
+    def output_gather(
+        self,
+        src: bytes,
+        dst: bytes,
+        protocol: int,
+        build_header: Callable[[bytes, bytes], bytes],
+        payload: Buffer,
+        *,
+        dont_fragment: bool = False,
+        oif: int = 0,
+    ) -> int:
+        """``output`` for a transport that hands its header and its payload apart: a
+        unicast IPv4 packet that needs no fragmenting leaves as one frame made by one
+        join of the link, IP and transport headers and ``payload`` (``output`` copies
+        the payload once per layer).  ``build_header(src, dst)`` returns the transport
+        header (its checksum covers ``payload``).  ``payload`` must not change after the
+        call (it may wait in a neighbour queue).  Returns 0 or a positive errno."""
+        if len(dst) != 4 or dst[0] >> 4 == 14 or dst == LIMITED_BROADCAST:
+            return self.output(src, dst, protocol,
+                               lambda s, d: build_header(s, d) + payload,
+                               dont_fragment=dont_fragment, oif=oif)
+        if self.is_local(dst):
+            lo = self.host.loopback
+            return self._send_ipv4_gather(lo, dst, src, dst, protocol, build_header(src, dst),
+                                          payload, dont_fragment, lo.mtu)
+        entry = self.host.dst_cache.lookup(dst, oif)
+        if entry is None:
+            self._count("IpOutNoRoutes")
+            return 101  # ENETUNREACH
+        try:
+            out = entry.use()
+            return self._send_ipv4_gather(out.iface, out.next_hop, src, dst, protocol,
+                                          build_header(src, dst), payload, dont_fragment,
+                                          out.mtu)
+        finally:
+            entry.release()
+
+    def _send_ipv4_gather(self, iface: Interface, next_hop: bytes, src: bytes, dst: bytes,
+                          protocol: int, header: bytes, payload: Buffer, dont_fragment: bool,
+                          mtu: int) -> int:
+        length = len(header) + len(payload)
+        if ipv4.HEADER_LEN + length > mtu:  # fragments (or EMSGSIZE): the general path
+            return self._send_ip(iface, next_hop, src, dst, protocol, header + payload, None,
+                                 dont_fragment, mtu)
+        self._count("IpOutRequests")
+        ip_header = ipv4.Repr(src, dst, protocol, b"", self.host.tuning.ip_default_ttl,
+                              self.next_ident(), dont_fragment).build_header(length)
+        if iface.mac is not None:  # is_ethernet
+            self._resolve_and_send(iface, next_hop, (ip_header, header, payload))
+        else:
+            iface.transmit(b"".join((ip_header, header, payload)))
+        return 0
+
     def _output_multicast(self, src: bytes | None, dst: bytes, protocol: int,
                           build_payload: Callable[[bytes, bytes], bytes], ttl: int | None,
                           oif: int) -> int:
@@ -787,7 +853,9 @@ class IpLayer:
             self.output(None, original6.src, PROTO_ICMPV6,
                         lambda s, d: message6.build(src=s, dst=d))  # type: ignore[return-value]
 
-    def _icmp_host_unreachable(self, packet: bytes) -> None:
+    def _icmp_host_unreachable(self, packet: Packet) -> None:
+        if isinstance(packet, tuple):  # gathered pieces that waited for resolution
+            packet = b"".join(packet)
         if packet and packet[0] >> 4 == 4:
             self.send_icmp_error(packet, 4, icmpv4.DEST_UNREACHABLE, icmpv4.HOST_UNREACHABLE)
         else:

@@ -479,13 +479,16 @@ class TcpLayer:
     def _transmit(self, src: bytes, dst: bytes, seg: tcp.Repr, oif: int = 0,
                   offload: bool = False) -> None:
         """One segment to IP.  ``offload``: the connection's link does checksums (a clean
-        in-memory link or loopback, as a NIC would): the field is left zero."""
-        def build(source: bytes, dest: bytes) -> bytes:
-            return seg.build(src=source, dst=dest, checksum=not offload)
+        in-memory link or loopback, as a NIC would): the field is left zero.  The header
+        and the payload go to IP apart: the frame is made by one join (``output_gather``),
+        not one copy of the payload per layer."""
+        def build_header(source: bytes, dest: bytes) -> bytes:
+            return seg.build_header(src=source, dst=dest, checksum=not offload)
 
         # Path MTU discovery (RFC 1191/8201): never fragmented on the way; a narrower
         # link answers with an ICMP error and the connection resizes (mtu_reduced_locked).
-        self.host.ip.output(src, dst, tcp.PROTOCOL, build, oif=oif, dont_fragment=True)
+        self.host.ip.output_gather(src, dst, tcp.PROTOCOL, build_header, seg.payload, oif=oif,
+                                   dont_fragment=True)
 
     def _reply(self, seg: tcp.Repr, info: Delivery) -> None:
         """Send a segment built by the layer itself (RST, TIME_WAIT ACK, cookie SYN,ACK)."""

@@ -150,7 +150,15 @@ class Repr(NamedTuple):
 
     def build(self, buf: WritableBuffer | None = None, offset: int = 0) -> bytes | int:
         """Emit the frame (no padding to the 60-byte minimum, no FCS)."""
-        dst, src, ethertype, payload, vlan, vlan_pcp, vlan_dei = self
+        header = self.build_header()
+        if buf is None:
+            return b"".join((header, self.payload))
+        return write_into(buf, offset, b"".join((header, self.payload)))
+
+    def build_header(self) -> bytes:
+        """The header (with its 802.1Q tag) alone, for a caller that gathers the
+        payload behind it itself (``build`` is this plus the payload)."""
+        dst, src, ethertype, _payload, vlan, vlan_pcp, vlan_dei = self
         if len(dst) != ADDR_LEN or len(src) != ADDR_LEN:
             raise WireError("bad-field", "MAC addresses must be 6 bytes")
         if not ETHERTYPE_MIN <= ethertype <= 0xFFFF or ethertype in _TAG_TYPES:
@@ -163,6 +171,4 @@ class Repr(NamedTuple):
         else:
             tci = _tci(vlan, vlan_pcp, vlan_dei)
             header = _VLAN_HEADER.pack(dst, src, ETHERTYPE_VLAN, tci, ethertype)
-        if buf is None:
-            return b"".join((header, payload))
-        return write_into(buf, offset, b"".join((header, payload)))
+        return header

@@ -285,13 +285,22 @@ class Repr(NamedTuple):
         checksum: bool = True,
     ) -> bytes | int:
         """Emit the packet with its header checksum (zero with ``checksum=False``)."""
+        header = self.build_header(checksum=checksum)
+        if buf is None:
+            return b"".join((header, self.payload))
+        return write_into(buf, offset, b"".join((header, self.payload)))
+
+    def build_header(self, payload_len: int | None = None, *, checksum: bool = True) -> bytes:
+        """The header with its options alone, for a packet whose payload is
+        ``payload_len`` bytes (default: ``len(self.payload)``) that the caller gathers
+        behind it itself (``build`` is this plus the payload)."""
         (src, dst, protocol, payload, ttl, ident, df, mf, frag_offset, dscp, ecn, options,
          _, _) = self
         header_len = HEADER_LEN
         if options:
             _check_build_options(options)
             header_len += len(options)
-        total_len = header_len + len(payload)
+        total_len = header_len + (len(payload) if payload_len is None else payload_len)
         if total_len > MAX_TOTAL_LEN:
             raise WireError("too-long", f"IPv4 packet of {total_len} bytes")
         if len(src) != ADDR_LEN or len(dst) != ADDR_LEN:
@@ -318,9 +327,7 @@ class Repr(NamedTuple):
             header = _HEADER.pack(vihl, tos, total_len, ident, frag, ttl, protocol, csum, src, dst)
         except struct.error as exc:  # ttl, protocol or ident out of range
             raise WireError("bad-field", f"IPv4 field out of range: {exc}") from None
-        if buf is None:
-            return b"".join((header, options, payload))
-        return write_into(buf, offset, b"".join((header, options, payload)))
+        return header + options if options else header
 
 
 def _check_build_options(options: Buffer) -> None:

@@ -237,6 +237,21 @@ class Repr(NamedTuple):
     ) -> bytes | int:
         """Emit the segment.  The checksum needs ``src``/``dst`` (4 or 16 bytes each);
         with ``checksum=False`` (offload) or no addresses the field is written as zero."""
+        header = self.build_header(src=src, dst=dst, checksum=checksum)
+        if buf is None:
+            return header + self.payload
+        return write_into(buf, offset, header + self.payload)
+
+    def build_header(
+        self,
+        *,
+        src: bytes | None = None,
+        dst: bytes | None = None,
+        checksum: bool = True,
+    ) -> bytes:
+        """The header with its options alone, for a caller that gathers header and
+        payload into one buffer itself (``build`` is this plus the payload).  The
+        checksum, as in ``build``, covers the payload."""
         (sp, dp, seq, ack, flags, win, payload, urg, mss, ws, sack_ok, sacks, ts, unknown,
          _, _) = self
         if flags & ~FLAGS_MASK:
@@ -279,6 +294,4 @@ class Repr(NamedTuple):
             header = layout.pack(sp, dp, seq, ack, off, flags & 0xFF, win, csum, urg, *extra)
         except struct.error as err:
             raise WireError("bad-field", f"TCP field out of range: {err}") from None
-        if buf is None:
-            return header + options + payload if options else header + payload
-        return write_into(buf, offset, header + options + payload)
+        return header + options if options else header

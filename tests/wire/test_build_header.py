@@ -1,0 +1,68 @@
+"""``build_header``: the header a caller gathers in front of the payload itself is exactly
+the front of what ``build`` emits (the IP output path joins link, IP and transport headers
+and the payload once, and the wire bytes must not change)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rcunet.wire import ethernet, ipv4, tcp
+from rcunet.wire.errors import WireError
+
+SRC, DST = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])
+SRC6, DST6 = bytes(15) + b"\x01", bytes(15) + b"\x02"
+
+SEGMENTS = [
+    tcp.Repr(1234, 80, 1, 2, tcp.ACK, 512, payload=b"odd length payload!"),
+    tcp.Repr(1234, 80, 1, 2, tcp.ACK | tcp.PSH, 512, payload=bytes(range(256)) * 40,
+             timestamp=(7, 9)),
+    tcp.Repr(1234, 80, 1, 0, tcp.SYN, 65535, mss=1460, window_scale=7, sack_permitted=True,
+             timestamp=(1, 0)),
+    tcp.Repr(1234, 80, 1, 2, tcp.ACK, 9, payload=memoryview(b"view"), timestamp=(3, 4),
+             sack_blocks=((10, 20), (30, 40))),
+]
+
+
+@pytest.mark.parametrize("seg", SEGMENTS)
+@pytest.mark.parametrize(("src", "dst"), [(SRC, DST), (SRC6, DST6), (None, None)])
+@pytest.mark.parametrize("checksum", [True, False])
+def test_tcp_header_then_payload_is_the_segment(seg, src, dst, checksum):
+    header = seg.build_header(src=src, dst=dst, checksum=checksum)
+    assert header + bytes(seg.payload) == seg.build(src=src, dst=dst, checksum=checksum)
+    if src is not None and checksum:  # the header's checksum covers the payload
+        parsed = tcp.Repr.parse(header + bytes(seg.payload), src, dst)
+        assert parsed.checksum_ok
+
+
+def test_tcp_build_header_rejects_what_build_rejects():
+    bad = tcp.Repr(1, 2, 3, 4, 0x400, 5)  # flags beyond 9 bits
+    for emit in (bad.build, bad.build_header):
+        with pytest.raises(WireError, match="bad-flags"):
+            emit()
+
+
+@pytest.mark.parametrize("options", [b"", b"\x01\x01\x01\x00"])
+def test_ipv4_header_for_a_gathered_payload(options):
+    payload = bytes(range(200))
+    packet = ipv4.Repr(SRC, DST, 6, payload, 64, 77, True, options=options)
+    whole = packet.build()
+    assert packet.build_header() + payload == whole
+    # the payload given apart, by length: the same header
+    bare = ipv4.Repr(SRC, DST, 6, b"", 64, 77, True, options=options)
+    header = bare.build_header(len(payload))
+    assert header + payload == whole
+    assert ipv4.Repr.parse(header + payload).checksum_ok
+
+
+def test_ipv4_header_length_still_checked():
+    with pytest.raises(WireError, match="70020 bytes"):
+        ipv4.Repr(SRC, DST, 6).build_header(70000)
+
+
+@pytest.mark.parametrize("vlan", [None, 42])
+def test_ethernet_header_then_payload_is_the_frame(vlan):
+    frame = ethernet.Repr(b"\x02" * 6, b"\x04" * 6, ethernet.ETHERTYPE_IPV4, b"payload",
+                          vlan=vlan)
+    assert frame.build_header() + b"payload" == frame.build()
+    assert ethernet.Repr(frame.dst, frame.src, frame.ethertype, vlan=vlan).build_header() \
+        == frame.build_header()
