@@ -253,9 +253,9 @@ class UdpTable:
     def portaddr_hash(self, addr: bytes, port: int) -> int:
         """``ipv{4,6}_portaddr_hash``: keyed hash of the address xor the port."""
         if len(addr) == 4:
-            # HashSecret.portaddr_hash, inlined for an IPv4 address (its own portaddr_key):
-            # multicast delivery hashes every datagram's group.  __init__ checks the two
-            # agree.
+            # HashSecret.portaddr_hash, inlined for an IPv4 address (which portaddr_key
+            # leaves as it is): multicast delivery hashes every datagram's group.
+            # __init__ checks that the two agree.
             return (hash((self.net_mix, addr)) ^ port) & M32
         return self.secret.portaddr_hash(addr, port)
 
