@@ -230,7 +230,7 @@ class TcpLayer:
                 return
             sk.forgotten = True
             self.sockets.discard(sk)
-        leftovers = [skb[0] for skb in sk.rx_skbs]
+        leftovers = [skb[0] for skb in sk.rx_skbs if skb[0] is not None]
         sk.rx_skbs.clear()
         self.free_buffers_deferred(leftovers)
         if sk.ref.put():
@@ -391,9 +391,12 @@ class TcpLayer:
         for event in events:
             kind = type(event)
             if isinstance(event, DataReceived):
-                if buf is not None:
-                    sk.rx_skbs.append([buf, event.length])
-                    buf = None
+                # Every delivery gets an entry, with a buffer or not: the receive queue
+                # keeps views of the delivered bytes (no copy), so a buffer goes back to
+                # its pool only once all the bytes delivered with it were read
+                # (TcpSock._consume_skbs counts them off in delivery order).
+                sk.rx_skbs.append([buf, event.length])
+                buf = None
             elif kind is Established:
                 if sk.listener is not None:
                     self._publish_child(sk)

@@ -135,7 +135,9 @@ class TcpSock(SockEntry):
         self.wq_waiters = 0  # guarded-by: wq
         self.wake_seq = 0
         self.outbox: deque[Any] = deque()
-        self.rx_skbs: deque[list[Any]] = deque()  # [Buffer, bytes of it not yet read]
+        # One entry per data delivery, in delivery order: [Buffer or None, bytes of it
+        # not yet read].  The engine's receive queue holds views of those bytes.
+        self.rx_skbs: deque[list[Any]] = deque()
         self.timer: Any = None
         self.teardown: tuple[str, Any] | None = None
         self.listener: TcpSock | None = None  # set while an embryonic child (SYN_RECV)
@@ -559,7 +561,9 @@ class TcpSock(SockEntry):
             head = skbs[0]
             if head[1] <= n:
                 n -= head[1]
-                consumed.append(skbs.popleft()[0])
+                buf = skbs.popleft()[0]
+                if buf is not None:  # None: bytes delivered without a pooled buffer
+                    consumed.append(buf)
             else:
                 head[1] -= n
                 n = 0
@@ -615,7 +619,7 @@ class TcpSock(SockEntry):
                 else:
                     conn.close(now)
                 self.layer.after_engine(self)
-            unread = [skb[0] for skb in self.rx_skbs]
+            unread = [skb[0] for skb in self.rx_skbs if skb[0] is not None]
             self.rx_skbs.clear()
         finally:
             self._unlock(since)

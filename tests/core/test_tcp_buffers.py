@@ -54,13 +54,21 @@ def test_recv_queue_matches_a_bytearray(ops: list[tuple[bool, int]]) -> None:
     assert queue.read(10) == b""
 
 
-def test_recv_queue_copies_what_it_keeps() -> None:
-    """A segment's payload is a view of a frame buffer the host recycles once delivered."""
-    frame = bytearray(b"abcdef")
+def test_recv_queue_keeps_the_payload_and_reads_copies() -> None:
+    """A segment's payload is a view of a receive buffer the host recycles only once its
+    bytes were read (``TcpSock.rx_skbs``): the queue keeps the view (no copy on the way
+    in), and every read - whole chunk, part of one, across chunks, peek - returns bytes
+    of its own that stay valid after the buffer is recycled."""
+    frame = bytearray(b"abcdefghij")
+    view = memoryview(frame)
     queue = RecvQueue()
-    queue.append(memoryview(frame)[1:4])
-    frame[:] = b"XXXXXX"
-    assert queue.read(10) == b"bcd"
+    queue.append(view[0:3])
+    queue.append(view[3:6])
+    queue.append(view[6:10])
+    outs = [queue.peek(4), queue.read(3), queue.read(1), queue.read(4), queue.read(10)]
+    frame[:] = b"X" * 10
+    assert outs == [b"abcd", b"abc", b"d", b"efgh", b"ij"]
+    assert all(type(out) is bytes for out in outs)
 
 
 def test_send_queue_chunk_can_grow_after_a_slice() -> None:

@@ -5,8 +5,11 @@ acknowledged (``SendQueue``), and in-order bytes the application has not read
 Both are queues of chunks, not one ``bytearray``: a bytearray used as a FIFO copies its
 whole contents whenever an append finds no room after bytes were deleted from its front
 (CPython moves the data to a new block), which with an autotuned receive buffer of
-megabytes costs more than the transfer itself.  Here a byte is copied once on the way in
-and once on the way out, and consuming from the front drops whole chunks.
+megabytes costs more than the transfer itself.  Consuming from the front drops whole
+chunks.  A sent byte is copied once on the way in and once on the way out; a received
+byte only on the way out: ``RecvQueue`` keeps the segment's payload as given (a view of
+the receive buffer the host filled), and the host keeps that buffer until the bytes were
+read (``rcunet.host.tcp_sock.TcpSock.rx_skbs``).
 
 Concurrency: none; owned by one ``Connection`` (its socket lock).
 """
@@ -118,12 +121,13 @@ class SendQueue:
 
 class RecvQueue:
     """In-order received bytes the application has not read: ``append`` one segment's
-    payload (copied), ``read`` from the head."""
+    payload (kept as given, not copied: the caller leaves those bytes unchanged until
+    they are read or the queue is cleared), ``read`` from the head (always a copy)."""
 
     __slots__ = ("_chunks", "_head", "_len")
 
     def __init__(self) -> None:
-        self._chunks: deque[bytes] = deque()
+        self._chunks: deque[Buffer] = deque()
         self._head = 0  # bytes of _chunks[0] already read
         self._len = 0
 
@@ -136,11 +140,12 @@ class RecvQueue:
     def append(self, data: Buffer) -> None:
         n = len(data)
         if n:
-            self._chunks.append(bytes(data))  # bytes(bytes) is the same object: no copy
+            self._chunks.append(data)
             self._len += n
 
     def read(self, n: int) -> bytes:
-        """Up to ``n`` bytes from the head, copied once (a whole unread chunk: not at all)."""
+        """Up to ``n`` bytes from the head, copied once into new ``bytes`` (a whole unread
+        chunk that is already ``bytes``: not at all)."""
         n = min(n, self._len)
         if n <= 0:
             return b""
@@ -150,7 +155,7 @@ class RecvQueue:
         avail = len(first) - head
         if n <= avail:
             if head == 0 and n == avail:
-                out = chunks.popleft()
+                out = bytes(chunks.popleft())  # bytes(bytes) is the same object: no copy
                 self._head = 0
             else:
                 with memoryview(first) as view:
@@ -162,7 +167,7 @@ class RecvQueue:
                     self._head = head + n
             self._len -= n
             return out
-        pieces: list[bytes | memoryview] = []
+        pieces: list[Buffer] = []
         need = n
         while need:
             chunk = chunks[0]
@@ -183,7 +188,7 @@ class RecvQueue:
     def peek(self, n: int) -> bytes:
         """Up to ``n`` bytes from the head, left in the queue (MSG_PEEK)."""
         n = min(n, self._len)
-        pieces: list[bytes | memoryview] = []
+        pieces: list[Buffer] = []
         head = self._head
         for chunk in self._chunks:
             if n <= 0:
