@@ -26,7 +26,16 @@ The table is bounded (``gc_thresh3``, forced GC at ``gc_thresh2``/``gc_thresh3``
 ``gc_stale_time``), and so is each entry's pending-packet queue (``unres_qlen`` packets,
 ``unres_qlen_bytes`` bytes; the oldest packet is dropped first, as Linux does).
 
-Not thread-safe: the Host serialises calls on one table (its neighbour lock).
+Not thread-safe, with one exception: the Host serialises calls on one table (its neighbour
+lock), and ``lladdr_rcu`` - the per-packet fast path, Linux ``neigh_output`` /
+``neigh_event_send`` on a NUD_CONNECTED, DELAY or PROBE entry - takes no lock.
+
+Lookups in ``_entries`` are subscripts (``addr in d``, ``d[addr]``), never ``dict.get``:
+on free-threaded CPython 3.13 ``dict.get`` is a critical-section method, and when its
+lock-free lookup cannot take a reference (the probe is equal to but not the stored key -
+``addr`` is a next-hop ``bytes`` made per packet - or the dict/value belongs to another
+thread) it takes the dict's lock again inside its own critical section and spins 20-80 us
+(``python -m rcunet.sync.ftbench``).  A subscript falls back to one plain lock instead.
 """
 
 from __future__ import annotations
@@ -67,6 +76,8 @@ PERMANENT = State.PERMANENT
 VALID_STATES = frozenset({REACHABLE, STALE, DELAY, PROBE, PERMANENT})
 #: NUD_CONNECTED: states whose address is known to work right now.
 CONNECTED_STATES = frozenset({REACHABLE, PERMANENT})
+#: States in which sending needs no state change (Linux ``neigh_event_send``'s early return).
+_NO_EVENT_STATES = frozenset({REACHABLE, PERMANENT, DELAY, PROBE})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -134,12 +145,12 @@ _NO_ACTIONS: tuple[Action, ...] = ()
 
 
 class Entry:
-    """One neighbour.  Mutable, owned by its table."""
+    """One neighbour.  Mutable, owned by its table.
 
-    __slots__ = (
-        "addr", "state", "lladdr", "queue", "queue_bytes", "probes", "timer_at",
-        "confirmed", "updated", "used",
-    )
+    Ordinary attributes, not ``__slots__``: ``lladdr_rcu`` reads ``state`` and
+    ``lladdr`` from other threads, and on free-threaded 3.13 every such slot read takes
+    the instance's mutex (``rcunet.sync.shared`` explains; core does not import it).
+    """
 
     def __init__(self, addr: bytes, now: int) -> None:
         self.addr = addr
@@ -155,6 +166,11 @@ class Entry:
 
     def __repr__(self) -> str:
         return f"Entry({self.addr.hex()} {self.state} lladdr={self.lladdr!r} q={len(self.queue)})"
+
+
+def _lookup(entries: dict[bytes, Entry], addr: bytes) -> Entry | None:
+    """``entries.get(addr)`` spelled with subscripts (module docstring: why)."""
+    return entries[addr] if addr in entries else None
 
 
 class NeighbourTable:
@@ -181,10 +197,10 @@ class NeighbourTable:
     # -- inspection --------------------------------------------------------------------
 
     def get(self, addr: bytes) -> Entry | None:
-        return self._entries.get(addr)
+        return _lookup(self._entries, addr)
 
     def state_of(self, addr: bytes) -> State | None:
-        entry = self._entries.get(addr)
+        entry = _lookup(self._entries, addr)
         return None if entry is None else entry.state
 
     def __len__(self) -> int:
@@ -199,6 +215,29 @@ class NeighbourTable:
 
     # -- output path -------------------------------------------------------------------
 
+    def lladdr_rcu(self, addr: bytes, now: int) -> bytes | None:
+        """The link-layer address to send to ``addr`` now if no state change is due -
+        the entry is REACHABLE, PERMANENT, DELAY or PROBE - else ``None`` (then call
+        ``resolve`` under the lock).  Lock-free, as Linux's ``neigh_event_send`` returns
+        at once for NUD_CONNECTED | NUD_DELAY | NUD_PROBE and ``neigh_output`` reads the
+        address without the entry's lock; like them it counts no lookup and updates
+        ``used`` with a plain store.
+
+        Reads, each one atomic: a dict subscript on ``_entries`` (pairs with the locked
+        writers' dict set/del), then ``entry.state`` and ``entry.lladdr`` (one attribute
+        load each, pairing with ``_set_state`` and ``_update``).  A racing change of state
+        may send one more packet to the address the entry had, as in Linux; an entry
+        whose new state is stored before its first address returns ``None``."""
+        try:
+            entry = self._entries[addr]
+        except KeyError:  # not yet resolved (or just destroyed): the locked path decides
+            return None
+        if entry.state not in _NO_EVENT_STATES:
+            return None
+        if entry.used != now:
+            entry.used = now  # atomic: one attribute store (Linux WRITE_ONCE)
+        return entry.lladdr
+
     def resolve(
         self, addr: bytes, now: int, packet: Any = None, size: int = 0
     ) -> tuple[bytes | None, tuple[Action, ...] | list[Action]]:
@@ -209,7 +248,7 @@ class NeighbourTable:
         was queued, or dropped as an action says.  ``packet=None`` only starts resolution.
         """
         self.stats["lookups"] += 1
-        entry = self._entries.get(addr)
+        entry = _lookup(self._entries, addr)
         if entry is not None:
             entry.used = now
             state = entry.state
@@ -243,7 +282,7 @@ class NeighbourTable:
         to us; NS with a source link-layer option).  Creates or refreshes the entry as
         STALE (Linux ``neigh_event_ns``; RFC 4861 §7.2.3)."""
         actions: list[Action] = []
-        entry = self._entries.get(addr)
+        entry = _lookup(self._entries, addr)
         if entry is None:
             entry = self._create(addr, now, actions)
             if entry is None:
@@ -263,7 +302,7 @@ class NeighbourTable:
     ) -> list[Action]:
         """A Neighbor Advertisement for ``addr`` (RFC 4861 §7.2.5).  Only updates an
         existing entry: unsolicited advertisements never create one."""
-        entry = self._entries.get(addr)
+        entry = _lookup(self._entries, addr)
         if entry is None:
             return []
         actions: list[Action] = []
@@ -279,7 +318,7 @@ class NeighbourTable:
         a unicast reply confirms reachability; anything else only makes the entry STALE.
         The link-layer address may change only after ``locktime`` since the last
         update, or when the message is gratuitous."""
-        entry = self._entries.get(addr)
+        entry = _lookup(self._entries, addr)
         if entry is None:
             return []
         actions: list[Action] = []
@@ -292,14 +331,14 @@ class NeighbourTable:
     def confirm(self, addr: bytes, now: int) -> None:
         """Upper-layer reachability confirmation (TCP forward progress, ``MSG_CONFIRM``):
         Linux records the time; the DELAY/REACHABLE timers act on it."""
-        entry = self._entries.get(addr)
+        entry = _lookup(self._entries, addr)
         if entry is not None:
             entry.confirmed = now
 
     def add_permanent(self, addr: bytes, lladdr: bytes, now: int) -> list[Action]:
         """A static entry (``ip neigh add ... nud permanent``): never probed or collected."""
         actions: list[Action] = []
-        entry = self._entries.get(addr)
+        entry = _lookup(self._entries, addr)
         if entry is None:
             entry = Entry(addr, now)
             self._insert(entry)
@@ -310,7 +349,7 @@ class NeighbourTable:
 
     def remove(self, addr: bytes) -> list[Action]:
         """Delete an entry (``ip neigh del``); queued packets are discarded."""
-        entry = self._entries.get(addr)
+        entry = _lookup(self._entries, addr)
         if entry is None:
             return []
         actions: list[Action] = []
@@ -325,7 +364,7 @@ class NeighbourTable:
         entries = self._entries
         while timers:
             at, addr = timers[0]
-            entry = entries.get(addr)
+            entry = _lookup(entries, addr)
             if entry is not None and entry.timer_at == at:
                 break
             heapq.heappop(timers)  # stale: the entry was re-armed or destroyed
@@ -341,7 +380,7 @@ class NeighbourTable:
         timers = self._timers
         while timers and timers[0][0] <= now:
             at, addr = heapq.heappop(timers)
-            entry = self._entries.get(addr)
+            entry = _lookup(self._entries, addr)
             if entry is None or entry.timer_at != at:
                 continue
             entry.timer_at = None

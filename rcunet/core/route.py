@@ -149,9 +149,14 @@ class RoutingTable:
         table = snap.v4 if len(dst) == 4 else snap.v6
         value = int.from_bytes(dst, "big")
         for _plen, mask, nets in table.levels:
-            routes = nets.get(value & mask)
-            if routes is None:
+            key = value & mask
+            # ``in`` + subscript, not nets.get: the key is a fresh int, and on free-threaded
+            # 3.13 dict.get with a key equal to but not the stored one can spin on the
+            # dict's lock (rcunet.core.neigh's docstring).  Both reads are atomic on the
+            # immutable-after-publish level dict.
+            if key not in nets:
                 continue
+            routes = nets[key]
             if oif is None:
                 return routes[0], snap.generation
             for route in routes:
@@ -357,8 +362,11 @@ class PmtuStore:
 
     def get(self, dst: bytes, now: int) -> int | None:
         """The learned path MTU towards ``dst``, or ``None`` (none, or expired)."""
-        entry = self._entries.get(dst)  # atomic: dict.get, pairs with the stores below
-        if entry is None or entry.expires_at <= now:
+        try:
+            entry = self._entries[dst]  # atomic: dict subscript, pairs with the stores below
+        except KeyError:  # (not dict.get: see lookup_with_generation)
+            return None
+        if entry.expires_at <= now:
             return None
         return entry.mtu
 

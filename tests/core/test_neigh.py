@@ -246,3 +246,23 @@ def test_many_neighbours_fail_independently(count: int) -> None:
     while (deadline := table.next_deadline()) is not None and deadline < 100 * S:
         failed += [p for a in table.poll(deadline) if isinstance(a, Unreachable) for p in a.packets]
     assert sorted(failed) == sorted(addrs)
+
+
+def test_lladdr_rcu_only_where_sending_changes_no_state() -> None:
+    table = NeighbourTable()
+    assert table.lladdr_rcu(IP, 0) is None  # unknown: the locked path resolves
+    table.resolve(IP, 0, "a", 10)
+    assert table.lladdr_rcu(IP, 1) is None  # INCOMPLETE
+    table.advertisement_received(IP, MAC, 2, solicited=True, override=True)
+    assert table.lladdr_rcu(IP, 3) == MAC  # REACHABLE
+    assert table.get(IP).used == 3  # type: ignore[union-attr]
+    assert table.stats["lookups"] == 1  # the fast path counts nothing, as neigh_output
+    later = 2 + NeighParams().reachable_time
+    table.poll(later)  # reachable_time without confirmation: STALE
+    assert table.state_of(IP) is STALE
+    assert table.lladdr_rcu(IP, later) is None  # STALE -> DELAY is resolve's job
+    assert table.resolve(IP, later, "b", 10) == (MAC, ())
+    assert table.state_of(IP) is DELAY
+    assert table.lladdr_rcu(IP, later + 1) == MAC  # DELAY: timer armed, nothing to do
+    table.add_permanent(IP, MAC2, later + 2)
+    assert table.lladdr_rcu(IP, later + 3) == MAC2

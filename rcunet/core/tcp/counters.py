@@ -38,12 +38,17 @@ class Counters:
     def add(self, name: str, n: int = 1) -> None:
         if name not in _KNOWN:
             raise KeyError(f"unknown counter {name!r}")
-        self.values[name] = self.values.get(name, 0) + n
+        values = self.values
+        # Subscripts, not dict.get: on free-threaded 3.13 a get on a dict made by another
+        # thread (a connection's counters move between the threads that drive it) can spin
+        # on the dict's lock; rcunet.core.neigh's docstring has the details.
+        values[name] = values[name] + n if name in values else n
 
     def __getitem__(self, name: str) -> int:
         if name not in _KNOWN:
             raise KeyError(f"unknown counter {name!r}")
-        return self.values.get(name, 0)
+        values = self.values
+        return values[name] if name in values else 0
 
     def take(self) -> dict[str, int]:
         """Return the deltas since the last ``take`` and start again from zero."""

@@ -86,7 +86,13 @@ class Options:
             hash(key)
         except TypeError:  # an unhashable override value
             return cls._build(tuning, overrides)
-        found = _memo.get(key)  # atomic: dict get (pairs with the dict set below)
+        # atomic: dict subscript (pairs with the dict set below); not _memo.get, which on
+        # free-threaded 3.13 spins on the dict's lock for this fresh key tuple
+        # (rcunet.core.neigh's docstring).  KeyError also when a racing clear() won.
+        try:
+            found = _memo[key]
+        except KeyError:
+            found = None
         if found is not None and found[0] is tuning:  # the id was not reused
             return found[1]
         options = cls._build(tuning, overrides)
@@ -127,7 +133,10 @@ class Options:
         """These options with another send buffer (autotuning), memoised like
         ``from_tuning``: connections of one socket configuration grow to the same size."""
         key = (id(self), sndbuf)
-        found = _sndbuf_memo.get(key)  # atomic: dict get (pairs with the dict set below)
+        try:
+            found = _sndbuf_memo[key]  # atomic: dict subscript (not .get: from_tuning)
+        except KeyError:
+            found = None
         if found is not None and found[0] is self:  # the id was not reused
             return found[1]
         grown = replace(self, sndbuf=sndbuf)
