@@ -291,14 +291,14 @@ class Socket:
             if not fport:
                 raise _oserror(errno.EDESTADDRREQ)
             return self._host.udp.sendto(sk, bytes(data), _wire(faddr), fport)
-        return int(sk.send(bytes(data), self._timeout, flags))
+        return int(sk.send(_byte_view(data), self._timeout, flags))
 
     def sendall(self, data: bytes, flags: int = 0) -> None:
         self._check_open()
         if isinstance(self._sk, UdpSock):
             self.send(data, flags)
             return
-        self._sk.sendall(bytes(data), self._timeout)
+        self._sk.sendall(_byte_view(data), self._timeout)
 
     # -- receive ----------
     def recvfrom(self, bufsize: int, flags: int = 0) -> tuple[bytes, tuple[Any, ...] | None]:
@@ -534,6 +534,17 @@ class Socket:
         if buflen is not None:
             return _INT.pack(result)[:buflen]
         return result
+
+
+def _byte_view(data: Any) -> memoryview:
+    """A read-only byte view of a bytes-like ``data`` for TCP send: no copy here (the
+    engine copies once into its send queue before the call returns, so the caller may
+    reuse its buffer afterwards, as with Python's sockets).  Items wider than a byte
+    (``array('i')``) count as their bytes, as ``socket.send`` counts them."""
+    view = memoryview(data)
+    if view.itemsize != 1 or view.ndim != 1:
+        view = view.cast("B")
+    return view.toreadonly()
 
 
 def _wire(addr: bytes) -> bytes:
