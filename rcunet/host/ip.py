@@ -25,6 +25,7 @@ from rcunet.wire.errors import WireError
 
 if TYPE_CHECKING:
     from rcunet.host.host import Host
+    from rcunet.host.routecache import DstEntry
 
 PROTO_ICMPV6 = icmpv6.PROTOCOL
 LIMITED_BROADCAST = b"\xff\xff\xff\xff"
@@ -632,6 +633,25 @@ class IpLayer:
                                           out.mtu)
         finally:
             entry.release()
+
+    def output_pinned(
+        self,
+        entry: DstEntry,
+        src: bytes,
+        dst: bytes,
+        protocol: int,
+        build_header: Callable[[bytes, bytes], bytes],
+        payload: Buffer,
+        *,
+        dont_fragment: bool = False,
+    ) -> int:
+        """``output_gather`` through a route the caller holds pinned (a connected
+        socket's dst entry: Linux's ip_queue_xmit with sk_dst_cache), so no lookup and
+        no reference taken or dropped per packet.  The caller has checked that the
+        entry is still ``DstCache.current``; IPv4 unicast only (the entry's ``dst``)."""
+        out = entry.use()
+        return self._send_ipv4_gather(out.iface, out.next_hop, src, dst, protocol,
+                                      build_header(src, dst), payload, dont_fragment, out.mtu)
 
     def _send_ipv4_gather(self, iface: Interface, next_hop: bytes, src: bytes, dst: bytes,
                           protocol: int, header: bytes, payload: Buffer, dont_fragment: bool,

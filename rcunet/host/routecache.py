@@ -7,6 +7,10 @@ changes invalidate the cache by publishing an empty dict and dropping the cache'
 reference on every old entry; the last sender to let go frees it.  A dead entry cannot
 be revived: ``get()`` fails and the sender takes the slow path.
 
+A connected TCP socket keeps its entry pinned from one transmit to the next (Linux's
+``sk_dst_cache``): it checks per segment that the entry is still ``current`` (no
+invalidation since it was made: ``dst_check``) and takes no reference per segment.
+
 ``Tuning.dst_rcuref`` picks the refcount: ``RcuRef`` (get is one unconditional add, no
 retry; modern) or ``IncNotZeroRef`` (compare-and-swap retry loop; legacy, before
 "net: Use rcuref for dst" in Linux 6.5).  ``DstEntry.freed`` plus ``use()`` let the
@@ -43,10 +47,11 @@ class DstEntry:
     """
 
     __slots__ = ("dst", "route", "iface", "src", "next_hop", "mtu", "generation", "ref",
-                 "freed", "cache")
+                 "freed", "cache", "epoch")
 
     def __init__(self, dst: bytes, route: Route, iface: Interface, src: bytes, mtu: int,
-                 generation: int, rcuref: bool, cache: DstCache | None = None) -> None:
+                 generation: int, rcuref: bool, cache: DstCache | None = None,
+                 epoch: int = 0) -> None:
         self.dst = dst
         self.route = route
         self.iface = iface
@@ -58,6 +63,7 @@ class DstEntry:
         self.ref: RcuRef | IncNotZeroRef = RcuRef(2) if rcuref else IncNotZeroRef(2)
         self.freed = False
         self.cache = cache  # immutable: told when the entry is freed
+        self.epoch = epoch  # immutable: the cache's invalidation count when made
 
     def hold(self) -> bool:
         return self.ref.get()
@@ -136,6 +142,12 @@ class DstCache:
             local[key] = entry
         return entry
 
+    def current(self, entry: DstEntry) -> bool:
+        """dst_check: no invalidation (route, address or PMTU change) since ``entry`` was
+        made, so a holder may keep using it.  Atomic: two attribute loads each side; an
+        invalidation racing this check is seen by the holder's next check."""
+        return entry.epoch == self._epoch and entry.generation == self._host.routes.generation
+
     def _thread_cache(self) -> dict[tuple[bytes, int], DstEntry]:
         """This thread's dict, emptied when the cache was invalidated since it was filled."""
         tls = self._tls
@@ -148,6 +160,8 @@ class DstCache:
 
     def _lookup_slow(self, dst: bytes, oif: int) -> DstEntry | None:
         host = self._host
+        # read first: an invalidation from here on makes the new entry stale at once
+        epoch = self._epoch  # atomic: attribute load; pairs with the store in invalidate
         route, generation = host.routes.lookup_with_generation(dst, oif or None)
         if route is None:
             return None
@@ -159,7 +173,8 @@ class DstCache:
             return None
         link_mtu = route.mtu or iface.mtu
         mtu = host.pmtu.path_mtu(dst, link_mtu, host.now())
-        entry = DstEntry(dst, route, iface, src, mtu, generation, host.tuning.dst_rcuref, self)
+        entry = DstEntry(dst, route, iface, src, mtu, generation, host.tuning.dst_rcuref, self,
+                         epoch)
         with self._lock:
             self.slow_lookups += 1
             old = self._entries.get((dst, oif))

@@ -59,7 +59,7 @@ from rcunet.core.tcp import (
 )
 from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.isn import initial_sequence, timestamp_offset
-from rcunet.host.ip import Delivery
+from rcunet.host.ip import LIMITED_BROADCAST, Delivery, is_multicast
 from rcunet.host.tcp_sock import SEGMENT_OVERHEAD, TcpSock, oserror, wire
 from rcunet.sync.deferred import Buffer, BufferPool, DeferredFreeList, PerThreadCounter
 from rcunet.sync.hooks import yield_point
@@ -74,6 +74,7 @@ from rcunet.wire.seqnum import gt, le, lt
 
 if TYPE_CHECKING:
     from rcunet.host.host import Host
+    from rcunet.host.routecache import DstEntry
 
 TCBINFO_LOCK = LockClass("tcbinfo_lock")
 MS = 1_000_000
@@ -451,24 +452,66 @@ class TcpLayer:
     def flush(self, sk: TcpSock) -> None:
         """Transmit the outbox.  One transmitter per socket at a time (trylock, like
         qdisc_run): a thread that finds it busy leaves its segments to the holder, which
-        loops until the outbox is empty; the outer loop catches a late append."""
+        loops until the outbox is empty; the outer loop catches a late append.
+
+        The transmitter also owns the socket's pinned route (``sk.dst``, Linux's
+        sk_dst_cache): each segment goes out through it while the route cache has not
+        been invalidated since (``DstCache.current``), with no lookup and no refcount
+        traffic; a stale entry is dropped and looked up again.  Once the socket is
+        ``finished`` the route is released, by whoever transmits last: a transmitter
+        re-checks after letting go of ``xmit`` (``_finish`` may have found it busy)."""
         outbox = sk.outbox
         xmit = sk.xmit
-        while outbox:
+        while outbox or (sk.finished and sk.dst is not None):  # atomic: attribute loads
             if not xmit.acquire(False):
                 return
             try:
-                # one load of the key: a connected socket's addresses no longer change
-                laddr, _lport, faddr, _fport = sk.key
-                src, dst = wire(laddr), wire(faddr)
-                while True:
-                    try:
-                        seg = outbox.popleft()  # atomic: deque.popleft
-                    except IndexError:
-                        break
-                    self._transmit(src, dst, seg, sk.bound_dev, sk.tx_csum_offload)
+                if outbox:
+                    self._transmit_outbox_xmit(sk, outbox)
+                if sk.finished:
+                    self._drop_route_xmit(sk)
             finally:
                 xmit.release()
+
+    def _transmit_outbox_xmit(self, sk: TcpSock, outbox: Any) -> None:
+        # one load of the key: a connected socket's addresses no longer change
+        laddr, _lport, faddr, _fport = sk.key
+        src, dst = wire(laddr), wire(faddr)
+        offload = sk.tx_csum_offload
+        while True:
+            try:
+                seg = outbox.popleft()  # atomic: deque.popleft
+            except IndexError:
+                break
+            route = self._route_xmit(sk, dst)
+            if route is None:
+                self._transmit(src, dst, seg, sk.bound_dev, offload)
+            else:
+                self._transmit_pinned(route, src, dst, seg, offload)
+
+    def _route_xmit(self, sk: TcpSock, dst: bytes) -> DstEntry | None:
+        """__sk_dst_check: the socket's pinned route to ``dst`` if it is still current,
+        else a fresh one (pinned: the lookup's reference becomes the socket's); None for
+        a finished socket, a local or non-IPv4 destination, or no route (those segments
+        take the per-packet path).  ``sk.xmit`` held."""
+        entry = sk.dst
+        if entry is not None:
+            if entry.dst == dst and not sk.finished and self.host.dst_cache.current(entry):
+                return entry
+            sk.dst = None
+            entry.release()
+        if sk.finished or len(dst) != 4 or self.host.ip.is_local(dst) \
+                or is_multicast(dst) or dst == LIMITED_BROADCAST:
+            return None
+        entry = self.host.dst_cache.lookup(dst, sk.bound_dev)
+        sk.dst = entry
+        return entry
+
+    def _drop_route_xmit(self, sk: TcpSock) -> None:
+        """sk_dst_reset: release the pinned route.  ``sk.xmit`` held."""
+        entry, sk.dst = sk.dst, None
+        if entry is not None:
+            entry.release()
 
     def _tx_offload(self, dst: bytes) -> bool:
         entry = self.host.dst_cache.lookup(dst)
@@ -491,6 +534,15 @@ class TcpLayer:
         # Path MTU discovery (RFC 1191/8201): never fragmented on the way; a narrower
         # link answers with an ICMP error and the connection resizes (mtu_reduced_locked).
         self.host.ip.output_gather(src, dst, tcp.PROTOCOL, build_header, seg.payload, oif=oif,
+                                   dont_fragment=True)
+
+    def _transmit_pinned(self, route: DstEntry, src: bytes, dst: bytes, seg: tcp.Repr,
+                         offload: bool) -> None:
+        """``_transmit`` through the socket's pinned route."""
+        def build_header(source: bytes, dest: bytes) -> bytes:
+            return seg.build_header(src=source, dst=dest, checksum=not offload)
+
+        self.host.ip.output_pinned(route, src, dst, tcp.PROTOCOL, build_header, seg.payload,
                                    dont_fragment=True)
 
     def _reply(self, seg: tcp.Repr, info: Delivery) -> None:
@@ -552,6 +604,7 @@ class TcpLayer:
     def _finish(self, sk: TcpSock) -> None:
         """tcp_done: the connection reached CLOSED; unhash it and release its port."""
         sk.finished = True
+        self.flush(sk)  # releases the pinned route (or leaves it to the transmitter)
         self._cancel_timer(sk)
         with self._global():
             self.hashinfo.close(sk)
@@ -577,6 +630,7 @@ class TcpLayer:
         """tcp_time_wait: a light TcpTimeWait entry replaces sk in ehash and among its
         port's owners in one publication (``BindTables.hashdance``)."""
         sk.finished = True
+        self.flush(sk)  # releases the pinned route (or leaves it to the transmitter)
         self._cancel_timer(sk)
         hashinfo = self.hashinfo
         now = self.host.now()

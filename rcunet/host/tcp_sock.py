@@ -38,6 +38,7 @@ from rcunet.sync.lock import stats_enabled as _lockstat_enabled
 from rcunet.tables.entry import AF_INET, ANY4, ANY6, SockEntry, State, is_v4mapped
 
 if TYPE_CHECKING:
+    from rcunet.host.routecache import DstEntry
     from rcunet.host.tcp import TcpLayer
 
 WQ_LOCK = LockClass("tcp_sock.wq")
@@ -98,6 +99,8 @@ class TcpSock(SockEntry):
       conn, rx_skbs, timer, teardown, user options   guarded by the socket lock.
       outbox      deque of segments to transmit: appended under the socket lock, drained
                   by ``TcpLayer.flush`` with ``popleft`` (both atomic).
+      dst         the pinned route (sk_dst_cache), guarded-by: xmit (the transmitter);
+                  released by the transmitter once ``finished`` is set.
       acceptq, embryos, syn_qlen, listen_closed      guarded-by: rskq_lock (a leaf),
                   which ``listen`` makes under the socket lock before the socket is
                   hashed as a listener (no other socket ever takes it).
@@ -119,6 +122,7 @@ class TcpSock(SockEntry):
         "keepalive", "keepidle", "keepintvl", "keepcnt", "user_mss", "linger",
         "user_closed", "finished", "forgotten", "shutdown_rd", "poll", "hold_ns",
         "hold_count", "hold_max_ns", "soft_err", "mtu_info", "held_err", "xmit", "tx_csum_offload",
+        "dst",
         "sndbuf_locked",
         "rcvbuf_locked",
     )
@@ -173,6 +177,8 @@ class TcpSock(SockEntry):
         self.held_err = 0  # an error met after a call had moved data: the next call's
         self.xmit = XMIT_LOCK.new()
         self.tx_csum_offload = False  # the route's link offloads checksums (set at connect)
+        # sk_dst_cache: the pinned route (one reference held), guarded-by: xmit
+        self.dst: DstEntry | None = None
 
     # ------------------------------------------------------------------ socket lock
     def _backlog_limit(self) -> int:
