@@ -609,28 +609,29 @@ class IpLayer:
         oif: int = 0,
     ) -> int:
         """``output`` for a transport that hands its header and its payload apart: a
-        unicast IPv4 packet that needs no fragmenting leaves as one frame made by one
-        join of the link, IP and transport headers and ``payload`` (``output`` copies
-        the payload once per layer).  ``build_header(src, dst)`` returns the transport
+        unicast packet that needs no fragmenting leaves as one frame made by one join
+        of the link, IP and transport headers and ``payload`` (``output`` copies the
+        payload once per layer).  ``build_header(src, dst)`` returns the transport
         header (its checksum covers ``payload``).  ``payload`` must not change after the
         call (it may wait in a neighbour queue).  Returns 0 or a positive errno."""
-        if len(dst) != 4 or dst[0] >> 4 == 14 or dst == LIMITED_BROADCAST:
+        v4 = len(dst) == 4
+        if (dst[0] >> 4 == 14 or dst == LIMITED_BROADCAST) if v4 else dst[0] == 0xFF:
             return self.output(src, dst, protocol,
                                lambda s, d: build_header(s, d) + payload,
                                dont_fragment=dont_fragment, oif=oif)
+        send = self._send_ipv4_gather if v4 else self._send_ipv6_gather
         if self.is_local(dst):
             lo = self.host.loopback
-            return self._send_ipv4_gather(lo, dst, src, dst, protocol, build_header(src, dst),
-                                          payload, dont_fragment, lo.mtu)
+            return send(lo, dst, src, dst, protocol, build_header(src, dst), payload,
+                        dont_fragment, lo.mtu)
         entry = self.host.dst_cache.lookup(dst, oif)
         if entry is None:
-            self._count("IpOutNoRoutes")
+            self._count("IpOutNoRoutes" if v4 else "Ip6OutNoRoutes")
             return 101  # ENETUNREACH
         try:
             out = entry.use()
-            return self._send_ipv4_gather(out.iface, out.next_hop, src, dst, protocol,
-                                          build_header(src, dst), payload, dont_fragment,
-                                          out.mtu)
+            return send(out.iface, out.next_hop, src, dst, protocol, build_header(src, dst),
+                        payload, dont_fragment, out.mtu)
         finally:
             entry.release()
 
@@ -663,6 +664,22 @@ class IpLayer:
         self._count("IpOutRequests")
         ip_header = ipv4.Repr(src, dst, protocol, b"", self.host.tuning.ip_default_ttl,
                               self.next_ident(), dont_fragment).build_header(length)
+        if iface.mac is not None:  # is_ethernet
+            self._resolve_and_send(iface, next_hop, (ip_header, header, payload))
+        else:
+            iface.transmit(b"".join((ip_header, header, payload)))
+        return 0
+
+    def _send_ipv6_gather(self, iface: Interface, next_hop: bytes, src: bytes, dst: bytes,
+                          protocol: int, header: bytes, payload: Buffer, dont_fragment: bool,
+                          mtu: int) -> int:
+        length = len(header) + len(payload)
+        if ipv6.HEADER_LEN + length > mtu:  # fragments (or EMSGSIZE): the general path
+            return self._send_ip(iface, next_hop, src, dst, protocol, header + payload, None,
+                                 dont_fragment, mtu)
+        self._count("Ip6OutRequests")
+        ip_header = ipv6.Repr(src, dst, protocol, b"",
+                              hop_limit=self.host.tuning.ip_default_ttl).build_header(length)
         if iface.mac is not None:  # is_ethernet
             self._resolve_and_send(iface, next_hop, (ip_header, header, payload))
         else:

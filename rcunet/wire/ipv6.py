@@ -431,7 +431,17 @@ class Repr(NamedTuple):
 
     def build(self, buf: WritableBuffer | None = None, offset: int = 0) -> bytes | int:
         """Emit the packet with its extension chain."""
+        header = self.build_header()
+        if buf is None:
+            return b"".join((header, self.payload))
+        return write_into(buf, offset, b"".join((header, self.payload)))
+
+    def build_header(self, payload_len: int | None = None) -> bytes:
+        """The fixed header and the extension chain alone, for a packet whose payload is
+        ``payload_len`` bytes (default: ``len(self.payload)``) that the caller gathers
+        behind it itself (``build`` is this plus the payload)."""
         src, dst, next_header, payload, hop_limit, traffic_class, flow_label, extensions = self
+        n = len(payload) if payload_len is None else payload_len
         if len(src) != 16 or len(dst) != 16:
             raise WireError("bad-address", "IPv6 addresses are 16 bytes")
         if not (0 <= traffic_class <= 0xFF and 0 <= flow_label <= 0xFFFFF
@@ -440,25 +450,24 @@ class Repr(NamedTuple):
                             f"hop limit {hop_limit} next header {next_header}")
         chain: bytes | bytearray
         if extensions:
-            chain, plen_field = self._emit_chain()
+            chain, plen_field = self._emit_chain(n)
             first = protocol_of(extensions[0])
         else:
-            chain, plen_field, first = b"", len(payload), next_header
+            chain, plen_field, first = b"", n, next_header
             if plen_field > MAX_PAYLOAD_LEN:
                 raise WireError("too-long", f"IPv6 payload of {plen_field} bytes")
             if plen_field == 0:
                 raise WireError("bad-length", "an empty IPv6 payload reads as a jumbogram")
         header = _FIXED.pack(6 << 28 | traffic_class << 20 | flow_label, plen_field, first,
                              hop_limit, src, dst)
-        if buf is None:
-            return b"".join((header, chain, payload))
-        return write_into(buf, offset, b"".join((header, chain, payload)))
+        return header + chain if chain else header
 
-    def _emit_chain(self) -> tuple[bytearray, int]:
-        """The encoded chain and the payload length field (0 for a jumbogram)."""
+    def _emit_chain(self, upper_len: int) -> tuple[bytearray, int]:
+        """The encoded chain and the payload length field (0 for a jumbogram), for
+        ``upper_len`` bytes of upper-layer payload."""
         extensions = self.extensions
         check_chain(extensions)
-        payload_len = chain_len(extensions) + len(self.payload)
+        payload_len = chain_len(extensions) + upper_len
         first = extensions[0]
         if isinstance(first, HopByHop) and _jumbo_option(first.options) is not None:
             if payload_len <= MAX_PAYLOAD_LEN or self.fragment is not None:

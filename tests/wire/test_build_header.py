@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rcunet.wire import ethernet, ipv4, tcp
+from rcunet.wire import ethernet, ipv4, ipv6, tcp
 from rcunet.wire.errors import WireError
 
 SRC, DST = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])
@@ -66,3 +66,21 @@ def test_ethernet_header_then_payload_is_the_frame(vlan):
     assert frame.build_header() + b"payload" == frame.build()
     assert ethernet.Repr(frame.dst, frame.src, frame.ethertype, vlan=vlan).build_header() \
         == frame.build_header()
+
+
+@pytest.mark.parametrize("extensions", [(), (ipv6.HopByHop(6, ((5, b"\0\0"),)),)])
+def test_ipv6_header_for_a_gathered_payload(extensions):
+    payload = bytes(range(100))
+    packet = ipv6.Repr(SRC6, DST6, 6, payload, 64, extensions=extensions)
+    whole = packet.build()
+    assert packet.build_header() + payload == whole
+    bare = ipv6.Repr(SRC6, DST6, 6, b"", 64, extensions=extensions)
+    assert bare.build_header(len(payload)) + payload == whole
+    assert bytes(ipv6.Repr.parse(whole).payload) == payload
+
+
+def test_ipv6_header_length_still_checked():
+    with pytest.raises(WireError, match="bad-length"):
+        ipv6.Repr(SRC6, DST6, 6, b"").build_header(0)
+    with pytest.raises(WireError, match="too-long"):
+        ipv6.Repr(SRC6, DST6, 6, b"").build_header(70000)
