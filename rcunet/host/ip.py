@@ -307,6 +307,12 @@ class IpLayer:
                 self._send_frame(iface, multicast_mac(next_hop), ethertype, packet)
                 return
         now = self.host.clock.now()
+        # neigh_output: an entry whose sending changes no state gives its address with no
+        # lock (NeighbourTable.lladdr_rcu); anything else goes through resolve, locked
+        lladdr = table.lladdr_rcu(next_hop, now)
+        if lladdr is not None:
+            self._send_frame(iface, lladdr, ethertype, packet)
+            return
         size = sum(map(len, packet)) if isinstance(packet, tuple) else len(packet)
         with iface.neigh_lock:
             lladdr, actions = table.resolve(next_hop, now, packet, size)

@@ -99,3 +99,19 @@ def test_finished_sockets_release_their_routes() -> None:
     for host in (a, b):
         host.dst_cache.invalidate()  # drops the cache's own references
         assert host.dst_cache.live_entries() == 0  # no socket kept one pinned
+
+
+def test_a_resolved_neighbour_is_sent_to_without_resolve() -> None:
+    """neigh_output: a REACHABLE neighbour's address is read with no lock and no
+    ``resolve`` per segment (NeighbourTable.lladdr_rcu); an unresolved one still goes
+    through resolve (the handshake's ARP)."""
+    net, a, b = Network.two_hosts()
+    srv, cli, child = connected_pair(net, a, b, socket.AF_INET)
+    table = cli._sk.dst.iface.neigh4
+    assert table.stats["lookups"] >= 1  # the first SYN resolved the address
+    lookups = table.stats["lookups"]
+    data = bytes(range(256)) * 1000
+    assert transfer(net, cli, child, data) == data
+    assert table.stats["lookups"] == lookups
+    for s in (cli, child, srv):
+        s.close()
