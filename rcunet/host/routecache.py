@@ -129,9 +129,18 @@ class DstCache:
         local: dict[tuple[bytes, int], DstEntry] | None = getattr(tls, "cache", None)
         if local is None or tls.epoch != self._epoch:  # atomic: one attribute load
             local = self._thread_cache()
-        entry = local.get(key)  # owner: this thread's dict
-        if entry is None:
-            entry = self._entries.get(key)  # atomic: dict get on the published dict
+        entry = local[key] if key in local else None  # owner: this thread's dict
+        if entry is not None and entry.generation == generation and entry.hold():
+            if entry.generation == self._host.routes.generation:
+                return entry
+            entry.release()
+        # The shared dict: also when this thread's entry died (another thread replaced
+        # it), so one lookup that raced another's does not make every later one slow.
+        entries = self._entries  # atomic: one attribute load (pairs with invalidate)
+        try:
+            entry = entries[key]  # atomic: dict subscript (not .get: a fresh key tuple)
+        except KeyError:
+            entry = None
         if entry is not None and entry.generation == generation and entry.hold():
             if entry.generation == self._host.routes.generation:
                 local[key] = entry
@@ -175,11 +184,18 @@ class DstCache:
         mtu = host.pmtu.path_mtu(dst, link_mtu, host.now())
         entry = DstEntry(dst, route, iface, src, mtu, generation, host.tuning.dst_rcuref, self,
                          epoch)
+        key = (dst, oif)
         with self._lock:
-            self.slow_lookups += 1
-            old = self._entries.get((dst, oif))
             entries = self._entries
-            entries[(dst, oif)] = entry  # atomic: dict set; readers see old or new
+            old = entries[key] if key in entries else None
+            if old is not None and old.generation == generation and old.hold():
+                winner = old  # another thread filled it first: keep that one
+            else:
+                winner = None
+                self.slow_lookups += 1
+                entries[key] = entry  # atomic: dict set; readers see old or new
+        if winner is not None:
+            return winner  # ours was never published: nobody else can see it
         if old is not None:
             old.release()  # the cache's reference to the entry it replaced
         return entry

@@ -360,14 +360,24 @@ class TcpLayer:
         # tcp_v4_rcv's bh_lock_sock / sock_owned_by_user / tcp_add_backlog, spelled out
         # (SocketLock.bh_deliver's steps without its two calls per segment)
         sl = sk.sl
+        woke = False
         with sl.slock:
             if not sl.owned:
-                self.process_segment_locked(sk, seg, buf)
+                conn = sk.conn
+                if conn is None:
+                    self._free(buf)
+                else:
+                    conn.on_segment(seg, self.host.now())
+                    woke = self.after_engine(sk, buf, wake=False)
                 queued = True
             else:
                 queued = sl.add_backlog_locked((seg, buf), len(seg.payload) + SEGMENT_OVERHEAD)
         if not queued:
             sk._backlog_drop((seg, buf))
+        if woke:
+            # After slock is released, so the woken owner does not queue on it (the
+            # state it waits for was changed under slock: visible before this bump).
+            sk.wakeup()
         self.post(sk)
 
     def process_segment_locked(self, sk: TcpSock, seg: tcp.Repr, buf: Buffer | None) -> None:
@@ -379,12 +389,12 @@ class TcpLayer:
         conn.on_segment(seg, self.host.now())
         self.after_engine(sk, buf)
 
-    def after_engine(self, sk: TcpSock, buf: Buffer | None = None) -> None:
+    def after_engine(self, sk: TcpSock, buf: Buffer | None = None, wake: bool = True) -> bool:
         """Collect what the engine produced: segments to the outbox, events to the
         socket (wakeups, accept queue, teardown), counters, the timer.  Socket lock held."""
         conn = sk.conn
         if conn is None:
-            return
+            return False
         segments = conn.take_segments()
         if segments:
             sk.outbox.extend(segments)
@@ -414,11 +424,12 @@ class TcpLayer:
             inc = self.host.counters.inc  # _count_engine, inlined: most engine calls count
             for name, n in conn.counters.take().items():
                 inc(name, n)
-        if events:
+        if events and wake:
             sk.wakeup()
         elif sk.poll is not None:
             sk.update_poll()
         self.arm_timer_locked(sk)
+        return bool(events) and not wake  # the caller wakes the socket after unlocking
 
     def apply_options_locked(self, sk: TcpSock) -> None:
         conn = sk.conn

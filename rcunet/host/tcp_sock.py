@@ -16,12 +16,12 @@ section (``free_now``).  While lock statistics are on (the Host's ``Tuning.lock_
 
 from __future__ import annotations
 
+import _thread
 import dataclasses
 import errno
 import os
 import socket as _pysocket
 import struct
-import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -104,10 +104,11 @@ class TcpSock(SockEntry):
       acceptq, embryos, syn_qlen, listen_closed      guarded-by: rskq_lock (a leaf),
                   which ``listen`` makes under the socket lock before the socket is
                   hashed as a listener (no other socket ever takes it).
-      wake_seq    guarded-by: wq (a leaf lock); waiters sleep on ``wq_cond`` until it
-                  changes.  ``wq_cond`` and ``wq_waiters`` are guarded-by wq; the
-                  condition is made by the first waiter (a socket that never blocks
-                  never allocates one) and ``wakeup`` notifies only when someone waits.
+      wake_seq    guarded-by: wq (a leaf lock); a waiter sleeps on a gate of its own (a
+                  held raw lock) listed in ``wq_gates`` (guarded-by wq; None until the
+                  first waiter: a socket that never blocks allocates nothing) until it
+                  changes.  ``wakeup`` takes the list under wq and opens the gates after
+                  releasing wq, so a woken thread never queues on its waker's lock.
       hold_*      guarded-by: wq (owner-section statistics, kept while lock statistics are on).
       state       the table state, one attribute store under the socket lock.
     Lock order: tcbinfo_lock (legacy) > bucket locks (bhash > bhash2 > ehash) > slock >
@@ -115,7 +116,7 @@ class TcpSock(SockEntry):
     """
 
     __slots__ = (
-        "layer", "host", "sl", "conn", "wq", "wq_cond", "wq_waiters", "wake_seq", "outbox",
+        "layer", "host", "sl", "conn", "wq", "wq_gates", "wake_seq", "outbox",
         "rx_skbs", "timer", "teardown", "listener", "acceptq", "embryos", "syn_qlen",
         "max_ack_backlog",
         "listen_closed", "rskq_lock", "last_overflow_at", "rcvbuf", "sndbuf", "nodelay",
@@ -135,8 +136,7 @@ class TcpSock(SockEntry):
                              release_cb=self._release_cb, on_backlog_drop=self._backlog_drop)
         self.conn: Connection | None = None
         self.wq = WQ_LOCK.new()
-        self.wq_cond: threading.Condition | None = None  # guarded-by: wq (made by _wait)
-        self.wq_waiters = 0  # guarded-by: wq
+        self.wq_gates: list[Any] | None = None  # guarded-by: wq (made by _wait)
         self.wake_seq = 0
         self.outbox: deque[Any] = deque()
         # One entry per data delivery, in delivery order: [Buffer or None, bytes of it
@@ -240,11 +240,17 @@ class TcpSock(SockEntry):
 
     # ------------------------------------------------------------------ waking and polling
     def wakeup(self) -> None:
-        """Something a waiter may care about changed (called with the socket lock held)."""
+        """Something a waiter may care about changed (called with the socket lock held).
+        The sleepers' gates are opened after ``wq`` is released, so a woken thread never
+        queues on the lock its waker still holds (Linux: __wake_up with autoremove)."""
         with self.wq:
             self.wake_seq += 1
-            if self.wq_waiters:
-                self.wq_cond.notify_all()  # type: ignore[union-attr]  # made by the waiter
+            gates = self.wq_gates
+            if gates:
+                self.wq_gates = []
+        if gates:
+            for gate in gates:
+                gate.release()
         if self.poll is not None:
             self.update_poll()
 
@@ -282,25 +288,25 @@ class TcpSock(SockEntry):
 
     def _wait(self, seen: int, deadline: float | None) -> bool:
         """Sleep until ``wake_seq`` moves past ``seen``; False at the deadline."""
+        gate = _thread.allocate_lock()
+        gate.acquire()
         with self.wq:
             if self.wake_seq != seen:
                 return True
-            cond = self.wq_cond
-            if cond is None:
-                cond = self.wq_cond = threading.Condition(self.wq)  # type: ignore[arg-type]
-            self.wq_waiters += 1
-            try:
-                while self.wake_seq == seen:
-                    if deadline is None:
-                        cond.wait()
-                        continue
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        return False
-                    cond.wait(remaining)
-            finally:
-                self.wq_waiters -= 1
-        return True
+            gates = self.wq_gates
+            if gates is None:
+                gates = self.wq_gates = []
+            gates.append(gate)
+        if deadline is None:
+            gate.acquire()
+            return True
+        remaining = deadline - time.monotonic()
+        if remaining > 0 and gate.acquire(timeout=remaining):
+            return True
+        with self.wq:
+            if gate in self.wq_gates:
+                self.wq_gates.remove(gate)
+            return self.wake_seq != seen
 
     def _deadline(self, timeout: float | None) -> float | None:
         if timeout is not None and timeout > 0 and self.host.deterministic:
