@@ -526,7 +526,9 @@ class TcpSock(SockEntry):
                 return data
             self._block_or_fail(seen, timeout, deadline)
 
-    def _recv_locked(self, bufsize: int, consumed: list[Buffer]) -> bytes | None:
+    def _reader_locked(self) -> Connection | None:
+        """The connection a read takes bytes from, after a held error (ENOTCONN when
+        there is none); None: reading was shut down and nothing is left queued."""
         if self.held_err:
             err, self.held_err = self.held_err, 0
             raise oserror(err)
@@ -534,6 +536,12 @@ class TcpSock(SockEntry):
         if conn is None or self.state == State.LISTEN:
             raise oserror(errno.ENOTCONN)
         if self.shutdown_rd and not conn.readable:
+            return None
+        return conn
+
+    def _recv_locked(self, bufsize: int, consumed: list[Buffer]) -> bytes | None:
+        conn = self._reader_locked()
+        if conn is None:
             return b""
         quiet = False
         try:
@@ -550,13 +558,8 @@ class TcpSock(SockEntry):
     def _peek_locked(self, bufsize: int, want: int) -> bytes | None:
         """MSG_PEEK: the bytes recv() would return, left queued; None until ``want`` of
         them (or EOF) are there.  A pending error is reported as recv() reports it."""
-        if self.held_err:
-            err, self.held_err = self.held_err, 0
-            raise oserror(err)
-        conn = self.conn
-        if conn is None or self.state == State.LISTEN:
-            raise oserror(errno.ENOTCONN)
-        if self.shutdown_rd and not conn.readable:
+        conn = self._reader_locked()
+        if conn is None:
             return b""
         more_may_come = not (conn.state.fin_received or conn.state is CState.CLOSED
                              or conn.error is not None)
