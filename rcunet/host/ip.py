@@ -625,7 +625,7 @@ class IpLayer:
             return self.output(src, dst, protocol,
                                lambda s, d: build_header(s, d) + payload,
                                dont_fragment=dont_fragment, oif=oif)
-        send = self._send_ipv4_gather if v4 else self._send_ipv6_gather
+        send = self._send_gather
         if self.is_local(dst):
             lo = self.host.loopback
             return send(lo, dst, src, dst, protocol, build_header(src, dst), payload,
@@ -657,35 +657,29 @@ class IpLayer:
         no reference taken or dropped per packet.  The caller has checked that the
         entry is still ``DstCache.current``; IPv4 unicast only (the entry's ``dst``)."""
         out = entry.use()
-        return self._send_ipv4_gather(out.iface, out.next_hop, src, dst, protocol,
-                                      build_header(src, dst), payload, dont_fragment, out.mtu)
+        return self._send_gather(out.iface, out.next_hop, src, dst, protocol,
+                                 build_header(src, dst), payload, dont_fragment, out.mtu)
 
-    def _send_ipv4_gather(self, iface: Interface, next_hop: bytes, src: bytes, dst: bytes,
-                          protocol: int, header: bytes, payload: Buffer, dont_fragment: bool,
-                          mtu: int) -> int:
+    def _send_gather(self, iface: Interface, next_hop: bytes, src: bytes, dst: bytes,
+                     protocol: int, header: bytes, payload: Buffer, dont_fragment: bool,
+                     mtu: int) -> int:
+        """One packet of ``header`` + ``payload``: the IP header built for that length and
+        the frame made by one join; anything to fragment takes the general path."""
         length = len(header) + len(payload)
-        if ipv4.HEADER_LEN + length > mtu:  # fragments (or EMSGSIZE): the general path
-            return self._send_ip(iface, next_hop, src, dst, protocol, header + payload, None,
-                                 dont_fragment, mtu)
-        self._count("IpOutRequests")
-        ip_header = ipv4.Repr(src, dst, protocol, b"", self.host.tuning.ip_default_ttl,
-                              self.next_ident(), dont_fragment).build_header(length)
-        if iface.mac is not None:  # is_ethernet
-            self._resolve_and_send(iface, next_hop, (ip_header, header, payload))
+        if len(dst) == 4:
+            if ipv4.HEADER_LEN + length > mtu:  # fragments (or EMSGSIZE)
+                return self._send_ip(iface, next_hop, src, dst, protocol, header + payload,
+                                     None, dont_fragment, mtu)
+            self._count("IpOutRequests")
+            ip_header = ipv4.Repr(src, dst, protocol, b"", self.host.tuning.ip_default_ttl,
+                                  self.next_ident(), dont_fragment).build_header(length)
         else:
-            iface.transmit(b"".join((ip_header, header, payload)))
-        return 0
-
-    def _send_ipv6_gather(self, iface: Interface, next_hop: bytes, src: bytes, dst: bytes,
-                          protocol: int, header: bytes, payload: Buffer, dont_fragment: bool,
-                          mtu: int) -> int:
-        length = len(header) + len(payload)
-        if ipv6.HEADER_LEN + length > mtu:  # fragments (or EMSGSIZE): the general path
-            return self._send_ip(iface, next_hop, src, dst, protocol, header + payload, None,
-                                 dont_fragment, mtu)
-        self._count("Ip6OutRequests")
-        ip_header = ipv6.Repr(src, dst, protocol, b"",
-                              hop_limit=self.host.tuning.ip_default_ttl).build_header(length)
+            if ipv6.HEADER_LEN + length > mtu:  # source fragments (or EMSGSIZE)
+                return self._send_ip(iface, next_hop, src, dst, protocol, header + payload,
+                                     None, dont_fragment, mtu)
+            self._count("Ip6OutRequests")
+            ip_header = ipv6.Repr(src, dst, protocol, b"",
+                                  hop_limit=self.host.tuning.ip_default_ttl).build_header(length)
         if iface.mac is not None:  # is_ethernet
             self._resolve_and_send(iface, next_hop, (ip_header, header, payload))
         else:
