@@ -655,7 +655,7 @@ class IpLayer:
         """``output_gather`` through a route the caller holds pinned (a connected
         socket's dst entry: Linux's ip_queue_xmit with sk_dst_cache), so no lookup and
         no reference taken or dropped per packet.  The caller has checked that the
-        entry is still ``DstCache.current``; IPv4 unicast only (the entry's ``dst``)."""
+        entry is still ``DstCache.current``; unicast only (the entry's ``dst``)."""
         out = entry.use()
         return self._send_gather(out.iface, out.next_hop, src, dst, protocol,
                                  build_header(src, dst), payload, dont_fragment, out.mtu)

@@ -503,7 +503,7 @@ class TcpLayer:
     def _route_xmit(self, sk: TcpSock, dst: bytes) -> DstEntry | None:
         """__sk_dst_check: the socket's pinned route to ``dst`` if it is still current,
         else a fresh one (pinned: the lookup's reference becomes the socket's); None for
-        a finished socket, a local or non-IPv4 destination, or no route (those segments
+        a finished socket, a local or multicast destination, or no route (those segments
         take the per-packet path).  ``sk.xmit`` held."""
         entry = sk.dst
         if entry is not None:
@@ -511,8 +511,8 @@ class TcpLayer:
                 return entry
             sk.dst = None
             entry.release()
-        if sk.finished or len(dst) != 4 or self.host.ip.is_local(dst) \
-                or is_multicast(dst) or dst == LIMITED_BROADCAST:
+        if sk.finished or self.host.ip.is_local(dst) or is_multicast(dst) \
+                or dst == LIMITED_BROADCAST:
             return None
         entry = self.host.dst_cache.lookup(dst, sk.bound_dev)
         sk.dst = entry

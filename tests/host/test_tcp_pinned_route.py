@@ -8,6 +8,7 @@ from __future__ import annotations
 import socket
 from typing import Any
 
+import pytest
 from tcp_helpers import accept, connected_pair, listener, start_connect, transfer
 
 from rcunet.host.network import Network
@@ -26,11 +27,14 @@ def _counting_lookups(host: Any) -> list[bytes]:
     return calls
 
 
-def test_one_lookup_then_the_pinned_route() -> None:
+@pytest.mark.parametrize("family", [socket.AF_INET, socket.AF_INET6])
+def test_one_lookup_then_the_pinned_route(family: int) -> None:
     net, a, b = Network.two_hosts()
-    srv, cli, child = connected_pair(net, a, b, socket.AF_INET)
+    srv, cli, child = connected_pair(net, a, b, family)
     pinned = cli._sk.dst
-    assert pinned is not None and pinned.dst == bytes([10, 0, 0, 2])
+    peer = bytes([10, 0, 0, 2]) if family == socket.AF_INET else socket.inet_pton(
+        socket.AF_INET6, "fd00::2")
+    assert pinned is not None and pinned.dst == peer
     refs = pinned.ref.read()
     calls = _counting_lookups(a)
     data = bytes(range(256)) * 2000
@@ -41,9 +45,10 @@ def test_one_lookup_then_the_pinned_route() -> None:
         s.close()
 
 
-def test_invalidation_makes_the_next_segment_look_up_again() -> None:
+@pytest.mark.parametrize("family", [socket.AF_INET, socket.AF_INET6])
+def test_invalidation_makes_the_next_segment_look_up_again(family: int) -> None:
     net, a, b = Network.two_hosts()
-    srv, cli, child = connected_pair(net, a, b, socket.AF_INET)
+    srv, cli, child = connected_pair(net, a, b, family)
     old = cli._sk.dst
     assert old is not None
     a.dst_cache.invalidate()  # what add_route / remove_route / a PMTU update do
