@@ -61,6 +61,22 @@ def with_lockstat(run: Callable[[], Any],
     return result, snap
 
 
+def tcp_leaks(*hosts: Any) -> dict[str, int]:
+    """What the hosts' TCP left after everything closed: sockets, ehash entries, ports
+    in use, listeners (all 0 when nothing leaked)."""
+    return {
+        "sockets": sum(len(h.tcp.sockets) for h in hosts),
+        "ehash": sum(len(h.tcp.hashinfo.ehash) for h in hosts),
+        "ports": sum(len(h.tcp.hashinfo.bind.ports_in_use()) for h in hosts),
+        "listeners": sum(len(h.tcp.hashinfo.listen.listeners()) for h in hosts),
+    }
+
+
+def rx_exceptions(*hosts: Any) -> int:
+    """Receive-path exceptions the hosts counted (each one a bug: must stay 0)."""
+    return sum(h.counters.get("RcunetRxExceptions") for h in hosts)
+
+
 def ratio(modern: float, legacy: float) -> float:
     return modern / legacy if legacy else float("inf")
 

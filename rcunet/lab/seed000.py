@@ -64,8 +64,10 @@ from rcunet.lab.common import (
     parallel_headroom,
     plot_scaling,
     ratio,
+    rx_exceptions,
     scale,
     scaling_report,
+    tcp_leaks,
     with_lockstat,
 )
 from rcunet.lab.report import cover_letter, extra_reports, lock_stat_lines, neper_lines, to_json
@@ -558,9 +560,8 @@ class CrrScenario:
         self.srv.close()
         for host in (a, b):
             host.tcp.close_all()
-        checks["leaks"] = _leaks(a, b)
-        checks["rx_exceptions"] = a.counters.get("RcunetRxExceptions") + b.counters.get(
-            "RcunetRxExceptions")
+        checks["leaks"] = tcp_leaks(a, b)
+        checks["rx_exceptions"] = rx_exceptions(a, b)
         checks["nstat"] = {**a.counters.nonzero()}
         problems = check_problems(checks, self.errors)
         if problems:
@@ -570,16 +571,6 @@ class CrrScenario:
 
 def all_forgotten(sockets: Sequence[Any]) -> bool:
     return all(sk.forgotten for sk in sockets)
-
-
-def _leaks(*hosts: Any) -> dict[str, int]:
-    """What is left after close_all: sockets, ehash entries, ports, listeners."""
-    return {
-        "sockets": sum(len(h.tcp.sockets) for h in hosts),
-        "ehash": sum(len(h.tcp.hashinfo.ehash) for h in hosts),
-        "ports": sum(len(h.tcp.hashinfo.bind.ports_in_use()) for h in hosts),
-        "listeners": sum(len(h.tcp.hashinfo.listen.listeners()) for h in hosts),
-    }
 
 
 def check_problems(c: dict[str, Any], errors: Sequence[BaseException] = ()) -> list[str]:

@@ -40,8 +40,10 @@ from rcunet.lab.common import (
     parallel_headroom,
     plot_scaling,
     ratio,
+    rx_exceptions,
     scale,
     scaling_report,
+    tcp_leaks,
     thread_counts,
     with_lockstat,
 )
@@ -128,22 +130,11 @@ def run_crr(mode: str, duration: float = 1.0, *, acceptors: int = 4, clients: in
         result["nstat"] = {**b.counters.nonzero()}
         srv.close()
         b.tcp.close_all()  # the server's TIME_WAIT entries go too
-        result["leaks"] = _leaks(a, b)
-        result["rx_exceptions"] = a.counters.get("RcunetRxExceptions") + b.counters.get(
-            "RcunetRxExceptions")
+        result["leaks"] = tcp_leaks(a, b)
+        result["rx_exceptions"] = rx_exceptions(a, b)
         return result
     finally:
         net.close()
-
-
-def _leaks(*hosts: Any) -> dict[str, int]:
-    """What is left after everything closed: sockets, ehash entries, ports, listeners."""
-    return {
-        "sockets": sum(len(h.tcp.sockets) for h in hosts),
-        "ehash": sum(len(h.tcp.hashinfo.ehash) for h in hosts),
-        "ports": sum(len(h.tcp.hashinfo.bind.ports_in_use()) for h in hosts),
-        "listeners": sum(len(h.tcp.hashinfo.listen.listeners()) for h in hosts),
-    }
 
 
 def _churn(a: Any, srv: Any, duration: float, acceptors: int, clients: int,
