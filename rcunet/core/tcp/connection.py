@@ -495,8 +495,9 @@ class Connection:
             return
         st = self.state
         if st is State.ESTABLISHED and self._fast_path(seg, now):
-            pass
-        elif st is State.CLOSED:
+            self._output(now)  # header prediction took it: no walk of the state machine
+            return
+        if st is State.CLOSED:
             reply = reset_for(seg)  # §3.10.7.1
             if reply is not None:
                 self._emit(reply)
