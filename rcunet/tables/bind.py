@@ -99,9 +99,11 @@ class BindBucket:
 class Bind2Bucket:
     """``inet_bind2_bucket``: one per (port, address) in use.
 
-    Concurrency: ``owners`` is an immutable tuple; writers hold the bhash lock of
-    ``port`` *and* this tb2's bhash2 lock and publish with one store; readers hold either
-    lock (or scan a snapshot).
+    Concurrency: ``owners`` is a dict used as an ordered set (``tb->owners``, an hlist
+    in Linux: O(1) add and delete, where a copied tuple cost O(owners) per change — the
+    listener's port of a server that closes first holds every child and TIME_WAIT).
+    Writers hold the bhash lock of ``port`` *and* this tb2's bhash2 lock; readers hold
+    either lock, so no reader ever iterates while a writer changes it.
     """
 
     __slots__ = lockfree_read_slots("port", "addr", "tb", "owners")
@@ -110,7 +112,7 @@ class Bind2Bucket:
         self.port = tb.port  # immutable
         self.addr = addr  # immutable; v6_key() form
         self.tb = tb  # immutable
-        self.owners: tuple[TableEntry, ...] = ()
+        self.owners: dict[TableEntry, None] = {}
 
     def __repr__(self) -> str:
         return f"<Bind2Bucket port={self.port} addr={self.addr.hex()} owners={len(self.owners)}>"
@@ -308,7 +310,7 @@ class BindTables:
     def add_owner_locked(self, sk: TableEntry, tb: BindBucket, tb2: Bind2Bucket) -> None:
         """``inet_bind_hash``: both locks held.  Sets ``sk.lport`` (sk must not be in the
         established hash yet, or already have this port)."""
-        tb2.owners = tb2.owners + (sk,)
+        tb2.owners[sk] = None
         sk.tb, sk.tb2 = tb, tb2
         if sk.lport != tb.port:
             sk.set_key(sk.laddr, tb.port, sk.faddr, sk.fport)
@@ -318,7 +320,7 @@ class BindTables:
         emptied tb.  Both locks held."""
         tb, tb2 = sk.tb, sk.tb2
         assert isinstance(tb, BindBucket) and isinstance(tb2, Bind2Bucket)
-        tb2.owners = without(tb2.owners, sk)
+        del tb2.owners[sk]
         sk.tb = sk.tb2 = None
         if not tb2.owners:
             j = self.bhash2_index(tb2.addr, tb2.port)
@@ -569,15 +571,19 @@ class BindTables:
             with ehash.ehash_lock(h):
                 if not ehash._replace_locked(h, sk, tw):
                     return False
-            tb2.owners = tuple(tw if o is sk else o for o in tb2.owners)
+            owners = tb2.owners
+            owners[tw] = None
+            del owners[sk]
             tw.tb, tw.tb2 = tb, tb2
             sk.tb = sk.tb2 = None
         return True
 
     def owners_of(self, port: int) -> list[TableEntry]:
-        """Every owner of ``port`` (snapshot; for invariants and tests)."""
-        tb = self.find_tb_rcu(port)
-        return [] if tb is None else [o for b in tb.bhash2 for o in b.owners]
+        """Every owner of ``port`` (snapshot under the port's bhash lock, which every
+        owner change holds; for invariants and tests)."""
+        with self.bhash_lock(port):
+            tb = self.find_tb_rcu(port)
+            return [] if tb is None else [o for b in tb.bhash2 for o in b.owners]
 
     def ports_in_use(self) -> set[int]:
         return {tb.port for chain in list(self._bhash) for tb in chain}
