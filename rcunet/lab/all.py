@@ -152,7 +152,7 @@ def run_all(*, quick: bool, plot_dir: str | None = None,
         outcome["seed004_scaling"] = series
         if plot_dir:
             path = os.path.join(plot_dir, "seed004-scaling.png")
-            scaling(path, seed004.SCALE_TITLE, series, ylabel="connections/s")
+            scaling(path, seed004.SCALE_TITLES["workers"], series, ylabel="connections/s")
             outcome["plots"]["seed004-scaling"] = path
     if plot_dir:
         path = os.path.join(plot_dir, "all-changes.png")

@@ -13,7 +13,19 @@ listener on host ``b`` served by ``acceptors`` threads (accept, recv, send, clos
 server closes first and keeps the TIME_WAIT, so client ports never run out).  Legacy
 (``Tuning.accept_no_global_lock`` off) takes the global ``tcbinfo_lock`` on accept, SYN
 processing and teardown; modern takes none.  Measured: connections/s, the latency of each
-transaction (a neper tcp_crr block), and the lock statistics of ``tcbinfo_lock``.  Checked:
+transaction (a neper tcp_crr block), and the lock statistics of ``tcbinfo_lock``.
+
+Two shapes (``--shape``).  ``pairs`` (the default of the plain lab) is the one above:
+client threads and accepting threads, so every transaction hands its segments back and
+forth between two threads and one client/acceptor pair keeps 1.2-1.4 CPUs busy.
+``workers`` (the default of ``--scale``) gives each of ``-T`` threads both roles, as a
+server worker that is also its own load generator: connect, send the request, ``accept()``
+the next connection from the shared listener (its own or another worker's), serve it,
+then read its own response.  Each thread is one CPU of work, so the 1 -> 2 step of the
+scaling figure measures the stack, not the hand-offs; every accept still goes to the one
+listener from several threads, which is what seed 004 is about.  A worker that accepts
+another's connection waits at most until that worker sends its request, which it does
+right after connecting, so no worker can wait on one that waits on it.  Checked:
 every connection the clients completed was served exactly once and counted by both hosts,
 and afterwards no socket, table entry or port is left behind.
 """
@@ -111,17 +123,29 @@ def two_hosts_inline(mode: str) -> tuple[Network, Any, Any]:
     return net, a, b
 
 
+SHAPES = ("pairs", "workers")
+
+
 def run_crr(mode: str, duration: float = 1.0, *, acceptors: int = 4, clients: int = 4,
-            request_size: int = 1, response_size: int = 1) -> dict[str, Any]:
-    """One run of ``duration`` seconds; see the module docstring."""
+            request_size: int = 1, response_size: int = 1,
+            shape: str = "pairs") -> dict[str, Any]:
+    """One run of ``duration`` seconds; see the module docstring.  With ``shape``
+    "workers", ``acceptors`` threads play both roles and ``clients`` is ignored."""
+    if shape not in SHAPES:
+        raise ValueError(f"shape must be one of {SHAPES}, not {shape!r}")
     net, a, b = two_hosts_inline(mode)
     net.start()
     try:
         srv: Any = b.socket(socket.AF_INET, socket.SOCK_STREAM)
         srv.bind((SERVER, PORT))
         srv.listen(128)
-        srv.settimeout(ACCEPT_POLL)
-        result = _churn(a, srv, duration, acceptors, clients, request_size, response_size)
+        if shape == "workers":
+            srv.settimeout(IO_TIMEOUT)
+            result = _workers(a, srv, duration, acceptors, request_size, response_size)
+        else:
+            srv.settimeout(ACCEPT_POLL)
+            result = _churn(a, srv, duration, acceptors, clients, request_size,
+                            response_size)
         result["mode"] = mode
         result["passive_opens"] = b.counters.get("TcpPassiveOpens")
         result["active_opens"] = a.counters.get("TcpActiveOpens")
@@ -207,6 +231,73 @@ def _churn(a: Any, srv: Any, duration: float, acceptors: int, clients: int,
     }
 
 
+def _workers(a: Any, srv: Any, duration: float, workers: int, request_size: int,
+             response_size: int) -> dict[str, Any]:
+    """The ``workers`` shape: each thread connects, sends its request, accepts and serves
+    one connection from the shared listener, then reads its own response."""
+    served = [0] * workers
+    done = [0] * workers
+    errors: list[BaseException] = []
+    response = b"r" * response_size
+    request = b"q" * request_size
+    clock = neper.ThreadClock(max(duration / 10, 0.01))
+    flows = [neper.FlowStats(i, i, clock, keep_latency=True) for i in range(workers)]
+    start = threading.Barrier(workers + 1)
+
+    def one_transaction() -> None:
+        with a.socket(socket.AF_INET, socket.SOCK_STREAM) as cli:
+            cli.settimeout(IO_TIMEOUT)
+            cli.connect((SERVER, PORT))
+            cli.sendall(request)
+            conn, _ = srv.accept()
+            _serve(conn, request_size, response)
+            got = 0
+            while data := cli.recv(65536):
+                got += len(data)
+            if got != response_size:
+                raise ConnectionError(f"response of {got} bytes, expected {response_size}")
+
+    def worker(index: int) -> None:
+        flow = flows[index]
+        try:
+            start.wait()
+            deadline = time.monotonic() + duration
+            while time.monotonic() < deadline:
+                began = time.perf_counter()
+                one_transaction()
+                flow.event(neper.monotonic_ns(), 1, time.perf_counter() - began)
+                done[index] += 1  # owner: this worker thread
+                served[index] += 1  # every transaction accepted and served one connection
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            flow.finish(neper.monotonic_ns())
+
+    threads = [threading.Thread(target=worker, args=(i,), name=f"crr-worker-{i}")
+               for i in range(workers)]
+    for thread in threads:
+        thread.start()
+    start.wait()  # the clock starts when every worker is ready
+    usage_start = neper.Usage.now()
+    began = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - began
+    usage_end = neper.Usage.now()
+    if errors:
+        raise RuntimeError(f"seed004: {len(errors)} transaction(s) failed, first: "
+                           f"{errors[0]!r}") from errors[0]
+    completed = sum(done)
+    return {
+        "connections": completed,
+        "served": sum(served),
+        "served_per_acceptor": served,
+        "elapsed": elapsed,
+        "rate": completed / elapsed if elapsed else 0.0,
+        "neper": neper_lines("tcp_crr", flows, usage_start, usage_end, PERCENTILES),
+    }
+
+
 def _checked(run: dict[str, Any]) -> dict[str, Any]:
     problems = []
     n = run["connections"]
@@ -225,12 +316,13 @@ def _checked(run: dict[str, Any]) -> dict[str, Any]:
 
 def run_lab(duration: float = 1.0, rounds: int = 3, *, acceptors: int = 4, clients: int = 4,
             request_size: int = 1, response_size: int = 1,
-            lockstat_duration: float | None = None) -> dict[str, Any]:
+            lockstat_duration: float | None = None, shape: str = "pairs") -> dict[str, Any]:
     best: dict[str, dict[str, Any]] = {}
 
     def run_one(mode: str, seconds: float) -> dict[str, Any]:
         return _checked(run_crr(mode, seconds, acceptors=acceptors, clients=clients,
-                                request_size=request_size, response_size=response_size))
+                                request_size=request_size, response_size=response_size,
+                                shape=shape))
 
     def measure(mode: str) -> float:
         run = run_one(mode, duration)
@@ -250,7 +342,7 @@ def run_lab(duration: float = 1.0, rounds: int = 3, *, acceptors: int = 4, clien
         "interpreter": interpreter(),
         "params": {"switch_interval": sys.getswitchinterval(),
                    "duration": duration, "rounds": rounds, "acceptors": acceptors,
-                   "clients": clients, "request_size": request_size,
+                   "clients": clients, "shape": shape, "request_size": request_size,
                    "response_size": response_size},
         "legacy": rates["legacy"],
         "modern": rates["modern"],
@@ -272,28 +364,33 @@ def _class_summary(stats: Any, connections: int) -> dict[str, float]:
     return {**summary, "per_connection": per_connection}
 
 
-SCALE_TITLE = "seed 004: connections/s against -T (acceptors = clients = T)"
+SCALE_TITLES = {
+    "pairs": "seed 004: connections/s against -T (T client threads, T accepting threads)",
+    "workers": "seed 004: connections/s against -T (T workers, each client and acceptor)",
+}
 
 
 def scaling(threads: tuple[int, ...] = (1, 2, 4), duration: float = 1.0,
-            rounds: int = 1) -> Series:
-    """Connections/s against -T (acceptors = clients = T), legacy and modern, every
-    (T, mode) point visited once per round (``rcunet.lab.common.scale``)."""
+            rounds: int = 1, shape: str = "workers") -> Series:
+    """Connections/s against -T, legacy and modern, every (T, mode) point visited once
+    per round (``rcunet.lab.common.scale``); ``shape`` as ``run_crr``."""
     def measure(mode: str, t: int) -> float:
-        return float(_checked(run_crr(mode, duration, acceptors=t, clients=t))["rate"])
+        run = run_crr(mode, duration, acceptors=t, clients=t, shape=shape)
+        return float(_checked(run)["rate"])
 
     return scale(measure, threads, rounds)
 
 
-def scaling_text(series: Series) -> str:
+def scaling_text(series: Series, shape: str = "workers") -> str:
     """The --scale table, with the machine's parallel headroom measured now."""
     counts = sorted(series)
     headroom = {t: parallel_headroom(t) for t in counts[1:]}
-    return scaling_report(SCALE_TITLE, series, "conn/s", headroom)
+    return scaling_report(SCALE_TITLES[shape], series, "conn/s", headroom)
 
 
 def command_line(params: dict[str, Any]) -> str:
     return (f"rcunet lab seed004 -T {params['acceptors']} --clients {params['clients']} "
+            f"--shape {params.get('shape', 'pairs')} "
             f"--duration {params['duration']} --rounds {params['rounds']} "
             f"-Q {params['request_size']} -R {params['response_size']}"
             + switch_interval_flag(params))
@@ -354,6 +451,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", metavar="T,T,...", type=thread_counts,
                         help="also measure connections/s at these -T values, interleaved "
                              "(with --plot: FILE-scaling.png)")
+    parser.add_argument("--shape", choices=SHAPES, default=None,
+                        help="pairs: --clients client threads and -T accepting threads; "
+                             "workers: -T threads that each connect and accept (default: "
+                             "pairs for the lab, workers for --scale)")
     add_common_options(parser)
 
 
@@ -364,13 +465,15 @@ def run(args: argparse.Namespace) -> int:
             raise SystemExit(f"--{name.replace('_', '-')} must be positive")
     check_lockstat_duration(args)
     counts = args.scale or ()
+    lab_shape = args.shape or "pairs"
+    scale_shape = args.shape or "workers"
 
     def body() -> tuple[dict[str, Any], Series]:
         result = run_lab(args.duration, args.rounds, acceptors=args.acceptors,
                          clients=args.clients, request_size=args.request_size,
                          response_size=args.response_size,
-                         lockstat_duration=args.lockstat_duration)
-        series = scaling(counts, args.duration, 1) if counts else {}
+                         lockstat_duration=args.lockstat_duration, shape=lab_shape)
+        series = scaling(counts, args.duration, 1, scale_shape) if counts else {}
         return result, series
 
     result, series = with_switch_interval(args.switch_interval, body)
@@ -383,7 +486,7 @@ def run(args: argparse.Namespace) -> int:
         print(report(result))
         if series:
             print()
-            print(scaling_text(series))
+            print(scaling_text(series, scale_shape))
         extra = extra_reports(result, show_lockstat=args.lockstat, show_nstat=args.nstat)
         if extra:
             print()
@@ -395,6 +498,7 @@ def run(args: argparse.Namespace) -> int:
                           plot_metrics(result))
         if series:
             stem = args.plot[:-4] if args.plot.endswith(".png") else args.plot
-            plot_scaling(f"{stem}-scaling.png", SCALE_TITLE, series, "connections/s")
+            plot_scaling(f"{stem}-scaling.png", SCALE_TITLES[scale_shape], series,
+                         "connections/s")
     return 0
 
