@@ -9,6 +9,7 @@ fragmentation -> neighbour resolution -> link.
 
 from __future__ import annotations
 
+import itertools
 import struct
 import threading
 from collections.abc import Callable
@@ -96,8 +97,9 @@ class IcmpRateLimit:
 
 
 class IpLayer:
-    """Concurrency: reassemblers and the ident counter are guarded by ``_frag_lock``; the
-    neighbour tables by their interface's ``neigh_lock``; everything else is per packet."""
+    """Concurrency: reassemblers are guarded by ``_frag_lock``; the neighbour tables by
+    their interface's ``neigh_lock``; the ident counter is an itertools.count (each
+    ``next`` one atomic step); everything else is per packet."""
 
     def __init__(self, host: Host) -> None:
         self.host = host
@@ -109,7 +111,9 @@ class IpLayer:
         self.reasm4 = Ipv4Reassembler(tuning.ipfrag_high_thresh, timeout)  # guarded-by: _frag_lock
         self.reasm6 = Ipv6Reassembler(tuning.ipfrag_high_thresh, timeout)  # guarded-by: _frag_lock
         self._reasm_timer: Timer | None = None  # guarded-by: _frag_lock
-        self._ident = host.random_u32() & 0xFFFF  # guarded-by: _frag_lock
+        # the IPv4 Identification counter: next() of an itertools.count is one atomic
+        # step (no lost or repeated value across threads), the low 16 bits go out
+        self._idents = itertools.count((host.random_u32() & 0xFFFF) + 1)
         self._neigh_timers: dict[tuple[int, int], Timer] = {}  # guarded-by: neigh_lock
         self.icmp_limit = IcmpRateLimit()
         self.echo_listeners: list[Callable[[int, bytes, icmpv4.Repr | icmpv6.Repr], None]] = []
@@ -125,9 +129,7 @@ class IpLayer:
         return 0
 
     def next_ident(self) -> int:
-        with self._frag_lock:
-            self._ident = (self._ident + 1) & 0xFFFF
-            return self._ident
+        return next(self._idents) & 0xFFFF
 
     def is_local(self, addr: bytes) -> bool:
         return addr in self.host.local_addrs  # atomic: one attribute load
@@ -647,7 +649,7 @@ class IpLayer:
         src: bytes,
         dst: bytes,
         protocol: int,
-        build_header: Callable[[bytes, bytes], bytes],
+        header: bytes,
         payload: Buffer,
         *,
         dont_fragment: bool = False,
@@ -655,10 +657,11 @@ class IpLayer:
         """``output_gather`` through a route the caller holds pinned (a connected
         socket's dst entry: Linux's ip_queue_xmit with sk_dst_cache), so no lookup and
         no reference taken or dropped per packet.  The caller has checked that the
-        entry is still ``DstCache.current``; unicast only (the entry's ``dst``)."""
+        entry is still ``DstCache.current``; unicast only (the entry's ``dst``), so the
+        transport ``header`` (built for ``src``/``dst``) comes ready-made."""
         out = entry.use()
-        return self._send_gather(out.iface, out.next_hop, src, dst, protocol,
-                                 build_header(src, dst), payload, dont_fragment, out.mtu)
+        return self._send_gather(out.iface, out.next_hop, src, dst, protocol, header, payload,
+                                 dont_fragment, out.mtu)
 
     def _send_gather(self, iface: Interface, next_hop: bytes, src: bytes, dst: bytes,
                      protocol: int, header: bytes, payload: Buffer, dont_fragment: bool,

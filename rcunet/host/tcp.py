@@ -421,9 +421,11 @@ class TcpLayer:
         if not sk.finished:
             sk.state = _TABLE_STATE[conn.state]
         if conn.counters.values:  # a dict's truth: no take() when nothing was counted
-            inc = self.host.counters.inc  # _count_engine, inlined: most engine calls count
+            # the engine's counts to the host's: Counters.inc per name, with the shard
+            # fetched once (most engine calls count something)
+            shard = self.host.counters.shard()
             for name, n in conn.counters.take().items():
-                inc(name, n)
+                shard[name] = shard.get(name, 0) + n  # owner: this thread only
         if events and wake:
             sk.wakeup()
         elif sk.poll is not None:
@@ -487,18 +489,31 @@ class TcpLayer:
     def _transmit_outbox_xmit(self, sk: TcpSock, outbox: Any) -> None:
         # one load of the key: a connected socket's addresses no longer change
         laddr, _lport, faddr, _fport = sk.key
-        src, dst = wire(laddr), wire(faddr)
+        # wire(), inlined (a 4-byte address never equals the 12-byte v4-mapped prefix)
+        src = laddr[12:] if laddr[:12] == _MAPPED else laddr
+        dst = faddr[12:] if faddr[:12] == _MAPPED else faddr
         offload = sk.tx_csum_offload
+        checksum = not offload
+        dst_cache = self.host.dst_cache
+        output_pinned = self.host.ip.output_pinned
         while True:
             try:
                 seg = outbox.popleft()  # atomic: deque.popleft
             except IndexError:
                 break
-            route = self._route_xmit(sk, dst)
+            # _route_xmit's keep-the-pinned-route test, inlined (once per segment)
+            route = sk.dst
+            if route is None or route.dst != dst or sk.finished \
+                    or not dst_cache.current(route):
+                route = self._route_xmit(sk, dst)
             if route is None:
                 self._transmit(src, dst, seg, sk.bound_dev, offload)
             else:
-                self._transmit_pinned(route, src, dst, seg, offload)
+                # the header and the payload go to IP apart (one join makes the frame);
+                # path MTU discovery: never fragmented on the way (see _transmit)
+                output_pinned(route, src, dst, tcp.PROTOCOL,
+                              seg.build_header(src=src, dst=dst, checksum=checksum),
+                              seg.payload, dont_fragment=True)
 
     def _route_xmit(self, sk: TcpSock, dst: bytes) -> DstEntry | None:
         """__sk_dst_check: the socket's pinned route to ``dst`` if it is still current,
@@ -545,15 +560,6 @@ class TcpLayer:
         # Path MTU discovery (RFC 1191/8201): never fragmented on the way; a narrower
         # link answers with an ICMP error and the connection resizes (mtu_reduced_locked).
         self.host.ip.output_gather(src, dst, tcp.PROTOCOL, build_header, seg.payload, oif=oif,
-                                   dont_fragment=True)
-
-    def _transmit_pinned(self, route: DstEntry, src: bytes, dst: bytes, seg: tcp.Repr,
-                         offload: bool) -> None:
-        """``_transmit`` through the socket's pinned route."""
-        def build_header(source: bytes, dest: bytes) -> bytes:
-            return seg.build_header(src=source, dst=dest, checksum=not offload)
-
-        self.host.ip.output_pinned(route, src, dst, tcp.PROTOCOL, build_header, seg.payload,
                                    dont_fragment=True)
 
     def _reply(self, seg: tcp.Repr, info: Delivery) -> None:

@@ -79,6 +79,10 @@ from rcunet.wire.seqnum import add, ge, gt, le, lt, sub
 
 FIN, SYN, RST, PSH, ACK = tcp.FIN, tcp.SYN, tcp.RST, tcp.PSH, tcp.ACK
 MASK32 = 0xFFFFFFFF
+#: Half the sequence space: ``(a - b) & MASK32 >= HALF32`` is ``seqnum.lt(a, b)`` and
+#: ``((a - b + HALF32) & MASK32) - HALF32`` is ``seqnum.sub(a, b)`` (RFC 1982 / RFC 9293
+#: §3.4 mod-2**32 arithmetic), the forms the per-segment paths inline instead of a call.
+HALF32 = 0x80000000
 MS = 1_000_000
 #: RFC 7323 §5.5: TS.Recent is invalid after 24 days of idleness.
 PAWS_IDLE_LIMIT = 24 * 86400 * SECOND
@@ -488,7 +492,8 @@ class Connection:
     def on_segment(self, seg: tcp.Repr, now: int) -> None:
         """Process one segment addressed to this connection (RFC 9293 §3.10.7)."""
         self._now = now
-        self.counters.add("TcpInSegs")
+        values = self.counters.values  # counters.add("TcpInSegs"), inlined: every segment
+        values["TcpInSegs"] = values["TcpInSegs"] + 1 if "TcpInSegs" in values else 1
         if seg.checksum_ok is False:
             self.counters.add("TcpInErrs")
             self.counters.add("TcpInCsumErrors")
@@ -532,10 +537,14 @@ class Connection:
                 or self._fin_offset is not None or self._orphaned or len(self._ofo)
                 or self.scoreboard.highest_sacked or self._fin_queued):
             return False
-        if new_ack and not (lt(t.snd_una, ack) and le(ack, t.snd_max)):
+        # Sequence arithmetic inlined, as everywhere on this path (see HALF32):
+        # lt(a, b) is (a - b) & MASK32 >= HALF32, le(a, b) is a == b or lt(a, b).
+        snd_una, snd_max = t.snd_una, t.snd_max
+        if new_ack and not ((snd_una - ack) & MASK32 >= HALF32
+                            and (ack == snd_max or (ack - snd_max) & MASK32 >= HALF32)):
             return False
         ts = seg.timestamp
-        if t.ts_ok and (ts is None or lt(ts[0], t.ts_recent)):
+        if t.ts_ok and (ts is None or (ts[0] - t.ts_recent) & MASK32 >= HALF32):
             return False
         if payload and len(payload) > t.rcv_wnd:
             return False
@@ -543,17 +552,20 @@ class Connection:
         self._keepalive_probes = 0
         self._probes_out = 0
         if new_ack:
-            prior_flight = sub(t.snd_max, t.snd_una)
-            acked = sub(ack, t.snd_una)
+            prior_flight = ((snd_max - snd_una + HALF32) & MASK32) - HALF32  # sub
+            acked = ((ack - snd_una + HALF32) & MASK32) - HALF32  # sub
             self._ack_advance(seg, now)
             if self.cc.cwnd < 2 * prior_flight:  # as _loss_detection does for a new ACK
                 self.cc.on_ack(acked, now, self.rto.srtt)
-        if lt(t.snd_wl1, seg.seq) or (t.snd_wl1 == seg.seq and le(t.snd_wl2, ack)):
+        seq, wl1 = seg.seq, t.snd_wl1
+        if (wl1 - seq) & MASK32 >= HALF32 or (wl1 == seq and (
+                t.snd_wl2 == ack or (t.snd_wl2 - ack) & MASK32 >= HALF32)):
             t.snd_wnd = seg.window << t.snd_wscale  # window update (fifth step)
             if t.snd_wnd > t.max_snd_wnd:
                 t.max_snd_wnd = t.snd_wnd
-            t.snd_wl1, t.snd_wl2 = seg.seq, ack
-        if ts is not None and t.ts_ok and le(seg.seq, t.last_ack_sent):
+            t.snd_wl1, t.snd_wl2 = seq, ack
+        if ts is not None and t.ts_ok and (
+                seq == t.last_ack_sent or (seq - t.last_ack_sent) & MASK32 >= HALF32):
             t.ts_recent, t.ts_recent_stamp = ts[0], now  # RFC 7323 §4.3 (2), as below
         if payload:
             data = memoryview(payload)
@@ -1535,10 +1547,12 @@ class Connection:
         segment beyond cwnd (cwnd itself is unchanged).
         """
         t = self.tcb
-        room = self.cc.cwnd - sub(t.snd_nxt, t.snd_una)
-        if self._recovery is None and self._dupacks and t.snd_nxt == t.snd_max:
+        snd_nxt = t.snd_nxt
+        # seqnum.sub(snd_nxt, snd_una) and seqnum.lt inlined (see HALF32): once per send
+        room = self.cc.cwnd - (((snd_nxt - t.snd_una + HALF32) & MASK32) - HALF32)
+        if self._recovery is None and self._dupacks and snd_nxt == t.snd_max:
             room += min(self._dupacks, 2) * t.snd_mss
-        if t.sack_ok and lt(t.snd_nxt, t.snd_max):
+        if t.sack_ok and (snd_nxt - t.snd_max) & MASK32 >= HALF32:
             # going back N after an RTO: what the peer SACKed since is not in flight
             room += self._sacked_below(t.snd_nxt)
         return room
@@ -1557,21 +1571,26 @@ class Connection:
         SACK recovery).  ``force`` overrides SWS/Nagle (persist timer expiry).
         """
         t = self.tcb
-        sacked_limit = self._skip_sacked() if lt(t.snd_nxt, t.snd_max) else None
-        data_end = add(self._tx_seq, len(self._tx))
-        avail = sub(data_end, t.snd_nxt)
+        # Sequence arithmetic inlined (see HALF32; this runs at least once per engine
+        # call that may send): lt(a, b) is (a - b) & MASK32 >= HALF32, sub(a, b) is
+        # ((a - b + HALF32) & MASK32) - HALF32, add(a, n) is (a + n) & MASK32.
+        sacked_limit = (self._skip_sacked() if (t.snd_nxt - t.snd_max) & MASK32 >= HALF32
+                        else None)  # may move snd_nxt: loaded after it
+        snd_nxt = t.snd_nxt
+        data_end = (self._tx_seq + len(self._tx)) & MASK32
+        avail = ((data_end - snd_nxt + HALF32) & MASK32) - HALF32
         if avail < 0 or (avail == 0 and not self._fin_queued):
             return False  # nothing (more) to send: the common second call from _output
         fin_pending = self._fin_queued and self.state in (
-            State.FIN_WAIT_1, State.CLOSING, State.LAST_ACK) and le(t.snd_nxt, data_end) \
+            State.FIN_WAIT_1, State.CLOSING, State.LAST_ACK) and le(snd_nxt, data_end) \
             and not self._fin_acked
-        win_room = sub(add(t.snd_una, t.snd_wnd), t.snd_nxt)
+        win_room = ((t.snd_una + t.snd_wnd - snd_nxt + HALF32) & MASK32) - HALF32
         n = min(avail, t.snd_mss, win_room, room)
         if sacked_limit is not None:
             n = min(n, sacked_limit)
         if n < 0:
             n = 0
-        retransmission = lt(t.snd_nxt, t.snd_max)
+        retransmission = (snd_nxt - t.snd_max) & MASK32 >= HALF32
         if n == 0 and not (fin_pending and avail == 0):
             return False
         if not retransmission and not force and n < avail:
@@ -1589,18 +1608,18 @@ class Connection:
         fin = fin_pending and n == avail and win_room > n
         if n == 0 and not fin:
             return False
-        seq = t.snd_nxt
-        off = sub(seq, self._tx_seq)
+        seq = snd_nxt
+        off = ((seq - self._tx_seq + HALF32) & MASK32) - HALF32
         payload = self._tx.slice(off, n)
         flags = ACK | (PSH if n and n == avail else 0) | (FIN if fin else 0)
         self._emit(self._make(seq, flags, now, payload))
-        end = add(seq, n + (1 if fin else 0))
+        end = (seq + n + (1 if fin else 0)) & MASK32
         if retransmission:
             self.counters.add("TcpRetransSegs")
         elif self._rtt_seq is None and not t.ts_ok:
             self._rtt_seq, self._rtt_start = end, now  # time this segment (Karn, RFC 6298 §3)
         t.snd_nxt = end
-        if gt(end, t.snd_max):
+        if (t.snd_max - end) & MASK32 >= HALF32:  # gt(end, snd_max)
             t.snd_max = end
         if self.timers.rto_at is None:
             self.timers.rto_at = now + self.rto.rto  # RFC 6298 §5.1
@@ -1730,8 +1749,8 @@ class Connection:
         else:
             field = free >> ws
         field = min(field, 0xFFFF)
-        edge = add(t.rcv_nxt, field << ws)
-        if gt(edge, t.rcv_adv):
+        edge = (t.rcv_nxt + (field << ws)) & MASK32  # add, inlined (see HALF32)
+        if (t.rcv_adv - edge) & MASK32 >= HALF32:  # gt(edge, rcv_adv)
             t.rcv_adv = edge
         return field
 
@@ -1770,7 +1789,8 @@ class Connection:
 
     def _emit(self, seg: tcp.Repr) -> None:
         self._out.append(seg)
-        self.counters.add("TcpOutSegs")
+        values = self.counters.values  # counters.add("TcpOutSegs"), inlined: every segment
+        values["TcpOutSegs"] = values["TcpOutSegs"] + 1 if "TcpOutSegs" in values else 1
 
 
 __all__ = ["Connection", "ListenAction", "choose_wscale", "listen_action", "reset_for",

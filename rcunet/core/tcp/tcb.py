@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rcunet.wire import seqnum
-
 
 @dataclass(slots=True)
 class Tcb:
@@ -42,4 +40,7 @@ class Tcb:
     @property
     def rcv_wnd(self) -> int:
         """RCV.WND as the peer sees it: what is left of the last advertised window."""
-        return max(0, seqnum.sub(self.rcv_adv, self.rcv_nxt))
+        # seqnum.sub inlined (RFC 1982 mod-2**32 signed distance): read several times
+        # per segment
+        d = ((self.rcv_adv - self.rcv_nxt + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+        return d if d > 0 else 0
