@@ -38,6 +38,7 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -94,11 +95,16 @@ def _transaction(a: Any, request: bytes, response_size: int) -> None:
         cli.settimeout(IO_TIMEOUT)
         cli.connect((SERVER, PORT))
         cli.sendall(request)
-        got = 0
-        while data := cli.recv(65536):
-            got += len(data)
-        if got != response_size:
-            raise ConnectionError(f"response of {got} bytes, expected {response_size}")
+        _read_response(cli, response_size)
+
+
+def _read_response(cli: Any, response_size: int) -> None:
+    """The whole response, up to the server's FIN."""
+    got = 0
+    while data := cli.recv(65536):
+        got += len(data)
+    if got != response_size:
+        raise ConnectionError(f"response of {got} bytes, expected {response_size}")
 
 
 def _wait(predicate: Any, timeout: float = SETTLE_TIMEOUT) -> bool:
@@ -161,16 +167,61 @@ def run_crr(mode: str, duration: float = 1.0, *, acceptors: int = 4, clients: in
         net.close()
 
 
+class _Tally:
+    """What one run's threads record: each list slot has one owner thread (its index),
+    so the counts need no lock."""
+
+    def __init__(self, duration: float, clients: int, acceptors: int, request_size: int,
+                 response_size: int) -> None:
+        self.served = [0] * acceptors
+        self.done = [0] * clients
+        self.errors: list[BaseException] = []
+        self.request_size = request_size
+        self.request = b"q" * request_size
+        self.response_size = response_size
+        self.response = b"r" * response_size
+        clock = neper.ThreadClock(max(duration / 10, 0.01))
+        self.flows = [neper.FlowStats(i, i, clock, keep_latency=True) for i in range(clients)]
+
+    def serve(self, conn: Any, index: int) -> None:
+        _serve(conn, self.request_size, self.response)
+        self.served[index] += 1  # owner: thread ``index``
+
+    def transactions(self, index: int, deadline: float,
+                     transaction: Callable[[], None]) -> None:
+        """Client thread ``index``: timed transactions until ``deadline``."""
+        flow = self.flows[index]
+        try:
+            while time.monotonic() < deadline:
+                began = time.perf_counter()
+                transaction()
+                flow.event(neper.monotonic_ns(), 1, time.perf_counter() - began)
+                self.done[index] += 1  # owner: thread ``index``
+        except BaseException as exc:  # reported by result()
+            self.errors.append(exc)
+        finally:
+            flow.finish(neper.monotonic_ns())
+
+    def result(self, elapsed: float, usage_start: Any, usage_end: Any) -> dict[str, Any]:
+        if self.errors:
+            raise RuntimeError(f"seed004: {len(self.errors)} transaction(s) failed, first: "
+                               f"{self.errors[0]!r}") from self.errors[0]
+        completed = sum(self.done)
+        return {
+            "connections": completed,
+            "served": sum(self.served),
+            "served_per_acceptor": self.served,
+            "elapsed": elapsed,
+            "rate": completed / elapsed if elapsed else 0.0,
+            "neper": neper_lines("tcp_crr", self.flows, usage_start, usage_end, PERCENTILES),
+        }
+
+
 def _churn(a: Any, srv: Any, duration: float, acceptors: int, clients: int,
            request_size: int, response_size: int) -> dict[str, Any]:
+    """The ``pairs`` shape: client threads and accepting threads."""
+    tally = _Tally(duration, clients, acceptors, request_size, response_size)
     stop = threading.Event()
-    served = [0] * acceptors
-    done = [0] * clients
-    errors: list[BaseException] = []
-    response = b"r" * response_size
-    request = b"q" * request_size
-    clock = neper.ThreadClock(max(duration / 10, 0.01))
-    flows = [neper.FlowStats(i, i, clock, keep_latency=True) for i in range(clients)]
 
     def acceptor(index: int) -> None:
         try:
@@ -179,23 +230,9 @@ def _churn(a: Any, srv: Any, duration: float, acceptors: int, clients: int,
                     conn, _ = srv.accept()
                 except TimeoutError:
                     continue
-                _serve(conn, request_size, response)
-                served[index] += 1  # owner: this acceptor thread
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-
-    def client(index: int, deadline: float) -> None:
-        flow = flows[index]
-        try:
-            while time.monotonic() < deadline:
-                began = time.perf_counter()
-                _transaction(a, request, response_size)
-                flow.event(neper.monotonic_ns(), 1, time.perf_counter() - began)
-                done[index] += 1  # owner: this client thread
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-        finally:
-            flow.finish(neper.monotonic_ns())
+                tally.serve(conn, index)
+        except BaseException as exc:  # reported by tally.result()
+            tally.errors.append(exc)
 
     servers = [threading.Thread(target=acceptor, args=(i,), name=f"acceptor-{i}")
                for i in range(acceptors)]
@@ -204,8 +241,9 @@ def _churn(a: Any, srv: Any, duration: float, acceptors: int, clients: int,
     usage_start = neper.Usage.now()
     began = time.perf_counter()
     deadline = time.monotonic() + duration
-    workers = [threading.Thread(target=client, args=(i, deadline), name=f"crr-client-{i}")
-               for i in range(clients)]
+    transaction = partial(_transaction, a, tally.request, response_size)
+    workers = [threading.Thread(target=tally.transactions, args=(i, deadline, transaction),
+                                name=f"crr-client-{i}") for i in range(clients)]
     for thread in workers:
         thread.start()
     for thread in workers:
@@ -213,65 +251,37 @@ def _churn(a: Any, srv: Any, duration: float, acceptors: int, clients: int,
     elapsed = time.perf_counter() - began
     usage_end = neper.Usage.now()
     # A connection the clients finished was served: its response arrived before the EOF.
-    _wait(lambda: sum(served) >= sum(done))
+    _wait(lambda: sum(tally.served) >= sum(tally.done))
     stop.set()
     for thread in servers:
         thread.join()
-    if errors:
-        raise RuntimeError(f"seed004: {len(errors)} transaction(s) failed, first: "
-                           f"{errors[0]!r}") from errors[0]
-    completed = sum(done)
-    return {
-        "connections": completed,
-        "served": sum(served),
-        "served_per_acceptor": served,
-        "elapsed": elapsed,
-        "rate": completed / elapsed if elapsed else 0.0,
-        "neper": neper_lines("tcp_crr", flows, usage_start, usage_end, PERCENTILES),
-    }
+    return tally.result(elapsed, usage_start, usage_end)
 
 
 def _workers(a: Any, srv: Any, duration: float, workers: int, request_size: int,
              response_size: int) -> dict[str, Any]:
     """The ``workers`` shape: each thread connects, sends its request, accepts and serves
     one connection from the shared listener, then reads its own response."""
-    served = [0] * workers
-    done = [0] * workers
-    errors: list[BaseException] = []
-    response = b"r" * response_size
-    request = b"q" * request_size
-    clock = neper.ThreadClock(max(duration / 10, 0.01))
-    flows = [neper.FlowStats(i, i, clock, keep_latency=True) for i in range(workers)]
+    tally = _Tally(duration, workers, workers, request_size, response_size)
     start = threading.Barrier(workers + 1)
 
-    def one_transaction() -> None:
+    def one_transaction(index: int) -> None:
         with a.socket(socket.AF_INET, socket.SOCK_STREAM) as cli:
             cli.settimeout(IO_TIMEOUT)
             cli.connect((SERVER, PORT))
-            cli.sendall(request)
+            cli.sendall(tally.request)
             conn, _ = srv.accept()
-            _serve(conn, request_size, response)
-            got = 0
-            while data := cli.recv(65536):
-                got += len(data)
-            if got != response_size:
-                raise ConnectionError(f"response of {got} bytes, expected {response_size}")
+            tally.serve(conn, index)
+            _read_response(cli, response_size)
 
     def worker(index: int) -> None:
-        flow = flows[index]
         try:
             start.wait()
-            deadline = time.monotonic() + duration
-            while time.monotonic() < deadline:
-                began = time.perf_counter()
-                one_transaction()
-                flow.event(neper.monotonic_ns(), 1, time.perf_counter() - began)
-                done[index] += 1  # owner: this worker thread
-                served[index] += 1  # every transaction accepted and served one connection
-        except BaseException as exc:  # reported below
-            errors.append(exc)
-        finally:
-            flow.finish(neper.monotonic_ns())
+        except threading.BrokenBarrierError as exc:
+            tally.errors.append(exc)
+            return
+        deadline = time.monotonic() + duration
+        tally.transactions(index, deadline, partial(one_transaction, index))
 
     threads = [threading.Thread(target=worker, args=(i,), name=f"crr-worker-{i}")
                for i in range(workers)]
@@ -284,18 +294,7 @@ def _workers(a: Any, srv: Any, duration: float, workers: int, request_size: int,
         thread.join()
     elapsed = time.perf_counter() - began
     usage_end = neper.Usage.now()
-    if errors:
-        raise RuntimeError(f"seed004: {len(errors)} transaction(s) failed, first: "
-                           f"{errors[0]!r}") from errors[0]
-    completed = sum(done)
-    return {
-        "connections": completed,
-        "served": sum(served),
-        "served_per_acceptor": served,
-        "elapsed": elapsed,
-        "rate": completed / elapsed if elapsed else 0.0,
-        "neper": neper_lines("tcp_crr", flows, usage_start, usage_end, PERCENTILES),
-    }
+    return tally.result(elapsed, usage_start, usage_end)
 
 
 def _checked(run: dict[str, Any]) -> dict[str, Any]:
