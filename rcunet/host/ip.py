@@ -328,7 +328,7 @@ class IpLayer:
     def _send_frame(self, iface: Interface, dst_mac: bytes, ethertype: int,
                     payload: Packet) -> None:
         if isinstance(payload, tuple):  # gathered: the frame is made by one join
-            header = ethernet.Repr(dst_mac, iface.mac, ethertype).build_header()
+            header = ethernet.build_untagged_header(dst_mac, iface.mac, ethertype)
             iface.transmit(b"".join((header, *payload)))
             return
         frame = ethernet.Repr(dst_mac, iface.mac, ethertype, payload).build()
@@ -673,9 +673,13 @@ class IpLayer:
             if ipv4.HEADER_LEN + length > mtu:  # fragments (or EMSGSIZE)
                 return self._send_ip(iface, next_hop, src, dst, protocol, header + payload,
                                      None, dont_fragment, mtu)
-            self._count("IpOutRequests")
-            ip_header = ipv4.Repr(src, dst, protocol, b"", self.host.tuning.ip_default_ttl,
-                                  self.next_ident(), dont_fragment).build_header(length)
+            self.host.counters.inc("IpOutRequests")
+            # ipv4.Repr(...).build_header(length) and next_ident(), without the Repr or
+            # the calls: once per packet
+            ip_header = ipv4.build_plain_header(src, dst, protocol,
+                                                self.host.tuning.ip_default_ttl,
+                                                next(self._idents) & 0xFFFF, dont_fragment,
+                                                length)
         else:
             if ipv6.HEADER_LEN + length > mtu:  # source fragments (or EMSGSIZE)
                 return self._send_ip(iface, next_hop, src, dst, protocol, header + payload,

@@ -78,8 +78,7 @@ class Clock(Protocol):
 
 
 class _MonotonicClock:
-    def now(self) -> int:
-        return time.monotonic_ns()
+    now = staticmethod(time.monotonic_ns)  # one C call per read
 
 
 class Endpoint:

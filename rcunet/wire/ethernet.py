@@ -172,3 +172,14 @@ class Repr(NamedTuple):
             tci = _tci(vlan, vlan_pcp, vlan_dei)
             header = _VLAN_HEADER.pack(dst, src, ETHERTYPE_VLAN, tci, ethertype)
         return header
+
+
+def build_untagged_header(dst: bytes, src: bytes, ethertype: int) -> bytes:
+    """``Repr(dst, src, ethertype).build_header()`` without building the Repr: the
+    header of an untagged frame (what the output path sends once per frame).  Same
+    checks, same bytes."""
+    if len(dst) != ADDR_LEN or len(src) != ADDR_LEN:
+        raise WireError("bad-field", "MAC addresses must be 6 bytes")
+    if not ETHERTYPE_MIN <= ethertype <= 0xFFFF or ethertype in _TAG_TYPES:
+        return Repr(dst, src, ethertype).build_header()  # raises the codec's error
+    return _HEADER.pack(dst, src, ethertype)

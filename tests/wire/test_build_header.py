@@ -5,6 +5,8 @@ and the payload once, and the wire bytes must not change)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rcunet.wire import ethernet, ipv4, ipv6, tcp
 from rcunet.wire.errors import WireError
@@ -84,3 +86,44 @@ def test_ipv6_header_length_still_checked():
         ipv6.Repr(SRC6, DST6, 6, b"").build_header(0)
     with pytest.raises(WireError, match="too-long"):
         ipv6.Repr(SRC6, DST6, 6, b"").build_header(70000)
+
+
+# -- the Repr-free header builders of the per-packet output path -------------------------
+def _outcome(build):
+    try:
+        return build()
+    except WireError as exc:
+        return ("WireError", exc.reason)
+
+
+@given(src=st.binary(min_size=3, max_size=5), dst=st.binary(min_size=4, max_size=4),
+       protocol=st.integers(0, 256), ttl=st.integers(0, 256), ident=st.integers(0, 0x10000),
+       dont_fragment=st.booleans(), payload_len=st.integers(0, 0x10000),
+       checksum=st.booleans())
+def test_ipv4_plain_header_is_the_repr_header(src, dst, protocol, ttl, ident, dont_fragment,
+                                              payload_len, checksum):
+    by_repr = _outcome(lambda: ipv4.Repr(src, dst, protocol, b"", ttl, ident, dont_fragment)
+                       .build_header(payload_len, checksum=checksum))
+    plain = _outcome(lambda: ipv4.build_plain_header(src, dst, protocol, ttl, ident,
+                                                     dont_fragment, payload_len,
+                                                     checksum=checksum))
+    assert plain == by_repr
+
+
+def test_ipv4_plain_header_parses_back():
+    header = ipv4.build_plain_header(SRC, DST, 6, 64, 0xBEEF, True, 5)
+    packet = ipv4.Repr.parse(header + b"hello")
+    assert (packet.src, packet.dst, packet.protocol, packet.ttl, packet.ident) == \
+        (SRC, DST, 6, 64, 0xBEEF)
+    assert packet.dont_fragment and not packet.more_fragments and packet.checksum_ok
+    assert bytes(packet.payload) == b"hello"
+
+
+@given(dst=st.binary(min_size=5, max_size=7), src=st.binary(min_size=6, max_size=6),
+       ethertype=st.one_of(st.sampled_from([0x0800, 0x86DD, 0x0806, 0x8100, 0x88A8, 0x05DC,
+                                            0x0600, 0xFFFF, 0x10000, -1]),
+                           st.integers(-5, 0x10005)))
+def test_ethernet_untagged_header_is_the_repr_header(dst, src, ethertype):
+    by_repr = _outcome(lambda: ethernet.Repr(dst, src, ethertype).build_header())
+    untagged = _outcome(lambda: ethernet.build_untagged_header(dst, src, ethertype))
+    assert untagged == by_repr

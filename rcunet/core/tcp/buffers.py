@@ -32,7 +32,8 @@ class SendQueue:
 
     Every chunk holds ``SEND_CHUNK`` bytes of capacity; the queue's bytes run from
     ``_head`` in the first chunk to ``_fill`` in the last, so offsets map to chunks by
-    division."""
+    division.  The last chunk may be shorter than its capacity (it grows as written:
+    ``_fill`` never exceeds its length); the others are full."""
 
     __slots__ = ("_chunks", "_head", "_fill", "_len", "_spare")
 
@@ -68,7 +69,10 @@ class SendQueue:
         while pos < n:
             if fill == SEND_CHUNK:
                 spare, self._spare = self._spare, None
-                chunks.append(spare if spare is not None else bytearray(SEND_CHUNK))
+                # A new chunk starts empty and grows as it is written (the slice
+                # assignment at its end extends it): a short-lived connection's few
+                # bytes do not cost a zeroed 256 KB block.  A spare is full-sized.
+                chunks.append(spare if spare is not None else bytearray())
                 fill = 0
             k = min(SEND_CHUNK - fill, n - pos)
             chunks[-1][fill : fill + k] = view[pos : pos + k]
