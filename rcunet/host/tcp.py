@@ -21,7 +21,10 @@ a SYN creates a child socket in SYN_RECV that lives in ehash and counts in the l
 SYN queue; the child is appended to the accept queue only when the handshake completed
 (``_publish_child``), so ``accept`` needs only the listener's ``rskq_lock``.  With
 ``Tuning.accept_no_global_lock`` False, a FreeBSD-9.2-style global ``tcbinfo_lock`` is
-taken on accept, SYN processing and teardown (the "before" of seed 004).
+taken on accept, SYN processing and teardown (the "before" of seed 004): around the
+accept queue, the listener's SYN and handshake-completing ACK, TIME_WAIT and unhashing,
+and, as 9.2's ``tcp_input`` took ``INP_INFO_WLOCK``, around the input of every segment
+that carries SYN, FIN or RST or reaches a connection not ESTABLISHED (``_input_global``).
 
 Counters use nstat names (TcpActiveOpens, TcpExtListenOverflows, TcpExtTWRecycled, ...):
 the engine's per-connection counters are moved to ``host.counters`` after each call.
@@ -149,6 +152,19 @@ class TcpLayer:
         if self.host.tuning.accept_no_global_lock:
             return contextlib.nullcontext()
         return self.tcbinfo
+
+    def _input_global(self, sk: TcpSock, seg: tcp.Repr) -> contextlib.AbstractContextManager[Any]:
+        """FreeBSD 9.2's ``tcp_input``: the global write lock for a state-changing segment
+        (SYN, FIN or RST) or any segment to a connection not ESTABLISHED, so the
+        handshake, FIN and RST of a short connection all run under it.  Nothing in modern,
+        and never for an ESTABLISHED connection's data and ACKs.  Taken outside slock
+        (tcbinfo is the outermost lock) and released before the outbox is transmitted,
+        so an inline link never enters the peer's input under it."""
+        if self.host.tuning.accept_no_global_lock:
+            return contextlib.nullcontext()
+        if seg.flags & (tcp.SYN | tcp.FIN | tcp.RST) or sk.state != State.ESTABLISHED:
+            return self.tcbinfo
+        return contextlib.nullcontext()
 
     def sync_tuning(self) -> None:
         """The tables read the Host's current Tuning (``Host.set_tuning`` replaces it)."""
@@ -361,7 +377,7 @@ class TcpLayer:
         # (SocketLock.bh_deliver's steps without its two calls per segment)
         sl = sk.sl
         woke = False
-        with sl.slock:
+        with self._input_global(sk, seg), sl.slock:
             if not sl.owned:
                 conn = sk.conn
                 if conn is None:
@@ -386,8 +402,9 @@ class TcpLayer:
         if conn is None:
             self._free(buf)
             return
-        conn.on_segment(seg, self.host.now())
-        self.after_engine(sk, buf)
+        with self._input_global(sk, seg):  # the owner holds no slock here (release_sock)
+            conn.on_segment(seg, self.host.now())
+            self.after_engine(sk, buf)
 
     def after_engine(self, sk: TcpSock, buf: Buffer | None = None, wake: bool = True) -> bool:
         """Collect what the engine produced: segments to the outbox, events to the
