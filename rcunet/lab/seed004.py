@@ -12,7 +12,8 @@ connect, a ``request_size`` request, a ``response_size`` response, close — aga
 listener on host ``b`` served by ``acceptors`` threads (accept, recv, send, close: the
 server closes first and keeps the TIME_WAIT, so client ports never run out).  Legacy
 (``Tuning.accept_no_global_lock`` off) takes the global ``tcbinfo_lock`` on accept, SYN
-processing and teardown; modern takes none.  Measured: connections/s, the latency of each
+processing and teardown — as 9.2's ``tcp_input``, over the input of every SYN, FIN and RST
+segment and of any segment to a connection not yet ESTABLISHED; modern takes none.  Measured: connections/s, the latency of each
 transaction (a neper tcp_crr block), and the lock statistics of ``tcbinfo_lock``.
 
 Two shapes (``--shape``).  ``pairs`` (the default of the plain lab) is the one above:
