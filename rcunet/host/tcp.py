@@ -153,18 +153,19 @@ class TcpLayer:
             return contextlib.nullcontext()
         return self.tcbinfo
 
-    def _input_global(self, sk: TcpSock, seg: tcp.Repr) -> contextlib.AbstractContextManager[Any]:
+    def _input_global(self, sk: TcpSock, seg: tcp.Repr) -> Any:
         """FreeBSD 9.2's ``tcp_input``: the global write lock for a state-changing segment
         (SYN, FIN or RST) or any segment to a connection not ESTABLISHED, so the
         handshake, FIN and RST of a short connection all run under it.  Nothing in modern,
         and never for an ESTABLISHED connection's data and ACKs.  Taken outside slock
         (tcbinfo is the outermost lock) and released before the outbox is transmitted,
-        so an inline link never enters the peer's input under it."""
+        so an inline link never enters the peer's input under it.  Returns the lock to
+        take, or None (callers test it: no context-manager object per segment)."""
         if self.host.tuning.accept_no_global_lock:
-            return contextlib.nullcontext()
+            return None
         if seg.flags & (tcp.SYN | tcp.FIN | tcp.RST) or sk.state != State.ESTABLISHED:
             return self.tcbinfo
-        return contextlib.nullcontext()
+        return None
 
     def sync_tuning(self) -> None:
         """The tables read the Host's current Tuning (``Host.set_tuning`` replaces it)."""
@@ -377,17 +378,25 @@ class TcpLayer:
         # (SocketLock.bh_deliver's steps without its two calls per segment)
         sl = sk.sl
         woke = False
-        with self._input_global(sk, seg), sl.slock:
-            if not sl.owned:
-                conn = sk.conn
-                if conn is None:
-                    self._free(buf)
+        legacy = self._input_global(sk, seg)
+        if legacy is not None:
+            legacy.acquire()
+        try:
+            with sl.slock:
+                if not sl.owned:
+                    conn = sk.conn
+                    if conn is None:
+                        self._free(buf)
+                    else:
+                        conn.on_segment(seg, self.host.now())
+                        woke = self.after_engine(sk, buf, wake=False)
+                    queued = True
                 else:
-                    conn.on_segment(seg, self.host.now())
-                    woke = self.after_engine(sk, buf, wake=False)
-                queued = True
-            else:
-                queued = sl.add_backlog_locked((seg, buf), len(seg.payload) + SEGMENT_OVERHEAD)
+                    queued = sl.add_backlog_locked((seg, buf),
+                                                   len(seg.payload) + SEGMENT_OVERHEAD)
+        finally:
+            if legacy is not None:
+                legacy.release()
         if not queued:
             sk._backlog_drop((seg, buf))
         if woke:
@@ -402,9 +411,15 @@ class TcpLayer:
         if conn is None:
             self._free(buf)
             return
-        with self._input_global(sk, seg):  # the owner holds no slock here (release_sock)
+        legacy = self._input_global(sk, seg)  # the owner holds no slock (release_sock)
+        if legacy is not None:
+            legacy.acquire()
+        try:
             conn.on_segment(seg, self.host.now())
             self.after_engine(sk, buf)
+        finally:
+            if legacy is not None:
+                legacy.release()
 
     def after_engine(self, sk: TcpSock, buf: Buffer | None = None, wake: bool = True) -> bool:
         """Collect what the engine produced: segments to the outbox, events to the
