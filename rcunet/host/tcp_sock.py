@@ -32,9 +32,9 @@ from rcunet.core.tcp import Connection, Options
 from rcunet.core.tcp import State as CState
 from rcunet.host.socklock import BACKLOG_EXTRA, SocketLock
 from rcunet.host.tcp_poll import PollFd
+from rcunet.sync import lock as _lock_mod
 from rcunet.sync.deferred import Buffer
 from rcunet.sync.lock import LockClass
-from rcunet.sync.lock import stats_enabled as _lockstat_enabled
 from rcunet.tables.entry import AF_INET, ANY4, ANY6, SockEntry, State, is_v4mapped
 
 if TYPE_CHECKING:
@@ -208,8 +208,9 @@ class TcpSock(SockEntry):
         (lock statistics off: no clock read, no accounting in ``_unlock``)."""
         self.sl.lock_sock()
         # atomic: attribute loads (Host.set_tuning replaces tuning whole; the lockstat
-        # switch is one module global): a section that starts timed is recorded
-        if self.host.tuning.lock_stat or _lockstat_enabled():
+        # switch is one module global, read as stats_enabled() reads it, without the
+        # call: twice per socket call): a section that starts timed is recorded
+        if self.host.tuning.lock_stat or _lock_mod._stats_on:
             return perf_counter_ns()
         return 0
 

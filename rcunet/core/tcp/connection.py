@@ -334,8 +334,9 @@ class Connection:
         t = self.tcb
         return (self._recovery is None and not self._ack_now and not self._send_blocked
                 and not self.options.nodelay and t.snd_una != t.snd_max
-                and t.snd_nxt == t.snd_max
-                and sub(add(self._tx_seq, len(self._tx)), t.snd_nxt) < t.snd_mss)
+                and t.snd_nxt == t.snd_max  # unsent bytes: sub(add(tx_seq, len), snd_nxt)
+                and ((self._tx_seq + len(self._tx) - t.snd_nxt + HALF32) & MASK32) - HALF32
+                < t.snd_mss)
 
     def recv(self, max_bytes: int, now: int) -> bytes:
         """Up to ``max_bytes`` in-order bytes; b"" at EOF.
@@ -892,16 +893,18 @@ class Connection:
         """New data acknowledged: RTT, send buffer, RTO timer (RFC 6298 §5.2/5.3)."""
         t = self.tcb
         ack = seg.ack
-        acked = sub(ack, t.snd_una)
+        # sub/add/lt inlined (see HALF32): once per ACK of new data
+        acked = ((ack - t.snd_una + HALF32) & MASK32) - HALF32
         self._rtt_sample(seg, now)
-        data_acked = min(max(sub(ack, self._tx_seq), 0), len(self._tx))
+        data_acked = min(max(((ack - self._tx_seq + HALF32) & MASK32) - HALF32, 0),
+                         len(self._tx))
         if data_acked:
             self._tx.drop(data_acked)
-            self._tx_seq = add(self._tx_seq, data_acked)
+            self._tx_seq = (self._tx_seq + data_acked) & MASK32
         t.snd_una = ack
-        if lt(t.snd_nxt, ack):
+        if (t.snd_nxt - ack) & MASK32 >= HALF32:
             t.snd_nxt = ack  # after go-back-N the ACK may jump past SND.NXT
-        if lt(self._high_rxt, ack):
+        if (self._high_rxt - ack) & MASK32 >= HALF32:
             self._high_rxt = ack
         self.scoreboard.advance(acked)
         if self._recover is not None and self._recovery is None \
@@ -1155,7 +1158,7 @@ class Connection:
 
     def _advance_rcv(self, n: int) -> None:
         t = self.tcb
-        t.rcv_nxt = add(t.rcv_nxt, n)
+        t.rcv_nxt = (t.rcv_nxt + n) & MASK32  # add, inlined (see HALF32): every delivery
         self._ofo.advance(n)
         self._rx_blocks.advance(n)
         if self._fin_offset is not None:

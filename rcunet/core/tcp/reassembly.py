@@ -67,6 +67,8 @@ class Assembler:
 
     def advance(self, n: int) -> None:
         """RCV.NXT moved forward by ``n``: shift offsets, discarding bytes now behind it."""
+        if not self._ranges:
+            return  # the in-order case: nothing held, no new list per segment
         shifted: list[tuple[int, bytes]] = []
         for start, data in self._ranges:
             start -= n

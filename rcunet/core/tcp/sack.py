@@ -29,7 +29,8 @@ class ReceiverBlocks:
         del self._recent[8:]
 
     def advance(self, n: int) -> None:
-        self._recent = [o - n for o in self._recent if o - n > 0]
+        if self._recent:  # (no new list per in-order segment)
+            self._recent = [o - n for o in self._recent if o - n > 0]
 
     def blocks(self, held: list[tuple[int, int]], limit: int) -> list[tuple[int, int]]:
         """Up to ``limit`` [start, end) ranges from ``held``, most recently touched first."""
@@ -81,6 +82,8 @@ class Scoreboard:
 
     def advance(self, n: int) -> None:
         """SND.UNA moved forward by ``n``."""
+        if not self._sacked:
+            return  # the common case: nothing SACKed, no new list per ACK
         out = []
         for start, end in self._sacked:
             start, end = max(start - n, 0), end - n

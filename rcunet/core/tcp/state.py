@@ -33,20 +33,23 @@ class State(enum.Enum):
     # call on every dict lookup keyed by a state (several per segment).
     __hash__ = object.__hash__
 
-    @property
-    def synchronized(self) -> bool:
-        """RFC 9293 §3.3.2: ESTABLISHED and every state after it."""
-        return self not in (State.CLOSED, State.LISTEN, State.SYN_SENT, State.SYN_RECEIVED)
+    # Three per-member flags, set once below as plain attributes: the engine reads them
+    # several times per segment, and a property on an Enum is a Python call per read.
+    #: RFC 9293 §3.3.2: ESTABLISHED and every state after it.
+    synchronized: bool
+    #: States in which segment text is delivered (RFC 9293 §3.10.7.4, seventh).
+    receives_data: bool
+    #: The peer's FIN has arrived (CLOSE-WAIT and the states after our FIN and theirs).
+    fin_received: bool
 
-    @property
-    def receives_data(self) -> bool:
-        """States in which segment text is delivered (RFC 9293 §3.10.7.4, seventh)."""
-        return self in (State.ESTABLISHED, State.FIN_WAIT_1, State.FIN_WAIT_2)
 
-    @property
-    def fin_received(self) -> bool:
-        return self in (State.CLOSE_WAIT, State.CLOSING, State.LAST_ACK, State.TIME_WAIT)
-
+for _state in State:
+    _state.synchronized = _state not in (State.CLOSED, State.LISTEN, State.SYN_SENT,
+                                         State.SYN_RECEIVED)
+    _state.receives_data = _state in (State.ESTABLISHED, State.FIN_WAIT_1, State.FIN_WAIT_2)
+    _state.fin_received = _state in (State.CLOSE_WAIT, State.CLOSING, State.LAST_ACK,
+                                     State.TIME_WAIT)
+del _state
 
 S = State
 #: (old, new) -> why.  Figure 5 of RFC 9293 plus the resets/timeouts/aborts of §3.10.
