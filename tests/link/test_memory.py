@@ -407,3 +407,40 @@ def test_receiver_that_raises_loses_only_its_frame() -> None:
     assert len(box.take()) == 1
     assert seg.stats()["receiver_errors"] == 1
     assert isinstance(seg.last_error, RuntimeError)
+
+
+def test_point_to_point_senders_in_both_directions_count_exactly() -> None:
+    """A clean inline point-to-point link sends with no lock and per-thread counters
+    (loopback's LLTX): threads sending both ways at once lose no frame and no count, and
+    an oversized frame still takes the checked path and is counted as an MTU drop."""
+    link = PointToPoint(mtu=1500)
+    inbox_a, inbox_b = wired([link.a, link.b])
+    threads, per_thread = 4, 2000
+    start = threading.Barrier(threads)
+
+    def sender(index: int) -> None:
+        source = link.a if index % 2 == 0 else link.b
+        start.wait()
+        for n in range(per_thread):
+            assert source.send(eth(mac(9), mac(index), index.to_bytes(2, "big")
+                                   + n.to_bytes(4, "big") + bytes(40)))
+
+    workers = [threading.Thread(target=sender, args=(i,)) for i in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert not link.a.send(eth(mac(9), mac(1), bytes(1501)))  # over the MTU: dropped
+    each_way = threads // 2 * per_thread
+    for inbox, index0 in ((inbox_b, 0), (inbox_a, 1)):
+        got = inbox.take()
+        assert len(got) == each_way
+        for index in range(index0, threads, 2):  # each sender's frames, in order
+            tag = index.to_bytes(2, "big")
+            assert [int.from_bytes(f[16:20], "big") for f in got if f[14:16] == tag] \
+                == list(range(per_thread))
+    a, b, both = link.a.stats(), link.b.stats(), link.stats()
+    assert a["tx_packets"] == each_way + 1 and a["tx_dropped"] == 1
+    assert b["tx_packets"] == each_way and b["rx_packets"] == each_way
+    assert a["rx_packets"] == each_way and a["rx_bytes"] == each_way * 60
+    assert both["frames"] == both["delivered"] == 2 * each_way and both["mtu_drops"] == 1
