@@ -48,6 +48,11 @@ from collections.abc import Iterable
 from typing import Any
 
 SECOND = 1_000_000_000
+#: ``used`` is refreshed on the lock-free output path only when it is this old: Linux
+#: stores ``jiffies`` (1-10 ms ticks), so its ``neigh->used`` moves once a tick however
+#: many packets go out.  Every decision that reads ``used`` (DELAY after REACHABLE
+#: times out, garbage collection of STALE entries) works on seconds.
+USED_GRANULARITY = 1_000_000  # 1 ms, HZ=1000
 
 
 class State(enum.Enum):
@@ -234,8 +239,11 @@ class NeighbourTable:
             return None
         if entry.state not in _NO_EVENT_STATES:
             return None
-        if entry.used != now:
-            entry.used = now  # atomic: one attribute store (Linux WRITE_ONCE)
+        if now - entry.used >= USED_GRANULARITY:
+            # atomic: one attribute store (Linux WRITE_ONCE).  Once a tick, not per
+            # packet: on free-threaded builds each store drops an int another sending
+            # thread made, which goes back through that thread's biased-refcount queue.
+            entry.used = now
         return entry.lladdr
 
     def resolve(

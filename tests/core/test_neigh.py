@@ -13,6 +13,7 @@ from rcunet.core.neigh import (
     PROBE,
     REACHABLE,
     STALE,
+    USED_GRANULARITY,
     Discard,
     NeighbourTable,
     NeighParams,
@@ -255,7 +256,10 @@ def test_lladdr_rcu_only_where_sending_changes_no_state() -> None:
     assert table.lladdr_rcu(IP, 1) is None  # INCOMPLETE
     table.advertisement_received(IP, MAC, 2, solicited=True, override=True)
     assert table.lladdr_rcu(IP, 3) == MAC  # REACHABLE
-    assert table.get(IP).used == 3  # type: ignore[union-attr]
+    assert table.get(IP).used == 0  # type: ignore[union-attr]  # within a tick: unchanged
+    tick = USED_GRANULARITY
+    assert table.lladdr_rcu(IP, tick) == MAC
+    assert table.get(IP).used == tick  # type: ignore[union-attr]  # a tick later: stored
     assert table.stats["lookups"] == 1  # the fast path counts nothing, as neigh_output
     later = 2 + NeighParams().reachable_time
     table.poll(later)  # reachable_time without confirmation: STALE
