@@ -175,13 +175,19 @@ class TcpLayer:
     def _ts_offset(self, laddr: bytes, faddr: bytes) -> int:
         """The address pair's TSval offset (a keyed hash: the same for every connection
         between two addresses), remembered for the next connection.  Races are
-        harmless: every thread computes the same value; dict get/set are atomic."""
+        harmless: every thread computes the same value; dict subscript and set are
+        atomic.  A subscript, not ``.get``: the key is a fresh tuple each time, and on
+        free-threaded 3.13 ``dict.get`` then re-takes the dict's lock it already holds
+        (``rcunet.sync.ftbench``), which spun on every connection."""
         key = (laddr, faddr)
-        offset = self._ts_offsets.get(key)
-        if offset is None:
-            if len(self._ts_offsets) >= TS_OFFSET_CACHE:
-                self._ts_offsets = {}  # one store: bounded by the peers seen lately
-            offset = self._ts_offsets[key] = timestamp_offset(self.secret, laddr, faddr)
+        offsets = self._ts_offsets  # atomic: one attribute load (pairs with the reset)
+        try:
+            return offsets[key]
+        except KeyError:
+            pass  # first connection between these addresses since the last reset
+        if len(offsets) >= TS_OFFSET_CACHE:
+            offsets = self._ts_offsets = {}  # one store: bounded by the peers seen lately
+        offset = offsets[key] = timestamp_offset(self.secret, laddr, faddr)
         return offset
 
     def record_hold(self, held_ns: int) -> None:
