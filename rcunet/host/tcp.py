@@ -183,11 +183,11 @@ class TcpLayer:
         offsets = self._ts_offsets  # atomic: one attribute load (pairs with the reset)
         try:
             return offsets[key]
-        except KeyError:
-            pass  # first connection between these addresses since the last reset
+        except KeyError:  # the first connection between these addresses since a reset
+            offset = timestamp_offset(self.secret, laddr, faddr)
         if len(offsets) >= TS_OFFSET_CACHE:
             offsets = self._ts_offsets = {}  # one store: bounded by the peers seen lately
-        offset = offsets[key] = timestamp_offset(self.secret, laddr, faddr)
+        offsets[key] = offset
         return offset
 
     def record_hold(self, held_ns: int) -> None:
