@@ -13,8 +13,9 @@ listener on host ``b`` served by ``acceptors`` threads (accept, recv, send, clos
 server closes first and keeps the TIME_WAIT, so client ports never run out).  Legacy
 (``Tuning.accept_no_global_lock`` off) takes the global ``tcbinfo_lock`` on accept, SYN
 processing and teardown — as 9.2's ``tcp_input``, over the input of every SYN, FIN and RST
-segment and of any segment to a connection not yet ESTABLISHED; modern takes none.  Measured: connections/s, the latency of each
-transaction (a neper tcp_crr block), and the lock statistics of ``tcbinfo_lock``.
+segment and of any segment to a connection not yet ESTABLISHED; modern takes none.
+Measured: connections/s, the latency of each transaction (a neper tcp_crr block), and the
+lock statistics of ``tcbinfo_lock``.
 
 Two shapes (``--shape``).  ``pairs`` (the default of the plain lab) is the one above:
 client threads and accepting threads, so every transaction hands its segments back and
@@ -445,7 +446,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="accepting threads on the listener (default 4)")
     parser.add_argument("--clients", type=int, default=4, help="client threads (default 4)")
     parser.add_argument("--duration", type=float, default=1.0, help="seconds per run")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="alternating rounds (default 3); with --scale, the rounds of "
+                             "every point")
     parser.add_argument("-Q", "--request-size", type=int, default=1)
     parser.add_argument("-R", "--response-size", type=int, default=1)
     parser.add_argument("--scale", metavar="T,T,...", type=thread_counts,
@@ -473,7 +476,7 @@ def run(args: argparse.Namespace) -> int:
                          clients=args.clients, request_size=args.request_size,
                          response_size=args.response_size,
                          lockstat_duration=args.lockstat_duration, shape=lab_shape)
-        series = scaling(counts, args.duration, 1, scale_shape) if counts else {}
+        series = scaling(counts, args.duration, args.rounds, scale_shape) if counts else {}
         return result, series
 
     result, series = with_switch_interval(args.switch_interval, body)
