@@ -69,10 +69,14 @@ class SendQueue:
         while pos < n:
             if fill == SEND_CHUNK:
                 spare, self._spare = self._spare, None
-                # A new chunk starts empty and grows as it is written (the slice
-                # assignment at its end extends it): a short-lived connection's few
-                # bytes do not cost a zeroed 256 KB block.  A spare is full-sized.
-                chunks.append(spare if spare is not None else bytearray())
+                if spare is None:
+                    # The first chunk of an empty queue starts empty and grows as it is
+                    # written (the slice assignment at its end extends it): a short-lived
+                    # connection's few bytes cost no zeroed 256 KB block.  A chunk behind
+                    # others is made full-sized at once: a bulk writer filling many would
+                    # otherwise pay a realloc (and often a copy) every few appends.
+                    spare = bytearray(SEND_CHUNK) if chunks else bytearray()
+                chunks.append(spare)
                 fill = 0
             k = min(SEND_CHUNK - fill, n - pos)
             chunks[-1][fill : fill + k] = view[pos : pos + k]
