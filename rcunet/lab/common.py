@@ -61,6 +61,31 @@ def with_lockstat(run: Callable[[], Any],
     return result, snap
 
 
+#: How long a lab waits for its hosts to settle: generous, only a failing run waits it out.
+SETTLE_TIMEOUT = 10.0
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = SETTLE_TIMEOUT) -> bool:
+    """Poll ``predicate`` every 5 ms until it holds (True) or ``timeout`` passes (False)."""
+    end = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def recv_exactly(sock: Any, size: int) -> None:
+    """Read exactly ``size`` bytes from a stream socket; a peer that closes first is a
+    ``ConnectionError``."""
+    got = 0
+    while got < size:
+        data = sock.recv(size - got)
+        if not data:
+            raise ConnectionError(f"peer closed after {got} of {size} bytes")
+        got += len(data)
+
+
 def tcp_leaks(*hosts: Any) -> dict[str, int]:
     """What the hosts' TCP left after everything closed: sockets, ehash entries, ports
     in use, listeners (all 0 when nothing leaked)."""

@@ -49,7 +49,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
@@ -64,10 +64,12 @@ from rcunet.lab.common import (
     parallel_headroom,
     plot_scaling,
     ratio,
+    recv_exactly,
     rx_exceptions,
     scale,
     scaling_report,
     tcp_leaks,
+    wait_until,
     with_lockstat,
 )
 from rcunet.lab.report import cover_letter, extra_reports, lock_stat_lines, neper_lines, to_json
@@ -162,7 +164,6 @@ PORT = 8000
 PORT_LOW = 40000  # the client's range is PORT_LOW .. PORT_LOW + ports - 1
 ACCEPT_POLL = 0.05  # acceptors wake this often to see the stop flag
 IO_TIMEOUT = 10.0
-SETTLE_TIMEOUT = 10.0  # generous: only a failing run waits this long
 DEFAULT_PORTS = 2000
 WARMUP_SLICE = 0.2
 WARMUP_FILL = 0.9  # warm up until TIME_WAIT holds this share of the ports not held
@@ -262,22 +263,13 @@ class ConnectProbe:
         return total
 
 
-def _recv_exactly(sock: Any, size: int) -> None:
-    got = 0
-    while got < size:
-        data = sock.recv(size - got)
-        if not data:
-            raise ConnectionError(f"peer closed after {got} of {size} bytes")
-        got += len(data)
-
-
 def _transaction(a: Any, request: bytes, response_size: int) -> None:
     """tcp_crr's client side; the client closes first and keeps the TIME_WAIT."""
     with a.socket(socket.AF_INET, socket.SOCK_STREAM) as cli:
         cli.settimeout(IO_TIMEOUT)
         cli.connect((SERVER, PORT))
         cli.sendall(request)
-        _recv_exactly(cli, response_size)
+        recv_exactly(cli, response_size)
 
 
 def _serve(conn: Any, request_size: int, response: bytes) -> None:
@@ -285,19 +277,10 @@ def _serve(conn: Any, request_size: int, response: bytes) -> None:
     (LAST_ACK: the server keeps no TIME_WAIT)."""
     with conn:
         conn.settimeout(IO_TIMEOUT)
-        _recv_exactly(conn, request_size)
+        recv_exactly(conn, request_size)
         conn.sendall(response)
         if conn.recv(1):
             raise ConnectionError("client sent more than its request")
-
-
-def _wait(predicate: Callable[[], bool], timeout: float = SETTLE_TIMEOUT) -> bool:
-    end = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.005)
-    return True
 
 
 def _accept(srv: Any, timeout: float = IO_TIMEOUT) -> Any:
@@ -506,7 +489,7 @@ class CrrScenario:
             ended = [cli._sk for cli, _ in batch] + [conn._sk for _, conn in batch]
             # sk.forgotten: one attribute load (atomic), stored once under the layer's
             # _sockets_lock when the socket leaves it (TcpLayer.forget)
-            if not _wait(partial(all_forgotten, ended)):
+            if not wait_until(partial(all_forgotten, ended)):
                 return False
         return not a.tcp.sockets and b.tcp.sockets == {self.srv._sk}
 
@@ -525,11 +508,11 @@ class CrrScenario:
 
     def _finish(self) -> dict[str, Any]:
         a, b = self.a, self.b
-        _wait(lambda: self.served_total() >= self.completed)
+        wait_until(lambda: self.served_total() >= self.completed)
         self._stop_acceptors()
         held_a = {cli._sk for cli, _ in self.held}
         held_b = {conn._sk for _, conn in self.held} | {self.srv._sk}
-        settled = _wait(lambda: a.tcp.sockets == held_a and b.tcp.sockets == held_b)
+        settled = wait_until(lambda: a.tcp.sockets == held_a and b.tcp.sockets == held_b)
         tw, client_ehash, ports, server_ehash = self._table_counts()
         rsts_before = b.counters.get("TcpOutRsts")
         low, high = a.tuning.ip_local_port_range

@@ -55,11 +55,13 @@ from rcunet.lab.common import (
     parallel_headroom,
     plot_scaling,
     ratio,
+    recv_exactly,
     rx_exceptions,
     scale,
     scaling_report,
     tcp_leaks,
     thread_counts,
+    wait_until,
     with_lockstat,
 )
 from rcunet.lab.report import cover_letter, extra_reports, lock_stat_lines, neper_lines, to_json
@@ -76,19 +78,13 @@ SERVER = "10.0.0.2"
 PORT = 8080
 ACCEPT_POLL = 0.05  # acceptors wake this often to see the stop flag
 IO_TIMEOUT = 10.0
-SETTLE_TIMEOUT = 10.0  # generous: only a failing run waits this long
 PERCENTILES = (50.0, 90.0, 99.0)
 
 
 def _serve(conn: Any, request_size: int, response: bytes) -> None:
     with conn:
         conn.settimeout(IO_TIMEOUT)
-        got = 0
-        while got < request_size:
-            data = conn.recv(request_size - got)
-            if not data:
-                raise ConnectionError("client closed before its request was complete")
-            got += len(data)
+        recv_exactly(conn, request_size)
         conn.sendall(response)
 
 
@@ -107,15 +103,6 @@ def _read_response(cli: Any, response_size: int) -> None:
         got += len(data)
     if got != response_size:
         raise ConnectionError(f"response of {got} bytes, expected {response_size}")
-
-
-def _wait(predicate: Any, timeout: float = SETTLE_TIMEOUT) -> bool:
-    end = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.005)
-    return True
 
 
 def two_hosts_inline(mode: str) -> tuple[Network, Any, Any]:
@@ -157,7 +144,7 @@ def run_crr(mode: str, duration: float = 1.0, *, acceptors: int = 4, clients: in
         result["mode"] = mode
         result["passive_opens"] = b.counters.get("TcpPassiveOpens")
         result["active_opens"] = a.counters.get("TcpActiveOpens")
-        result["settled"] = _wait(lambda: not a.tcp.sockets and b.tcp.sockets == {srv._sk})
+        result["settled"] = wait_until(lambda: not a.tcp.sockets and b.tcp.sockets == {srv._sk})
         result["client_ports_in_use"] = len(a.tcp.hashinfo.bind.ports_in_use())
         result["nstat"] = {**b.counters.nonzero()}
         srv.close()
@@ -253,7 +240,7 @@ def _churn(a: Any, srv: Any, duration: float, acceptors: int, clients: int,
     elapsed = time.perf_counter() - began
     usage_end = neper.Usage.now()
     # A connection the clients finished was served: its response arrived before the EOF.
-    _wait(lambda: sum(tally.served) >= sum(tally.done))
+    wait_until(lambda: sum(tally.served) >= sum(tally.done))
     stop.set()
     for thread in servers:
         thread.join()
