@@ -270,8 +270,7 @@ class _Link:
                 self._wakeup.notify()  # a held frame may move the worker's next deadline
             # inline delivery: counted in this lock section (one acquisition per frame)
             resolved = self._resolve_locked(deliveries) if deliveries else None
-        self._tap(self.tap, now, frame)
-        self._tap(source.tap, now, frame)
+        self._tap_sent(source, now, frame)
         if resolved:
             self._call_receivers(resolved, now)
         return True
@@ -308,20 +307,9 @@ class _Link:
                     target_counters["rx_bytes"] += size
                     link_counters["delivered"] += 1
                     resolved.append((target, receiver))
-        tap = self.tap  # atomic: one attribute load of each tap (pairs with its store)
-        if tap is not None:
-            tap.write(now, frame)
-        tap = source.tap
-        if tap is not None:
-            tap.write(now, frame)
+        self._tap_sent(source, now, frame)
         for target, receiver in resolved:
-            tap = target.tap
-            if tap is not None:
-                tap.write(now, frame)
-            try:
-                receiver(frame)
-            except Exception as error:  # a wire never fails its sender
-                self._receiver_failed(target, error)
+            self._hand_to(target, receiver, now, frame)
         return True
 
     def _link_counts_locked(self) -> dict[str, int]:
@@ -403,11 +391,26 @@ class _Link:
         """Hand each frame to its receiver, with no link lock held."""
         for target, frame, receiver in resolved:
             if receiver is not None:
-                self._tap(target.tap, now, frame)
-                try:
-                    receiver(frame)
-                except Exception as error:  # a wire never fails its sender
-                    self._receiver_failed(target, error)
+                self._hand_to(target, receiver, now, frame)
+
+    def _tap_sent(self, source: Endpoint, now: int, frame: bytes) -> None:
+        """The link's tap and the sending port's see every frame sent."""
+        tap = self.tap  # atomic: one attribute load of each tap (pairs with its store)
+        if tap is not None:
+            tap.write(now, frame)
+        tap = source.tap
+        if tap is not None:
+            tap.write(now, frame)
+
+    def _hand_to(self, target: Endpoint, receiver: Receiver, now: int, frame: bytes) -> None:
+        """The receiving port's tap, then its receiver; no link lock held."""
+        tap = target.tap  # atomic: one attribute load (pairs with its store)
+        if tap is not None:
+            tap.write(now, frame)
+        try:
+            receiver(frame)
+        except Exception as error:  # a wire never fails its sender
+            self._receiver_failed(target, error)
 
     def _receiver_failed(self, target: Endpoint, error: Exception) -> None:
         """A receiver raised: the frame is gone, as if the host had crashed on it.  The
@@ -416,11 +419,6 @@ class _Link:
             self.counters["receiver_errors"] += 1
             self.last_error = error
         _log.error("receiver of %r raised", target, exc_info=error)
-
-    @staticmethod
-    def _tap(tap: Tap | None, now: int, frame: bytes) -> None:
-        if tap is not None:
-            tap.write(now, frame)
 
     def pump(self, limit: int | None = None) -> int:
         """Deliver queued frames (up to ``limit``) in the calling thread; returns how many
@@ -625,20 +623,9 @@ class PointToPoint(_Link):
             got["rx_packets"] += 1
             got["rx_bytes"] += size
             link_counts["delivered"] += 1
-        tap = self.tap  # atomic: one attribute load of each tap (pairs with its store)
-        if tap is not None:
-            tap.write(now, frame)
-        tap = source.tap
-        if tap is not None:
-            tap.write(now, frame)
+        self._tap_sent(source, now, frame)
         if receiver is not None:
-            tap = target.tap
-            if tap is not None:
-                tap.write(now, frame)
-            try:
-                receiver(frame)
-            except Exception as error:  # a wire never fails its sender
-                self._receiver_failed(target, error)
+            self._hand_to(target, receiver, now, frame)
         return True
 
 
