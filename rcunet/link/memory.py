@@ -43,6 +43,7 @@ import itertools
 import logging
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Protocol
@@ -67,6 +68,10 @@ ENDPOINT_COUNTERS = ("rx_packets", "rx_bytes", "rx_dropped", "tx_packets", "tx_b
                      "tx_dropped")
 LINK_COUNTERS = ("frames", "mtu_drops", "runts", "delivered", "flooded", "forwarded",
                  "filtered", "no_receiver", "backlog_drops", "receiver_errors")
+
+
+#: A point-to-point link's per-thread counts: a's, b's and the link's.
+_Shard = tuple[dict[str, int], dict[str, int], dict[str, int]]
 
 
 class Tap(Protocol):
@@ -543,7 +548,9 @@ class PointToPoint(_Link):
     counters.  Each sending thread counts into its own shard (``_tls.shard``: three
     dicts, a's, b's and the link's; owner: that thread), registered in ``_shards`` under
     ``_lock``; ``stats()`` adds the shards to the locked counters (each dict item read is
-    atomic; a count a thread is making at that moment shows in the next read).  Without
+    atomic; a count a thread is making at that moment shows in the next read).  A thread
+    that has ended writes no more: its shard is folded into the locked counters when the
+    next new thread registers, so threads that come and go leave no shards behind.  Without
     this, two threads sending over one link queued on ``_lock`` for every frame, and on
     free-threaded builds every count replaced an int the other thread had made, whose
     release went through the maker's biased-refcount queue.
@@ -567,31 +574,48 @@ class PointToPoint(_Link):
         self.a = self._attach("a", mac_a, impair_ab, None)
         self.b = self._attach("b", mac_b, impair_ba, None)
         self._tls = threading.local()
-        self._shards: list[tuple[dict[str, int], dict[str, int], dict[str, int]]] = []
+        # guarded-by: _lock (the list); each shard's dicts: owner, its thread
+        self._shards: list[tuple[weakref.ref[threading.Thread], _Shard]] = []
 
     def _destinations_locked(self, source: Endpoint, frame: bytes, now: int) -> tuple[Endpoint]:
         return (self.b,) if source is self.a else (self.a,)
 
-    def _new_shard(self) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+    def _new_shard(self) -> _Shard:
         shard = (dict.fromkeys(ENDPOINT_COUNTERS, 0), dict.fromkeys(ENDPOINT_COUNTERS, 0),
                  dict.fromkeys(LINK_COUNTERS, 0))
+        thread = weakref.ref(threading.current_thread())
         with self._lock:
-            self._shards.append(shard)
+            self._fold_ended_locked()
+            self._shards.append((thread, shard))
         self._tls.shard = shard
         return shard
+
+    def _fold_ended_locked(self) -> None:
+        """Add the shards of threads that have ended to the locked counters."""
+        live = []
+        for thread_ref, shard in self._shards:
+            thread = thread_ref()
+            if thread is not None and thread.is_alive():
+                live.append((thread_ref, shard))
+                continue
+            for counters, counts in ((self.a.counters, shard[0]),
+                                     (self.b.counters, shard[1]), (self.counters, shard[2])):
+                for name, value in counts.items():
+                    counters[name] += value
+        self._shards = live
 
     def endpoint_stats(self, endpoint: Endpoint) -> dict[str, int]:
         index = 0 if endpoint is self.a else 1
         with self._lock:
             out = dict(endpoint.counters)
-            for shard in self._shards:
+            for _thread, shard in self._shards:
                 for name, value in shard[index].items():
                     out[name] += value
             return out
 
     def _link_counts_locked(self) -> dict[str, int]:
         out = dict(self.counters)
-        for shard in self._shards:
+        for _thread, shard in self._shards:
             for name, value in shard[2].items():
                 out[name] += value
         return out

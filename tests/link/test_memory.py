@@ -444,3 +444,21 @@ def test_point_to_point_senders_in_both_directions_count_exactly() -> None:
     assert b["tx_packets"] == each_way and b["rx_packets"] == each_way
     assert a["rx_packets"] == each_way and a["rx_bytes"] == each_way * 60
     assert both["frames"] == both["delivered"] == 2 * each_way and both["mtu_drops"] == 1
+
+
+def test_point_to_point_folds_the_counts_of_threads_that_ended() -> None:
+    link = PointToPoint(mtu=1500)
+    wired([link.a, link.b])
+
+    def send(n: int) -> None:
+        for _ in range(n):
+            link.a.send(eth(mac(2), mac(1)))
+
+    for n in (3, 4, 5):  # three threads, one after the other
+        worker = threading.Thread(target=send, args=(n,))
+        worker.start()
+        worker.join()
+    send(6)  # this thread registers last: the ended threads' shards are folded
+    assert len(link._shards) == 1
+    assert link.a.stats()["tx_packets"] == 18 and link.b.stats()["rx_packets"] == 18
+    assert link.stats()["delivered"] == 18
