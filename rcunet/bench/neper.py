@@ -84,7 +84,9 @@ def _common() -> list[Flag]:
         Flag("client", False, "bool", "-c", True, "Is client?"),
         Flag("debug", False, "bool"),
         Flag("dry_run", False, "bool", "-n", True, "Turn on dry-run mode"),
-        Flag("pin_cpu", False, "bool"),
+        Flag("pin_cpu", False, "bool", implemented=True,
+             help="Pin threads to CPU cores: worker thread i runs on the i-th allowed "
+                  "CPU (round robin), on each side"),
         Flag("logtostderr", False, "bool", implemented=True, help="Log to stderr"),
         Flag("nolog", False, "bool", implemented=True, help="No logging"),
         Flag("nonblocking", False, "bool"),
@@ -631,6 +633,32 @@ def result_lines(opts: argparse.Namespace, side: SideResult,
     lines.append(f"local_throughput={local}")
     lines.append(f"remote_throughput={side.remote_throughput}")
     return lines
+
+
+def allowed_cpus() -> list[int]:
+    """neper's ``get_cpuset``: the CPUs this process may run on, in order."""
+    return sorted(os.sched_getaffinity(0))
+
+
+def cpuset_lines(cpus: Sequence[int]) -> list[str]:
+    """What neper prints when it pins: ``allowed_core_num`` and ``allowed_cores`` (CPU
+    numbers with runs as ranges: ``0-3,6``)."""
+    runs: list[list[int]] = []
+    for cpu in cpus:
+        if runs and cpu == runs[-1][1] + 1:
+            runs[-1][1] = cpu
+        else:
+            runs.append([cpu, cpu])
+    text = ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
+    return [f"allowed_core_num={len(cpus)}", f"allowed_cores={text}"]
+
+
+def pin_thread(cpus: Sequence[int] | None, index: int) -> None:
+    """``--pin-cpu``: the calling worker thread onto the ``index``-th allowed CPU (round
+    robin, as neper's ``start_worker_threads``); nothing when ``cpus`` is None.  Linux's
+    sched_setaffinity of pid 0 applies to the calling thread only."""
+    if cpus:
+        os.sched_setaffinity(0, {cpus[index % len(cpus)]})
 
 
 def emit(lines: Iterable[str], out: TextIO | None = None) -> None:

@@ -36,7 +36,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from rcunet.bench.neper import FlowStats, NeperError, ThreadClock, Usage, monotonic_ns
@@ -517,11 +517,12 @@ class PytcpTarget:
         return self.address(version, PMD_HOST)
 
     def make_server(self, plan: Plan, make_socket: MakeSocket, bind_host: str,
-                    base_port: int) -> Server | PytcpServer:
+                    base_port: int, pin_cpus: Sequence[int] | None = None
+                    ) -> Server | PytcpServer:
         assert self._loop is not None
         if self.blocking:
-            return Server(plan, make_socket, bind_host, base_port)
-        return PytcpServer(plan, self._loop, base_port)
+            return Server(plan, make_socket, bind_host, base_port, pin_cpus)
+        return PytcpServer(plan, self._loop, base_port)  # pmd-pytcp's own loop: unpinned
 
     def base_port(self, opts: argparse.Namespace) -> int:
         return int(opts.port)  # pmd-pytcp's own address: neper's ports are free

@@ -149,6 +149,8 @@ def run(opts: argparse.Namespace) -> int:
     neper.emit(neper.option_dump(opts))
     if opts.dry_run:
         return 0
+    if opts.pin_cpu:
+        neper.emit(neper.cpuset_lines(neper.allowed_cpus()))
     log = neper.Log(opts)
     if opts.suicide_length:
         _arm_suicide_timer(opts.suicide_length, opts.neper_workload, log)
@@ -198,13 +200,15 @@ def _run_in_process(opts: argparse.Namespace, log: neper.Log) -> int:
     target = make_target(opts.target, opts.tuning)
     try:
         version = _version(plan)
+        pin_cpus = neper.allowed_cpus() if opts.pin_cpu else None
         server = getattr(target, "make_server", Server)(plan, target.server_socket, "",
-                                                         target.base_port(opts))
+                                                         target.base_port(opts), pin_cpus)
         ports = [address[1] for address in server.open()]
         server.start()
         connect_host = target.server_address(version)
         stop = threading.Event()
-        client = Client(plan, target.client_socket, [(connect_host, p) for p in ports], stop)
+        client = Client(plan, target.client_socket, [(connect_host, p) for p in ports], stop,
+                        pin_cpus)
         try:
             client.connect()
         except ConnectError:
@@ -352,7 +356,8 @@ def _run_client(opts: argparse.Namespace, log: neper.Log) -> int:
         if not isinstance(ports, list) or not ports:
             raise NeperError("the server sent no data ports")
         stop = threading.Event()
-        client = Client(plan, target.client_socket, [(opts.host, int(p)) for p in ports], stop)
+        client = Client(plan, target.client_socket, [(opts.host, int(p)) for p in ports], stop,
+                        neper.allowed_cpus() if opts.pin_cpu else None)
         client.connect()
         interrupted = _drive(client, plan, stop, log, "kernel")
         client.close()
@@ -388,7 +393,8 @@ def _run_server(opts: argparse.Namespace, log: neper.Log) -> int:
     with control, control.makefile("r", encoding="utf-8") as reader:
         message = _recv_json(reader, "waiting for the client's plan")
         plan = _check_remote_plan(opts, message, control)
-        server = Server(plan, socket.socket, bind_host, int(opts.port))
+        server = Server(plan, socket.socket, bind_host, int(opts.port),
+                        neper.allowed_cpus() if opts.pin_cpu else None)
         try:
             ports = [address[1] for address in server.open()]
         except ConnectError as exc:

@@ -37,7 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rcunet.bench.neper import FlowStats, ThreadClock, Usage, monotonic_ns
+from rcunet.bench.neper import FlowStats, ThreadClock, Usage, monotonic_ns, pin_thread
 
 MakeSocket = Callable[[int, int], Any]
 Address = tuple[Any, ...]
@@ -183,11 +183,12 @@ class Client:
     """
 
     def __init__(self, plan: Plan, make_socket: MakeSocket, addresses: Sequence[Address],
-                 stop: threading.Event) -> None:
+                 stop: threading.Event, pin_cpus: Sequence[int] | None = None) -> None:
         self.plan = plan
         self.make_socket = make_socket
         self.addresses = list(addresses)  # flow f uses addresses[f % len(addresses)]
         self.stop = stop
+        self.pin_cpus = pin_cpus  # --pin-cpu: thread i on pin_cpus[i % len]; None: no pinning
         self.run = Run()
         self._threads: list[threading.Thread] = []
         self._done: list[threading.Event] = []
@@ -232,7 +233,8 @@ class Client:
         for thread_index in range(plan.num_threads):
             flows = [f for f in self._flows if f.stats.thread_index == thread_index]
             done = threading.Event()
-            thread = threading.Thread(target=self._guard, args=(body, flows, budget, done),
+            thread = threading.Thread(target=self._guard,
+                                      args=(thread_index, body, flows, budget, done),
                                       name=f"neper-client-{thread_index}", daemon=True)
             self._threads.append(thread)
             self._done.append(done)
@@ -274,9 +276,10 @@ class Client:
         return sum(flow.stats.things for flow in self._flows)
 
     # -- threads ----------
-    def _guard(self, body: Callable[[list[_ClientFlow], Budget], None],
+    def _guard(self, index: int, body: Callable[[list[_ClientFlow], Budget], None],
                flows: list[_ClientFlow], budget: Budget, done: threading.Event) -> None:
         try:
+            pin_thread(self.pin_cpus, index)
             body(flows, budget)
         except (OSError, PeerVanished) as exc:
             if not self.stop.is_set():
@@ -483,9 +486,10 @@ class Server:
     """
 
     def __init__(self, plan: Plan, make_socket: MakeSocket, bind_host: str,
-                 base_port: int) -> None:
+                 base_port: int, pin_cpus: Sequence[int] | None = None) -> None:
         self.plan = plan
         self.make_socket = make_socket
+        self.pin_cpus = pin_cpus  # --pin-cpu: the i-th thread spawned on pin_cpus[i % len]
         self.bind_host = bind_host
         self.base_port = base_port  # 0: every socket takes an ephemeral port
         self.run = Run()
@@ -538,14 +542,16 @@ class Server:
                 self._spawn(f"neper-server-{index}", self._serve_flow, sock, None)
 
     def _spawn(self, name: str, target: Callable[..., None], *args: Any) -> None:
-        thread = threading.Thread(target=self._guard, args=(target, *args), name=name,
-                                  daemon=True)
         with self._threads_lock:
+            index = len(self._threads)
+            thread = threading.Thread(target=self._guard, args=(index, target, *args),
+                                      name=name, daemon=True)
             self._threads.append(thread)
         thread.start()
 
-    def _guard(self, target: Callable[..., None], *args: Any) -> None:
+    def _guard(self, index: int, target: Callable[..., None], *args: Any) -> None:
         try:
+            pin_thread(self.pin_cpus, index)
             target(*args)
         except (OSError, PeerVanished) as exc:
             if not self.stopping.is_set():

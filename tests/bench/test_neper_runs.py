@@ -298,3 +298,38 @@ def test_ctrl_c_still_prints_what_was_measured(workload: str, target: str) -> No
     assert proc.returncode == 130, err
     assert int(values["num_transactions"]) > 0 and float(values["throughput"]) > 0
     assert "Traceback" not in err
+
+
+def test_pin_cpu_pins_each_worker_thread_and_prints_the_cpuset(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # neper --pin-cpu: worker thread i on the i-th allowed CPU, client and server alike
+    from rcunet.bench import neper
+
+    pinned: list[tuple[str, set[int]]] = []
+    real_pin = neper.pin_thread
+
+    def recording_pin(cpus: list[int] | None, index: int) -> None:
+        real_pin(cpus, index)
+        import threading
+        pinned.append((threading.current_thread().name, os.sched_getaffinity(0)))
+
+    monkeypatch.setattr("rcunet.bench.workloads.pin_thread", recording_pin)
+    status, values, err = bench(capsys, "tcp_crr", "--target", "mem", "-l", "-30",
+                                "-T", "2", "-F", "2", "--pin-cpu")
+    assert status == 0, err
+    allowed = neper.allowed_cpus()
+    assert values["pin_cpu"] == "1" and values["allowed_core_num"] == str(len(allowed))
+    assert int(values["num_transactions"]) == 30
+    by_name = dict(pinned)
+    assert by_name["neper-client-0"] == {allowed[0]}
+    assert by_name["neper-client-1"] == {allowed[1 % len(allowed)]}
+    assert by_name["neper-accept-0"] == {allowed[0]}
+    assert os.sched_getaffinity(0) == set(allowed)  # the calling thread is left alone
+
+
+def test_cpuset_lines_spell_runs_as_ranges() -> None:
+    from rcunet.bench import neper
+
+    assert neper.cpuset_lines([0, 1, 2, 3, 6]) == ["allowed_core_num=5",
+                                                   "allowed_cores=0-3,6"]
+    assert neper.cpuset_lines([1]) == ["allowed_core_num=1", "allowed_cores=1"]
