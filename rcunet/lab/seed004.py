@@ -196,12 +196,16 @@ class _Tally:
             raise RuntimeError(f"seed004: {len(self.errors)} transaction(s) failed, first: "
                                f"{self.errors[0]!r}") from self.errors[0]
         completed = sum(self.done)
+        cpu = (usage_end.utime + usage_end.stime) - (usage_start.utime + usage_start.stime)
         return {
             "connections": completed,
             "served": sum(self.served),
             "served_per_acceptor": self.served,
             "elapsed": elapsed,
             "rate": completed / elapsed if elapsed else 0.0,
+            # process CPU (getrusage): what a connection cost, whatever else ran
+            "cpu_per_connection_us": 1e6 * cpu / completed if completed else 0.0,
+            "cpus_busy": cpu / elapsed if elapsed else 0.0,
             "neper": neper_lines("tcp_crr", self.flows, usage_start, usage_end, PERCENTILES),
         }
 
@@ -359,21 +363,60 @@ SCALE_TITLES = {
 
 
 def scaling(threads: tuple[int, ...] = (1, 2, 4), duration: float = 1.0,
-            rounds: int = 1, shape: str = "workers") -> Series:
+            rounds: int = 1, shape: str = "workers",
+            cpu: dict[int, dict[str, tuple[float, float]]] | None = None) -> Series:
     """Connections/s against -T, legacy and modern, every (T, mode) point visited once
-    per round (``rcunet.lab.common.scale``); ``shape`` as ``run_crr``."""
+    per round (``rcunet.lab.common.scale``); ``shape`` as ``run_crr``.  ``cpu``, if given,
+    is filled with each point's (CPU µs per connection, CPUs busy) from its best run."""
+    best: dict[tuple[int, str], float] = {}
+
     def measure(mode: str, t: int) -> float:
-        run = run_crr(mode, duration, acceptors=t, clients=t, shape=shape)
-        return float(_checked(run)["rate"])
+        run = _checked(run_crr(mode, duration, acceptors=t, clients=t, shape=shape))
+        rate = float(run["rate"])
+        if cpu is not None and rate > best.get((t, mode), -1.0):
+            best[(t, mode)] = rate
+            cpu.setdefault(t, {})[mode] = (run["cpu_per_connection_us"], run["cpus_busy"])
+        return rate
 
     return scale(measure, threads, rounds)
 
 
-def scaling_text(series: Series, shape: str = "workers") -> str:
-    """The --scale table, with the machine's parallel headroom measured now."""
+def scaling_text(series: Series, shape: str = "workers",
+                 cpu: dict[int, dict[str, tuple[float, float]]] | None = None) -> str:
+    """The --scale table, with the machine's parallel headroom measured now, and (with
+    ``cpu``) the CPU each connection cost at each count: on a shared machine the rates
+    move with the other jobs, the CPU per connection much less."""
     counts = sorted(series)
     headroom = {t: parallel_headroom(t) for t in counts[1:]}
-    return scaling_report(SCALE_TITLES[shape], series, "conn/s", headroom)
+    text = scaling_report(SCALE_TITLES[shape], series, "conn/s", headroom)
+    return text + ("\n\n" + cpu_text(cpu) if cpu else "")
+
+
+def cpu_text(cpu: dict[int, dict[str, tuple[float, float]]],
+             parallel: bool | None = None) -> str:
+    """CPU per connection against -T.  Where threads can run at once (no GIL), also the
+    gain that cost allows on idle CPUs: T threads at CPU(T) per connection do at most
+    T * CPU(1) / CPU(T) times one thread's work."""
+    if parallel is None:
+        parallel = not getattr(sys, "_is_gil_enabled", lambda: True)()
+    counts = sorted(cpu)
+    header = (f"{'threads':>7}{'legacy us/conn':>18}{'modern us/conn':>18}"
+              f"{'CPUs busy (l/m)':>18}")
+    if parallel:
+        header += f"{'legacy ceiling':>16}{'modern ceiling':>16}"
+    lines = ["CPU per connection (process CPU time of the best run of each point)", "",
+             header]
+    first = cpu[counts[0]]
+    for t in counts:
+        row = cpu[t]
+        line = (f"{t:>7}{row['legacy'][0]:>18,.0f}{row['modern'][0]:>18,.0f}"
+                f"{row['legacy'][1]:>9.2f} / {row['modern'][1]:<6.2f}")
+        if parallel:
+            ceilings = [t / counts[0] * first[m][0] / row[m][0] if row[m][0] else 0.0
+                        for m in MODES]
+            line += f"{ceilings[0]:>15.2f}x{ceilings[1]:>15.2f}x"
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def command_line(params: dict[str, Any]) -> str:
@@ -457,13 +500,15 @@ def run(args: argparse.Namespace) -> int:
     counts = args.scale or ()
     lab_shape = args.shape or "pairs"
     scale_shape = args.shape or "workers"
+    cpu: dict[int, dict[str, tuple[float, float]]] = {}
 
     def body() -> tuple[dict[str, Any], Series]:
         result = run_lab(args.duration, args.rounds, acceptors=args.acceptors,
                          clients=args.clients, request_size=args.request_size,
                          response_size=args.response_size,
                          lockstat_duration=args.lockstat_duration, shape=lab_shape)
-        series = scaling(counts, args.duration, args.rounds, scale_shape) if counts else {}
+        series = (scaling(counts, args.duration, args.rounds, scale_shape, cpu)
+                  if counts else {})
         return result, series
 
     result, series = with_switch_interval(args.switch_interval, body)
@@ -471,12 +516,14 @@ def run(args: argparse.Namespace) -> int:
         slim = to_json(result)
         if series:
             slim["scaling"] = series
+            slim["scaling_cpu_per_connection_us"] = {
+                t: {mode: point[mode][0] for mode in point} for t, point in cpu.items()}
         print(json.dumps(slim))
     else:
         print(report(result))
         if series:
             print()
-            print(scaling_text(series, scale_shape))
+            print(scaling_text(series, scale_shape, cpu))
         extra = extra_reports(result, show_lockstat=args.lockstat, show_nstat=args.nstat)
         if extra:
             print()

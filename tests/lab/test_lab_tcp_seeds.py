@@ -128,6 +128,19 @@ def test_seed004_workers_shape_serves_every_connection_once(mode):
     assert int(block["num_transactions"]) == run["connections"]
 
 
+def test_seed004_cpu_table_and_its_ceiling():
+    cpu = {1: {"legacy": (1000.0, 1.0), "modern": (800.0, 1.0)},
+           2: {"legacy": (2000.0, 1.9), "modern": (1000.0, 1.9)}}
+    text = seed004.cpu_text(cpu, parallel=True)
+    # two threads at twice the CPU per connection gain nothing; at 1.25x, 1.6x at most
+    assert "1.00x" in text.splitlines()[-1] and "1.60x" in text.splitlines()[-1]
+    assert "ceiling" not in seed004.cpu_text(cpu, parallel=False)  # a GIL: no parallelism
+    measured: dict = {}
+    series = seed004.scaling((1,), 0.1, 1, "workers", measured)
+    assert set(measured[1]) == {"legacy", "modern"} and series[1]["modern"] > 0
+    assert all(us > 0 and busy > 0 for us, busy in measured[1].values())
+
+
 def test_seed004_scaling_workers_cli(capsys):
     assert main(["lab", "seed004", "--duration", "0.1", "--rounds", "1", "-T", "1",
                  "--clients", "1", "--lockstat-duration", "0", "--scale", "1,2"]) == 0
