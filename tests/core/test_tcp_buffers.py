@@ -5,22 +5,41 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rcunet.core.tcp.buffers import SEND_CHUNK, RecvQueue, SendQueue
+from rcunet.core.tcp.buffers import SEND_CHUNK, ZEROCOPY_MIN, RecvQueue, SendQueue
 
 _sizes = st.integers(min_value=0, max_value=3 * SEND_CHUNK // 2)
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["append", "drop", "slice"]), _sizes, _sizes),
+def _as(kind: int, data: bytes) -> bytes | bytearray | memoryview:
+    """``data`` as a writer may pass it: bytes, a (partial) view of bytes, or mutable."""
+    if kind == 0:
+        return data
+    if kind == 1:
+        return memoryview(data).toreadonly()
+    if kind == 2:
+        return memoryview(b"@" + data + b"@")[1:-1]  # a view of part of a bytes object
+    return bytearray(data)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["append", "drop", "slice"]), _sizes, _sizes,
+                          st.integers(min_value=0, max_value=3)),
                 max_size=40))
-def test_send_queue_matches_a_bytearray(ops: list[tuple[str, int, int]]) -> None:
+def test_send_queue_matches_a_bytearray(ops: list[tuple[str, int, int, int]]) -> None:
+    """Whatever mix of referenced (immutable) and copied (mutable, small) appends: the
+    queue reads back as the bytes written, and a mutable buffer reused after append
+    changes nothing queued."""
     queue, model = SendQueue(), bytearray()
     counter = 0
-    for op, a, b in ops:
+    for op, a, b, kind in ops:
         if op == "append":
-            data = bytes((counter + i) & 0xFF for i in range(a % 70_000))
+            size = a % 70_000 if kind != 3 or a % 2 else a % (ZEROCOPY_MIN + 1)
+            data = bytes((counter + i) & 0xFF for i in range(size))
             counter += 7
-            queue.append(memoryview(data))
+            given_data = _as(kind, data)
+            queue.append(given_data)
+            if isinstance(given_data, bytearray):
+                given_data[:] = b"\xee" * len(given_data)  # the writer reuses its buffer
             model += data
         elif op == "drop":
             n = a % (len(model) + 1)
@@ -77,3 +96,19 @@ def test_send_queue_chunk_can_grow_after_a_slice() -> None:
     assert queue.slice(10, 20) == b"a" * 20
     queue.append(b"b" * 100)  # no memoryview export left on the tail chunk
     assert queue.slice(90, 20) == b"a" * 10 + b"b" * 10
+
+
+def test_send_queue_keeps_bytes_by_reference() -> None:
+    """A large ``bytes`` write is queued uncopied: a segment that is exactly that write
+    is the writer's object itself; a segment across writes is one new copy."""
+    first, second = bytes(range(256)) * 64, b"z" * 16384
+    queue = SendQueue()
+    queue.append(memoryview(first).toreadonly())
+    queue.append(second)
+    queue.append(b"small")  # copied: a short write joins a copy block
+    assert queue.slice(0, len(first)) is first
+    assert queue.slice(len(first), len(second)) is second
+    assert queue.slice(100, len(first)) == first[100:] + second[:100]
+    queue.drop(len(first) + 10)
+    assert queue.slice(len(second) - 20, 15) == b"z" * 10 + b"small"
+    assert len(queue) == len(second) - 10 + 5

@@ -6,8 +6,9 @@ Both are queues of chunks, not one ``bytearray``: a bytearray used as a FIFO cop
 whole contents whenever an append finds no room after bytes were deleted from its front
 (CPython moves the data to a new block), which with an autotuned receive buffer of
 megabytes costs more than the transfer itself.  Consuming from the front drops whole
-chunks.  A sent byte is copied once on the way in and once on the way out; a received
-byte only on the way out: ``RecvQueue`` keeps the segment's payload as given (a view of
+chunks.  A sent byte is copied at most once on the way in (not at all when the writer's
+buffer is immutable ``bytes``: ``SendQueue`` keeps a reference) and once on the way out; a
+received byte only on the way out: ``RecvQueue`` keeps the segment's payload as given (a view of
 the receive buffer the host filled), and the host keeps that buffer until the bytes were
 read (``rcunet.host.tcp_sock.TcpSock.rx_skbs``).
 
@@ -20,9 +21,13 @@ from collections import deque
 
 Buffer = bytes | bytearray | memoryview
 
-#: The send queue's chunk size: fixed-size blocks written in place, so an append never
+#: The send queue's copy-chunk size: blocks written in place, so an append never
 #: reallocates (a growing bytearray is copied whole each time realloc moves it).
 SEND_CHUNK = 256 * 1024
+#: An append of at least this many bytes of immutable ``bytes`` is queued by reference
+#: (no copy: nothing can change those bytes while they wait for their ACK); shorter
+#: ones are copied, so a segment of small writes is not a join of many pieces.
+ZEROCOPY_MIN = 2048
 
 
 class SendQueue:
@@ -30,21 +35,33 @@ class SendQueue:
     byte (offset 0).  ``append`` at the tail, ``drop`` from the head when ACKed,
     ``slice`` for a segment (new data or a retransmission).
 
-    Every chunk holds ``SEND_CHUNK`` bytes of capacity; the queue's bytes run from
-    ``_head`` in the first chunk to ``_fill`` in the last, so offsets map to chunks by
-    division.  The last chunk may be shorter than its capacity (it grows as written:
-    ``_fill`` never exceeds its length); the others are full."""
+    The queue is a deque of chunks of two kinds: the caller's own immutable ``bytes``
+    (or a read-only view of one), kept by reference when an append brings at least
+    ``ZEROCOPY_MIN`` of them — what Linux's loopback gets from its one copy into an skb,
+    here without the copy, since Python cannot change a ``bytes`` object; and
+    ``bytearray`` copy blocks of ``SEND_CHUNK`` capacity for everything else (mutable
+    buffers the caller may reuse once send returns, small writes).  Only the last chunk
+    can be the open copy block (``_tail``), holding ``_fill`` bytes; every other chunk's
+    bytes are all queued (a copy block is cut to its fill when a reference closes it).
+    The first chunk's bytes start at ``_head``.  ``slice`` finds its chunk from a cursor
+    (``_at_index``, ``_at_start``: a chunk and its absolute start), since segments are
+    mostly cut in order."""
 
-    __slots__ = ("_chunks", "_head", "_fill", "_len", "_spare")
+    __slots__ = ("_chunks", "_head", "_base", "_len", "_tail", "_fill", "_spare",
+                 "_at_index", "_at_start")
 
     def __init__(self) -> None:
-        self._chunks: deque[bytearray] = deque()
+        self._chunks: deque[Buffer] = deque()
         self._head = 0  # bytes of _chunks[0] already dropped
-        self._fill = SEND_CHUNK  # bytes of _chunks[-1] written (full: start a new chunk)
+        self._base = 0  # absolute offset of _chunks[0]'s first byte (bytes dropped before it)
         self._len = 0
-        # One acknowledged chunk kept for the next append: a fresh block of this size is
+        self._tail: bytearray | None = None  # the open copy block: _chunks[-1] when set
+        self._fill = 0  # bytes of _tail written
+        # One acknowledged block kept for the next copy: a fresh block of this size is
         # mapped, zeroed and faulted in page by page.
         self._spare: bytearray | None = None
+        self._at_index = 0  # the slice cursor: a chunk index...
+        self._at_start = 0  # ...and that chunk's absolute offset
 
     def __len__(self) -> int:
         return self._len
@@ -53,37 +70,60 @@ class SendQueue:
         return self._len > 0
 
     def append(self, data: Buffer) -> None:
-        """Copy ``data`` in at the tail."""
+        """Queue ``data`` at the tail: by reference if it is immutable ``bytes`` of at
+        least ``ZEROCOPY_MIN``, else copied."""
         n = len(data)
         if not n:
             return
-        chunks = self._chunks
-        fill = self._fill
-        if fill + n <= SEND_CHUNK:  # the common case: one copy into the tail chunk
-            chunks[-1][fill : fill + n] = data
-            self._fill = fill + n
-            self._len += n
+        tail = self._tail
+        if n < ZEROCOPY_MIN or not _immutable(data):
+            fill = self._fill
+            if tail is not None and fill + n <= SEND_CHUNK:  # common: one copy into the tail
+                tail[fill : fill + n] = data
+                self._fill = fill + n
+                self._len += n
+                return
+            self._copy_in(data, n)
             return
+        if tail is not None:  # closed by the reference: cut to its bytes
+            del tail[self._fill :]
+            self._tail = None
+        if isinstance(data, memoryview):
+            whole = data.obj
+            if isinstance(whole, bytes) and data.nbytes == len(whole):
+                data = whole  # the whole bytes object: a segment of it can be it, uncopied
+        self._chunks.append(data)
+        self._len += n
+
+    def _copy_in(self, data: Buffer, n: int) -> None:
         view = data if isinstance(data, memoryview) else memoryview(data)
+        chunks = self._chunks
+        tail = self._tail
+        fill = self._fill
         pos = 0
         while pos < n:
-            if fill == SEND_CHUNK:
-                spare, self._spare = self._spare, None
-                if spare is None:
+            if tail is None or fill == SEND_CHUNK:
+                tail, self._spare = self._spare, None
+                if tail is None:
                     # The first chunk of an empty queue starts empty and grows as it is
                     # written (the slice assignment at its end extends it): a short-lived
-                    # connection's few bytes cost no zeroed 256 KB block.  A chunk behind
+                    # connection's few bytes cost no zeroed 256 KB block.  A block behind
                     # others is made full-sized at once: a bulk writer filling many would
                     # otherwise pay a realloc (and often a copy) every few appends.
-                    spare = bytearray(SEND_CHUNK) if chunks else bytearray()
-                chunks.append(spare)
+                    tail = bytearray(SEND_CHUNK) if chunks else bytearray()
+                chunks.append(tail)
                 fill = 0
             k = min(SEND_CHUNK - fill, n - pos)
-            chunks[-1][fill : fill + k] = view[pos : pos + k]
+            tail[fill : fill + k] = view[pos : pos + k]
             fill += k
             pos += k
+        self._tail = tail
         self._fill = fill
         self._len += n
+
+    def _size(self, chunk: Buffer) -> int:
+        """The queued bytes of ``chunk`` from its start (the open block: its fill)."""
+        return self._fill if chunk is self._tail else len(chunk)
 
     def drop(self, n: int) -> None:
         """The first ``n`` bytes were acknowledged."""
@@ -93,27 +133,61 @@ class SendQueue:
         self._len -= n
         head = self._head + n
         chunks = self._chunks
-        while head >= SEND_CHUNK:
-            self._spare = chunks.popleft()
-            head -= SEND_CHUNK
+        base = self._base
+        dropped = 0
+        while True:
+            size = self._size(chunks[0])
+            if head < size:
+                break
+            chunk = chunks.popleft()  # not the open block: bytes remain behind this one
+            if type(chunk) is bytearray and len(chunk) == SEND_CHUNK:
+                self._spare = chunk
+            head -= size
+            base += size
+            dropped += 1
         self._head = head
+        self._base = base
+        index = self._at_index - dropped
+        if index < 0:
+            self._at_index, self._at_start = 0, base
+        else:
+            self._at_index = index
 
     def slice(self, offset: int, n: int) -> bytes:
-        """``n`` bytes from ``offset`` (both within the queue), copied once."""
+        """``n`` bytes from ``offset`` (both within the queue), copied at most once (not
+        at all when they are one whole queued ``bytes`` object)."""
         if n <= 0:
             return b""
-        index, start = divmod(self._head + offset, SEND_CHUNK)
         chunks = self._chunks
-        if start + n <= SEND_CHUNK:
-            with memoryview(chunks[index]) as view:
-                return bytes(view[start : start + n])
+        tail, fill = self._tail, self._fill  # _size(), inlined: once per chunk walked
+        pos = self._base + self._head + offset  # absolute
+        index, start = self._at_index, self._at_start
+        if pos < start:
+            index, start = 0, self._base
+        chunk = chunks[index]
+        size = fill if chunk is tail else len(chunk)
+        while pos >= start + size:
+            start += size
+            index += 1
+            chunk = chunks[index]
+            size = fill if chunk is tail else len(chunk)
+        self._at_index, self._at_start = index, start
+        pos -= start
+        if pos + n <= size:
+            if pos == 0 and n == size and type(chunk) is bytes:
+                return chunk
+            with memoryview(chunk) as view:
+                return bytes(view[pos : pos + n])
         pieces: list[memoryview] = []
         while n:
-            take = min(SEND_CHUNK - start, n)
-            pieces.append(memoryview(chunks[index])[start : start + take])
+            take = min(size - pos, n)
+            pieces.append(memoryview(chunk)[pos : pos + take])
             n -= take
-            index += 1
-            start = 0
+            if n:
+                index += 1
+                chunk = chunks[index]
+                size = fill if chunk is tail else len(chunk)
+                pos = 0
         try:
             return b"".join(pieces)
         finally:
@@ -123,8 +197,20 @@ class SendQueue:
     def clear(self) -> None:
         self._chunks.clear()
         self._head = 0
-        self._fill = SEND_CHUNK
+        self._base = 0
         self._len = 0
+        self._tail = None
+        self._fill = 0
+        self._at_index = 0
+        self._at_start = 0
+
+
+def _immutable(data: Buffer) -> bool:
+    """``data`` is a ``bytes`` object or a contiguous byte view of one."""
+    if type(data) is bytes:
+        return True
+    return (isinstance(data, memoryview) and type(data.obj) is bytes
+            and data.itemsize == 1 and data.c_contiguous)
 
 
 class RecvQueue:
