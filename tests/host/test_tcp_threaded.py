@@ -4,6 +4,7 @@ suite-wide), and ``selectors`` on ``fileno()``."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import errno
 import selectors
@@ -314,13 +315,14 @@ def test_host_close_resets_its_connections(hosts: Any) -> None:
     srv.close()
 
 
-def test_accept_cannot_see_a_child_before_it_is_published() -> None:
-    """Seed 004: the receive worker is parked after completing the child's handshake but
-    before queueing it; accept() on another thread finds nothing (and is not blocked by
-    any lock the worker holds), then gets the complete child once the worker goes on."""
+@contextlib.contextmanager
+def handshake_parked_before_publish(tuning: Tuning) -> Iterator[tuple[Any, Any, Any]]:
+    """A listener on b and a client connected to it, with b's receive worker parked after
+    completing the child's handshake but before queueing it for accept() (the seed-004
+    window); yields (listener, client, schedule): ``schedule.release()`` lets it go on."""
     from rcunet.sync.hooks import Schedule
 
-    net, a, b = Network.two_hosts(threaded=True, tuning=Tuning())
+    net, a, b = Network.two_hosts(threaded=True, tuning=tuning)
     net.start()
     try:
         srv = b.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -332,54 +334,47 @@ def test_accept_cannot_see_a_child_before_it_is_published() -> None:
             cli.settimeout(5)
             cli.connect(("10.0.0.2", 8080))
             sched.wait_paused()
-            srv.settimeout(0)
-            with pytest.raises(BlockingIOError):
-                srv.accept()
-            (embryo,) = srv._sk.embryos
-            assert embryo.conn.state.name == "ESTABLISHED"
-            assert embryo.fport == cli.getsockname()[1] and embryo.tb is not None
-            sched.release()
+            yield srv, cli, sched
+        cli.close()
+        srv.close()
+    finally:
+        net.close()
+
+
+def test_accept_cannot_see_a_child_before_it_is_published() -> None:
+    """Seed 004: accept() on another thread finds nothing while the worker is parked (and
+    is not blocked by any lock the worker holds), then gets the complete child once the
+    worker goes on."""
+    with handshake_parked_before_publish(Tuning()) as (srv, cli, sched):
+        srv.settimeout(0)
+        with pytest.raises(BlockingIOError):
+            srv.accept()
+        (embryo,) = srv._sk.embryos
+        assert embryo.conn.state.name == "ESTABLISHED"
+        assert embryo.fport == cli.getsockname()[1] and embryo.tb is not None
+        sched.release()
         srv.settimeout(5)
         child, peer = srv.accept()
         assert child._sk is embryo and peer == cli.getsockname()
-        for s in (cli, child, srv):
-            s.close()
-    finally:
-        net.close()
+        child.close()
 
 
 def test_legacy_accept_waits_on_the_global_lock_of_the_handshake() -> None:
     """The "before" of seed 004: FreeBSD 9.2's tcp_input held the global INP_INFO lock
     over the handshake-completing ACK, and tcp_usr_accept took it as a barrier, so an
     accept() that races the handshake waits for it - and then finds the child."""
-    from rcunet.sync.hooks import Schedule
-
-    net, a, b = Network.two_hosts(threaded=True, tuning=Tuning.legacy())
-    net.start()
-    try:
-        srv = b.socket(socket.AF_INET, socket.SOCK_STREAM)
-        srv.bind(("10.0.0.2", 8080))
-        srv.listen(4)
+    with handshake_parked_before_publish(Tuning.legacy()) as (srv, cli, sched):
         srv.settimeout(0)
         accepted: list[Any] = []
-        with Schedule(timeout=5) as sched:
-            sched.pause_at("tcp.child.before_publish", thread="b-rx0")
-            cli = a.socket(socket.AF_INET, socket.SOCK_STREAM)
-            cli.settimeout(5)
-            cli.connect(("10.0.0.2", 8080))
-            sched.wait_paused()
-            acceptor = threading.Thread(target=lambda: accepted.append(srv.accept()))
-            acceptor.start()
-            acceptor.join(0.3)
-            assert acceptor.is_alive() and not accepted  # queued on tcbinfo_lock
-            sched.release()
+        acceptor = threading.Thread(target=lambda: accepted.append(srv.accept()))
+        acceptor.start()
+        acceptor.join(0.3)
+        assert acceptor.is_alive() and not accepted  # queued on tcbinfo_lock
+        sched.release()
         acceptor.join(5)
         (child, peer), = accepted  # not BlockingIOError: the child was published first
         assert peer == cli.getsockname()
-        for s in (cli, child, srv):
-            s.close()
-    finally:
-        net.close()
+        child.close()
 
 
 def test_poll_levels_follow_tcp_poll(hosts: Any) -> None:
