@@ -108,6 +108,24 @@ class Connection:
     ``local_port``/``remote_port``, ``counters``, ``error`` (pending errno or None).
     """
 
+    # Slots: about 60 attributes, past the 30 an instance dict shares its keys for, so
+    # without them every connection built (two per tcp_crr transaction) grew its own
+    # dict through several resizes; slot loads and stores are also the cheaper ones.
+    __slots__ = (
+        "cc", "counters", "error", "local_addr", "local_port", "options", "passive",
+        "quiet", "remote_addr", "remote_port", "rto", "scoreboard", "state", "tcb",
+        "timers",
+        "_ack_now", "_challenge_count", "_challenge_window_at", "_closed_reported",
+        "_copied", "_dsack", "_dupacks", "_events", "_fin_offset", "_fin_queued",
+        "_first_rtx_at", "_high_rxt", "_keepalive_probes", "_last_oow_ack_at",
+        "_last_rcv_at", "_now", "_ofo", "_orphaned", "_out", "_peer_ws_offered",
+        "_persist_backoff", "_probes_out", "_rcv_rtt", "_rcv_rtt_at", "_rcv_rtt_seq",
+        "_rcv_rtt_tsecr", "_rcv_space", "_rcv_space_at", "_rcv_space_copied",
+        "_rcv_unacked", "_recover", "_recovery", "_retransmits", "_rtt_seq", "_rtt_start",
+        "_rx", "_rx_blocks", "_send_blocked", "_syn_retransmitted", "_syn_sent_at", "_tx",
+        "_tx_seq",
+    )
+
     def __init__(self, *, local_port: int, remote_port: int, iss: int,
                  options: Options | None = None, ts_offset: int = 0,
                  counters: Counters | None = None, passive: bool = False,
