@@ -454,9 +454,19 @@ class TcpSock(SockEntry):
         return n
 
     def sendall(self, data: bytes, timeout: float | None) -> None:
-        view = memoryview(data)
+        view = data if type(data) is memoryview else memoryview(data)
         deadline = None if timeout is None else time.monotonic() + timeout
         sent = 0
+        if len(view) and not self.host.deterministic:
+            # send()'s first round, inline: the send buffer usually takes everything, and
+            # then none of send()'s blocking set-up is needed (an error with nothing
+            # queued is raised as send() raises it; a deterministic Host's blocking call
+            # fails in send() before queueing anything)
+            since = self._lock()
+            try:
+                sent = self._send_locked(view)
+            finally:
+                self._unlock(since)
         while sent < len(view):
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
             if remaining == 0.0 and timeout != 0.0:

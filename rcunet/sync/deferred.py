@@ -234,6 +234,8 @@ class DeferredFreeList:
     def _drain_entry(self, entry: _OwnerQueue) -> int:
         entry.kick_pending = False  # before emptying: a later append re-kicks
         queue = entry.queue
+        if not queue:  # atomic: deque length; an append after this is a later drain's
+            return 0  # (the owner drains before every allocation: mostly nothing queued)
         n = 0
         while True:
             try:

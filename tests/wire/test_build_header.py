@@ -127,3 +127,18 @@ def test_ethernet_untagged_header_is_the_repr_header(dst, src, ethertype):
     by_repr = _outcome(lambda: ethernet.Repr(dst, src, ethertype).build_header())
     untagged = _outcome(lambda: ethernet.build_untagged_header(dst, src, ethertype))
     assert untagged == by_repr
+
+
+def test_repr_field_order_is_what_the_engine_builds_positionally() -> None:
+    """rcunet.core.tcp.Connection._make builds tcp.Repr with tuple.__new__ (positional):
+    that order must stay the field order."""
+    from rcunet.wire import tcp
+
+    assert tcp.Repr._fields == (
+        "src_port", "dst_port", "seq", "ack", "flags", "window", "payload", "urgent", "mss",
+        "window_scale", "sack_permitted", "sack_blocks", "timestamp", "unknown_options",
+        "checksum", "checksum_ok")
+    assert tcp.Repr._field_defaults == {
+        "payload": b"", "urgent": 0, "mss": None, "window_scale": None,
+        "sack_permitted": False, "sack_blocks": (), "timestamp": None,
+        "unknown_options": (), "checksum": 0, "checksum_ok": None}

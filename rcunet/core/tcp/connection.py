@@ -94,6 +94,8 @@ TS_OPTION_LEN = 12
 #: (tcp_initialize_rcv_mss); the estimate then grows to the segments seen.
 RCV_MSS_HINT = 536
 RCV_MSS_MIN = 88
+#: Builds a segment (``tcp.Repr``) from its fields in order: see ``_make``.
+_new_tuple = tuple.__new__
 #: Synchronized states in which an ABORT sends RST (RFC 9293 §3.10.5).
 #: States in which send() queues data (SYN-SENT/RECEIVED: sent once established).
 _SEND_STATES = (State.SYN_SENT, State.SYN_RECEIVED, State.ESTABLISHED, State.CLOSE_WAIT)
@@ -1804,9 +1806,11 @@ class Connection:
             ack, window = 0, 0
         if flags & RST:
             window, blocks = 0, ()
-        return tcp.Repr(src_port=self.local_port, dst_port=self.remote_port, seq=seq & MASK32,
-                        ack=ack, flags=flags, window=window, payload=payload, timestamp=ts,
-                        sack_blocks=blocks)
+        # tcp.Repr(src_port=..., ..., timestamp=ts, sack_blocks=blocks) built as the tuple
+        # it is: the NamedTuple's keyword __new__ costs about 1 us, once per segment
+        return _new_tuple(tcp.Repr, (self.local_port, self.remote_port, seq & MASK32, ack,
+                                     flags, window, payload, 0, None, None, False, blocks, ts,
+                                     (), 0, None))
 
     def _emit(self, seg: tcp.Repr) -> None:
         self._out.append(seg)
