@@ -221,9 +221,10 @@ class TcpLayer:
             return None, payload
         self.deferred.drain(pool.owner)
         buf = pool.alloc()
-        buf.data[:n] = payload
+        view = buf.view[:n]
+        view[:] = payload  # one copy (see Buffer.view)
         buf.length = n
-        return buf, memoryview(buf.data)[:n]
+        return buf, view
 
     def free_buffer(self, buf: Buffer) -> None:
         self.deferred.free(buf, buf.owner)

@@ -62,10 +62,14 @@ class Buffer:
     """A pooled buffer tagged with the pool (worker) that allocated it."""
 
     # handed between threads (allocated by a worker, freed by a consumer)
-    __slots__ = lockfree_read_slots("data", "length", "owner", "generation")
+    __slots__ = lockfree_read_slots("data", "view", "length", "owner", "generation")
 
     def __init__(self, size: int, owner: Hashable) -> None:
-        self.data = bytearray(size)
+        self.data = bytearray(size)  # fixed size: never resized (``view`` exports it)
+        #: A view of ``data`` to write into: ``view[:n] = payload`` is one copy, where
+        #: ``data[:n] = payload`` first copies a payload that is not a bytearray into a
+        #: temporary bytearray (CPython's bytearray slice assignment).
+        self.view = memoryview(self.data)
         self.length = 0
         self.owner = owner  # immutable: the allocating worker
         self.generation = 0  # bumped on every recycle (tests detect use-after-recycle)

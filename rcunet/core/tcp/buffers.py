@@ -79,7 +79,7 @@ class SendQueue:
         if n < ZEROCOPY_MIN or not _immutable(data):
             fill = self._fill
             if tail is not None and fill + n <= SEND_CHUNK:  # common: one copy into the tail
-                tail[fill : fill + n] = data
+                _write(tail, fill, data)
                 self._fill = fill + n
                 self._len += n
                 return
@@ -114,7 +114,7 @@ class SendQueue:
                 chunks.append(tail)
                 fill = 0
             k = min(SEND_CHUNK - fill, n - pos)
-            tail[fill : fill + k] = view[pos : pos + k]
+            _write(tail, fill, view[pos : pos + k])
             fill += k
             pos += k
         self._tail = tail
@@ -203,6 +203,17 @@ class SendQueue:
         self._fill = 0
         self._at_index = 0
         self._at_start = 0
+
+
+def _write(block: bytearray, at: int, data: Buffer) -> None:
+    """Copy ``data`` into ``block`` at ``at`` (its end: the block grows), once.
+    ``block[at:at + n] = data`` would copy twice: CPython's bytearray slice assignment
+    first copies a source that is not a bytearray into a temporary one."""
+    if at == len(block):
+        block += data
+    else:
+        with memoryview(block) as view:
+            view[at : at + len(data)] = data
 
 
 def _immutable(data: Buffer) -> bool:
