@@ -112,3 +112,20 @@ def test_send_queue_keeps_bytes_by_reference() -> None:
     queue.drop(len(first) + 10)
     assert queue.slice(len(second) - 20, 15) == b"z" * 10 + b"small"
     assert len(queue) == len(second) - 10 + 5
+
+
+def test_send_queue_copies_a_small_part_of_a_large_bytes_object() -> None:
+    """A few KB of a writer's large ``bytes`` (a partial send) are copied: the queue
+    never keeps alive much more than the bytes it holds."""
+    import sys
+
+    big = bytes(range(256)) * 4096  # 1 MB
+    queue = SendQueue()
+    before = sys.getrefcount(big)
+    queue.append(memoryview(big)[: 3 * ZEROCOPY_MIN])
+    assert sys.getrefcount(big) == before
+    half = memoryview(big)[: len(big) // 2]
+    queue.append(half)  # half of it: kept by reference
+    del half
+    assert sys.getrefcount(big) == before + 1
+    assert queue.slice(0, 3 * ZEROCOPY_MIN + 10) == big[: 3 * ZEROCOPY_MIN] + big[:10]

@@ -37,10 +37,10 @@ class SendQueue:
 
     The queue is a deque of chunks of two kinds: the caller's own immutable ``bytes``
     (or a read-only view of one), kept by reference when an append brings at least
-    ``ZEROCOPY_MIN`` of them — what Linux's loopback gets from its one copy into an skb,
-    here without the copy, since Python cannot change a ``bytes`` object; and
-    ``bytearray`` copy blocks of ``SEND_CHUNK`` capacity for everything else (mutable
-    buffers the caller may reuse once send returns, small writes).  Only the last chunk
+    ``ZEROCOPY_MIN`` of them and at least half of that object (Linux copies the user's
+    bytes into an skb; Python cannot change a ``bytes`` object, so keeping it is as
+    safe); and ``bytearray`` copy blocks of ``SEND_CHUNK`` capacity for everything else
+    (mutable buffers the caller may reuse once send returns, small writes).  Only the last chunk
     can be the open copy block (``_tail``), holding ``_fill`` bytes; every other chunk's
     bytes are all queued (a copy block is cut to its fill when a reference closes it).
     The first chunk's bytes start at ``_head``.  ``slice`` finds its chunk from a cursor
@@ -71,12 +71,12 @@ class SendQueue:
 
     def append(self, data: Buffer) -> None:
         """Queue ``data`` at the tail: by reference if it is immutable ``bytes`` of at
-        least ``ZEROCOPY_MIN``, else copied."""
+        least ``ZEROCOPY_MIN`` (and not a small part of a larger object), else copied."""
         n = len(data)
         if not n:
             return
         tail = self._tail
-        if n < ZEROCOPY_MIN or not _immutable(data):
+        if n < ZEROCOPY_MIN or not _referable(data, n):
             fill = self._fill
             if tail is not None and fill + n <= SEND_CHUNK:  # common: one copy into the tail
                 _write(tail, fill, data)
@@ -216,12 +216,17 @@ def _write(block: bytearray, at: int, data: Buffer) -> None:
             view[at : at + len(data)] = data
 
 
-def _immutable(data: Buffer) -> bool:
-    """``data`` is a ``bytes`` object or a contiguous byte view of one."""
+def _referable(data: Buffer, n: int) -> bool:
+    """``data`` (``n`` bytes) is a ``bytes`` object or a contiguous byte view of one that
+    is at most twice as long: the queue never keeps alive more than twice what it
+    holds (a few bytes of a writer's huge object are copied, not the object kept)."""
     if type(data) is bytes:
         return True
-    return (isinstance(data, memoryview) and type(data.obj) is bytes
-            and data.itemsize == 1 and data.c_contiguous)
+    if not isinstance(data, memoryview):
+        return False
+    whole = data.obj
+    return (type(whole) is bytes and len(whole) <= 2 * n and data.itemsize == 1
+            and data.c_contiguous)
 
 
 class RecvQueue:
