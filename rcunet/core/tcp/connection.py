@@ -74,6 +74,7 @@ from rcunet.core.tcp.sack import DUP_THRESH, ReceiverBlocks, Scoreboard
 from rcunet.core.tcp.state import TRANSITIONS, State
 from rcunet.core.tcp.tcb import Tcb
 from rcunet.core.tcp.timers import Timers
+from rcunet.sync.shared import lockfree_read_slots
 from rcunet.wire import tcp
 from rcunet.wire.seqnum import add, ge, gt, le, lt, sub
 
@@ -110,10 +111,14 @@ class Connection:
     ``local_port``/``remote_port``, ``counters``, ``error`` (pending errno or None).
     """
 
-    # Slots: about 60 attributes, past the 30 an instance dict shares its keys for, so
-    # without them every connection built (two per tcp_crr transaction) grew its own
-    # dict through several resizes; slot loads and stores are also the cheaper ones.
-    __slots__ = (
+    # Slots with the GIL: about 60 attributes, past the 30 an instance dict shares its
+    # keys for, so without them every connection built (two per tcp_crr transaction) grew
+    # its own dict through several resizes; slot loads and stores are also the cheaper
+    # ones.  Free-threaded builds keep a dict (``lockfree_read_slots``): a connection is
+    # driven by whichever thread holds its socket lock - the receive path that made a
+    # child, then the thread that accepted it - and there a slot read of a value another
+    # thread made takes the instance's lock on every read.
+    __slots__ = lockfree_read_slots(
         "cc", "counters", "error", "local_addr", "local_port", "options", "passive",
         "quiet", "remote_addr", "remote_port", "rto", "scoreboard", "state", "tcb",
         "timers",
