@@ -35,6 +35,7 @@ from rcunet.host.tcp_poll import PollFd
 from rcunet.sync import lock as _lock_mod
 from rcunet.sync.deferred import Buffer
 from rcunet.sync.lock import LockClass
+from rcunet.sync.shared import lockfree_read_slots
 from rcunet.tables.entry import AF_INET, ANY4, ANY6, SockEntry, State, is_v4mapped
 
 if TYPE_CHECKING:
@@ -115,7 +116,10 @@ class TcpSock(SockEntry):
     rskq_lock > tcp_sock.wq > tcp_sock.poll.  slock is never held while transmitting.
     """
 
-    __slots__ = (
+    # Slots with the GIL; on free-threaded builds SockEntry's dict holds these too
+    # (lockfree_read_slots: a slot read of a value another thread made takes the
+    # instance's lock there, and receive paths and user threads all read a socket).
+    __slots__ = lockfree_read_slots(
         "layer", "host", "sl", "conn", "wq", "wq_gates", "wake_seq", "outbox",
         "rx_skbs", "timer", "teardown", "listener", "acceptq", "embryos", "syn_qlen",
         "max_ack_backlog",
@@ -126,6 +130,7 @@ class TcpSock(SockEntry):
         "dst",
         "sndbuf_locked",
         "rcvbuf_locked",
+        base=SockEntry,
     )
 
     def __init__(self, layer: TcpLayer, family: int) -> None:

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from collections import deque
 
+from rcunet.sync.shared import lockfree_read_slots
+
 Buffer = bytes | bytearray | memoryview
 
 #: The send queue's copy-chunk size: blocks written in place, so an append never
@@ -47,8 +49,10 @@ class SendQueue:
     (``_at_index``, ``_at_start``: a chunk and its absolute start), since segments are
     mostly cut in order."""
 
-    __slots__ = ("_chunks", "_head", "_base", "_len", "_tail", "_fill", "_spare",
-                 "_at_index", "_at_start")
+    # slots with the GIL only: driven by whichever thread holds the socket lock (see
+    # Connection's __slots__)
+    __slots__ = lockfree_read_slots("_chunks", "_head", "_base", "_len", "_tail", "_fill",
+                                    "_spare", "_at_index", "_at_start")
 
     def __init__(self) -> None:
         self._chunks: deque[Buffer] = deque()
@@ -234,7 +238,7 @@ class RecvQueue:
     payload (kept as given, not copied: the caller leaves those bytes unchanged until
     they are read or the queue is cleared), ``read`` from the head (always a copy)."""
 
-    __slots__ = ("_chunks", "_head", "_len")
+    __slots__ = lockfree_read_slots("_chunks", "_head", "_len")  # as SendQueue's
 
     def __init__(self) -> None:
         self._chunks: deque[Buffer] = deque()
