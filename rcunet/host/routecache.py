@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from rcunet.core.route import Route
 from rcunet.sync.lock import LockClass
 from rcunet.sync.refcount import IncNotZeroRef, RcuRef
+from rcunet.sync.shared import lockfree_read_slots
 
 if TYPE_CHECKING:
     from rcunet.host.host import Host
@@ -46,8 +47,8 @@ class DstEntry:
     if the refcount was broken.
     """
 
-    __slots__ = ("dst", "route", "iface", "src", "next_hop", "mtu", "generation", "ref",
-                 "freed", "cache", "epoch")
+    __slots__ = lockfree_read_slots("dst", "route", "iface", "src", "next_hop", "mtu",
+                                    "generation", "ref", "freed", "cache", "epoch")
 
     def __init__(self, dst: bytes, route: Route, iface: Interface, src: bytes, mtu: int,
                  generation: int, rcuref: bool, cache: DstCache | None = None,

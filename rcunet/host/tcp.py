@@ -67,6 +67,7 @@ from rcunet.host.tcp_sock import SEGMENT_OVERHEAD, TcpSock, oserror, wire
 from rcunet.sync.deferred import Buffer, BufferPool, DeferredFreeList, PerThreadCounter
 from rcunet.sync.hooks import yield_point
 from rcunet.sync.lock import LockClass
+from rcunet.sync.shared import lockfree_read_slots
 from rcunet.tables import TcpHashInfo
 from rcunet.tables.bind import v6_key
 from rcunet.tables.ehash import destroy_entry, put_entry
@@ -104,7 +105,8 @@ _TABLE_STATE = {
 class TcpTimeWait(TimeWaitEntry):
     """A TIME_WAIT entry with what answering the old peer needs (``tcp_timewait_sock``)."""
 
-    __slots__ = ("rcv_nxt", "ts_ok", "ts_offset", "window", "timer")
+    __slots__ = lockfree_read_slots("rcv_nxt", "ts_ok", "ts_offset", "window", "timer",
+                                    base=TimeWaitEntry)
 
     def __init__(self, sk: TableEntry, snap: dict[str, int], *, now: int,
                  expires_at: int) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import socket
 
 from rcunet.sync.lock import LockClass
+from rcunet.sync.shared import lockfree_read_slots
 
 POLL_LOCK = LockClass("tcp_sock.poll")
 _FILL = b"\0" * 512
@@ -28,7 +29,7 @@ class PollFd:
     """Concurrency: ``_lock`` (a leaf) serialises transitions; ``readable``/``writable``
     are written under it.  ``fileno()`` is immutable until ``close()``."""
 
-    __slots__ = ("_a", "_b", "_lock", "readable", "writable")
+    __slots__ = lockfree_read_slots("_a", "_b", "_lock", "readable", "writable")
 
     def __init__(self) -> None:
         a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -21,6 +21,8 @@ import itertools
 import threading
 from collections.abc import Callable
 
+from rcunet.sync.shared import lockfree_read_slots
+
 #: The timer thread's granularity: Linux's jiffy at HZ=250.
 JIFFY_NS = 4_000_000
 
@@ -35,7 +37,7 @@ class Timer:
     callback usually holds its socket, which would otherwise live (and be traced by the
     garbage collector) until a long-cancelled retransmission deadline."""
 
-    __slots__ = ("at", "callback", "cancelled")
+    __slots__ = lockfree_read_slots("at", "callback", "cancelled")
 
     def __init__(self, at: int, callback: Callable[[int], None]) -> None:
         self.at = at  # immutable

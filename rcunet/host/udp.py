@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from rcunet.host.ip import Delivery, is_multicast
 from rcunet.host.timers import Timer
 from rcunet.sync.lock import LockClass
+from rcunet.sync.shared import lockfree_read_slots
 from rcunet.tables.entry import AF_INET, AF_INET6, ANY4, ANY6
 from rcunet.tables.udp import UdpTable
 from rcunet.tables.udp_entry import UdpEntry
@@ -51,9 +52,10 @@ class UdpSock(UdpEntry):
     Lock order: udp_sock.lock > udp_hslot_lock > udp_hslot2_lock; rq_lock is a leaf.
     """
 
-    __slots__ = ("host", "lock", "rq_lock", "readable", "queue", "rmem", "rcvbuf", "sndbuf",
-                 "err", "closed", "_eventfd", "broadcast", "multicast_ttl", "multicast_loop",
-                 "multicast_if", "ttl", "shutdown_rd", "bound", "waiters")
+    __slots__ = lockfree_read_slots(
+        "host", "lock", "rq_lock", "readable", "queue", "rmem", "rcvbuf", "sndbuf", "err",
+        "closed", "_eventfd", "broadcast", "multicast_ttl", "multicast_loop", "multicast_if",
+        "ttl", "shutdown_rd", "bound", "waiters", base=UdpEntry)
 
     def __init__(self, host: Host, family: int) -> None:
         super().__init__(family)

@@ -16,6 +16,7 @@ import errno
 
 from rcunet.sync.lock import LockClass
 from rcunet.sync.lockarray import LockArray
+from rcunet.sync.shared import lockfree_read_slots
 from rcunet.tables.entry import (
     AF_INET,
     AF_INET6,
@@ -46,7 +47,7 @@ class ReuseportGroup:
     "publish the member, then the count" rule of reference §6.4 in one step).
     """
 
-    __slots__ = ("socks",)
+    __slots__ = lockfree_read_slots("socks")
 
     def __init__(self) -> None:
         self.socks: tuple[TableEntry, ...] = ()  # rcu: writers hold the bucket lock

@@ -21,6 +21,8 @@ from __future__ import annotations
 import hashlib
 import random
 
+from rcunet.sync.shared import lockfree_read_slots
+
 M32 = 0xFFFFFFFF
 #: Linux re-salts the ephemeral-port secret every 10 seconds (``jiffies / (10 * HZ)``).
 PORT_SECRET_PERIOD_NS = 10 * 1_000_000_000
@@ -49,7 +51,7 @@ class HashSecret:
     functions of their arguments and the keys, callable from any thread.
     """
 
-    __slots__ = ("ehash_seed", "net_mix", "_port_key")
+    __slots__ = lockfree_read_slots("ehash_seed", "net_mix", "_port_key")
 
     def __init__(self, rng: random.Random) -> None:
         self.ehash_seed: int = rng.getrandbits(64)  # immutable

@@ -66,6 +66,7 @@ from rcunet.sync.hooks import yield_point
 from rcunet.sync.lock import Lock, LockClass
 from rcunet.sync.rcu import Rcu
 from rcunet.sync.shards import ShardedStats
+from rcunet.sync.shared import lockfree_read_slots
 from rcunet.tables.entry import (
     AF_INET,
     AF_INET6,
@@ -115,7 +116,7 @@ class UdpSlot:
              a stale value only picks which complete index is walked).
     """
 
-    __slots__ = ("chain", "count", "lock")
+    __slots__ = lockfree_read_slots("chain", "count", "lock")
 
     def __init__(self, lock: Lock) -> None:
         self.chain: tuple[UdpEntry, ...] = ()  # rcu: writers hold lock

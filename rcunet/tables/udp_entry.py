@@ -21,6 +21,7 @@ import threading
 from collections.abc import Iterable
 
 from rcunet.sync.hooks import yield_point
+from rcunet.sync.shared import lockfree_read_slots
 from rcunet.tables.entry import (
     AF_INET,
     AF_INET6,
@@ -82,7 +83,8 @@ class UdpEntry(SockEntry):
                      from any receive worker; read racily (one attribute load).
     """
 
-    __slots__ = ("portaddr_hash", "hashed", "mc_list", "mc_all", "drops")
+    __slots__ = lockfree_read_slots("portaddr_hash", "hashed", "mc_list", "mc_all", "drops",
+                                    base=SockEntry)
 
     def __init__(self, family: int, laddr: bytes | None = None, lport: int = 0,
                  faddr: bytes | None = None, fport: int = 0, **kw: object) -> None:

@@ -14,6 +14,7 @@ maps to one member while membership is unchanged (§8.2 item 41).
 from __future__ import annotations
 
 from rcunet.sync.hooks import yield_point
+from rcunet.sync.shared import lockfree_read_slots
 from rcunet.tables.entry import State, TableEntry
 
 M32 = 0xFFFFFFFF
@@ -35,7 +36,7 @@ class ReuseportGroup:
       bind_inany immutable.
     """
 
-    __slots__ = ("socks", "has_conns", "bind_inany")
+    __slots__ = lockfree_read_slots("socks", "has_conns", "bind_inany")
 
     def __init__(self, first: TableEntry, bind_inany: bool) -> None:
         self.socks: tuple[TableEntry, ...] = (first,)  # rcu: writers hold the port's hslot lock
