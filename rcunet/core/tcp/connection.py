@@ -84,6 +84,21 @@ MASK32 = 0xFFFFFFFF
 #: ``((a - b + HALF32) & MASK32) - HALF32`` is ``seqnum.sub(a, b)`` (RFC 1982 / RFC 9293
 #: §3.4 mod-2**32 arithmetic), the forms the per-segment paths inline instead of a call.
 HALF32 = 0x80000000
+# The states as module constants: ``State.X`` is two type-attribute lookups per use (the
+# metaclass's, then the class's), which free-threaded 3.13 makes through the
+# interpreter-wide type cache on every read; a global is one dict lookup.
+CLOSED = State.CLOSED
+LISTEN = State.LISTEN
+SYN_SENT = State.SYN_SENT
+SYN_RECEIVED = State.SYN_RECEIVED
+ESTABLISHED = State.ESTABLISHED
+FIN_WAIT_1 = State.FIN_WAIT_1
+FIN_WAIT_2 = State.FIN_WAIT_2
+CLOSE_WAIT = State.CLOSE_WAIT
+CLOSING = State.CLOSING
+LAST_ACK = State.LAST_ACK
+TIME_WAIT = State.TIME_WAIT
+
 MS = 1_000_000
 #: RFC 7323 §5.5: TS.Recent is invalid after 24 days of idleness.
 PAWS_IDLE_LIMIT = 24 * 86400 * SECOND
@@ -99,9 +114,9 @@ RCV_MSS_MIN = 88
 _new_tuple = tuple.__new__
 #: Synchronized states in which an ABORT sends RST (RFC 9293 §3.10.5).
 #: States in which send() queues data (SYN-SENT/RECEIVED: sent once established).
-_SEND_STATES = (State.SYN_SENT, State.SYN_RECEIVED, State.ESTABLISHED, State.CLOSE_WAIT)
-_ABORT_SENDS_RST = (State.SYN_RECEIVED, State.ESTABLISHED, State.FIN_WAIT_1,
-                    State.FIN_WAIT_2, State.CLOSE_WAIT)
+_SEND_STATES = (SYN_SENT, SYN_RECEIVED, ESTABLISHED, CLOSE_WAIT)
+_ABORT_SENDS_RST = (SYN_RECEIVED, ESTABLISHED, FIN_WAIT_1,
+                    FIN_WAIT_2, CLOSE_WAIT)
 
 
 class Connection:
@@ -146,7 +161,7 @@ class Connection:
         self.local_port = local_port
         self.remote_port = remote_port
         self.counters = counters if counters is not None else Counters()
-        self.state = State.CLOSED
+        self.state = CLOSED
         self.passive = passive
         self.tcb = t = Tcb()
         t.iss = iss & MASK32
@@ -234,7 +249,7 @@ class Connection:
         if ts_recent is not None:
             conn.tcb.ts_recent, conn.tcb.ts_recent_stamp = ts_recent
         conn.counters.add("TcpActiveOpens")
-        conn._set_state(State.SYN_SENT)
+        conn._set_state(SYN_SENT)
         conn._send_syn(now)
         return conn
 
@@ -254,7 +269,7 @@ class Connection:
                    local_addr=local_addr, remote_addr=remote_addr)
         conn._now = now
         conn._take_peer_syn(syn, now)
-        conn._set_state(State.SYN_RECEIVED)
+        conn._set_state(SYN_RECEIVED)
         conn._send_syn(now)
         return conn
 
@@ -288,7 +303,7 @@ class Connection:
         conn._set_mss(mss)
         t.rcv_adv = add(t.rcv_nxt, min(opts.rcvbuf, 0xFFFF))  # what the SYN,ACK offered
         t.snd_wl1, t.snd_wl2 = (ack.seq - 1) & MASK32, ack.ack
-        conn._set_state(State.ESTABLISHED)
+        conn._set_state(ESTABLISHED)
         conn._on_established(now)
         conn.on_segment(ack, now)
         return conn
@@ -399,7 +414,7 @@ class Connection:
         if max_bytes == 0:
             return b""
         self._raise_pending_error()
-        if self.state.fin_received or self.state is State.CLOSED:
+        if self.state.fin_received or self.state is CLOSED:
             return b""
         raise BlockingIOError(errnos.EAGAIN, "no data")
 
@@ -407,15 +422,15 @@ class Connection:
         """SHUT_WR: send FIN after the queued data (RFC 9293 §3.10.4 CLOSE)."""
         self._now = now
         st = self.state
-        if st is State.CLOSED:
+        if st is CLOSED:
             raise OSError(errnos.ENOTCONN, "not connected")
         if self._fin_queued:
             return
         self._fin_queued = True
-        if st is State.ESTABLISHED:
-            self._set_state(State.FIN_WAIT_1)
-        elif st is State.CLOSE_WAIT:
-            self._set_state(State.LAST_ACK)
+        if st is ESTABLISHED:
+            self._set_state(FIN_WAIT_1)
+        elif st is CLOSE_WAIT:
+            self._set_state(LAST_ACK)
         # SYN-SENT / SYN-RECEIVED: "queue ... until ESTABLISHED" (RFC 9293 §3.10.4)
         self._output(now)
 
@@ -427,9 +442,9 @@ class Connection:
         """
         self._now = now
         st = self.state
-        if st is State.CLOSED:
+        if st is CLOSED:
             return
-        if st is State.SYN_SENT:
+        if st is SYN_SENT:
             self._enter_closed()
             self._output(now)
             return
@@ -439,16 +454,16 @@ class Connection:
             return
         self._orphaned = True
         self._ofo.clear()
-        if not self._fin_queued and st is not State.TIME_WAIT:
+        if not self._fin_queued and st is not TIME_WAIT:
             self.shutdown_write(now)
-        if self.state is State.FIN_WAIT_2:
+        if self.state is FIN_WAIT_2:
             self.timers.fin_wait2_at = now + self.options.fin_timeout
         self._output(now)
 
     def abort(self, now: int) -> None:
         """ABORT (RFC 9293 §3.10.5), e.g. close() with SO_LINGER {1, 0}: RST, then CLOSED."""
         self._now = now
-        if self.state is not State.CLOSED:
+        if self.state is not CLOSED:
             self.counters.add("TcpExtTCPAbortOnData")  # Linux counts a linger-0 close here
             self._abort(now)
 
@@ -467,8 +482,8 @@ class Connection:
         new = dataclasses.replace(self.options, **changes)  # type: ignore[arg-type]
         new.validate()
         self.options = new
-        if new.keepalive and self.state in (State.ESTABLISHED, State.CLOSE_WAIT,
-                                            State.FIN_WAIT_2):
+        if new.keepalive and self.state in (ESTABLISHED, CLOSE_WAIT,
+                                            FIN_WAIT_2):
             self.timers.keepalive_at = self._last_rcv_at + new.keepalive_time
         elif not new.keepalive:
             self.timers.keepalive_at = None
@@ -492,7 +507,7 @@ class Connection:
         with ``reuse_iss()`` and retires this one.
         """
         t = self.tcb
-        if self.state is not State.TIME_WAIT or not (syn.flags & SYN) or syn.flags & (ACK | RST):
+        if self.state is not TIME_WAIT or not (syn.flags & SYN) or syn.flags & (ACK | RST):
             return False
         if t.ts_ok and syn.timestamp is not None:
             return gt(syn.timestamp[0], t.ts_recent)
@@ -525,17 +540,17 @@ class Connection:
             self.counters.add("TcpInCsumErrors")
             return
         st = self.state
-        if st is State.ESTABLISHED and self._fast_path(seg, now):
+        if st is ESTABLISHED and self._fast_path(seg, now):
             self._output(now)  # header prediction took it: no walk of the state machine
             return
-        if st is State.CLOSED:
+        if st is CLOSED:
             reply = reset_for(seg)  # §3.10.7.1
             if reply is not None:
                 self._emit(reply)
                 self.counters.add("TcpOutRsts")
-        elif st is State.SYN_SENT:
+        elif st is SYN_SENT:
             self._input_syn_sent(seg, now)
-        elif st is not State.LISTEN:
+        elif st is not LISTEN:
             self._input_synchronized(seg, now)
         self._output(now)
 
@@ -633,14 +648,14 @@ class Connection:
         if flags & ACK:
             self._rtt_sample_handshake(seg, now)
             t.snd_una = seg.ack
-            self._set_state(State.ESTABLISHED)
+            self._set_state(ESTABLISHED)
             self._on_established(now)
             self._ack_now = True
             self._process_text_and_fin(seg, add(seg.seq, 1), now)
         else:
             # Simultaneous open: "enter SYN-RECEIVED, form a SYN,ACK segment and send it".
             # Text in the SYN is dropped (the peer retransmits it once synchronized).
-            self._set_state(State.SYN_RECEIVED)
+            self._set_state(SYN_RECEIVED)
             self._send_syn(now)
 
     def _synack_tsecr_invalid(self, seg: tcp.Repr, now: int) -> bool:
@@ -668,7 +683,7 @@ class Connection:
             # completes the handshake; take the ACK, skip the challenge.
             seg = seg._replace(seq=add(seg.seq, 1), flags=flags & ~SYN)
             flags, length = seg.flags, seg_len(seg)
-        if self.state is State.SYN_RECEIVED and flags & (SYN | ACK) == SYN and seg.seq == t.irs:
+        if self.state is SYN_RECEIVED and flags & (SYN | ACK) == SYN and seg.seq == t.irs:
             # The peer retransmitted its SYN: so do we, rate limited (Linux tcp_check_req).
             if not self._oow_rate_limited(now, "TcpExtTCPACKSkippedSynRecv"):
                 self._send_syn(now, retransmit=True, rearm=False)
@@ -679,7 +694,7 @@ class Connection:
                 if self._rst_after_fin(seg):
                     self._on_reset()
                 return  # "If the RST bit is set ... drop the segment and return"
-            if flags & FIN and self.state is State.TIME_WAIT:
+            if flags & FIN and self.state is TIME_WAIT:
                 # RFC 9293 §3.10.7.4 TIME-WAIT: a retransmitted FIN is ACKed and restarts 2MSL.
                 self.timers.time_wait_at = now + self.options.time_wait_timeout
             if flags & SYN:
@@ -707,7 +722,7 @@ class Connection:
         self._last_rcv_at = now
         self._keepalive_probes = 0
         self._probes_out = 0
-        if self.state is State.SYN_RECEIVED:
+        if self.state is SYN_RECEIVED:
             if not (lt(t.snd_una, seg.ack) and le(seg.ack, t.snd_max)):
                 self._emit(tcp.Repr(src_port=self.local_port, dst_port=self.remote_port,
                                     seq=seg.ack, ack=0, flags=RST, window=0))
@@ -718,11 +733,11 @@ class Connection:
             t.snd_wnd = seg.window << t.snd_wscale
             t.max_snd_wnd = max(t.max_snd_wnd, t.snd_wnd)
             t.snd_wl1, t.snd_wl2 = seg.seq, seg.ack
-            self._set_state(State.ESTABLISHED)
+            self._set_state(ESTABLISHED)
             self._on_established(now)
         elif not self._process_ack(seg, now):
             return
-        if self.state is State.CLOSED:
+        if self.state is CLOSED:
             return
         self._update_ts_recent(seg, now)
         # sixth (URG) is not implemented: urgent data is delivered inline, as RFC 6093 advises.
@@ -730,12 +745,12 @@ class Connection:
 
     def _rst_after_fin(self, seg: tcp.Repr) -> bool:
         """Linux tcp_reset_check: once the peer's FIN is in, a RST at RCV.NXT-1 counts too."""
-        return (self.state in (State.CLOSE_WAIT, State.CLOSING, State.LAST_ACK)
+        return (self.state in (CLOSE_WAIT, CLOSING, LAST_ACK)
                 and seg.seq == (self.tcb.rcv_nxt - 1) & MASK32)
 
     def _is_simultaneous_open_synack(self, seg: tcp.Repr) -> bool:
         t = self.tcb
-        return (self.state is State.SYN_RECEIVED and not self.passive
+        return (self.state is SYN_RECEIVED and not self.passive
                 and seg.flags & (SYN | ACK | RST | FIN) == SYN | ACK and not seg.payload
                 and add(seg.seq, 1) == t.rcv_nxt and seg.ack == t.snd_nxt)
 
@@ -813,15 +828,15 @@ class Connection:
         """An acceptable RST: errno by state as Linux's tcp_reset."""
         st = self.state
         self._events.append(ResetReceived())
-        if st in (State.ESTABLISHED, State.CLOSE_WAIT):
+        if st in (ESTABLISHED, CLOSE_WAIT):
             self.counters.add("TcpEstabResets")
-        if st is State.SYN_RECEIVED and self.passive:
+        if st is SYN_RECEIVED and self.passive:
             self._enter_closed()  # RFC 9293: "return this connection to LISTEN"
-        elif st is State.SYN_RECEIVED:
+        elif st is SYN_RECEIVED:
             self._fail(errnos.ECONNREFUSED)
-        elif st is State.CLOSE_WAIT:
+        elif st is CLOSE_WAIT:
             self._fail(errnos.EPIPE)
-        elif st in (State.CLOSING, State.LAST_ACK, State.TIME_WAIT):
+        elif st in (CLOSING, LAST_ACK, TIME_WAIT):
             self._enter_closed()
         else:
             self._fail(errnos.ECONNRESET)
@@ -897,13 +912,13 @@ class Connection:
         # state-specific ACK handling
         st = self.state
         if self._fin_acked:
-            if st is State.FIN_WAIT_1:
-                self._set_state(State.FIN_WAIT_2)
+            if st is FIN_WAIT_1:
+                self._set_state(FIN_WAIT_2)
                 if self._orphaned:
                     self.timers.fin_wait2_at = now + self.options.fin_timeout
-            elif st is State.CLOSING:
+            elif st is CLOSING:
                 self._enter_time_wait(now)
-            elif st is State.LAST_ACK:
+            elif st is LAST_ACK:
                 self._enter_closed()
                 return False
         return True
@@ -1052,7 +1067,7 @@ class Connection:
         if not self.state.receives_data:
             if fin and self.state.fin_received:
                 self._ack_now = True  # a retransmitted FIN: ACK it again
-                if self.state is State.TIME_WAIT:
+                if self.state is TIME_WAIT:
                     self.timers.time_wait_at = now + self.options.time_wait_timeout  # restart 2MSL
             elif payload:
                 self._ack_now = True
@@ -1223,12 +1238,12 @@ class Connection:
         self._ack_now = True
         self._events.append(FinReceived())
         st = self.state
-        if st is State.ESTABLISHED:
-            self._set_state(State.CLOSE_WAIT)
-        elif st is State.FIN_WAIT_1:
+        if st is ESTABLISHED:
+            self._set_state(CLOSE_WAIT)
+        elif st is FIN_WAIT_1:
             # Our FIN is not ACKed (an ACK of it moved us to FIN-WAIT-2 in the fifth step).
-            self._set_state(State.CLOSING)  # simultaneous close
-        elif st is State.FIN_WAIT_2:
+            self._set_state(CLOSING)  # simultaneous close
+        elif st is FIN_WAIT_2:
             self._enter_time_wait(now)
 
     # ------------------------------------------------------------------ timers
@@ -1241,7 +1256,7 @@ class Connection:
             self._enter_closed()
         if tm.fin_wait2_at is not None and now >= tm.fin_wait2_at:
             tm.fin_wait2_at = None
-            if self.state is State.FIN_WAIT_2:
+            if self.state is FIN_WAIT_2:
                 self._enter_closed()
         if tm.rto_at is not None and now >= tm.rto_at:
             tm.rto_at = None
@@ -1251,7 +1266,7 @@ class Connection:
             self._on_persist(now)
         if tm.delack_at is not None and now >= tm.delack_at:
             tm.delack_at = None
-            if self.state.synchronized or self.state is State.SYN_RECEIVED:
+            if self.state.synchronized or self.state is SYN_RECEIVED:
                 self.counters.add("TcpExtDelayedACKs")
                 self._ack_now = True
         if tm.keepalive_at is not None and now >= tm.keepalive_at:
@@ -1264,12 +1279,12 @@ class Connection:
         t = self.tcb
         o = self.options
         st = self.state
-        if st in (State.SYN_SENT, State.SYN_RECEIVED):
-            passive_synack = st is State.SYN_RECEIVED and self.passive
+        if st in (SYN_SENT, SYN_RECEIVED):
+            passive_synack = st is SYN_RECEIVED and self.passive
             limit = o.synack_retries if passive_synack else o.syn_retries
             if self._retransmits >= limit:
                 self.counters.add("TcpExtTCPAbortOnTimeout")
-                if st is State.SYN_SENT:
+                if st is SYN_SENT:
                     self.counters.add("TcpAttemptFails")
                 if self.passive:
                     self._enter_closed()
@@ -1284,7 +1299,7 @@ class Connection:
             self.counters.add("TcpRetransSegs")
             self._send_syn(now, retransmit=True)
             return
-        if t.snd_una == t.snd_max or st is State.CLOSED or st is State.TIME_WAIT:
+        if t.snd_una == t.snd_max or st is CLOSED or st is TIME_WAIT:
             return
         if self._first_rtx_at is None:
             self._first_rtx_at = now - self.rto.rto  # ~ when the head was first sent
@@ -1325,7 +1340,7 @@ class Connection:
     def _on_persist(self, now: int) -> None:
         """RFC 9293 §3.8.6.1 zero-window probe (Linux: an old-seq ACK, tcp_xmit_probe_skb)."""
         t = self.tcb
-        if not self.state.synchronized or t.snd_una != t.snd_max or self.state is State.TIME_WAIT:
+        if not self.state.synchronized or t.snd_una != t.snd_max or self.state is TIME_WAIT:
             return
         if not self._tx and not self._fin_queued:
             return
@@ -1352,8 +1367,8 @@ class Connection:
         """RFC 1122 §4.2.3.6 keep-alive, Linux's timing (tcp_keepalive_timer)."""
         o = self.options
         t = self.tcb
-        if not o.keepalive or self.state not in (State.ESTABLISHED, State.CLOSE_WAIT,
-                                                 State.FIN_WAIT_2):
+        if not o.keepalive or self.state not in (ESTABLISHED, CLOSE_WAIT,
+                                                 FIN_WAIT_2):
             return
         if t.snd_una != t.snd_max or self._tx:
             self.timers.keepalive_at = now + o.keepalive_time  # data in flight: RTO covers it
@@ -1413,19 +1428,19 @@ class Connection:
         self._rcv_space_copied, self._rcv_space_at = self._copied, now
         self._events.append(Established())
         if self._fin_queued:
-            self._set_state(State.FIN_WAIT_1)
+            self._set_state(FIN_WAIT_1)
         t.snd_nxt = t.snd_max = t.snd_una
 
     def _enter_time_wait(self, now: int) -> None:
-        self._set_state(State.TIME_WAIT)
+        self._set_state(TIME_WAIT)
         self.timers.stop_all()
         self.timers.time_wait_at = now + self.options.time_wait_timeout
         self.counters.add("TcpExtTW")
         self._events.append(TimeWaitEntered())
 
     def _enter_closed(self) -> None:
-        if self.state is not State.CLOSED:
-            self._set_state(State.CLOSED)
+        if self.state is not CLOSED:
+            self._set_state(CLOSED)
         self.timers.stop_all()
         self._ofo.clear()
         if not self._closed_reported:
@@ -1486,7 +1501,7 @@ class Connection:
         lower the send MSS, and resend what is in flight in segments that fit now.  The
         drops were not congestion, so cwnd and ssthresh stay.  Returns whether the MSS
         went down."""
-        if self.state in (State.LISTEN, State.CLOSED, State.TIME_WAIT):
+        if self.state in (LISTEN, CLOSED, TIME_WAIT):
             return False
         t = self.tcb
         mss = path_mss - (TS_OPTION_LEN if t.ts_ok else 0)  # tcp_mtu_to_mss
@@ -1494,7 +1509,7 @@ class Connection:
         if mss >= t.snd_mss:
             return False
         t.snd_mss = mss
-        if self.state is State.SYN_SENT or t.snd_una == t.snd_max:
+        if self.state is SYN_SENT or t.snd_una == t.snd_max:
             return True
         self._now = now
         # tcp_simple_retransmit: everything in flight was sized for the old path; go back to
@@ -1526,7 +1541,7 @@ class Connection:
         """SYN (SYN-SENT) or SYN,ACK (SYN-RECEIVED) with our options."""
         t = self.tcb
         o = self.options
-        is_synack = self.state is State.SYN_RECEIVED
+        is_synack = self.state is SYN_RECEIVED
         flags = SYN | (ACK if is_synack else 0)
         # In a SYN,ACK, offer only what the peer's SYN offered (RFC 7323 §2.2, §3.2; 2018 §2).
         if is_synack:
@@ -1555,17 +1570,17 @@ class Connection:
         """Generate whatever the state allows: data, FIN, ACKs; then arm the timers."""
         st = self.state
         t = self.tcb
-        if st.synchronized and st is not State.TIME_WAIT:
+        if st.synchronized and st is not TIME_WAIT:
             if self._recovery == "sack":
                 self._send_sack_recovery(now)
             else:
                 while self._try_send(now, room=self._cwnd_room()):
                     pass
             self._arm_persist(now)
-        if self._ack_now and st is not State.CLOSED and st is not State.SYN_SENT:
+        if self._ack_now and st is not CLOSED and st is not SYN_SENT:
             self._emit_pure_ack(now)
-        if self.timers.rto_at is None and t.snd_una != t.snd_max and st is not State.CLOSED \
-                and st is not State.TIME_WAIT:
+        if self.timers.rto_at is None and t.snd_una != t.snd_max and st is not CLOSED \
+                and st is not TIME_WAIT:
             self.timers.rto_at = now + self.rto.rto  # RFC 6298 §5.1
 
     def _cwnd_room(self) -> int:
@@ -1610,7 +1625,7 @@ class Connection:
         if avail < 0 or (avail == 0 and not self._fin_queued):
             return False  # nothing (more) to send: the common second call from _output
         fin_pending = self._fin_queued and self.state in (
-            State.FIN_WAIT_1, State.CLOSING, State.LAST_ACK) and le(snd_nxt, data_end) \
+            FIN_WAIT_1, CLOSING, LAST_ACK) and le(snd_nxt, data_end) \
             and not self._fin_acked
         win_room = ((t.snd_una + t.snd_wnd - snd_nxt + HALF32) & MASK32) - HALF32
         n = min(avail, t.snd_mss, win_room, room)
@@ -1684,7 +1699,7 @@ class Connection:
         limit = t.snd_mss if max_len is None else min(max_len, t.snd_mss)
         n = max(0, min(limit, len(self._tx) - off))
         fin = (self._fin_queued and off + n == len(self._tx)
-               and self.state in (State.FIN_WAIT_1, State.CLOSING, State.LAST_ACK)
+               and self.state in (FIN_WAIT_1, CLOSING, LAST_ACK)
                and lt(add(seq, n), t.snd_max))
         if n == 0 and not fin:
             return None
