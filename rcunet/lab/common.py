@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import platform
+import socket
 import sys
 import sysconfig
 import threading
@@ -73,6 +74,21 @@ def wait_until(predicate: Callable[[], bool], timeout: float = SETTLE_TIMEOUT) -
             return False
         time.sleep(0.005)
     return True
+
+
+def connect_and_send(host: Any, address: tuple[str, int], request: bytes,
+                     timeout: float) -> Any:
+    """A TCP client socket of ``host``, connected to ``address`` with ``request`` sent
+    (tcp_crr's first half); closed again if either step fails."""
+    sock = host.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        sock.connect(address)
+        sock.sendall(request)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 def recv_exactly(sock: Any, size: int) -> None:

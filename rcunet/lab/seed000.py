@@ -60,6 +60,7 @@ from rcunet.lab.common import (
     MODES,
     Series,
     add_scale_options,
+    connect_and_send,
     interpreter,
     parallel_headroom,
     plot_scaling,
@@ -265,10 +266,7 @@ class ConnectProbe:
 
 def _transaction(a: Any, request: bytes, response_size: int) -> None:
     """tcp_crr's client side; the client closes first and keeps the TIME_WAIT."""
-    with a.socket(socket.AF_INET, socket.SOCK_STREAM) as cli:
-        cli.settimeout(IO_TIMEOUT)
-        cli.connect((SERVER, PORT))
-        cli.sendall(request)
+    with connect_and_send(a, (SERVER, PORT), request, IO_TIMEOUT) as cli:
         recv_exactly(cli, response_size)
 
 

@@ -51,6 +51,7 @@ from rcunet.lab.common import (
     MODES,
     Series,
     alternate,
+    connect_and_send,
     interpreter,
     parallel_headroom,
     plot_scaling,
@@ -89,10 +90,7 @@ def _serve(conn: Any, request_size: int, response: bytes) -> None:
 
 
 def _transaction(a: Any, request: bytes, response_size: int) -> None:
-    with a.socket(socket.AF_INET, socket.SOCK_STREAM) as cli:
-        cli.settimeout(IO_TIMEOUT)
-        cli.connect((SERVER, PORT))
-        cli.sendall(request)
+    with connect_and_send(a, (SERVER, PORT), request, IO_TIMEOUT) as cli:
         _read_response(cli, response_size)
 
 
@@ -259,10 +257,7 @@ def _workers(a: Any, srv: Any, duration: float, workers: int, request_size: int,
     start = threading.Barrier(workers + 1)
 
     def one_transaction(index: int) -> None:
-        with a.socket(socket.AF_INET, socket.SOCK_STREAM) as cli:
-            cli.settimeout(IO_TIMEOUT)
-            cli.connect((SERVER, PORT))
-            cli.sendall(tally.request)
+        with connect_and_send(a, (SERVER, PORT), tally.request, IO_TIMEOUT) as cli:
             conn, _ = srv.accept()
             tally.serve(conn, index)
             _read_response(cli, response_size)

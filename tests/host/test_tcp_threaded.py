@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from rcunet.host.network import Network
+from rcunet.lab.common import wait_until
 from rcunet.tables.entry import TimeWaitEntry
 from rcunet.tuning import Tuning
 
@@ -29,15 +30,6 @@ def hosts() -> Iterator[tuple[Network, Any, Any]]:
     net.start()
     yield net, a, b
     net.close()
-
-
-def _wait(predicate: Any, timeout: float = 5.0) -> bool:
-    end = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > end:
-            return False
-        time.sleep(0.005)
-    return True
 
 
 @pytest.mark.parametrize("family,server", [(socket.AF_INET, "10.0.0.2"),
@@ -168,7 +160,7 @@ def _churn(a: Any, b: Any, clients: int = 8, acceptors: int = 4) -> int:
     for thread in servers:
         thread.join(5)
     assert not errors, errors
-    assert _wait(lambda: not a.tcp.sockets and b.tcp.sockets == {srv._sk})
+    assert wait_until(lambda: not a.tcp.sockets and b.tcp.sockets == {srv._sk})
     srv.close()
     return sum(done)
 
@@ -399,7 +391,7 @@ def test_poll_levels_follow_tcp_poll(hosts: Any) -> None:
     child, _ = srv.accept()
     assert levels(cli) == selectors.EVENT_WRITE
     cli.shutdown(socket.SHUT_WR)
-    assert _wait(lambda: levels(child) == both)  # EOF readable; child may still write
+    assert wait_until(lambda: levels(child) == both)  # EOF readable; child may still write
     assert levels(cli) == selectors.EVENT_WRITE  # after SHUT_WR: a write fails at once
     with pytest.raises(BrokenPipeError):
         cli.send(b"x")
