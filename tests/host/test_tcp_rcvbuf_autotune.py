@@ -6,6 +6,7 @@ a bulk receiver acknowledges about every second segment, not every read."""
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import socket
 from typing import Any
@@ -73,10 +74,7 @@ def _pair_with_fixed_rcvbuf(net: Network, a: Any, b: Any, on_listener: bool) -> 
         cli = a.socket(socket.AF_INET, socket.SOCK_STREAM)
         cli.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
         cli.settimeout(0)
-        try:
-            cli.connect((B4, 8080))
-        except BlockingIOError:
-            pass
+        assert cli.connect_ex((B4, 8080)) == errno.EINPROGRESS  # non-blocking: under way
     child = accept(net, srv)
     assert net.run_until(lambda: cli._sk.conn.state.synchronized, 5)
     return cli, child
