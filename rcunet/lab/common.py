@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from rcunet.bench.neper import Usage
 from rcunet.sync import lockstat
 from rcunet.sync.lock import LockClass
 from rcunet.tuning import Tuning
@@ -74,6 +75,22 @@ def wait_until(predicate: Callable[[], bool], timeout: float = SETTLE_TIMEOUT) -
             return False
         time.sleep(0.005)
     return True
+
+
+def run_timed(threads: Sequence[threading.Thread],
+              ready: Callable[[], object] | None = None) -> tuple[float, Usage, Usage]:
+    """Start ``threads`` and wait for all of them to end; returns the wall seconds they
+    took and neper's rusage at the start and at the end.  ``ready``, if given, runs after
+    the threads started and before the clock does (a barrier they wait on too)."""
+    for thread in threads:
+        thread.start()
+    if ready is not None:
+        ready()
+    usage_start = Usage.now()
+    began = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - began, usage_start, Usage.now()
 
 
 def connect_and_send(host: Any, address: tuple[str, int], request: bytes,

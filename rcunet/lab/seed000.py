@@ -66,6 +66,7 @@ from rcunet.lab.common import (
     plot_scaling,
     ratio,
     recv_exactly,
+    run_timed,
     rx_exceptions,
     scale,
     scaling_report,
@@ -415,17 +416,10 @@ class CrrScenario:
                 flow.finish(neper.monotonic_ns())
 
         before = self.probe.total()
-        usage_start = neper.Usage.now()
-        began = time.perf_counter()
         deadline = time.monotonic() + duration
         workers = [threading.Thread(target=client, args=(i, deadline),
                                     name=f"seed000-crr-{i}") for i in range(clients)]
-        for thread in workers:
-            thread.start()
-        for thread in workers:
-            thread.join()
-        elapsed = time.perf_counter() - began
-        usage_end = neper.Usage.now()
+        elapsed, usage_start, usage_end = run_timed(workers)
         spent = stats_minus(self.probe.total(), before)
         self.completed += sum(done)
         self.no_port += sum(no_port)

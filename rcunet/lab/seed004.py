@@ -57,6 +57,7 @@ from rcunet.lab.common import (
     plot_scaling,
     ratio,
     recv_exactly,
+    run_timed,
     rx_exceptions,
     scale,
     scaling_report,
@@ -229,18 +230,11 @@ def _churn(a: Any, srv: Any, duration: float, acceptors: int, clients: int,
                for i in range(acceptors)]
     for thread in servers:
         thread.start()
-    usage_start = neper.Usage.now()
-    began = time.perf_counter()
     deadline = time.monotonic() + duration
     transaction = partial(_transaction, a, tally.request, response_size)
     workers = [threading.Thread(target=tally.transactions, args=(i, deadline, transaction),
                                 name=f"crr-client-{i}") for i in range(clients)]
-    for thread in workers:
-        thread.start()
-    for thread in workers:
-        thread.join()
-    elapsed = time.perf_counter() - began
-    usage_end = neper.Usage.now()
+    elapsed, usage_start, usage_end = run_timed(workers)
     # A connection the clients finished was served: its response arrived before the EOF.
     wait_until(lambda: sum(tally.served) >= sum(tally.done))
     stop.set()
@@ -273,16 +267,8 @@ def _workers(a: Any, srv: Any, duration: float, workers: int, request_size: int,
 
     threads = [threading.Thread(target=worker, args=(i,), name=f"crr-worker-{i}")
                for i in range(workers)]
-    for thread in threads:
-        thread.start()
-    start.wait()  # the clock starts when every worker is ready
-    usage_start = neper.Usage.now()
-    began = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    elapsed = time.perf_counter() - began
-    usage_end = neper.Usage.now()
-    return tally.result(elapsed, usage_start, usage_end)
+    # the clock starts when every worker is ready
+    return tally.result(*run_timed(threads, ready=start.wait))
 
 
 def _checked(run: dict[str, Any]) -> dict[str, Any]:
