@@ -254,6 +254,11 @@ class TcpSock(SockEntry):
             gates = self.wq_gates
             if gates:
                 self.wq_gates = []
+            else:
+                # Not the (empty) live list: a sleeper may append to it once wq is
+                # released, and its gate must stay listed for the next wakeup to open
+                # (opened here too, it would be opened twice: "release unlocked lock").
+                gates = None
         if gates:
             for gate in gates:
                 gate.release()

@@ -165,6 +165,45 @@ def _churn(a: Any, b: Any, clients: int = 8, acceptors: int = 4) -> int:
     return sum(done)
 
 
+class _SleeperQueuesAtRelease:
+    """A wait-queue lock whose release lets one sleeper in at once: the sleeper lists
+    its gate (``TcpSock._wait``'s step under wq) right after the waker left wq."""
+
+    def __init__(self, sk: Any, gate: Any) -> None:
+        self._lock = threading.Lock()
+        self._sk, self._gate = sk, gate
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+        gate, self._gate = self._gate, None
+        if gate is not None:
+            with self:
+                self._sk.wq_gates.append(gate)
+
+
+def test_a_sleeper_listed_after_a_wakeup_is_opened_once_by_the_next(hosts: Any) -> None:
+    """``wakeup`` found no sleeper; one listed its gate as soon as wq was released.  The
+    gate stays listed and shut for the next wakeup, which opens it exactly once (a CI
+    failure: the first wakeup had kept the live empty list, then opened the gate it found
+    there after releasing wq, and the next one raised "release unlocked lock")."""
+    net, a, b = hosts
+    sock = a.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sk, wq = sock._sk, sock._sk.wq
+    gate = threading.Lock()
+    gate.acquire()
+    sk.wq_gates = []
+    sk.wq = _SleeperQueuesAtRelease(sk, gate)
+    sk.wakeup()
+    assert gate.locked() and sk.wq_gates == [gate]
+    sk.wakeup()
+    assert not gate.locked() and sk.wq_gates == []
+    sk.wq = wq
+    sock.close()
+
+
 @pytest.mark.parametrize("tuning,inline", [(Tuning(), False), (Tuning.legacy(), False),
                                            (Tuning(), True)],
                          ids=["modern", "legacy", "modern-inline"])
