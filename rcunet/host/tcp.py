@@ -497,6 +497,18 @@ class TcpLayer:
                 if sk.sl.owned:
                     return
                 todo, sk.teardown = sk.teardown, None
+                # One teardown per connection: between taking TIME_WAIT here and its
+                # hashdance, sk is still hashed, and another thread's segment (a RST
+                # answering our ACK of a retransmitted FIN) can make the engine ask for
+                # a close too.  Linux has no such window (tcp_time_wait runs under the
+                # socket lock); the later request is dropped, as RFC 1337 would drop
+                # that RST in TIME_WAIT.  ``finished`` is stored under slock, where
+                # every taker reads it.
+                if todo is not None:
+                    if sk.finished:
+                        todo = None
+                    else:
+                        sk.finished = True
             if todo is not None:
                 if todo[0] == "time_wait":
                     self._enter_time_wait(sk, todo[1])
@@ -660,8 +672,8 @@ class TcpLayer:
 
     # ------------------------------------------------------------------ teardown
     def _finish(self, sk: TcpSock) -> None:
-        """tcp_done: the connection reached CLOSED; unhash it and release its port."""
-        sk.finished = True
+        """tcp_done: the connection reached CLOSED; unhash it and release its port.
+        ``post`` stored ``finished`` when it took this teardown."""
         self.flush(sk)  # releases the pinned route (or leaves it to the transmitter)
         self._cancel_timer(sk)
         with self._global():
@@ -686,8 +698,8 @@ class TcpLayer:
 
     def _enter_time_wait(self, sk: TcpSock, snap: dict[str, int]) -> None:
         """tcp_time_wait: a light TcpTimeWait entry replaces sk in ehash and among its
-        port's owners in one publication (``BindTables.hashdance``)."""
-        sk.finished = True
+        port's owners in one publication (``BindTables.hashdance``).  ``post`` stored
+        ``finished`` when it took this teardown."""
         self.flush(sk)  # releases the pinned route (or leaves it to the transmitter)
         self._cancel_timer(sk)
         hashinfo = self.hashinfo

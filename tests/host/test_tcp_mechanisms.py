@@ -33,6 +33,7 @@ from rcunet.host.tcp import TCBINFO_LOCK
 from rcunet.sync import hooks, lockstat
 from rcunet.tables.entry import State
 from rcunet.tuning import Tuning
+from rcunet.wire import tcp
 
 
 def test_child_is_not_acceptable_before_the_handshake_completes() -> None:
@@ -135,6 +136,41 @@ def test_time_wait_bucket_limit() -> None:
     assert a.counters.get("TcpExtTCPTimeWaitOverflow") == 1
     assert a.tcp.hashinfo.bind.ports_in_use() == set()
     srv.close()
+
+
+def test_a_reset_racing_time_wait_entry_is_dropped() -> None:
+    """Between ``post`` taking a socket's TIME_WAIT teardown and the hashdance, the
+    socket is still hashed: another thread's segment may reach its engine.  A RST there
+    (the peer answering our ACK of its retransmitted FIN) asks for a close as well; the
+    socket is torn down once, into TIME_WAIT (a CI failure on 3.13t: the close released
+    the port, then the hashdance raised EINVAL in the receive worker)."""
+    net, a, b = Network.two_hosts()
+    srv, cli, child = connected_pair(net, a, b)
+    sk = child._sk
+    layer = b.tcp
+    enter_time_wait = layer._enter_time_wait
+    raced: list[str] = []
+
+    def rst_lands_first(tsk: Any, snap: dict[str, int]) -> None:
+        tcb = tsk.conn.tcb
+        rst = tcp.Repr(src_port=cli._sk.lport, dst_port=tsk.lport, seq=tcb.rcv_nxt,
+                       ack=0, flags=tcp.RST, window=0)
+        layer._deliver(tsk, rst, None)  # what another receive thread would do now
+        raced.append(tsk.conn.state.name)
+        enter_time_wait(tsk, snap)
+
+    layer._enter_time_wait = rst_lands_first  # type: ignore[method-assign]
+    child.close()  # the server closes first: it will hold the TIME_WAIT
+    wait_eof(net, cli)
+    cli.close()
+    net.run(1)
+    assert raced == ["CLOSED"]  # the engine did take the RST
+    assert len(time_wait_entries(b)) == 1 and sk.state == State.CLOSE
+    assert b.counters.get("RcunetRxExceptions") == 0
+    srv.close()
+    assert b.tcp.hashinfo.bind.ports_in_use() == {8080}  # the TIME_WAIT holds it
+    b.tcp.close_all()
+    assert b.tcp.hashinfo.bind.ports_in_use() == set() and not b.tcp.sockets
 
 
 def test_reuseport_listeners_share_connections() -> None:
