@@ -129,3 +129,15 @@ def test_send_queue_copies_a_small_part_of_a_large_bytes_object() -> None:
     del half
     assert sys.getrefcount(big) == before + 1
     assert queue.slice(0, 3 * ZEROCOPY_MIN + 10) == big[: 3 * ZEROCOPY_MIN] + big[:10]
+
+
+def test_send_queue_outlives_the_callers_view() -> None:
+    """A part of a ``bytes`` object queued by reference stays readable after the caller
+    releases the view it passed (``with memoryview(data)[k:] as view: send(view)``)."""
+    data = bytes(range(256)) * 16
+    queue = SendQueue()
+    with memoryview(data)[1000:] as view:
+        queue.append(view)
+    assert queue.slice(0, len(data) - 1000) == data[1000:]
+    queue.drop(500)
+    assert queue.slice(0, 100) == data[1500:1600]

@@ -391,3 +391,19 @@ def test_window_shrunk_to_zero_under_flight_is_probed_not_timed_out() -> None:
         conn.on_timer(now)
     assert 240 * SECOND < now - silent_from <= 360 * SECOND
     assert ConnectionFailed(errno.ETIMEDOUT) in conn.take_events()
+
+
+def test_rto_resends_bytes_of_a_view_the_caller_released() -> None:
+    """``send`` queues a large part of a ``bytes`` object by reference; the caller may
+    release its view when ``send`` returns, and the retransmission still reads the
+    bytes (it raised "operation forbidden on released memoryview object")."""
+    conn = established()
+    data = bytes(range(256)) * 16
+    with memoryview(data)[1000:] as view:
+        assert conn.send(view, 0) == len(view)
+    first = conn.take_segments()
+    assert first
+    conn.on_timer(conn.next_deadline())
+    again = conn.take_segments()
+    assert again and bytes(again[0].payload) == bytes(first[0].payload)
+    assert bytes(again[0].payload) == data[1000:1000 + len(again[0].payload)]

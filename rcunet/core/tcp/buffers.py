@@ -96,6 +96,10 @@ class SendQueue:
             whole = data.obj
             if isinstance(whole, bytes) and data.nbytes == len(whole):
                 data = whole  # the whole bytes object: a segment of it can be it, uncopied
+            else:
+                # a view of our own: the caller may release theirs once send() returns,
+                # and the queue reads these bytes until they are acknowledged
+                data = data[:]
         self._chunks.append(data)
         self._len += n
 
