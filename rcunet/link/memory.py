@@ -250,10 +250,15 @@ class _Link:
     # -- sending -----------------------------------------------------------------------
 
     def _transmit(self, source: Endpoint, frame: bytes) -> bool:
-        # atomic: attribute loads; ``_impaired`` is set once (at attach, before the new
-        # endpoint can send) and never cleared, ``deliver_inline`` is immutable
+        # atomic: attribute loads; ``_impaired`` is set once (at attach) and never
+        # cleared, ``deliver_inline`` is immutable.  An impaired endpoint attached after
+        # this load is seen by ``_transmit_clean``'s re-check under ``_lock``.
         if self.deliver_inline and not self._impaired:
             return self._transmit_clean(source, frame)
+        return self._transmit_impaired(source, frame)
+
+    def _transmit_impaired(self, source: Endpoint, frame: bytes) -> bool:
+        """The general path: impairments, queued delivery, held frames."""
         now = self.clock.now()
         deliveries: list[tuple[Endpoint, bytes]] = []
         with self._lock:
@@ -286,36 +291,52 @@ class _Link:
         this runs once per frame and a clean link has no held or queued frames."""
         now = self.clock.now()
         size = len(frame)
+        resolved = None
         with self._lock:
-            counters = source.counters
-            counters["tx_packets"] += 1
-            counters["tx_bytes"] += size
-            # every frame within [_min_frame, _max_plain] passes _check_size
-            if not self._min_frame <= size <= self._max_plain:
-                reason = self._check_size(frame)
-                if reason is not None:
-                    self.counters[reason] += 1
-                    counters["tx_dropped"] += 1
-                    return False
-            link_counters = self.counters
-            link_counters["frames"] += 1
-            resolved = []
-            for target in self._destinations_locked(source, frame, now):
-                # atomic: one attribute load (pairs with set_receiver's store)
-                receiver = target.receiver
-                if receiver is None:
-                    target.counters["rx_dropped"] += 1
-                    link_counters["no_receiver"] += 1
-                else:
-                    target_counters = target.counters
-                    target_counters["rx_packets"] += 1
-                    target_counters["rx_bytes"] += size
-                    link_counters["delivered"] += 1
-                    resolved.append((target, receiver))
+            impaired = self._impaired
+            if not impaired:
+                resolved = self._count_clean_locked(source, frame, size, now)
+        if impaired:
+            # An impaired endpoint was attached since _transmit's lock-free load: its
+            # impairment must see this frame, so the general path sends it.
+            return self._transmit_impaired(source, frame)
+        if resolved is None:
+            return False
         self._tap_sent(source, now, frame)
         for target, receiver in resolved:
             self._hand_to(target, receiver, now, frame)
         return True
+
+    def _count_clean_locked(self, source: Endpoint, frame: bytes, size: int,
+                            now: int) -> list[tuple[Endpoint, Receiver]] | None:
+        """The clean path's lock section: count the frame and pick its receivers; None
+        when it fails the size check."""
+        counters = source.counters
+        counters["tx_packets"] += 1
+        counters["tx_bytes"] += size
+        # every frame within [_min_frame, _max_plain] passes _check_size
+        if not self._min_frame <= size <= self._max_plain:
+            reason = self._check_size(frame)
+            if reason is not None:
+                self.counters[reason] += 1
+                counters["tx_dropped"] += 1
+                return None
+        link_counters = self.counters
+        link_counters["frames"] += 1
+        resolved: list[tuple[Endpoint, Receiver]] = []
+        for target in self._destinations_locked(source, frame, now):
+            # atomic: one attribute load (pairs with set_receiver's store)
+            receiver = target.receiver
+            if receiver is None:
+                target.counters["rx_dropped"] += 1
+                link_counters["no_receiver"] += 1
+            else:
+                target_counters = target.counters
+                target_counters["rx_packets"] += 1
+                target_counters["rx_bytes"] += size
+                link_counters["delivered"] += 1
+                resolved.append((target, receiver))
+        return resolved
 
     def _link_counts_locked(self) -> dict[str, int]:
         return dict(self.counters)
@@ -538,6 +559,13 @@ class _Link:
         return deadline is not None and deadline <= self.clock.now()
 
 
+class _ShardOwner:
+    """Held by one thread's ``PointToPoint._tls`` alone: it dies with that thread's
+    locals, after the last Python code the thread runs."""
+
+    __slots__ = ("__weakref__",)
+
+
 class PointToPoint(_Link):
     """Two endpoints, ``a`` and ``b``; every frame from one goes to the other.
     ``impair_ab`` applies to frames from ``a`` to ``b``, ``impair_ba`` the other way.
@@ -549,8 +577,11 @@ class PointToPoint(_Link):
     dicts, a's, b's and the link's; owner: that thread), registered in ``_shards`` under
     ``_lock``; ``stats()`` adds the shards to the locked counters (each dict item read is
     atomic; a count a thread is making at that moment shows in the next read).  A thread
-    that has ended writes no more: its shard is folded into the locked counters when the
-    next new thread registers, so threads that come and go leave no shards behind.  Without
+    whose locals are gone writes no more: its shard is folded into the locked counters
+    when the next new thread registers, so threads that come and go leave no shards
+    behind.  "Gone" is a token only the thread's ``_tls`` holds having died, not
+    ``is_alive()``: the main thread reports False from interpreter shutdown on, while
+    it still runs atexit handlers that may send.  Without
     this, two threads sending over one link queued on ``_lock`` for every frame, and on
     free-threaded builds every count replaced an int the other thread had made, whose
     release went through the maker's biased-refcount queue.
@@ -575,7 +606,7 @@ class PointToPoint(_Link):
         self.b = self._attach("b", mac_b, impair_ba, None)
         self._tls = threading.local()
         # guarded-by: _lock (the list); each shard's dicts: owner, its thread
-        self._shards: list[tuple[weakref.ref[threading.Thread], _Shard]] = []
+        self._shards: list[tuple[weakref.ref[_ShardOwner], _Shard]] = []
 
     def _destinations_locked(self, source: Endpoint, frame: bytes, now: int) -> tuple[Endpoint]:
         return (self.b,) if source is self.a else (self.a,)
@@ -583,20 +614,20 @@ class PointToPoint(_Link):
     def _new_shard(self) -> _Shard:
         shard = (dict.fromkeys(ENDPOINT_COUNTERS, 0), dict.fromkeys(ENDPOINT_COUNTERS, 0),
                  dict.fromkeys(LINK_COUNTERS, 0))
-        thread = weakref.ref(threading.current_thread())
+        owner = _ShardOwner()
         with self._lock:
             self._fold_ended_locked()
-            self._shards.append((thread, shard))
+            self._shards.append((weakref.ref(owner), shard))
+        self._tls.owner = owner
         self._tls.shard = shard
         return shard
 
     def _fold_ended_locked(self) -> None:
-        """Add the shards of threads that have ended to the locked counters."""
+        """Add the shards of threads whose locals are gone to the locked counters."""
         live = []
-        for thread_ref, shard in self._shards:
-            thread = thread_ref()
-            if thread is not None and thread.is_alive():
-                live.append((thread_ref, shard))
+        for owner_ref, shard in self._shards:
+            if owner_ref() is not None:
+                live.append((owner_ref, shard))
                 continue
             for counters, counts in ((self.a.counters, shard[0]),
                                      (self.b.counters, shard[1]), (self.counters, shard[2])):

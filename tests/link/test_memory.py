@@ -4,6 +4,9 @@ with every frame accounted for."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from collections import deque
@@ -462,3 +465,61 @@ def test_point_to_point_folds_the_counts_of_threads_that_ended() -> None:
     assert len(link._shards) == 1
     assert link.a.stats()["tx_packets"] == 18 and link.b.stats()["rx_packets"] == 18
     assert link.stats()["delivered"] == 18
+
+
+def test_point_to_point_counts_a_thread_that_reports_ended_but_still_sends() -> None:
+    """From interpreter shutdown on, the main thread reports ``is_alive()`` False while
+    it still runs atexit handlers.  A thread registering then must not fold main's shard
+    away: every frame main sends at exit is counted (was 4 of 9)."""
+    script = textwrap.dedent("""
+        import atexit, threading, time
+        from rcunet.link.memory import PointToPoint
+        link = PointToPoint()
+        link.b.set_receiver(lambda frame: None)
+        frame = bytes([2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 8, 0]) + b"x" * 46
+        main = threading.main_thread()
+
+        def late_sender():  # non-daemon: the interpreter waits for it at shutdown
+            while main.is_alive():
+                time.sleep(0.005)
+            link.a.send(frame)  # this thread's first frame: it registers a shard
+
+        @atexit.register
+        def at_exit():  # after threading's shutdown: main reports not alive
+            for _ in range(5):
+                link.a.send(frame)
+            print(link.a.stats()["tx_packets"], link.stats()["frames"])
+
+        for _ in range(3):
+            link.a.send(frame)
+        threading.Thread(target=late_sender).start()
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert done.stdout.split() == ["9", "9"]
+
+
+def test_segment_frame_racing_an_impaired_attach_meets_the_impairment() -> None:
+    """A send that found the segment clean (lock-free) while an endpoint with an
+    impairment is being attached: the frame the new endpoint gets goes through that
+    impairment (was delivered unimpaired)."""
+    seg = Segment()
+    a = seg.add_endpoint(mac=mac(1))
+    checked, go = threading.Event(), threading.Event()
+    clean = seg._transmit_clean
+
+    def paused_after_the_check(source: Endpoint, frame: bytes) -> bool:
+        checked.set()
+        go.wait(5)
+        return clean(source, frame)
+
+    seg._transmit_clean = paused_after_the_check  # type: ignore[method-assign]
+    sender = threading.Thread(target=a.send, args=(eth(BROADCAST, mac(1)),))
+    sender.start()
+    assert checked.wait(5)
+    c = seg.add_endpoint(mac=mac(3), rx_impairment=Impairment(loss=1.0))
+    (got,) = wired([c])
+    go.set()
+    sender.join(5)
+    assert not got.frames and c.rx_impairment is not None
+    assert c.rx_impairment.counters["lost"] == 1
