@@ -78,6 +78,10 @@ class Tuning:
     tcp_moderate_rcvbuf: bool = True
     tcp_congestion_control: str = "cubic"
     udp_rmem_default: int = 212992
+    #: The most a socket's SO_RCVBUF / SO_SNDBUF may ask for (Linux net.core.rmem_max /
+    #: wmem_max; the kernel then doubles it).
+    rmem_max: int = 212992
+    wmem_max: int = 212992
     #: Record lock statistics (acquisitions, contentions, wait/hold times).
     lock_stat: bool = False
 

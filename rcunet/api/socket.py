@@ -422,9 +422,10 @@ class Socket:
         elif optname == _pysocket.SO_BROADCAST:
             sk.broadcast = bool(number)
         elif optname == _pysocket.SO_RCVBUF:
-            sk.rcvbuf = max(SOCK_MIN_RCVBUF, min(number, 212992) * 2)  # Linux doubles it
+            # Linux doubles it (the skb overhead), after the net.core.rmem_max cap
+            sk.rcvbuf = max(SOCK_MIN_RCVBUF, min(number, self._host.tuning.rmem_max) * 2)
         elif optname == _pysocket.SO_SNDBUF:
-            sk.sndbuf = max(4608, min(number, 212992) * 2)
+            sk.sndbuf = max(4608, min(number, self._host.tuning.wmem_max) * 2)
         elif optname == _pysocket.SO_BINDTODEVICE:
             name = value.rstrip(b"\0").decode() if isinstance(value, bytes) else str(value)
             sk.bound_dev = self._host.interface(name).ifindex if name else 0

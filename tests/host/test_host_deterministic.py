@@ -12,6 +12,7 @@ import socket
 import pytest
 
 from rcunet.host.network import Network
+from rcunet.tuning import Tuning
 from rcunet.wire import ethernet, ipv4, udp
 
 SECOND = 1_000_000_000
@@ -280,6 +281,22 @@ def test_receive_buffer_overflow_is_counted():
     drops = b.counters.get("UdpRcvbufErrors")
     assert received + drops == 20
     assert 0 < received < 20
+
+
+@pytest.mark.parametrize("option,knob", [(socket.SO_RCVBUF, "rmem_max"),
+                                          (socket.SO_SNDBUF, "wmem_max")])
+def test_udp_buffer_sizes_are_capped_by_the_core_sysctls(option, knob):
+    """SO_RCVBUF / SO_SNDBUF ask for at most net.core.rmem_max / wmem_max, then double
+    it, as Linux; a host tuned higher grants more."""
+    for cap in (212992, 1 << 22):
+        net = Network(tuning=Tuning(**{knob: cap}))
+        sock = net.host("a").socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.setsockopt(socket.SOL_SOCKET, option, 1 << 23)
+        assert sock.getsockopt(socket.SOL_SOCKET, option) == 2 * cap
+        sock.setsockopt(socket.SOL_SOCKET, option, 65536)
+        assert sock.getsockopt(socket.SOL_SOCKET, option) == 131072
+        sock.close()
+        net.close()
 
 
 def test_reuseport_group_spreads_flows_and_keeps_them_sticky():
