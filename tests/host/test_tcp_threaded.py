@@ -196,12 +196,14 @@ def test_a_sleeper_listed_after_a_wakeup_is_opened_once_by_the_next(hosts: Any) 
     gate.acquire()
     sk.wq_gates = []
     sk.wq = _SleeperQueuesAtRelease(sk, gate)
-    sk.wakeup()
-    assert gate.locked() and sk.wq_gates == [gate]
-    sk.wakeup()
-    assert not gate.locked() and sk.wq_gates == []
-    sk.wq = wq
-    sock.close()
+    try:
+        sk.wakeup()
+        assert gate.locked() and sk.wq_gates == [gate]
+        sk.wakeup()
+        assert not gate.locked() and sk.wq_gates == []
+    finally:
+        sk.wq = wq  # the socket's own lock again, so close() works either way
+        sock.close()
 
 
 @pytest.mark.parametrize("tuning,inline", [(Tuning(), False), (Tuning.legacy(), False),
