@@ -5,13 +5,14 @@
   the socket, sets ``owned`` and drops ``slock`` — a mutex that is *not* held while the
   user works.
 * A receive worker calls ``bh_deliver(item, size)``: under ``slock`` it processes the item
-  at once if nobody owns the socket, otherwise appends it to the backlog (bounded by
-  ``backlog_limit``: Linux's ``2*rcvbuf + sndbuf/2 + 64 KB``) — the worker never sleeps.
+  at once (``process_bh``) if nobody owns the socket, otherwise appends it to the backlog
+  (bounded by ``backlog_limit``: Linux's ``2*rcvbuf + sndbuf/2 + 64 KB``) — the worker
+  never sleeps.
 * ``release_sock()`` drains the backlog: it detaches the whole list, drops ``slock``,
   processes every item, retakes ``slock`` and repeats until empty; only then zeroes
   ``backlog_len`` (so a flooding producer cannot keep the owner looping forever), runs
-  the deferred work (``release_cb``: timers that fired while owned), clears ``owned``
-  and wakes one waiter.
+  the deferred work (``release_cb``: timers that fired while owned, as bits of an int
+  like Linux's TCP_*_DEFERRED flags), clears ``owned`` and wakes one waiter.
 
 A socket that never meets a second user thread never needs the condition variable: it is
 made on the first contended ``lock_sock`` (under ``slock``), as most sockets never contend.
@@ -48,13 +49,17 @@ class SocketLock:
         process: Callable[[Any], None],
         *,
         backlog_limit: Callable[[], int] = lambda: 2 * 212992 + 212992 // 2 + BACKLOG_EXTRA,
-        release_cb: Callable[[set[str]], None] | None = None,
+        release_cb: Callable[[int], None] | None = None,
         on_backlog_drop: Callable[[Any], None] | None = None,
+        process_bh: Callable[[Any], bool] | None = None,
     ) -> None:
         self.slock = SLOCK.new()
         self._wait: threading.Condition | None = None  # guarded-by: slock (made on demand)
         self.waiters = 0  # guarded-by: slock (user threads sleeping in lock_sock)
-        self._process = process  # immutable: the protocol's do_rcv
+        self._process = process  # immutable: the protocol's do_rcv (the owner's backlog)
+        # immutable: do_rcv in softirq context; True asks bh_deliver's caller to wake the
+        # socket's waiters once slock is released
+        self._process_bh = process_bh if process_bh is not None else _processed(process)
         self._backlog_limit = backlog_limit  # immutable
         self._release_cb = release_cb  # immutable
         self._on_backlog_drop = on_backlog_drop  # immutable
@@ -64,7 +69,7 @@ class SocketLock:
         self.backlog_len = 0  # guarded-by: slock
         self.backlog_max_seen = 0  # guarded-by: slock (for the seed-001 lab)
         self.backlog_drops = 0  # guarded-by: slock
-        self.deferred: set[str] = set()  # guarded-by: slock
+        self.deferred = 0  # guarded-by: slock (bits: the work release_cb runs)
 
     # -- user context ----------
     def lock_sock(self) -> None:
@@ -105,7 +110,7 @@ class SocketLock:
             self.backlog_len = 0
             if self.deferred and self._release_cb is not None:
                 work = self.deferred
-                self.deferred = set()
+                self.deferred = 0
                 self._release_cb(work)
             self.owned = False
             self.owner = None
@@ -120,6 +125,7 @@ class SocketLock:
         work item is dropped, as nothing can reach a destroyed socket any more."""
         with self.slock:
             self._process = _drop
+            self._process_bh = _drop_bh
             self._release_cb = None
             self._on_backlog_drop = None
             self._backlog_limit = _no_backlog
@@ -137,16 +143,18 @@ class SocketLock:
 
     # -- worker (softirq) context ----------
     def bh_deliver(self, item: Any, size: int) -> bool:
-        """Process ``item`` now, or queue it for the owner.  False when it was dropped
-        because the backlog is full (``TCPBacklogDrop``)."""
+        """tcp_v4_rcv's ``bh_lock_sock`` / ``sock_owned_by_user`` / ``tcp_add_backlog``:
+        process ``item`` now (``process_bh``) when nobody owns the socket, or queue it
+        for the owner; a full backlog drops it (``on_backlog_drop``, TCPBacklogDrop).
+        Returns what ``process_bh`` returned (True: the caller wakes the socket's waiters
+        now that slock is released), False when the item was queued or dropped."""
         with self.slock:
             if not self.owned:
-                self._process(item)
-                return True
+                return self._process_bh(item)
             queued = self.add_backlog_locked(item, size)
         if not queued and self._on_backlog_drop is not None:
             self._on_backlog_drop(item)
-        return queued
+        return False
 
     def add_backlog_locked(self, item: Any, size: int) -> bool:
         """sk_add_backlog (``slock`` held, the socket owned): queue ``item`` for the
@@ -160,18 +168,32 @@ class SocketLock:
             self.backlog_max_seen = self.backlog_len
         return True
 
-    def bh_defer(self, work: str, run_now: Callable[[], None]) -> None:
-        """Run ``run_now`` under ``slock`` if nobody owns the socket, else remember
+    def bh_defer(self, work: int, run_now: Callable[[], None]) -> None:
+        """Run ``run_now`` under ``slock`` if nobody owns the socket, else set the bit
         ``work`` for ``release_cb`` (Linux's TCP_*_DEFERRED flags)."""
         with self.slock:
             if self.owned:
-                self.deferred.add(work)
+                self.deferred |= work
             else:
                 run_now()
 
 
 def _drop(item: Any) -> None:
     """The process callback of a detached lock."""
+
+
+def _drop_bh(item: Any) -> bool:
+    """The softirq process callback of a detached lock."""
+    return False
+
+
+def _processed(process: Callable[[Any], None]) -> Callable[[Any], bool]:
+    """A ``process_bh`` for a protocol whose processing wakes its own waiters."""
+    def process_bh(item: Any) -> bool:
+        process(item)
+        return False
+
+    return process_bh
 
 
 def _no_backlog() -> int:

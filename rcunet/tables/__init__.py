@@ -60,6 +60,7 @@ class TcpHashInfo:
         self.bind = BindTables(self.secret, tuning or Tuning(), self.rng, size=bhash_size)
         self.listen = ListenTable(self.secret, size=lhash2_size)
         self.ports = PortSelector(self.ehash, self.bind, self.rng, self.clock, counters)
+        self.counters = counters  # immutable
 
     @property
     def tuning(self) -> Tuning:
@@ -125,17 +126,23 @@ class TcpHashInfo:
         self.bind.unbind(sk)
         sk.state = State.CLOSE
 
-    def time_wait(self, sk: TableEntry, *, timeout: int, snd_nxt: int = 0,
-                  ts_recent: int = 0, ts_recent_stamp: int = 0) -> TimeWaitEntry | None:
+    def time_wait(self, sk: TableEntry, *, timeout: int = 0, snd_nxt: int = 0,
+                  ts_recent: int = 0, ts_recent_stamp: int = 0,
+                  entry: TimeWaitEntry | None = None) -> TimeWaitEntry | None:
         """``tcp_time_wait``: replace a closing connection by a TIME_WAIT entry that keeps
-        its 4-tuple and port for ``timeout`` ns.  Over ``tcp_max_tw_buckets`` the
-        connection just closes (Linux's "TCP: time wait bucket table overflow")."""
+        its 4-tuple and port for ``timeout`` ns (or by ``entry``, a protocol's subclass
+        carrying what it answers with).  Over ``tcp_max_tw_buckets`` the connection just
+        closes (Linux's "TCP: time wait bucket table overflow", TCPTimeWaitOverflow)."""
         if self.ehash.tw_count() >= self.tuning.tcp_max_tw_buckets:
+            if self.counters is not None:
+                self.counters.inc("TcpExtTCPTimeWaitOverflow")
             self.close(sk)
             return None
-        now = self.clock()
-        tw = TimeWaitEntry(sk, now=now, expires_at=now + timeout, snd_nxt=snd_nxt,
-                           ts_recent=ts_recent, ts_recent_stamp=ts_recent_stamp)
+        tw = entry
+        if tw is None:
+            now = self.clock()
+            tw = TimeWaitEntry(sk, now=now, expires_at=now + timeout, snd_nxt=snd_nxt,
+                               ts_recent=ts_recent, ts_recent_stamp=ts_recent_stamp)
         if not self.bind.hashdance(sk, tw, self.ehash):
             self.close(sk)
             return None

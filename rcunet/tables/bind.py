@@ -531,7 +531,9 @@ class BindTables:
             raise OSError(errno.EINVAL, "the child is already bound")
         addr = v6_key(child.family, child.laddr)
         with self.bhash_lock(tb.port), self.bhash2_lock(addr, tb.port):
-            if tb.dead:
+            # re-checked under the lock every owner change holds: a listener closing
+            # meanwhile has left tb (which lives on while it has other owners)
+            if tb.dead or listener.tb is not tb:
                 raise OSError(errno.EINVAL, "the listener's port was released")
             self.add_owner_locked(child, tb, self.find_or_create_tb2_locked(tb, addr))
 

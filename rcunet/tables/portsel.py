@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Protocol
 
+from rcunet.core.tcp.timewait import reuse_iss
 from rcunet.sync.hooks import yield_point
 from rcunet.sync.lock import LockClass
 from rcunet.tables.bind import Bind2Bucket, BindBucket, BindTables, v6_key
@@ -116,8 +117,7 @@ def twsk_unique(sk: TableEntry, tw: TimeWaitEntry, *, explicit_port: bool, tunin
     if not tw.ref.get():
         return False
     if isinstance(sk, SockEntry) and not sk.repair:
-        seq = (tw.snd_nxt + 65535 + 2) & M32
-        sk.write_seq = seq or 1
+        sk.write_seq = reuse_iss(tw.snd_nxt)
         sk.ts_recent = tw.ts_recent
         sk.ts_recent_stamp = tw.ts_recent_stamp
     return True

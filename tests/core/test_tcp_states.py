@@ -43,6 +43,7 @@ from rcunet.core.tcp import (
 )
 from rcunet.core.tcp.connection import ListenAction, listen_action, reset_for
 from rcunet.core.tcp.state import TRANSITIONS
+from rcunet.core.tcp.timewait import TimeWait, TwAction, reuse_iss
 
 L1 = ISS_LOCAL + 1
 R1 = ISS_REMOTE + 1
@@ -796,3 +797,47 @@ def test_ack_acceptability_boundaries_rfc5961() -> None:
     assert conn.readable == 2 and conn.counters["TcpExtTCPChallengeACK"] == 2
     conn.on_segment(seg(seq=R1 + 2, ack=L1 + 100, payload=b"ok"), 1300 * MS)
     assert conn.readable == 4
+
+
+def ts_time_wait() -> Connection:
+    """TIME-WAIT with timestamps: TS.Recent 4242 (taken at 7 ms), RCV.NXT = R1 + 1."""
+    conn = established(plain_options(timestamps=True))
+    conn.shutdown_write(0)
+    conn.on_segment(seg(flags=ACK | FIN, ack=L1 + 1, timestamp=(4242, 0)), 7 * MS)
+    assert conn.state is State.TIME_WAIT
+    return conn
+
+
+def test_time_wait_syn_rules_with_timestamps_are_linuxs() -> None:
+    """tcp_timewait_state_process: a SYN beyond RCV.NXT opens a new incarnation even
+    when its TSval only equals TS.Recent; PAWS rejects an older TSval whatever the
+    sequence number.  (Connection's own copy of the rule used to demand a newer TSval
+    whenever timestamps were on; the host's, which production ran, did not.)"""
+    conn = ts_time_wait()
+    assert conn.time_wait_accepts_syn(seg(flags=SYN, seq=R1 + 100, ack=0, timestamp=(4242, 0)))
+    assert conn.time_wait_accepts_syn(seg(flags=SYN, seq=R1 - 100, ack=0, timestamp=(4243, 0)))
+    assert not conn.time_wait_accepts_syn(seg(flags=SYN, seq=R1 + 100, ack=0,
+                                              timestamp=(4241, 0)))
+    assert not conn.time_wait_accepts_syn(seg(flags=SYN | ACK, seq=R1 + 100, ack=0,
+                                              timestamp=(4243, 0)))
+
+
+def test_time_wait_object_answers_as_the_connection_did() -> None:
+    conn = ts_time_wait()
+    tw = TimeWait.of(conn)
+    assert (tw.snd_nxt, tw.rcv_nxt, tw.ts_recent, tw.ts_recent_stamp) == (
+        L1 + 1, R1 + 1, 4242, 7 * MS)
+    assert tw.action(seg(flags=RST, seq=R1 + 1)) is TwAction.KILL
+    assert tw.action(seg(flags=SYN, seq=R1 + 100, ack=0, timestamp=(5000, 0))) \
+        is TwAction.REOPEN
+    assert tw.action(seg(flags=ACK | FIN, seq=R1, ack=L1 + 1)) is TwAction.ACK
+    assert tw.action(seg(flags=ACK, seq=R1 + 1, ack=L1 + 1)) is TwAction.DROP
+    ack = tw.ack_for(seg(flags=ACK | FIN, seq=R1, ack=L1 + 1), 9 * MS)
+    assert (ack.flags, ack.seq, ack.ack) == (ACK, L1 + 1, R1 + 1)
+    assert ack.timestamp == ((9 + tw.ts_offset) & 0xFFFFFFFF, 4242)
+
+
+def test_reuse_iss_is_snd_nxt_plus_65537_and_never_zero() -> None:
+    assert reuse_iss(5) == 5 + 65537
+    assert reuse_iss(2**32 - 65537) == 1  # wraps to 0: 0 means "pick one"
+    assert reuse_iss(2**32 - 1) == 65536

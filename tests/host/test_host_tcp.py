@@ -106,7 +106,7 @@ def test_time_wait_answers_retransmitted_fin_with_ack() -> None:
     (tw,) = time_wait_entries(a)
     from rcunet.wire import tcp
 
-    fin = tcp.Repr(src_port=tw.fport, dst_port=tw.lport, seq=(tw.rcv_nxt - 1) & 0xFFFFFFFF,
+    fin = tcp.Repr(src_port=tw.fport, dst_port=tw.lport, seq=(tw.tw.rcv_nxt - 1) & 0xFFFFFFFF,
                    ack=tw.snd_nxt, flags=tcp.FIN | tcp.ACK, window=1000)
     before = a.counters.get("TcpOutSegs")
     b.tcp._transmit(bytes([10, 0, 0, 2]), bytes([10, 0, 0, 1]), fin)

@@ -28,8 +28,10 @@ from tcp_helpers import (
     wait_eof,
 )
 
+from rcunet.core.tcp.timewait import TimeWait
 from rcunet.host.network import Network
 from rcunet.host.tcp import TCBINFO_LOCK
+from rcunet.host.tcp_sock import TIMER_DEFERRED
 from rcunet.sync import hooks, lockstat
 from rcunet.tables.entry import State
 from rcunet.tuning import Tuning
@@ -151,13 +153,13 @@ def test_a_reset_racing_time_wait_entry_is_dropped() -> None:
     enter_time_wait = layer._enter_time_wait
     raced: list[str] = []
 
-    def rst_lands_first(tsk: Any, snap: dict[str, int]) -> None:
+    def rst_lands_first(tsk: Any, state: TimeWait) -> None:
         tcb = tsk.conn.tcb
         rst = tcp.Repr(src_port=cli._sk.lport, dst_port=tsk.lport, seq=tcb.rcv_nxt,
                        ack=0, flags=tcp.RST, window=0)
         layer._deliver(tsk, rst, None)  # what another receive thread would do now
         raced.append(tsk.conn.state.name)
-        enter_time_wait(tsk, snap)
+        enter_time_wait(tsk, state)
 
     layer._enter_time_wait = rst_lands_first  # type: ignore[method-assign]
     child.close()  # the server closes first: it will hold the TIME_WAIT
@@ -263,7 +265,7 @@ def test_timer_firing_while_owned_runs_at_release() -> None:
     sk.sl.lock_sock()
     try:
         net.run(0.1)  # the delayed-ACK timer fires while the socket is owned
-        assert sk.sl.deferred == {"timer"}
+        assert sk.sl.deferred == TIMER_DEFERRED
         assert b.counters.get("TcpExtDelayedACKs") == delayed
     finally:
         sk.sl.release_sock()
@@ -345,3 +347,25 @@ def test_tcp_to_broadcast_is_ignored() -> None:
     net.run(0.1)
     assert b.counters.get("IpInReceives") >= 1
     assert b.counters.get("TcpInSegs") == 0 and b.counters.get("TcpOutRsts") == 0
+
+
+def test_setting_tcp_nodelay_sends_what_nagle_held() -> None:
+    """setsockopt(TCP_NODELAY) pushes the data Nagle was holding at once (Linux
+    tcp_push_pending_frames, ``Connection.update_options``).  The host used to write the
+    options into the engine beside update_options, and the held byte waited for the
+    peer's delayed ACK (40 ms)."""
+    net, a, b = Network.two_hosts()
+    srv, cli, child = connected_pair(net, a, b)
+    cli.send(b"a")
+    assert net.run_until(lambda: child._sk.conn.tcb.rcv_nxt != child._sk.conn.tcb.irs + 1, 1)
+    cli.send(b"b")  # the first byte is unacknowledged (delayed ACK): Nagle holds this one
+    assert cli._sk.conn.tcb.snd_nxt == cli._sk.conn.tcb.snd_una + 1
+    delayed_at = child._sk.conn.timers.delack_at
+    assert delayed_at is not None
+    cli.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    assert cli._sk.conn.tcb.snd_nxt == cli._sk.conn.tcb.snd_una + 2  # sent by setsockopt
+    net.run(0.001)
+    assert net.clock.now() < delayed_at  # before the peer's ACK could have released it
+    assert child.recv(10) == b"ab"
+    for s in (cli, child, srv):
+        s.close()

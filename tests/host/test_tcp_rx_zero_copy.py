@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from tcp_helpers import connected_pair
 
-import rcunet.host.tcp as tcp_layer
+import rcunet.host.tcp.buffers as tcp_buffers
 from rcunet.host.network import Network
 
 
@@ -79,7 +79,7 @@ def test_unread_bytes_survive_later_segments() -> None:
 def test_deliveries_without_a_buffer_keep_the_count(monkeypatch: pytest.MonkeyPatch) -> None:
     # A large class of 4 KB: 9000-byte-MTU segments arrive without a pooled buffer, small
     # ones with one; the entries of both interleave in rx_skbs.
-    monkeypatch.setattr(tcp_layer, "_SKB_CLASSES", ((2048, 512), (4096, 64)))
+    monkeypatch.setattr(tcp_buffers, "SKB_CLASSES", ((2048, 512), (4096, 64)))
     net = Network()
     a, b = net.host("a"), net.host("b")
     net.link(a, b, ["10.0.0.1/24"], ["10.0.0.2/24"], mtu=9000)

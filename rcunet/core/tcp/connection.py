@@ -74,6 +74,7 @@ from rcunet.core.tcp.sack import DUP_THRESH, ReceiverBlocks, Scoreboard
 from rcunet.core.tcp.state import TRANSITIONS, State
 from rcunet.core.tcp.tcb import Tcb
 from rcunet.core.tcp.timers import Timers
+from rcunet.core.tcp.timewait import TimeWait, reuse_iss
 from rcunet.sync.shared import lockfree_read_slots
 from rcunet.wire import tcp
 from rcunet.wire.seqnum import add, ge, gt, le, lt, sub
@@ -482,9 +483,10 @@ class Connection:
         new = dataclasses.replace(self.options, **changes)  # type: ignore[arg-type]
         new.validate()
         self.options = new
-        if new.keepalive and self.state in (ESTABLISHED, CLOSE_WAIT,
-                                            FIN_WAIT_2):
-            self.timers.keepalive_at = self._last_rcv_at + new.keepalive_time
+        if new.keepalive and self.state.synchronized:
+            # SO_KEEPALIVE / TCP_KEEPIDLE restart the keepalive timer a full idle time
+            # from now (Linux tcp_set_keepalive -> inet_csk_reset_keepalive_timer)
+            self.timers.keepalive_at = now + new.keepalive_time
         elif not new.keepalive:
             self.timers.keepalive_at = None
         self._output(now)
@@ -500,18 +502,10 @@ class Connection:
 
     # ------------------------------------------------------------------ TIME-WAIT helpers
     def time_wait_accepts_syn(self, syn: tcp.Repr) -> bool:
-        """May this SYN open a new incarnation while we sit in TIME-WAIT? (RFC 6191 §2)
-
-        With timestamps: its TSval is newer than TS.Recent.  Without: its sequence number
-        is beyond RCV.NXT (RFC 1122 §4.2.2.13).  The host then starts the new connection
-        with ``reuse_iss()`` and retires this one.
-        """
-        t = self.tcb
-        if self.state is not TIME_WAIT or not (syn.flags & SYN) or syn.flags & (ACK | RST):
-            return False
-        if t.ts_ok and syn.timestamp is not None:
-            return gt(syn.timestamp[0], t.ts_recent)
-        return gt(syn.seq, t.rcv_nxt)
+        """May this SYN open a new incarnation while we sit in TIME-WAIT?  The rule is
+        ``TimeWait.accepts_syn`` (``core/tcp/timewait.py``), the one the host runs; the
+        host then starts the new connection with ``reuse_iss()`` and retires this one."""
+        return self.state is TIME_WAIT and TimeWait.of(self).accepts_syn(syn)
 
     def reuse_timestamps(self) -> tuple[int, int] | None:
         """(TS.Recent, stamp) for ``connect(ts_recent=...)``; None without timestamps.
@@ -525,9 +519,8 @@ class Connection:
         return t.ts_recent, t.ts_recent_stamp
 
     def reuse_iss(self) -> int:
-        """ISS for a connection replacing this TIME-WAIT one: Linux tw_snd_nxt + 65535 + 2."""
-        iss = add(self.tcb.snd_nxt, 65535 + 2)
-        return iss or 1
+        """ISS for a connection replacing this TIME-WAIT one (``timewait.reuse_iss``)."""
+        return reuse_iss(self.tcb.snd_nxt)
 
     # ------------------------------------------------------------------ input
     def on_segment(self, seg: tcp.Repr, now: int) -> None:

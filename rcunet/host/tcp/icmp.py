@@ -1,0 +1,93 @@
+"""ICMP errors for TCP (Linux ``tcp_v4_err`` / ``tcp_v6_err``): path MTU reductions resize
+the connection (deferred to release_sock while the user owns the socket), other errors
+become the soft error SO_ERROR reports, and abort a connection still in SYN_SENT."""
+
+from __future__ import annotations
+
+import errno
+from functools import partial
+from typing import Any
+
+from rcunet.core.tcp import State as CState
+from rcunet.host.tcp_sock import ICMP_DEFERRED, MTU_REDUCED_DEFERRED, TcpSock, wire
+from rcunet.tables.ehash import put_entry
+from rcunet.wire import icmpv4, icmpv6
+from rcunet.wire.seqnum import le
+
+#: Errors that abort a connection in SYN_SENT (icmp_err_convert's fatal ones).
+_HARD_ERRORS = frozenset({errno.ECONNREFUSED, errno.ENETUNREACH, errno.EHOSTUNREACH,
+                          errno.ENOPROTOOPT, errno.EACCES})
+
+
+class IcmpMixin:
+    """``TcpLayer``'s ICMP error handler."""
+
+    host: Any
+
+    def icmp_error(self, family: int, kind: int, code: int, reporter: bytes,
+                   flow: icmpv4.QuotedFlow | icmpv6.QuotedFlow) -> None:
+        """tcp_v4_err: a hard error aborts a connection still in SYN_SENT; otherwise it
+        is remembered as the soft error SO_ERROR reports."""
+        if flow.src_port is None or flow.dst_port is None:
+            return
+        found = self._lookup_established(flow.src, flow.src_port, flow.dst, flow.dst_port, 0)
+        if found is None:
+            return
+        try:
+            if not isinstance(found, TcpSock):
+                return
+            if (family == 4 and kind == icmpv4.DEST_UNREACHABLE and code == icmpv4.FRAG_NEEDED) \
+                    or (family == 6 and kind == icmpv6.PACKET_TOO_BIG):
+                # The IP layer has updated the path MTU; the connection resizes its
+                # segments now, or at release_sock when the user owns the socket
+                # (Linux TCP_MTU_REDUCED_DEFERRED with tp->mtu_info).
+                mtu = self.host.pmtu.get(flow.dst, self.host.now())
+                if mtu is not None:
+                    found.mtu_info = (mtu, _quoted_seq(flow))  # one store; read locked
+                    found.sl.bh_defer(MTU_REDUCED_DEFERRED,
+                                     partial(self.mtu_reduced_locked, found))
+                    self.post(found)
+            else:
+                err = _icmp_errno(family, kind, code)
+                found.soft_err = err  # one store; a hard error also aborts SYN_SENT below
+                found.sl.bh_defer(ICMP_DEFERRED, partial(self._icmp_locked, found, err))
+                self.post(found)
+        finally:
+            put_entry(found)
+
+    def mtu_reduced_locked(self, sk: TcpSock) -> None:
+        """tcp_v4_mtu_reduced, under the socket lock: an error quoting a sequence number
+        we never sent or that is already acknowledged is ignored (RFC 5927 §4.1,
+        ``TcpExtOutOfWindowIcmps``); otherwise the connection lowers its MSS to the path
+        and resends its flight."""
+        info, sk.mtu_info = sk.mtu_info, None
+        conn = sk.conn
+        if info is None or conn is None:
+            return
+        mtu, seq = info
+        t = conn.tcb
+        if seq is not None and not (le(t.snd_una, seq) and le(seq, t.snd_nxt)):
+            self.host.counters.inc("TcpExtOutOfWindowIcmps")
+            return
+        headers = 40 if len(wire(sk.faddr)) == 4 else 60  # IP + bare TCP header
+        if conn.mtu_reduced(mtu - headers, self.host.now()):
+            self.after_engine(sk)
+
+    def _icmp_locked(self, sk: TcpSock, err: int) -> None:
+        conn = sk.conn
+        if conn is not None and conn.state is CState.SYN_SENT and err in _HARD_ERRORS:
+            conn.abort(self.host.now())
+            self.after_engine(sk)
+
+
+def _quoted_seq(flow: icmpv4.QuotedFlow | icmpv6.QuotedFlow) -> int | None:
+    """The sequence number of the segment an ICMP error quotes (bytes 4..8 of its TCP
+    header), when the quote holds it."""
+    head = flow.transport_head
+    return int.from_bytes(head[4:8], "big") if len(head) >= 8 else None
+
+
+def _icmp_errno(family: int, kind: int, code: int) -> int:
+    from rcunet.host.udp import _icmp_errno as convert
+
+    return convert(family, kind, code)

@@ -1,0 +1,189 @@
+"""``TcpLayer``, the Host's TCP: the tables (``TcpHashInfo``), the sockets, the secrets,
+connect(), and the legacy global lock; the rest of its work is in the sibling modules it
+is composed of (see ``rcunet.host.tcp``)."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import itertools
+import random
+import threading
+from typing import TYPE_CHECKING, Any
+
+from rcunet.core.tcp import Connection, Counters
+from rcunet.core.tcp.isn import initial_sequence, timestamp_offset
+from rcunet.host.tcp.buffers import BuffersMixin
+from rcunet.host.tcp.common import TCBINFO_LOCK, family_form, offloads
+from rcunet.host.tcp.demux import DemuxMixin
+from rcunet.host.tcp.engine import EngineMixin
+from rcunet.host.tcp.icmp import IcmpMixin
+from rcunet.host.tcp.listener import ListenerMixin
+from rcunet.host.tcp.timewait import TcpTimeWait, TimeWaitMixin
+from rcunet.host.tcp.transmit import TransmitMixin
+from rcunet.host.tcp_sock import TcpSock, oserror, wire
+from rcunet.sync.deferred import DeferredFreeList, PerThreadCounter
+from rcunet.tables import TcpHashInfo
+from rcunet.tables.ehash import destroy_entry
+from rcunet.tables.entry import AF_INET, AF_INET6, State, is_v4mapped
+from rcunet.wire import tcp
+
+if TYPE_CHECKING:
+    from rcunet.host.host import Host
+
+#: Address pairs whose timestamp offset ``_ts_offset`` remembers.
+TS_OFFSET_CACHE = 4096
+
+
+class TcpLayer(DemuxMixin, EngineMixin, TransmitMixin, ListenerMixin, TimeWaitMixin,
+               IcmpMixin, BuffersMixin):
+    """The Host's TCP.  One class (a segment's path crosses every part of it, and a
+    method found through the class costs what a local one does), written as one mixin
+    per responsibility.
+
+    Concurrency:
+      hashinfo    internally synchronised tables (lock order bhash > bhash2 > ehash).
+      sockets     guarded-by: _sockets_lock (every socket not yet released, for
+                  ``close_all`` and leak checks).
+      pools       per-thread BufferPools (threading.local), registered in ``deferred``.
+      tcbinfo     taken only with ``accept_no_global_lock`` off; outermost lock.
+      secret      immutable after __init__.
+    """
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self.hashinfo = TcpHashInfo(host.tuning, rng=random.Random(host.seed ^ 0x7C9),
+                                    clock=host.now, counters=host.counters)
+        self.secret = random.Random(host.seed ^ 0x15C).getrandbits(512).to_bytes(64, "big")
+        self.sockets: set[TcpSock] = set()  # guarded-by: _sockets_lock
+        self._sockets_lock = threading.Lock()
+        self.deferred = DeferredFreeList()
+        self._local = threading.local()
+        self._pool_ids = itertools.count()
+        self.tcbinfo = TCBINFO_LOCK.new()
+        self._ts_offsets: dict[tuple[bytes, bytes], int] = {}  # see _ts_offset
+        self.lock_hold_ns = PerThreadCounter()
+        self.lock_holds = PerThreadCounter()
+        host.ip.handlers[tcp.PROTOCOL] = self.input
+        host.ip.error_handlers[tcp.PROTOCOL] = self.icmp_error
+
+    def _global(self) -> contextlib.AbstractContextManager[Any]:
+        """The legacy global connection-table lock, or nothing (seed 004)."""
+        if self.host.tuning.accept_no_global_lock:
+            return contextlib.nullcontext()
+        return self.tcbinfo
+
+    def _input_global(self, sk: TcpSock, seg: tcp.Repr) -> Any:
+        """FreeBSD 9.2's ``tcp_input``: the global write lock for a state-changing segment
+        (SYN, FIN or RST) or any segment to a connection not ESTABLISHED, so the
+        handshake, FIN and RST of a short connection all run under it.  Nothing in modern,
+        and never for an ESTABLISHED connection's data and ACKs.  Taken outside slock
+        (tcbinfo is the outermost lock) and released before the outbox is transmitted,
+        so an inline link never enters the peer's input under it.  Returns the lock to
+        take, or None (callers test it: no context-manager object per segment)."""
+        if self.host.tuning.accept_no_global_lock:
+            return None
+        if seg.flags & (tcp.SYN | tcp.FIN | tcp.RST) or sk.state != State.ESTABLISHED:
+            return self.tcbinfo
+        return None
+
+    def sync_tuning(self) -> None:
+        """The tables read the Host's current Tuning (``Host.set_tuning`` replaces it)."""
+        if self.hashinfo.tuning is not self.host.tuning:
+            self.hashinfo.set_tuning(self.host.tuning)
+
+    def _ts_offset(self, laddr: bytes, faddr: bytes) -> int:
+        """The address pair's TSval offset (a keyed hash: the same for every connection
+        between two addresses), remembered for the next connection.  Races are
+        harmless: every thread computes the same value; dict subscript and set are
+        atomic.  A subscript, not ``.get``: the key is a fresh tuple each time, and on
+        free-threaded 3.13 ``dict.get`` then re-takes the dict's lock it already holds
+        (``rcunet.sync.ftbench``), which spun on every connection."""
+        key = (laddr, faddr)
+        offsets = self._ts_offsets  # atomic: one attribute load (pairs with the reset)
+        try:
+            return offsets[key]
+        except KeyError:  # the first connection between these addresses since a reset
+            offset = timestamp_offset(self.secret, laddr, faddr)
+        if len(offsets) >= TS_OFFSET_CACHE:
+            offsets = self._ts_offsets = {}  # one store: bounded by the peers seen lately
+        offsets[key] = offset
+        return offset
+
+    def record_hold(self, held_ns: int) -> None:
+        self.lock_hold_ns.add(held_ns)
+        self.lock_holds.add()
+
+    def new_socket(self, family: int) -> TcpSock:
+        if family not in (AF_INET, AF_INET6):
+            raise oserror(errno.EAFNOSUPPORT)
+        sk = TcpSock(self, family)
+        with self._sockets_lock:
+            self.sockets.add(sk)
+        return sk
+
+    def forget(self, sk: TcpSock) -> None:
+        """Drop the owner's reference of a socket that is out of every table."""
+        with self._sockets_lock:
+            if sk.forgotten:
+                return
+            sk.forgotten = True
+            self.sockets.discard(sk)
+        leftovers = [skb[0] for skb in sk.rx_skbs if skb[0] is not None]
+        sk.rx_skbs.clear()
+        self.free_buffers_deferred(leftovers)
+        if sk.ref.put():
+            destroy_entry(sk)
+
+    def release_unconnected(self, sk: TcpSock) -> None:
+        with self._global():
+            self.hashinfo.close(sk)
+        sk.finished = True
+
+    def close_all(self) -> None:
+        """Host shutdown: abort every connection, close listeners, drop TIME_WAIT."""
+        with self._sockets_lock:
+            sockets = list(self.sockets)
+        for sk in sockets:
+            if sk.state == State.LISTEN or sk.listen_closed:
+                sk.user_closed = True
+                self.close_listener(sk, forget=True)
+            elif not sk.user_closed:
+                sk.linger = (True, 0)
+                sk.close()
+            else:
+                self._abort_orphan(sk)
+        for entry in list(self.hashinfo.ehash.entries()):
+            if isinstance(entry, TcpTimeWait):
+                self._tw_kill(entry)
+
+    def connect_locked(self, sk: TcpSock, addr: bytes, port: int) -> None:
+        """tcp_v4_connect / tcp_v6_connect: route, source port, SYN.  Socket lock owned."""
+        self.sync_tuning()
+        host = self.host
+        dst = wire(addr)
+        if sk.family == AF_INET6 and is_v4mapped(addr) and sk.v6only:
+            raise oserror(errno.ENETUNREACH)
+        entry = host.dst_cache.lookup(dst, sk.bound_dev)
+        if entry is None:
+            raise oserror(errno.ENETUNREACH)
+        try:
+            local = host.ip.is_local(dst)
+            src = dst if local else entry.src
+            mtu = host.loopback.mtu if local else entry.mtu
+            offload = offloads(host, entry, dst, local)
+        finally:
+            entry.release()
+        saddr = family_form(sk.family, src)
+        self.hashinfo.connect(sk, addr, port, saddr=saddr)
+        now = host.now()
+        laddr = wire(sk.laddr)
+        iss = sk.write_seq or initial_sequence(self.secret, laddr, sk.lport, dst, port, now)
+        sk.write_seq = 0
+        conn = Connection.connect(
+            local_port=sk.lport, remote_port=port, iss=iss, now=now,
+            options=sk.conn_options(mtu - (40 if len(dst) == 4 else 60)),
+            ts_offset=self._ts_offset(laddr, dst), counters=Counters())
+        sk.conn = conn
+        sk.tx_csum_offload = offload
+        self.after_engine(sk)

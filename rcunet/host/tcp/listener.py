@@ -1,0 +1,249 @@
+"""The listener (Linux's request-socket design, FreeBSD's "fully initialised" rule of
+seed 004): a SYN creates a child socket in SYN_RECV that lives in ehash and counts in the
+listener's SYN queue; the child is appended to the accept queue only when the handshake
+completed (``_publish_child``), so ``accept`` needs only the listener's ``rskq_lock``.
+No socket lock on the listener (Linux >= 4.4).  SYN cookies when the SYN queue overflows
+(``rcunet.core.tcp.syncookies``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rcunet.core.tcp import Connection, Counters, ListenAction, listen_action, syncookies
+from rcunet.core.tcp import State as CState
+from rcunet.core.tcp.isn import initial_sequence
+from rcunet.host.ip import Delivery
+from rcunet.host.tcp.common import TABLE_STATE, family_form
+from rcunet.host.tcp_sock import TcpSock
+from rcunet.sync.hooks import yield_point
+from rcunet.wire import tcp
+
+#: Syncookie ACKs are checked only this long after the SYN queue last overflowed.
+COOKIE_WINDOW = 2 * 60 * 1_000_000_000
+
+
+class ListenerMixin:
+    """``TcpLayer``'s listeners, SYN and accept queues."""
+
+    host: Any
+    hashinfo: Any
+    secret: bytes
+
+    def _acceptq_full(self, listener: TcpSock) -> bool:
+        # sk_acceptq_is_full: len > max; lockless read of a deque length (one load).
+        return len(listener.acceptq) > listener.max_ack_backlog
+
+    def _listen_input(self, lsk: TcpSock, seg: tcp.Repr, info: Delivery, *, iss: int = 0,
+                      counted: bool = False) -> None:
+        """tcp_v4_rcv for a LISTEN socket: no socket lock on the listener (Linux >= 4.4)."""
+        counters = self.host.counters
+        if not counted:
+            counters.inc("TcpInSegs")
+        action = listen_action(seg)
+        if action is ListenAction.DROP:
+            return
+        if action is ListenAction.RESET:
+            if not (seg.flags & tcp.ACK and self._cookie_ack(lsk, seg, info)):
+                self._reply_reset(seg, info)
+            return
+        tuning = self.host.tuning
+        with lsk.rskq_lock:
+            qlen, max_backlog, closed = lsk.syn_qlen, lsk.max_ack_backlog, lsk.listen_closed
+        if closed:
+            return
+        want_cookie = False
+        if (tuning.tcp_syncookies == 2 or qlen >= max(max_backlog, 1)
+                or qlen >= tuning.tcp_max_syn_backlog):
+            if not tuning.tcp_syncookies:
+                counters.inc("TcpExtTCPReqQFullDrop")
+                counters.inc("TcpExtListenDrops")
+                return
+            want_cookie = True
+            if tuning.tcp_syncookies != 2:
+                counters.inc("TcpExtTCPReqQFullDoCookies")
+        if self._acceptq_full(lsk):
+            counters.inc("TcpExtListenOverflows")
+            counters.inc("TcpExtListenDrops")
+            return
+        max_syn = tuning.tcp_max_syn_backlog
+        if not want_cookie and not tuning.tcp_syncookies and max_syn - qlen < max_syn >> 2:
+            counters.inc("TcpExtListenDrops")
+            return
+        if want_cookie:
+            self._send_cookie(lsk, seg, info)
+            return
+        with self._global():
+            child = self._new_child(lsk, seg, info, iss)
+        if child is not None:
+            self.post(child)  # transmit outside every lock (an inline link re-enters)
+
+    def _child_options(self, lsk: TcpSock, info: Delivery) -> tuple[Any, int]:
+        ts_offset = self._ts_offset(info.dst, info.src)
+        mtu = info.iface.mtu
+        return mtu - (40 if len(info.dst) == 4 else 60), ts_offset
+
+    def _send_cookie(self, lsk: TcpSock, seg: tcp.Repr, info: Delivery) -> None:
+        mss, ts_offset = self._child_options(lsk, info)
+        now = self.host.now()
+        engine_counters = Counters()
+        reply = syncookies.syn_ack_for(
+            seg, secret=self.secret, saddr=info.src, daddr=info.dst, now=now,
+            options=lsk.conn_options(mss), ts_offset=ts_offset, counters=engine_counters)
+        lsk.last_overflow_at = now  # one attribute store; read by _cookie_ack
+        for name, n in engine_counters.take().items():
+            self.host.counters.inc(name, n)
+        self._reply(reply, info)
+
+    def _cookie_ack(self, lsk: TcpSock, seg: tcp.Repr, info: Delivery) -> bool:
+        """cookie_v4_check: an ACK to a listener that recently sent cookies may complete
+        a stateless handshake.  True when it was taken (or dropped for a full queue)."""
+        if not self.host.tuning.tcp_syncookies:
+            return False
+        now = self.host.now()
+        since = lsk.last_overflow_at  # atomic: one attribute load
+        if since is None or now - since > COOKIE_WINDOW:
+            return False
+        mss, ts_offset = self._child_options(lsk, info)
+        engine_counters = Counters()
+        if self._acceptq_full(lsk):
+            self.host.counters.inc("TcpExtListenOverflows")
+            self.host.counters.inc("TcpExtListenDrops")
+            return True
+        conn = syncookies.connection_from_ack(
+            seg, secret=self.secret, saddr=info.src, daddr=info.dst, now=now,
+            options=lsk.conn_options(mss), ts_offset=ts_offset, counters=engine_counters)
+        for name, n in engine_counters.take().items():
+            self.host.counters.inc(name, n)
+        if conn is None:
+            return False
+        with self._global():
+            child = self._adopt_child(lsk, conn, info, seg.src_port)
+        if child is not None:
+            self.post(child)
+        return True
+
+    def _new_child(self, lsk: TcpSock, seg: tcp.Repr, info: Delivery,
+                   iss: int) -> TcpSock | None:
+        """A SYN that fits the SYN queue: a child socket in SYN_RECV answering SYN,ACK."""
+        mss, ts_offset = self._child_options(lsk, info)
+        now = self.host.now()
+        if not iss:
+            iss = initial_sequence(self.secret, info.dst, seg.dst_port, info.src,
+                                   seg.src_port, now)
+        child = TcpSock(self, lsk.family)
+        child.inherit_from(lsk)
+        conn = Connection.accept_syn(seg, iss=iss, now=now, options=child.conn_options(mss),
+                                     ts_offset=ts_offset, counters=Counters())
+        return self._adopt_child(lsk, conn, info, seg.src_port, child)
+
+    def _adopt_child(self, lsk: TcpSock, conn: Connection, info: Delivery, fport: int,
+                     child: TcpSock | None = None) -> TcpSock | None:
+        """Give the child its identity and port, count it in the SYN queue, publish it in
+        ehash, then let it run (a cookie child is ESTABLISHED already and goes straight
+        on to the accept queue).  The caller transmits (``post``) after its locks."""
+        if child is None:
+            child = TcpSock(self, lsk.family)
+            child.inherit_from(lsk)
+        child.set_key(family_form(lsk.family, info.dst), lsk.lport,
+                      family_form(lsk.family, info.src), fport)
+        child.conn = conn
+        child.state = TABLE_STATE[conn.state]
+        child.listener = lsk
+        child.tx_csum_offload = self._tx_offload(info.src)
+        with lsk.rskq_lock:
+            if lsk.listen_closed:
+                return None
+            lsk.embryos.add(child)  # before ehash: the final ACK may race us
+            lsk.syn_qlen += 1
+        with self._sockets_lock:
+            self.sockets.add(child)
+        yield_point("tcp.child.before_hash")
+        if not self._inherit_port(child, lsk) or not self.hashinfo.ehash.insert(child):
+            self.hashinfo.bind.unbind(child)
+            child.user_closed = True
+            self._leave_syn_queue(child)
+            child.finished = True
+            self.forget(child)
+            return None
+        with child.sl.slock:
+            self.after_engine(child)
+        return child
+
+    def _inherit_port(self, child: TcpSock, lsk: TcpSock) -> bool:
+        """__inet_inherit_port (``BindTables.inherit_port``): the child joins the
+        listener's bind bucket; False when the listener's port is gone."""
+        try:
+            self.hashinfo.bind.inherit_port(lsk, child)
+        except OSError:
+            return False
+        return True
+
+    def _publish_child(self, child: TcpSock) -> None:
+        """The handshake completed (child's socket lock held): now, and only now, the
+        child is visible to accept() (seed 004)."""
+        lsk = child.listener
+        child.listener = None
+        if lsk is None:
+            return
+        yield_point("tcp.child.before_publish")  # complete, not yet acceptable
+        with lsk.rskq_lock:
+            if child in lsk.embryos:
+                lsk.embryos.discard(child)
+                lsk.syn_qlen -= 1
+            closed = lsk.listen_closed
+            if not closed:
+                lsk.acceptq.append(child)
+        if closed:
+            child.user_closed = True
+            conn = child.conn
+            if conn is not None:
+                conn.abort(self.host.now())
+                self.after_engine(child)
+            return
+        lsk.wakeup()
+
+    def accept_dequeue(self, lsk: TcpSock) -> TcpSock | None:
+        """inet_csk_accept: take a complete child.  Modern: only the listener's
+        rskq_lock.  Legacy (seed 004 before): under the global tcbinfo lock as well."""
+        with self._global(), lsk.rskq_lock:
+            child = lsk.acceptq.popleft() if lsk.acceptq else None
+        if child is not None and lsk.poll is not None:
+            lsk.update_poll()
+        return child
+
+    def close_listener(self, lsk: TcpSock, *, forget: bool) -> None:
+        """Stop listening: unhash, abort queued and embryonic children (RST)."""
+        with lsk.rskq_lock:
+            lsk.listen_closed = True
+            children = list(lsk.acceptq) + list(lsk.embryos)
+            lsk.acceptq.clear()
+            lsk.embryos.clear()
+            lsk.syn_qlen = 0
+        since = lsk._lock()
+        try:
+            with self._global():
+                self.hashinfo.close(lsk)
+            lsk.finished = True
+        finally:
+            lsk._unlock(since)
+        for child in children:
+            child.listener = None
+            self._abort_orphan(child)
+        lsk.wakeup()
+        if forget:
+            self.forget(lsk)
+
+    def _abort_orphan(self, sk: TcpSock) -> None:
+        since = sk._lock()
+        try:
+            sk.user_closed = True
+            conn = sk.conn
+            if conn is not None and conn.state is not CState.CLOSED:
+                conn.abort(self.host.now())
+                self.after_engine(sk)
+        finally:
+            sk._unlock(since)
+        if sk.finished or sk.conn is None or sk.conn.state is CState.CLOSED:
+            if not sk.finished:
+                self._finish(sk)
+            self.forget(sk)

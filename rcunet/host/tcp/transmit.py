@@ -1,0 +1,140 @@
+"""TCP transmit: a socket's outbox through its pinned route (Linux ``sk_dst_cache`` and
+``__sk_dst_check``), one transmitter per socket at a time, and the per-packet path the
+layer's own replies (RST, TIME_WAIT ACK, cookie SYN,ACK) take."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rcunet.core.tcp import reset_for
+from rcunet.host.ip import LIMITED_BROADCAST, Delivery, is_multicast
+from rcunet.host.tcp.common import MAPPED, offloads
+from rcunet.host.tcp_sock import TcpSock
+from rcunet.wire import tcp
+
+if TYPE_CHECKING:
+    from rcunet.host.routecache import DstEntry
+
+
+class TransmitMixin:
+    """``TcpLayer``'s output."""
+
+    host: Any
+
+    def flush(self, sk: TcpSock) -> None:
+        """Transmit the outbox.  One transmitter per socket at a time (trylock, like
+        qdisc_run): a thread that finds it busy leaves its segments to the holder, which
+        loops until the outbox is empty; the outer loop catches a late append.
+
+        The transmitter also owns the socket's pinned route (``sk.dst``, Linux's
+        sk_dst_cache): each segment goes out through it while the route cache has not
+        been invalidated since (``DstCache.current``), with no lookup and no refcount
+        traffic; a stale entry is dropped and looked up again.  Once the socket is
+        ``finished`` the route is released, by whoever transmits last: a transmitter
+        re-checks after letting go of ``xmit`` (``_finish`` may have found it busy)."""
+        outbox = sk.outbox
+        xmit = sk.xmit
+        while outbox or (sk.finished and sk.dst is not None):  # atomic: attribute loads
+            if not xmit.acquire(False):
+                return
+            try:
+                if outbox:
+                    self._transmit_outbox_xmit(sk, outbox)
+                if sk.finished:
+                    self._drop_route_xmit(sk)
+            finally:
+                xmit.release()
+
+    def _transmit_outbox_xmit(self, sk: TcpSock, outbox: Any) -> None:
+        # one load of the key: a connected socket's addresses no longer change
+        laddr, _lport, faddr, _fport = sk.key
+        # wire(), inlined (a 4-byte address never equals the 12-byte v4-mapped prefix)
+        src = laddr[12:] if laddr[:12] == MAPPED else laddr
+        dst = faddr[12:] if faddr[:12] == MAPPED else faddr
+        offload = sk.tx_csum_offload
+        checksum = not offload
+        dst_cache = self.host.dst_cache
+        output_pinned = self.host.ip.output_pinned
+        while True:
+            try:
+                seg = outbox.popleft()  # atomic: deque.popleft
+            except IndexError:
+                break
+            # _route_xmit's keep-the-pinned-route test, inlined (once per segment)
+            route = sk.dst
+            if route is None or route.dst != dst or sk.finished \
+                    or not dst_cache.current(route):
+                route = self._route_xmit(sk, dst)
+            if route is None:
+                self._transmit(src, dst, seg, sk.bound_dev, offload)
+            else:
+                # the header and the payload go to IP apart (one join makes the frame);
+                # path MTU discovery: never fragmented on the way (see _transmit)
+                output_pinned(route, src, dst, tcp.PROTOCOL,
+                              seg.build_header(src=src, dst=dst, checksum=checksum),
+                              seg.payload, dont_fragment=True)
+
+    def _route_xmit(self, sk: TcpSock, dst: bytes) -> DstEntry | None:
+        """__sk_dst_check: the socket's pinned route to ``dst`` if it is still current,
+        else a fresh one (pinned: the lookup's reference becomes the socket's); None for
+        a finished socket, a local or multicast destination, or no route (those segments
+        take the per-packet path).  ``sk.xmit`` held."""
+        entry = sk.dst
+        if entry is not None:
+            if entry.dst == dst and not sk.finished and self.host.dst_cache.current(entry):
+                return entry
+            sk.dst = None
+            entry.release()
+        if sk.finished or self.host.ip.is_local(dst) or is_multicast(dst) \
+                or dst == LIMITED_BROADCAST:
+            return None
+        entry = self.host.dst_cache.lookup(dst, sk.bound_dev)
+        sk.dst = entry
+        return entry
+
+    def _drop_route_xmit(self, sk: TcpSock) -> None:
+        """sk_dst_reset: release the pinned route.  ``sk.xmit`` held."""
+        entry, sk.dst = sk.dst, None
+        if entry is not None:
+            entry.release()
+
+    def _tx_offload(self, dst: bytes) -> bool:
+        entry = self.host.dst_cache.lookup(dst)
+        if entry is None:
+            return False
+        try:
+            return offloads(self.host, entry, dst, self.host.ip.is_local(dst))
+        finally:
+            entry.release()
+
+    def _transmit(self, src: bytes, dst: bytes, seg: tcp.Repr, oif: int = 0,
+                  offload: bool = False) -> None:
+        """One segment to IP.  ``offload``: the connection's link does checksums (a clean
+        in-memory link or loopback, as a NIC would): the field is left zero.  The header
+        and the payload go to IP apart: the frame is made by one join (``output_gather``),
+        not one copy of the payload per layer."""
+        def build_header(source: bytes, dest: bytes) -> bytes:
+            return seg.build_header(src=source, dst=dest, checksum=not offload)
+
+        # Path MTU discovery (RFC 1191/8201): never fragmented on the way; a narrower
+        # link answers with an ICMP error and the connection resizes (mtu_reduced_locked).
+        self.host.ip.output_gather(src, dst, tcp.PROTOCOL, build_header, seg.payload, oif=oif,
+                                   dont_fragment=True)
+
+    def _reply(self, seg: tcp.Repr, info: Delivery) -> None:
+        """Send a segment built by the layer itself (RST, TIME_WAIT ACK, cookie SYN,ACK)."""
+        self.host.counters.inc("TcpOutSegs")
+        if seg.flags & tcp.RST:
+            self.host.counters.inc("TcpOutRsts")
+        self._transmit(info.dst, info.src, seg)
+
+    def _reply_reset(self, seg: tcp.Repr, info: Delivery) -> None:
+        reply = reset_for(seg)
+        if reply is not None:
+            self._reply(reply, info)
+
+    def _no_socket(self, seg: tcp.Repr, info: Delivery) -> None:
+        self.host.counters.inc("TcpInSegs")
+        reply = reset_for(seg)
+        if reply is not None:
+            self._reply(reply, info)
