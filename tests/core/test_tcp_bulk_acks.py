@@ -20,7 +20,7 @@ from tcp_harness import (
 )
 
 from rcunet.core.tcp import Options
-from rcunet.core.tcp.connection import RCV_MSS_HINT
+from rcunet.core.tcp.common import RCV_MSS_HINT
 from rcunet.tuning import Tuning
 
 BIG_MSS = 65495

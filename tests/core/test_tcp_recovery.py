@@ -19,6 +19,7 @@ from tcp_harness import (
 from rcunet.core.tcp.congestion import Cubic, NewReno, create
 from rcunet.core.tcp.congestion.cubic import BETA, C
 from rcunet.core.tcp.reassembly import Assembler
+from rcunet.core.tcp.recovery import NEWRENO
 from rcunet.core.tcp.sack import ReceiverBlocks, Scoreboard
 
 L1 = ISS_LOCAL + 1
@@ -70,7 +71,7 @@ def test_newreno_inflates_then_handles_partial_and_full_ack() -> None:
     assert out[0].seq == L1 + 4 * MSS and len(out[0].payload) == MSS
     # deflated: cwnd = 14 - 4 acked + 1 = 11 SMSS over 10 in flight -> one new segment
     assert conn.cc.cwnd == 11 * MSS and [o.seq for o in out[1:]] == [L1 + 14 * MSS]
-    assert conn._recovery == "reno"
+    assert conn._recovery is NEWRENO
     # full ACK beyond "recover" (12 segments were out at the loss): leave recovery,
     # cwnd = min(ssthresh, max(FlightSize, SMSS) + SMSS) with 3 segments still in flight
     conn.on_segment(seg(ack=L1 + 12 * MSS), 60 * MS)
@@ -207,10 +208,10 @@ def run_cubic_epoch(cc: Cubic, seconds: float, rtt: int = 100 * MS, start: int =
 
 def test_cubic_concave_then_convex_around_w_max() -> None:
     cc = Cubic(1000, 10)
-    cc.cwnd = 100_000
+    cc.set_cwnd(100_000)
     cc.on_congestion(0, 100_000)
     assert cc.ssthresh == int(100_000 * BETA)
-    cc.cwnd = cc.ssthresh
+    cc.set_cwnd(cc.ssthresh)
     k = math.cbrt(100 * (1 - BETA) / C)  # RFC 9438 eq. 2
     reno = NewReno(1000, 10)
     reno.cwnd = reno.ssthresh = 70_000
@@ -225,9 +226,9 @@ def test_cubic_concave_then_convex_around_w_max() -> None:
 
 def test_cubic_fast_convergence_and_friendliness() -> None:
     cc = Cubic(1000, 10)
-    cc.cwnd = 100_000
+    cc.set_cwnd(100_000)
     cc.on_congestion(0, 100_000)
-    cc.cwnd = 80_000
+    cc.set_cwnd(80_000)
     cc.on_congestion(SECOND, 80_000)
     assert math.isclose(cc.w_max, 80 * (1 + BETA) / 2)  # RFC 9438 §4.7
     assert create("cubic", 1000, 10).name == "cubic" and create("reno", 1000, 10).name == "reno"

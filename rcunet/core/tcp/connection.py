@@ -46,19 +46,40 @@ import dataclasses
 import errno as errnos
 
 from rcunet.core.tcp import congestion
+from rcunet.core.tcp.autotune import AutotuneMixin
 from rcunet.core.tcp.buffers import RecvQueue, SendQueue
+from rcunet.core.tcp.challenge import ChallengeAckMixin
+from rcunet.core.tcp.common import (
+    ABORT_SENDS_RST,
+    ACK,
+    CLOSE_WAIT,
+    CLOSED,
+    ESTABLISHED,
+    FIN_WAIT_1,
+    FIN_WAIT_2,
+    HALF32,
+    LAST_ACK,
+    LISTEN,
+    MASK32,
+    RCV_MSS_HINT,
+    RCV_MSS_MIN,
+    RST,
+    SEND_STATES,
+    SYN,
+    SYN_RECEIVED,
+    SYN_SENT,
+    TIME_WAIT,
+    TS_OPTION_LEN,
+)
 from rcunet.core.tcp.counters import Counters
 from rcunet.core.tcp.events import (
     Closed,
     ConnectionFailed,
-    DataReceived,
     Established,
     Event,
-    FinReceived,
-    ResetReceived,
-    SendSpaceAvailable,
     TimeWaitEntered,
 )
+from rcunet.core.tcp.input import InputMixin
 from rcunet.core.tcp.listen import (
     MAX_WSCALE,
     ListenAction,
@@ -67,60 +88,24 @@ from rcunet.core.tcp.listen import (
     reset_for,
     seg_len,
 )
-from rcunet.core.tcp.options import SECOND, Options
+from rcunet.core.tcp.options import Options
+from rcunet.core.tcp.output import OutputMixin
 from rcunet.core.tcp.reassembly import Assembler
-from rcunet.core.tcp.rto import RtoEstimator, retransmits_timed_out
-from rcunet.core.tcp.sack import DUP_THRESH, ReceiverBlocks, Scoreboard
+from rcunet.core.tcp.recovery import Recovery, RecoveryMixin
+from rcunet.core.tcp.rto import RtoEstimator
+from rcunet.core.tcp.sack import ReceiverBlocks, Scoreboard
 from rcunet.core.tcp.state import TRANSITIONS, State
 from rcunet.core.tcp.tcb import Tcb
+from rcunet.core.tcp.timeouts import TimeoutsMixin
 from rcunet.core.tcp.timers import Timers
 from rcunet.core.tcp.timewait import TimeWait, reuse_iss
 from rcunet.sync.shared import lockfree_read_slots
 from rcunet.wire import tcp
-from rcunet.wire.seqnum import add, ge, gt, le, lt, sub
-
-FIN, SYN, RST, PSH, ACK = tcp.FIN, tcp.SYN, tcp.RST, tcp.PSH, tcp.ACK
-MASK32 = 0xFFFFFFFF
-#: Half the sequence space: ``(a - b) & MASK32 >= HALF32`` is ``seqnum.lt(a, b)`` and
-#: ``((a - b + HALF32) & MASK32) - HALF32`` is ``seqnum.sub(a, b)`` (RFC 1982 / RFC 9293
-#: §3.4 mod-2**32 arithmetic), the forms the per-segment paths inline instead of a call.
-HALF32 = 0x80000000
-# The states as module constants: ``State.X`` is two type-attribute lookups per use (the
-# metaclass's, then the class's), which free-threaded 3.13 makes through the
-# interpreter-wide type cache on every read; a global is one dict lookup.
-CLOSED = State.CLOSED
-LISTEN = State.LISTEN
-SYN_SENT = State.SYN_SENT
-SYN_RECEIVED = State.SYN_RECEIVED
-ESTABLISHED = State.ESTABLISHED
-FIN_WAIT_1 = State.FIN_WAIT_1
-FIN_WAIT_2 = State.FIN_WAIT_2
-CLOSE_WAIT = State.CLOSE_WAIT
-CLOSING = State.CLOSING
-LAST_ACK = State.LAST_ACK
-TIME_WAIT = State.TIME_WAIT
-
-MS = 1_000_000
-#: RFC 7323 §5.5: TS.Recent is invalid after 24 days of idleness.
-PAWS_IDLE_LIMIT = 24 * 86400 * SECOND
-#: Linux TCP_PAWS_WINDOW: TSvals this many ticks older than TS.Recent still pass PAWS.
-PAWS_WINDOW = 1
-#: Bytes of option space a timestamp takes on every segment (RFC 7323 §3.2, aligned).
-TS_OPTION_LEN = 12
-#: Linux TCP_MSS_DEFAULT / TCP_MIN_MSS: bounds of the first receive-MSS estimate
-#: (tcp_initialize_rcv_mss); the estimate then grows to the segments seen.
-RCV_MSS_HINT = 536
-RCV_MSS_MIN = 88
-#: Builds a segment (``tcp.Repr``) from its fields in order: see ``_make``.
-_new_tuple = tuple.__new__
-#: Synchronized states in which an ABORT sends RST (RFC 9293 §3.10.5).
-#: States in which send() queues data (SYN-SENT/RECEIVED: sent once established).
-_SEND_STATES = (SYN_SENT, SYN_RECEIVED, ESTABLISHED, CLOSE_WAIT)
-_ABORT_SENDS_RST = (SYN_RECEIVED, ESTABLISHED, FIN_WAIT_1,
-                    FIN_WAIT_2, CLOSE_WAIT)
+from rcunet.wire.seqnum import add
 
 
-class Connection:
+class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
+                 OutputMixin, TimeoutsMixin):
     """One TCP connection.  See the module docstring for how to drive it.
 
     Public state for the host: ``state``, ``tcb`` (RFC 9293 variables), ``timers``,
@@ -206,7 +191,8 @@ class Connection:
         self._rtt_seq: int | None = None  # Karn timing: end seq of the timed segment
         self._rtt_start = 0
         self._dupacks = 0
-        self._recovery: str | None = None  # None, "reno" (RFC 6582) or "sack" (RFC 6675)
+        # None, or the recovery in progress: NEWRENO (RFC 6582) or SACK (RFC 6675)
+        self._recovery: Recovery | None = None
         # RFC 6582 "recover" / RFC 6675 RecoveryPoint; None until the first loss (the RFC
         # starts it at ISS) and again once SND.UNA is far past it, so it never wraps.
         self._recover: int | None = None
@@ -230,7 +216,6 @@ class Connection:
         self._closed_reported = False
         self._now = 0
 
-    # ------------------------------------------------------------------ construction
     @classmethod
     def connect(cls, *, local_port: int, remote_port: int, iss: int, now: int,
                 options: Options | None = None, ts_offset: int = 0,
@@ -315,7 +300,6 @@ class Connection:
                 f"snd_una={t.snd_una} snd_nxt={t.snd_nxt} snd_wnd={t.snd_wnd} "
                 f"rcv_nxt={t.rcv_nxt} rcv_wnd={t.rcv_wnd}>")
 
-    # ------------------------------------------------------------------ outputs
     def take_segments(self) -> list[tcp.Repr]:
         """Segments to transmit, oldest first; the list is handed over (not copied)."""
         out, self._out = self._out, []
@@ -348,13 +332,12 @@ class Connection:
         """The peer's FIN has been received and every byte before it read."""
         return self.state.fin_received and not self._rx
 
-    # ------------------------------------------------------------------ application API
     def send(self, data: bytes | bytearray | memoryview, now: int) -> int:
         """Queue ``data``; return how many bytes the send buffer took (0 when full)."""
         self._now = now
         self.quiet = False
         self._raise_pending_error()
-        if self._fin_queued or self.state not in _SEND_STATES:
+        if self._fin_queued or self.state not in SEND_STATES:
             raise BrokenPipeError(errnos.EPIPE, "send after shutdown or close")
         n = min(len(data), self.send_space)
         if n < len(data):
@@ -368,16 +351,17 @@ class Connection:
         return n
 
     def _nagle_holds_tail(self) -> bool:
-        """Would ``_output`` send nothing after an append?  True when the unsent bytes are
-        less than a segment, data is in flight and Nagle applies (RFC 1122 §4.2.3.4), and
-        nothing else is pending: the common case of a writer's small chunks joining the
+        """Would ``_output`` send nothing after an append?  True when nothing but new data
+        is pending (no recovery, no ACK owed, no retransmission), the unsent bytes are
+        less than a segment and Nagle holds them (``_nagle_applies``, the rule
+        ``_try_send`` applies): the common case of a writer's small chunks joining the
         segment after the one in flight, where running the whole output path is waste."""
         t = self.tcb
-        return (self._recovery is None and not self._ack_now and not self._send_blocked
-                and not self.options.nodelay and t.snd_una != t.snd_max
+        return (self._recovery is None and not self._ack_now
                 and t.snd_nxt == t.snd_max  # unsent bytes: sub(add(tx_seq, len), snd_nxt)
                 and ((self._tx_seq + len(self._tx) - t.snd_nxt + HALF32) & MASK32) - HALF32
-                < t.snd_mss)
+                < t.snd_mss
+                and self._nagle_applies())
 
     def recv(self, max_bytes: int, now: int) -> bytes:
         """Up to ``max_bytes`` in-order bytes; b"" at EOF.
@@ -492,7 +476,7 @@ class Connection:
         self._output(now)
 
     def _abort(self, now: int) -> None:
-        if self.state in _ABORT_SENDS_RST:
+        if self.state in ABORT_SENDS_RST:
             self._emit(self._make(self.tcb.snd_nxt, RST | ACK, now))
             self.counters.add("TcpOutRsts")
         self._tx.clear()
@@ -500,7 +484,6 @@ class Connection:
         self._ofo.clear()
         self._enter_closed()
 
-    # ------------------------------------------------------------------ TIME-WAIT helpers
     def time_wait_accepts_syn(self, syn: tcp.Repr) -> bool:
         """May this SYN open a new incarnation while we sit in TIME-WAIT?  The rule is
         ``TimeWait.accepts_syn`` (``core/tcp/timewait.py``), the one the host runs; the
@@ -521,878 +504,6 @@ class Connection:
     def reuse_iss(self) -> int:
         """ISS for a connection replacing this TIME-WAIT one (``timewait.reuse_iss``)."""
         return reuse_iss(self.tcb.snd_nxt)
-
-    # ------------------------------------------------------------------ input
-    def on_segment(self, seg: tcp.Repr, now: int) -> None:
-        """Process one segment addressed to this connection (RFC 9293 §3.10.7)."""
-        self._now = now
-        values = self.counters.values  # counters.add("TcpInSegs"), inlined: every segment
-        values["TcpInSegs"] = values["TcpInSegs"] + 1 if "TcpInSegs" in values else 1
-        if seg.checksum_ok is False:
-            self.counters.add("TcpInErrs")
-            self.counters.add("TcpInCsumErrors")
-            return
-        st = self.state
-        if st is ESTABLISHED and self._fast_path(seg, now):
-            self._output(now)  # header prediction took it: no walk of the state machine
-            return
-        if st is CLOSED:
-            reply = reset_for(seg)  # §3.10.7.1
-            if reply is not None:
-                self._emit(reply)
-                self.counters.add("TcpOutRsts")
-        elif st is SYN_SENT:
-            self._input_syn_sent(seg, now)
-        elif st is not LISTEN:
-            self._input_synchronized(seg, now)
-        self._output(now)
-
-    def _fast_path(self, seg: tcp.Repr, now: int) -> bool:
-        """Header prediction (Van Jacobson; Linux tcp_rcv_established): in ESTABLISHED, a
-        segment carrying the next expected bytes and an ACK for new data (or data with an
-        ACK that changes nothing), with nothing unusual about it or about us, needs only
-        the ACK bookkeeping and the in-order delivery of §3.10.7.4.  Returns False,
-        having changed nothing, when the full path must run.
-
-        What qualifies: ACK and at most PSH; SEG.SEQ = RCV.NXT; no SACK blocks; the
-        timestamp (if both use them) not older than TS.Recent, so PAWS passes; SND.UNA =<
-        SEG.ACK =< SND.MAX; a payload that fits the window; and no recovery, duplicate
-        ACKs, SACK scoreboard, out-of-order queue, pending FIN or close() on our side.  A
-        pure ACK that acknowledges nothing new goes the full way (it may be a duplicate).
-        """
-        t = self.tcb
-        flags = seg.flags
-        if flags & ~PSH != ACK or seg.seq != t.rcv_nxt or seg.sack_blocks:
-            return False
-        ack = seg.ack
-        new_ack = ack != t.snd_una
-        payload = seg.payload
-        if ((not new_ack and not payload) or self._recovery is not None or self._dupacks
-                or self._fin_offset is not None or self._orphaned or len(self._ofo)
-                or self.scoreboard.highest_sacked or self._fin_queued):
-            return False
-        # Sequence arithmetic inlined, as everywhere on this path (see HALF32):
-        # lt(a, b) is (a - b) & MASK32 >= HALF32, le(a, b) is a == b or lt(a, b).
-        snd_una, snd_max = t.snd_una, t.snd_max
-        if new_ack and not ((snd_una - ack) & MASK32 >= HALF32
-                            and (ack == snd_max or (ack - snd_max) & MASK32 >= HALF32)):
-            return False
-        ts = seg.timestamp
-        if t.ts_ok and (ts is None or (ts[0] - t.ts_recent) & MASK32 >= HALF32):
-            return False
-        if payload and len(payload) > t.rcv_wnd:
-            return False
-        self._last_rcv_at = now
-        self._keepalive_probes = 0
-        self._probes_out = 0
-        if new_ack:
-            prior_flight = ((snd_max - snd_una + HALF32) & MASK32) - HALF32  # sub
-            acked = ((ack - snd_una + HALF32) & MASK32) - HALF32  # sub
-            self._ack_advance(seg, now)
-            if self.cc.cwnd < 2 * prior_flight:  # as _loss_detection does for a new ACK
-                self.cc.on_ack(acked, now, self.rto.srtt)
-        seq, wl1 = seg.seq, t.snd_wl1
-        if (wl1 - seq) & MASK32 >= HALF32 or (wl1 == seq and (
-                t.snd_wl2 == ack or (t.snd_wl2 - ack) & MASK32 >= HALF32)):
-            t.snd_wnd = seg.window << t.snd_wscale  # window update (fifth step)
-            if t.snd_wnd > t.max_snd_wnd:
-                t.max_snd_wnd = t.snd_wnd
-            t.snd_wl1, t.snd_wl2 = seq, ack
-        if ts is not None and t.ts_ok and (
-                seq == t.last_ack_sent or (seq - t.last_ack_sent) & MASK32 >= HALF32):
-            t.ts_recent, t.ts_recent_stamp = ts[0], now  # RFC 7323 §4.3 (2), as below
-        if payload:
-            data = memoryview(payload)
-            t.rcv_mss = max(t.rcv_mss, min(len(data), self.options.mss))
-            self._rcv_rtt_measure(seg, len(data), now)
-            self._deliver_in_order(data, now)
-        return True
-
-    def _input_syn_sent(self, seg: tcp.Repr, now: int) -> None:
-        """RFC 9293 §3.10.7.3 (SYN-SENT), with RFC 5961 §3.2's RST rule."""
-        t = self.tcb
-        flags = seg.flags
-        if flags & ACK:
-            # first: "If SEG.ACK =< ISS or SEG.ACK > SND.NXT, send a reset (unless RST)"
-            bad = le(seg.ack, t.iss) or gt(seg.ack, t.snd_max)
-            if not bad and not flags & RST and self._synack_tsecr_invalid(seg, now):
-                # Linux: a TSecr we never sent marks an old or forged SYN,ACK.
-                self.counters.add("TcpExtPAWSActive")
-                bad = True
-            if bad:
-                if not flags & RST:
-                    self._emit(tcp.Repr(src_port=self.local_port, dst_port=self.remote_port,
-                                        seq=seg.ack, ack=0, flags=RST, window=0))
-                    self.counters.add("TcpOutRsts")
-                return
-        if flags & RST:
-            # second: only a RST that acknowledges our SYN is acceptable (RFC 5961 §3.2)
-            if flags & ACK:
-                self.counters.add("TcpAttemptFails")
-                self._events.append(ResetReceived())
-                self._fail(errnos.ECONNREFUSED)
-            return
-        if not flags & SYN:
-            return  # fifth: "drop the segment and return"
-        if (t.ts_recent_stamp is not None and seg.timestamp is not None
-                and self._paws_reject(seg, now)):
-            return  # PAWS against an inherited TS.Recent (Linux, SYN-SENT)
-        self._take_peer_syn(seg, now)
-        if flags & ACK:
-            self._rtt_sample_handshake(seg, now)
-            t.snd_una = seg.ack
-            self._set_state(ESTABLISHED)
-            self._on_established(now)
-            self._ack_now = True
-            self._process_text_and_fin(seg, add(seg.seq, 1), now)
-        else:
-            # Simultaneous open: "enter SYN-RECEIVED, form a SYN,ACK segment and send it".
-            # Text in the SYN is dropped (the peer retransmits it once synchronized).
-            self._set_state(SYN_RECEIVED)
-            self._send_syn(now)
-
-    def _synack_tsecr_invalid(self, seg: tcp.Repr, now: int) -> bool:
-        """TSecr of a SYN,ACK must echo a TSval we sent since our first SYN."""
-        if not self.options.timestamps or seg.timestamp is None or not seg.timestamp[1]:
-            return False
-        first = self._ts_val(self._syn_sent_at if self._syn_sent_at is not None else now)
-        tsecr = seg.timestamp[1]
-        return not (ge(tsecr, first) and le(tsecr, self._ts_val(now)))
-
-    def _input_synchronized(self, seg: tcp.Repr, now: int) -> None:
-        """RFC 9293 §3.10.7.4: SYN-RECEIVED and every synchronized state."""
-        t = self.tcb
-        flags = seg.flags
-        length = seg_len(seg)
-        # RFC 7323 §5.3 R1: PAWS, before the sequence check.
-        if (t.ts_ok and seg.timestamp is not None and not flags & RST
-                and self._paws_discard(seg, now)):
-            self.counters.add("TcpExtPAWSEstab")
-            self._send_dupack(seg, now, "TcpExtTCPACKSkippedPAWS")
-            return
-        if self._is_simultaneous_open_synack(seg):
-            # Linux tcp_validate_incoming: in a simultaneous open the peer's SYN,ACK
-            # repeats its SYN (not acceptable by the §3.10.7.4 table) but its ACK
-            # completes the handshake; take the ACK, skip the challenge.
-            seg = seg._replace(seq=add(seg.seq, 1), flags=flags & ~SYN)
-            flags, length = seg.flags, seg_len(seg)
-        if self.state is SYN_RECEIVED and flags & (SYN | ACK) == SYN and seg.seq == t.irs:
-            # The peer retransmitted its SYN: so do we, rate limited (Linux tcp_check_req).
-            if not self._oow_rate_limited(now, "TcpExtTCPACKSkippedSynRecv"):
-                self._send_syn(now, retransmit=True, rearm=False)
-            return
-        # first: sequence number check
-        if not self._acceptable(seg.seq, length):
-            if flags & RST:
-                if self._rst_after_fin(seg):
-                    self._on_reset()
-                return  # "If the RST bit is set ... drop the segment and return"
-            if flags & FIN and self.state is TIME_WAIT:
-                # RFC 9293 §3.10.7.4 TIME-WAIT: a retransmitted FIN is ACKed and restarts 2MSL.
-                self.timers.time_wait_at = now + self.options.time_wait_timeout
-            if flags & SYN:
-                self._challenge_ack(now, syn=True)  # RFC 5961 §4.2, whatever the seq
-                return
-            if seg.payload and lt(seg.seq, t.rcv_nxt):  # old data: D-SACK it (Linux)
-                end = add(seg.seq, len(seg.payload))
-                self._note_dsack(seg.seq, end if lt(end, t.rcv_nxt) else t.rcv_nxt)
-            self._send_dupack(seg, now, "TcpExtTCPACKSkippedSeq")
-            return
-        # second: RST (RFC 5961 §3.2)
-        if flags & RST:
-            if seg.seq == t.rcv_nxt:
-                self._on_reset()
-            else:
-                self._challenge_ack(now)
-            return
-        # fourth: SYN (RFC 5961 §4.2)
-        if flags & SYN:
-            self._challenge_ack(now, syn=True)
-            return
-        # fifth: ACK
-        if not flags & ACK:
-            return
-        self._last_rcv_at = now
-        self._keepalive_probes = 0
-        self._probes_out = 0
-        if self.state is SYN_RECEIVED:
-            if not (lt(t.snd_una, seg.ack) and le(seg.ack, t.snd_max)):
-                self._emit(tcp.Repr(src_port=self.local_port, dst_port=self.remote_port,
-                                    seq=seg.ack, ack=0, flags=RST, window=0))
-                self.counters.add("TcpOutRsts")
-                return
-            self._rtt_sample_handshake(seg, now)
-            t.snd_una = seg.ack
-            t.snd_wnd = seg.window << t.snd_wscale
-            t.max_snd_wnd = max(t.max_snd_wnd, t.snd_wnd)
-            t.snd_wl1, t.snd_wl2 = seg.seq, seg.ack
-            self._set_state(ESTABLISHED)
-            self._on_established(now)
-        elif not self._process_ack(seg, now):
-            return
-        if self.state is CLOSED:
-            return
-        self._update_ts_recent(seg, now)
-        # sixth (URG) is not implemented: urgent data is delivered inline, as RFC 6093 advises.
-        self._process_text_and_fin(seg, seg.seq, now)
-
-    def _rst_after_fin(self, seg: tcp.Repr) -> bool:
-        """Linux tcp_reset_check: once the peer's FIN is in, a RST at RCV.NXT-1 counts too."""
-        return (self.state in (CLOSE_WAIT, CLOSING, LAST_ACK)
-                and seg.seq == (self.tcb.rcv_nxt - 1) & MASK32)
-
-    def _is_simultaneous_open_synack(self, seg: tcp.Repr) -> bool:
-        t = self.tcb
-        return (self.state is SYN_RECEIVED and not self.passive
-                and seg.flags & (SYN | ACK | RST | FIN) == SYN | ACK and not seg.payload
-                and add(seg.seq, 1) == t.rcv_nxt and seg.ack == t.snd_nxt)
-
-    # --- first: acceptability --------------------------------------------------------
-    def _acceptable(self, seq: int, length: int) -> bool:
-        """The four-case table of RFC 9293 §3.10.7.4 against the advertised window.
-
-        Zero window, data at RCV.NXT: accepted here so its ACK and RST/URG are processed
-        ("special allowance", same section); the text is then trimmed off entirely.
-        """
-        t = self.tcb
-        wnd = t.rcv_wnd
-        if length == 0:
-            if wnd == 0:
-                return seq == t.rcv_nxt
-            return self._in_rcv_window(seq, wnd)
-        if wnd == 0:
-            return seq == t.rcv_nxt
-        return self._in_rcv_window(seq, wnd) or self._in_rcv_window(add(seq, length - 1), wnd)
-
-    def _in_rcv_window(self, seq: int, wnd: int) -> bool:
-        off = sub(seq, self.tcb.rcv_nxt)
-        return 0 <= off < wnd
-
-    def _paws_reject(self, seg: tcp.Repr, now: int, window: int = 0) -> bool:
-        """RFC 7323 §5.3 R1: TSval older than TS.Recent (unless TS.Recent went stale, §5.5).
-
-        Linux tcp_paws_check: ``window`` ticks of slack, and no check while TS.Recent is 0.
-        """
-        t = self.tcb
-        assert seg.timestamp is not None
-        if t.ts_recent_stamp is not None and now - t.ts_recent_stamp > PAWS_IDLE_LIMIT:
-            return False
-        return t.ts_recent != 0 and sub(t.ts_recent, seg.timestamp[0]) > window
-
-    def _paws_discard(self, seg: tcp.Repr, now: int) -> bool:
-        """Linux tcp_paws_discard: PAWS with one tick of slack, sparing "disordered" ACKs.
-
-        A pure duplicate ACK that changes nothing and is at most one RTO older than
-        TS.Recent is a reordered ACK, not an old duplicate: dropping it would only lose
-        a dupack (Linux tcp_disordered_ack).
-        """
-        if not self._paws_reject(seg, now, window=PAWS_WINDOW):
-            return False
-        t = self.tcb
-        assert seg.timestamp is not None
-        disordered = (seg.flags & (ACK | SYN | FIN | RST) == ACK and not seg.payload
-                      and seg.seq == t.rcv_nxt and seg.ack == t.snd_una
-                      and not self._may_update_window(seg)
-                      and sub(t.ts_recent, seg.timestamp[0]) <= self.rto.rto // MS)
-        return not disordered
-
-    def _may_update_window(self, seg: tcp.Repr) -> bool:
-        """Linux tcp_may_update_window: would this ACK change SND.WND?"""
-        t = self.tcb
-        window = seg.window << t.snd_wscale
-        return (gt(seg.ack, t.snd_una) or gt(seg.seq, t.snd_wl1)
-                or (seg.seq == t.snd_wl1 and (window > t.snd_wnd or window == 0)))
-
-    def _update_ts_recent(self, seg: tcp.Repr, now: int) -> None:
-        """RFC 7323 §4.3 (2): TSval >= TS.Recent and SEG.SEQ =< Last.ACK.sent.
-
-        Done only once the segment passed the RST, SYN and ACK checks, as Linux does
-        (tcp_replace_ts_recent), so a rejected segment cannot move TS.Recent.
-        """
-        t = self.tcb
-        if not t.ts_ok or seg.timestamp is None:
-            return
-        tsval = seg.timestamp[0]
-        if ge(tsval, t.ts_recent) and le(seg.seq, t.last_ack_sent):
-            t.ts_recent, t.ts_recent_stamp = tsval, now
-
-    # --- second: RST -------------------------------------------------------------------
-    def _on_reset(self) -> None:
-        """An acceptable RST: errno by state as Linux's tcp_reset."""
-        st = self.state
-        self._events.append(ResetReceived())
-        if st in (ESTABLISHED, CLOSE_WAIT):
-            self.counters.add("TcpEstabResets")
-        if st is SYN_RECEIVED and self.passive:
-            self._enter_closed()  # RFC 9293: "return this connection to LISTEN"
-        elif st is SYN_RECEIVED:
-            self._fail(errnos.ECONNREFUSED)
-        elif st is CLOSE_WAIT:
-            self._fail(errnos.EPIPE)
-        elif st in (CLOSING, LAST_ACK, TIME_WAIT):
-            self._enter_closed()
-        else:
-            self._fail(errnos.ECONNRESET)
-
-    # --- challenge ACKs and rate limits ------------------------------------------------------
-    def _challenge_ack(self, now: int, syn: bool = False) -> None:
-        """RFC 5961 §3.2/§4.2 challenge ACK, rate limited (§7; Linux: also 500 ms per socket)."""
-        if syn:
-            self.counters.add("TcpExtTCPSYNChallenge")
-        if self._oow_rate_limited(now, "TcpExtTCPACKSkippedChallenge"):
-            return
-        if self._challenge_window_at is None or now - self._challenge_window_at >= SECOND:
-            self._challenge_window_at, self._challenge_count = now, 0
-        if self._challenge_count >= self.options.challenge_ack_limit:
-            self.counters.add("TcpExtTCPACKSkippedChallenge")
-            return
-        self._challenge_count += 1
-        self.counters.add("TcpExtTCPChallengeACK")
-        self._ack_now = True
-
-    def _send_dupack(self, seg: tcp.Repr, now: int, skipped_counter: str) -> None:
-        """ACK an unacceptable segment (RFC 9293 §3.10.7.4 first).
-
-        Linux (tcp_oow_rate_limited) rate-limits the answer only for segments without
-        data, which could otherwise start an ACK loop; data always gets its dup ACK.
-        """
-        if not seg.payload and self._oow_rate_limited(now, skipped_counter):
-            return
-        self._ack_now = True
-
-    def _oow_rate_limited(self, now: int, counter: str) -> bool:
-        last = self._last_oow_ack_at
-        if last is not None and now - last < self.options.invalid_ratelimit:
-            self.counters.add(counter)
-            return True
-        self._last_oow_ack_at = now
-        return False
-
-    # --- fifth: ACK --------------------------------------------------------------------
-    def _process_ack(self, seg: tcp.Repr, now: int) -> bool:
-        """RFC 9293 §3.10.7.4 fifth with RFC 5961 §5.2's range; False drops the segment."""
-        t = self.tcb
-        ack = seg.ack
-        if gt(ack, t.snd_max):
-            # "If the ACK acks something not yet sent ... send an ACK, drop the segment"
-            self._challenge_ack(now)
-            return False
-        if lt(ack, (t.snd_una - t.max_snd_wnd) & MASK32):
-            # RFC 5961 §5.2: older than SND.UNA - MAX.SND.WND
-            self._challenge_ack(now)
-            return False
-        prior_wnd = t.snd_wnd
-        prior_flight = sub(t.snd_max, t.snd_una)
-        new_ack = gt(ack, t.snd_una)
-        acked = sub(ack, t.snd_una) if new_ack else 0
-        if new_ack:
-            self._ack_advance(seg, now)
-        # window update (RFC 9293 §3.10.7.4 fifth, ESTABLISHED)
-        if le(t.snd_una, ack) and (lt(t.snd_wl1, seg.seq) or
-                                   (t.snd_wl1 == seg.seq and le(t.snd_wl2, ack))):
-            t.snd_wnd = seg.window << t.snd_wscale
-            t.max_snd_wnd = max(t.max_snd_wnd, t.snd_wnd)
-            t.snd_wl1, t.snd_wl2 = seg.seq, ack
-        newly_sacked = self._update_scoreboard(seg) if t.sack_ok else 0
-        if self.scoreboard.ranges()[:1] and self.scoreboard.ranges()[0][0] == 0:
-            # SACKed bytes at SND.UNA would have been ACKed cumulatively: the receiver
-            # reneged (or lies).  Forget its SACKs (RFC 2018 §8; Linux tcp_check_sack_reneging).
-            self.counters.add("TcpExtTCPSACKReneging")
-            self.scoreboard.clear()
-            newly_sacked = 0
-        self._loss_detection(seg, ack, new_ack, acked, prior_wnd, prior_flight, newly_sacked,
-                             now)
-        # state-specific ACK handling
-        st = self.state
-        if self._fin_acked:
-            if st is FIN_WAIT_1:
-                self._set_state(FIN_WAIT_2)
-                if self._orphaned:
-                    self.timers.fin_wait2_at = now + self.options.fin_timeout
-            elif st is CLOSING:
-                self._enter_time_wait(now)
-            elif st is LAST_ACK:
-                self._enter_closed()
-                return False
-        return True
-
-    @property
-    def _fin_acked(self) -> bool:
-        if not self._fin_queued or self._tx:
-            return False
-        return self.tcb.snd_una == add(self._tx_seq, 1) and self.tcb.snd_max == self.tcb.snd_una
-
-    def _ack_advance(self, seg: tcp.Repr, now: int) -> None:
-        """New data acknowledged: RTT, send buffer, RTO timer (RFC 6298 §5.2/5.3)."""
-        t = self.tcb
-        ack = seg.ack
-        # sub/add/lt inlined (see HALF32): once per ACK of new data
-        acked = ((ack - t.snd_una + HALF32) & MASK32) - HALF32
-        self._rtt_sample(seg, now)
-        data_acked = min(max(((ack - self._tx_seq + HALF32) & MASK32) - HALF32, 0),
-                         len(self._tx))
-        if data_acked:
-            self._tx.drop(data_acked)
-            self._tx_seq = (self._tx_seq + data_acked) & MASK32
-        t.snd_una = ack
-        if (t.snd_nxt - ack) & MASK32 >= HALF32:
-            t.snd_nxt = ack  # after go-back-N the ACK may jump past SND.NXT
-        if (self._high_rxt - ack) & MASK32 >= HALF32:
-            self._high_rxt = ack
-        self.scoreboard.advance(acked)
-        if self._recover is not None and self._recovery is None \
-                and sub(ack, self._recover) > 1 << 30:
-            self._recover = None
-        self._retransmits = 0
-        self._first_rtx_at = None
-        self.timers.rto_at = None if t.snd_una == t.snd_max else now + self.rto.rto
-        if self._send_blocked and self.send_space:
-            self._send_blocked = False
-            self._events.append(SendSpaceAvailable(self.send_space))
-
-    def _rtt_sample(self, seg: tcp.Repr, now: int) -> None:
-        """RTTM (RFC 7323 §4) from TSecr, else Karn's timed segment (RFC 6298 §3)."""
-        t = self.tcb
-        if t.ts_ok and seg.timestamp is not None and seg.timestamp[1]:
-            rtt_ms = sub(self._ts_val(now), seg.timestamp[1])
-            if rtt_ms >= 0:
-                self.rto.on_sample(max(rtt_ms, 1) * MS)
-            return
-        if self._rtt_seq is not None and ge(seg.ack, self._rtt_seq):
-            self.rto.on_sample(now - self._rtt_start)
-            self._rtt_seq = None
-
-    def _rtt_sample_handshake(self, seg: tcp.Repr, now: int) -> None:
-        t = self.tcb
-        if t.ts_ok and seg.timestamp is not None and seg.timestamp[1]:
-            rtt_ms = sub(self._ts_val(now), seg.timestamp[1])
-            if 0 <= rtt_ms:
-                self.rto.on_sample(max(rtt_ms, 1) * MS)
-        elif not self._syn_retransmitted and self._syn_sent_at is not None:
-            self.rto.on_sample(now - self._syn_sent_at)  # Karn: only unretransmitted SYNs
-
-    def _update_scoreboard(self, seg: tcp.Repr) -> int:
-        """Fold the peer's SACK blocks in, ignoring any outside [SND.UNA, SND.MAX] (RFC 2018)."""
-        t = self.tcb
-        limit = sub(t.snd_max, t.snd_una)
-        new = 0
-        for left, right in seg.sack_blocks:
-            start, end = sub(left, t.snd_una), sub(right, t.snd_una)
-            if 0 <= start < end <= limit:
-                new += self.scoreboard.add(start, end)
-        return new
-
-    # --- loss detection and recovery (RFC 5681 §3.2, RFC 6582, RFC 6675) ------------------
-    def _loss_detection(self, seg: tcp.Repr, ack: int, new_ack: bool, acked: int,
-                        prior_wnd: int, prior_flight: int, newly_sacked: int, now: int) -> None:
-        t = self.tcb
-        outstanding = t.snd_max != t.snd_una
-        # RFC 5681 §2 duplicate ACK; RFC 6675 §2 also counts an ACK carrying new SACK info.
-        is_dup = (not new_ack and ack == t.snd_una and outstanding and not seg.payload
-                  and not seg.flags & (SYN | FIN)
-                  and (newly_sacked > 0 or (t.snd_wnd == prior_wnd and not seg.sack_blocks)))
-        if self._recovery is None:
-            if new_ack:
-                self._dupacks = 0
-                # Grow cwnd only while it limits us (RFC 7661 §4.1 spirit; Linux
-                # tcp_is_cwnd_limited: cwnd < 2 * packets in flight).
-                if self.cc.cwnd < 2 * prior_flight:
-                    self.cc.on_ack(acked, now, self.rto.srtt)
-            elif is_dup:
-                self._dupacks += 1
-            lost = t.sack_ok and outstanding and self.scoreboard.is_lost(0, t.snd_mss)
-            if outstanding and (self._dupacks >= DUP_THRESH or lost):
-                # RFC 6582 §3.2 step 2: only if the ACK covers more than "recover".
-                if self._recover is None or gt(ack, add(self._recover, 1)):
-                    self._enter_recovery(now)
-            return
-        if self._recover is None or gt(ack, self._recover):
-            self._exit_recovery(now)
-            return
-        if self._recovery == "reno":
-            if new_ack:
-                # RFC 6582 §3.2 step 3, partial ACK: retransmit the first unacknowledged
-                # segment, deflate cwnd by the amount acked, add back one SMSS.
-                self._retransmit_at(t.snd_una, now)
-                self.cc.cwnd = max(self.cc.cwnd - acked + (t.snd_mss if acked >= t.snd_mss else 0),
-                                   t.snd_mss)
-            elif is_dup:
-                self.cc.cwnd += t.snd_mss  # RFC 5681 §3.2 step 4 (kept by RFC 6582)
-
-    def _enter_recovery(self, now: int) -> None:
-        t = self.tcb
-        flight = sub(t.snd_max, t.snd_una)
-        self.cc.on_congestion(now, flight)
-        self._recover = (t.snd_max - 1) & MASK32  # RFC 6582 recover / RFC 6675 RecoveryPoint
-        self.counters.add("TcpExtTCPFastRetrans")
-        if t.sack_ok:
-            self._recovery = "sack"
-            self.counters.add("TcpExtTCPSackRecovery")
-            self.cc.cwnd = self.cc.ssthresh  # RFC 6675 §5 step (4.2)
-            self._high_rxt = t.snd_una
-            hole = self.scoreboard.next_seg_rule3(0, t.snd_mss)
-            end = self._retransmit_at(t.snd_una, now, hole[1] if hole else None)  # step (4.3)
-            if end is not None:
-                self._high_rxt = end
-        else:
-            self._recovery = "reno"
-            self.counters.add("TcpExtTCPRenoRecovery")
-            self._retransmit_at(t.snd_una, now)  # RFC 5681 §3.2 step 3
-            self.cc.cwnd = self.cc.ssthresh + 3 * t.snd_mss
-        self._rtt_seq = None  # Karn
-
-    def _exit_recovery(self, now: int) -> None:
-        t = self.tcb
-        if self._recovery == "reno":
-            # RFC 6582 §3.2 step 3, full ACK, option (1)
-            flight = sub(t.snd_max, t.snd_una)
-            self.cc.cwnd = min(self.cc.ssthresh, max(flight, t.snd_mss) + t.snd_mss)
-        else:
-            self.cc.on_recovery_exit(now)
-        self._recovery = None
-        self._dupacks = 0
-
-    # --- seventh and eighth: text and FIN -------------------------------------------------
-    def _process_text_and_fin(self, seg: tcp.Repr, seq: int, now: int) -> None:
-        t = self.tcb
-        fin = bool(seg.flags & FIN)
-        payload = seg.payload
-        if not self.state.receives_data:
-            if fin and self.state.fin_received:
-                self._ack_now = True  # a retransmitted FIN: ACK it again
-                if self.state is TIME_WAIT:
-                    self.timers.time_wait_at = now + self.options.time_wait_timeout  # restart 2MSL
-            elif payload:
-                self._ack_now = True
-            return
-        off = sub(seq, t.rcv_nxt)
-        data = memoryview(payload) if payload else memoryview(b"")
-        if off < 0:  # trim the duplicate prefix
-            cut = -off
-            if data:
-                self._note_dsack(seq, add(seq, min(cut, len(data))))
-            if cut > len(data) or (cut == len(data) and not fin):
-                return
-            data, off = data[cut:], 0
-        wnd = t.rcv_wnd
-        if self._fin_offset is not None and off + len(data) > self._fin_offset:
-            data = data[: max(0, self._fin_offset - off)]  # nothing exists beyond the FIN
-        if off + len(data) > wnd:  # trim to the window; a FIN beyond it goes too
-            if wnd == 0 and data:
-                self.counters.add("TcpExtTCPZeroWindowDrop")
-            data = data[: max(0, wnd - off)]
-            fin = False
-            self._ack_now = True
-        if data and self._orphaned:
-            # Linux: new data after close() resets the connection (TCPAbortOnData).
-            self.counters.add("TcpExtTCPAbortOnData")
-            self._abort(now)
-            return
-        if data:
-            self._last_rcv_at = now
-            t.rcv_mss = max(t.rcv_mss, min(len(data), self.options.mss))
-            if off == 0:
-                self._rcv_rtt_measure(seg, len(data), now)
-                self._deliver_in_order(data, now)
-            else:
-                self._queue_out_of_order(off, data)
-        if fin:
-            # The first FIN position wins; one below data we already hold is contradictory.
-            fin_off = sub(add(seq, len(payload)), t.rcv_nxt)
-            if self._fin_offset is None and fin_off >= max((e for _, e in self._ofo.ranges()),
-                                                           default=0):
-                self._fin_offset = fin_off
-        self._maybe_take_fin(now)
-
-    # --- receive-buffer autotuning (Linux DRS: tcp_rcv_rtt_measure*, tcp_rcv_space_adjust) ---
-    def _rcv_rtt_measure(self, seg: tcp.Repr, length: int, now: int) -> None:
-        """Sample the round trip as the receiver sees it, for ``_rcv_space_adjust``.
-
-        With timestamps (tcp_rcv_rtt_measure_ts): the age of the TSval a full-sized
-        segment echoes, at least one tick, smoothed by 1/8.  Without: the time one
-        advertised window takes to arrive (tcp_rcv_rtt_measure), keeping the minimum.
-        """
-        t = self.tcb
-        if t.ts_ok:
-            if seg.timestamp is None or seg.timestamp[1] == self._rcv_rtt_tsecr:
-                return
-            self._rcv_rtt_tsecr = seg.timestamp[1]
-            if length < t.rcv_mss or not seg.timestamp[1]:
-                return
-            ticks = sub(self._ts_val(now), seg.timestamp[1])
-            if ticks >= 0:
-                sample = max(ticks, 1) * MS
-                rtt = self._rcv_rtt
-                self._rcv_rtt = sample if not rtt else rtt + (sample - rtt) // 8
-            return
-        if self._rcv_rtt_seq is not None and lt(add(t.rcv_nxt, length), self._rcv_rtt_seq):
-            return
-        if self._rcv_rtt_seq is not None:
-            sample = max(now - self._rcv_rtt_at, 1)
-            if not self._rcv_rtt or sample < self._rcv_rtt:
-                self._rcv_rtt = sample
-        self._rcv_rtt_seq = add(t.rcv_nxt, length + t.rcv_wnd)
-        self._rcv_rtt_at = now
-
-    def _rcv_space_adjust(self, now: int) -> None:
-        """After recv(): grow the receive buffer to what the reader consumes per round
-        trip (Linux tcp_rcv_space_adjust, "dynamic right-sizing").
-
-        Twice the bytes read in the last round trip plus 16 segments, more while the
-        rate still grows (the sender is in slow start), up to ``rcvbuf_max`` and what
-        the window scale can express.  The window, the window-update test and the
-        backlog limit all follow the grown ``options.rcvbuf``.
-        """
-        started = self._rcv_space_at
-        if started is None or not self._rcv_rtt or now - started < self._rcv_rtt:
-            return
-        copied = self._copied - self._rcv_space_copied
-        space = self._rcv_space
-        if copied > space:
-            o = self.options
-            ceiling = min(o.rcvbuf_max, 0xFFFF << self.tcb.rcv_wscale)
-            if ceiling > o.rcvbuf:
-                rcvwin = 2 * copied + 16 * o.mss
-                if space:
-                    rcvwin += 2 * (rcvwin * (copied - space) // space)
-                rcvbuf = min(rcvwin, ceiling)
-                if rcvbuf > o.rcvbuf:
-                    self.options = o.with_rcvbuf(rcvbuf)
-            self._rcv_space = copied
-        self._rcv_space_copied, self._rcv_space_at = self._copied, now
-
-    @property
-    def rcvbuf(self) -> int:
-        """The receive buffer now (it grows with autotuning): what SO_RCVBUF reports."""
-        return self.options.rcvbuf
-
-    def _deliver_in_order(self, data: memoryview, now: int) -> None:
-        t = self.tcb
-        had_holes = bool(len(self._ofo))
-        self._rx.append(data)
-        n = len(data)
-        self._advance_rcv(n)
-        while (chunk := self._ofo.pop_front()) is not None:
-            self._rx.append(chunk)
-            self._advance_rcv(len(chunk))
-            n += len(chunk)
-        self._events.append(DataReceived(n))
-        self._rcv_unacked += n
-        if had_holes:
-            self._ack_now = True  # RFC 5681 §4.2: ACK at once when a gap is (partly) filled
-        elif self._rcv_unacked > t.rcv_mss and self._free_window() >= self._offered_window():
-            # RFC 5681 §4.2: at least every second full-sized segment; Linux's test
-            # (__tcp_ack_snd_check): more than one receive MSS not yet acknowledged, and
-            # the window would not shrink -- while the application has not read, recv()
-            # sends this ACK (``_maybe_window_update``), or the delayed-ACK timer does.
-            self._ack_now = True
-        elif self.timers.delack_at is None:
-            self.timers.delack_at = now + self.options.delack_delay
-
-    def _advance_rcv(self, n: int) -> None:
-        t = self.tcb
-        t.rcv_nxt = (t.rcv_nxt + n) & MASK32  # add, inlined (see HALF32): every delivery
-        self._ofo.advance(n)
-        self._rx_blocks.advance(n)
-        if self._fin_offset is not None:
-            self._fin_offset -= n
-
-    def _queue_out_of_order(self, off: int, data: memoryview) -> None:
-        added = self._ofo.add(off, data)
-        if added is None:
-            self.counters.add("TcpExtTCPOFODrop")
-        else:
-            self.counters.add("TcpExtTCPOFOQueue")
-            if added < len(data):
-                self.counters.add("TcpExtTCPOFOMerge")  # overlapped what we already held
-            if added == 0:
-                start = add(self.tcb.rcv_nxt, off)
-                self._note_dsack(start, add(start, len(data)))
-            self._rx_blocks.note(off)
-        self._ack_now = True  # RFC 5681 §4.2: out-of-order data gets an immediate dup ACK
-
-    def _note_dsack(self, start: int, end: int) -> None:
-        """Report duplicate data in the next ACK's first SACK block (RFC 2883, Linux tcp_dsack).
-
-        The sender uses it to detect spurious retransmissions; ours ignores such blocks.
-        """
-        if self.tcb.sack_ok and self._dsack is None and lt(start, end):
-            self._dsack = (start, end)
-            self.counters.add("TcpExtTCPDSACKOldSent")
-        self._ack_now = True
-
-    def _maybe_take_fin(self, now: int) -> None:
-        """Eighth step: a FIN counts once every byte before it has arrived."""
-        if self._fin_offset != 0 or not self.state.receives_data:
-            return
-        t = self.tcb
-        self._fin_offset = None
-        t.rcv_nxt = add(t.rcv_nxt, 1)
-        self._ack_now = True
-        self._events.append(FinReceived())
-        st = self.state
-        if st is ESTABLISHED:
-            self._set_state(CLOSE_WAIT)
-        elif st is FIN_WAIT_1:
-            # Our FIN is not ACKed (an ACK of it moved us to FIN-WAIT-2 in the fifth step).
-            self._set_state(CLOSING)  # simultaneous close
-        elif st is FIN_WAIT_2:
-            self._enter_time_wait(now)
-
-    # ------------------------------------------------------------------ timers
-    def on_timer(self, now: int) -> None:
-        """Run every deadline that is due (virtual time: call with ``next_deadline()``)."""
-        self._now = now
-        tm = self.timers
-        if tm.time_wait_at is not None and now >= tm.time_wait_at:
-            tm.time_wait_at = None
-            self._enter_closed()
-        if tm.fin_wait2_at is not None and now >= tm.fin_wait2_at:
-            tm.fin_wait2_at = None
-            if self.state is FIN_WAIT_2:
-                self._enter_closed()
-        if tm.rto_at is not None and now >= tm.rto_at:
-            tm.rto_at = None
-            self._on_rto(now)
-        if tm.persist_at is not None and now >= tm.persist_at:
-            tm.persist_at = None
-            self._on_persist(now)
-        if tm.delack_at is not None and now >= tm.delack_at:
-            tm.delack_at = None
-            if self.state.synchronized or self.state is SYN_RECEIVED:
-                self.counters.add("TcpExtDelayedACKs")
-                self._ack_now = True
-        if tm.keepalive_at is not None and now >= tm.keepalive_at:
-            tm.keepalive_at = None
-            self._on_keepalive(now)
-        self._output(now)
-
-    def _on_rto(self, now: int) -> None:
-        """RFC 6298 §5.4-5.6, with Linux's give-up rules (tcp_write_timeout)."""
-        t = self.tcb
-        o = self.options
-        st = self.state
-        if st in (SYN_SENT, SYN_RECEIVED):
-            passive_synack = st is SYN_RECEIVED and self.passive
-            limit = o.synack_retries if passive_synack else o.syn_retries
-            if self._retransmits >= limit:
-                self.counters.add("TcpExtTCPAbortOnTimeout")
-                if st is SYN_SENT:
-                    self.counters.add("TcpAttemptFails")
-                if self.passive:
-                    self._enter_closed()
-                else:
-                    self._fail(errnos.ETIMEDOUT)
-                return
-            self._retransmits += 1
-            self._syn_retransmitted = True
-            self.rto.on_timeout()
-            self.counters.add("TcpExtTCPTimeouts")
-            self.counters.add("TcpExtTCPSynRetrans")
-            self.counters.add("TcpRetransSegs")
-            self._send_syn(now, retransmit=True)
-            return
-        if t.snd_una == t.snd_max or st is CLOSED or st is TIME_WAIT:
-            return
-        if self._first_rtx_at is None:
-            self._first_rtx_at = now - self.rto.rto  # ~ when the head was first sent
-        if t.snd_wnd == 0 and not self._orphaned:
-            # Linux tcp_retransmit_timer: the receiver shrank its window to zero under
-            # data in flight.  Retransmissions are now window probes; give up only when
-            # the peer has not ACKed anything for 2 * TCP_RTO_MAX (tcp_rtx_probe0_timed_out).
-            timed_out = now - self._last_rcv_at > 2 * o.rto_max
-        else:
-            timed_out = now - self._first_rtx_at >= retransmits_timed_out(
-                o.retries2, o.rto_min, o.rto_max)
-        if timed_out:
-            self.counters.add("TcpExtTCPAbortOnTimeout")
-            self._abort_timeout()
-            return
-        self._retransmits += 1
-        self.counters.add("TcpExtTCPTimeouts")
-        flight = sub(t.snd_max, t.snd_una)
-        self.cc.on_timeout(now, flight)
-        # RFC 6582 §3.2 step 4: no fast retransmit for data sent before the timeout.
-        self._recover = (t.snd_max - 1) & MASK32
-        self._recovery = None
-        self._dupacks = 0
-        self.scoreboard.clear()  # RFC 2018 §8: the receiver may renege; forget SACKs
-        self._high_rxt = t.snd_una
-        self._rtt_seq = None
-        self.rto.on_timeout()
-        t.snd_nxt = t.snd_una  # go back N; the head goes out even beyond the window
-        end = self._retransmit_at(t.snd_una, now)
-        if end is not None:
-            t.snd_nxt = end
-        self.timers.rto_at = now + self.rto.rto
-
-    def _abort_timeout(self) -> None:
-        self._tx.clear()
-        self._fail(errnos.ETIMEDOUT)
-
-    def _on_persist(self, now: int) -> None:
-        """RFC 9293 §3.8.6.1 zero-window probe (Linux: an old-seq ACK, tcp_xmit_probe_skb)."""
-        t = self.tcb
-        if not self.state.synchronized or t.snd_una != t.snd_max or self.state is TIME_WAIT:
-            return
-        if not self._tx and not self._fin_queued:
-            return
-        room = sub(add(t.snd_una, t.snd_wnd), t.snd_nxt)
-        if room > 0 and self._try_send(now, room=t.snd_mss, force=True):
-            self._persist_backoff = 0
-            return
-        if self._probes_out >= self.options.retries2:
-            # Linux tcp_probe_timer: a peer that answers no probe at all is given up on;
-            # one that keeps answering with a zero window is probed forever.
-            self.counters.add("TcpExtTCPAbortOnTimeout")
-            self._abort_timeout()
-            return
-        self.counters.add("TcpExtTCPWinProbe")
-        self._emit(self._make((t.snd_una - 1) & MASK32, ACK, now))
-        self._probes_out += 1
-        self._persist_backoff += 1
-        self.timers.persist_at = now + self._persist_interval()
-
-    def _persist_interval(self) -> int:
-        return min(self.rto.base_rto << self._persist_backoff, self.options.rto_max)
-
-    def _on_keepalive(self, now: int) -> None:
-        """RFC 1122 §4.2.3.6 keep-alive, Linux's timing (tcp_keepalive_timer)."""
-        o = self.options
-        t = self.tcb
-        if not o.keepalive or self.state not in (ESTABLISHED, CLOSE_WAIT,
-                                                 FIN_WAIT_2):
-            return
-        if t.snd_una != t.snd_max or self._tx:
-            self.timers.keepalive_at = now + o.keepalive_time  # data in flight: RTO covers it
-            return
-        idle = now - self._last_rcv_at
-        if idle < o.keepalive_time and self._keepalive_probes == 0:
-            self.timers.keepalive_at = self._last_rcv_at + o.keepalive_time
-            return
-        if self._keepalive_probes >= o.keepalive_probes:
-            self.counters.add("TcpExtTCPAbortOnTimeout")
-            self._fail(errnos.ETIMEDOUT)
-            return
-        self._keepalive_probes += 1
-        self.counters.add("TcpExtTCPKeepAlive")
-        self._emit(self._make((t.snd_una - 1) & MASK32, ACK, now))
-        self.timers.keepalive_at = now + o.keepalive_intvl
-
-    # ------------------------------------------------------------------ state changes
-    def _expand_sndbuf(self) -> None:
-        """Linux tcp_init_buffer_space -> tcp_sndbuf_expand: room for two windows of
-        max(IW, cwnd) full segments (counted here in payload bytes), up to ``sndbuf_max``.
-        Without it a 64 KB MSS (loopback) leaves room for one segment: the writer stalls on
-        every ACK and sends a half-empty segment beside each full one."""
-        o = self.options
-        if not o.sndbuf_max:
-            return
-        t = self.tcb
-        segments = max(o.initial_cwnd, self.cc.cwnd // max(t.snd_mss, 1))
-        want = min(o.sndbuf_max, 2 * segments * t.snd_mss)
-        if want > o.sndbuf:
-            self.options = o.with_sndbuf(want)
 
     def _set_state(self, new: State) -> None:
         old = self.state
@@ -1452,7 +563,6 @@ class Connection:
             self.error = None
             raise OSError(err, errnos.errorcode.get(err, "error"))
 
-    # ------------------------------------------------------------------ handshake helpers
     def _take_peer_syn(self, seg: tcp.Repr, now: int) -> None:
         """Record the peer's SYN: IRS and the options both sides agreed on (RFC 7323, 2018)."""
         t = self.tcb
@@ -1557,278 +667,6 @@ class Connection:
         t.snd_nxt = t.snd_max = add(t.iss, 1)
         if rearm or self.timers.rto_at is None:
             self.timers.rto_at = now + self.rto.rto
-
-    # ------------------------------------------------------------------ output
-    def _output(self, now: int) -> None:
-        """Generate whatever the state allows: data, FIN, ACKs; then arm the timers."""
-        st = self.state
-        t = self.tcb
-        if st.synchronized and st is not TIME_WAIT:
-            if self._recovery == "sack":
-                self._send_sack_recovery(now)
-            else:
-                while self._try_send(now, room=self._cwnd_room()):
-                    pass
-            self._arm_persist(now)
-        if self._ack_now and st is not CLOSED and st is not SYN_SENT:
-            self._emit_pure_ack(now)
-        if self.timers.rto_at is None and t.snd_una != t.snd_max and st is not CLOSED \
-                and st is not TIME_WAIT:
-            self.timers.rto_at = now + self.rto.rto  # RFC 6298 §5.1
-
-    def _cwnd_room(self) -> int:
-        """Bytes congestion control lets us put in flight now.
-
-        RFC 3042 limited transmit: the first two duplicate ACKs each allow one more new
-        segment beyond cwnd (cwnd itself is unchanged).
-        """
-        t = self.tcb
-        snd_nxt = t.snd_nxt
-        # seqnum.sub(snd_nxt, snd_una) and seqnum.lt inlined (see HALF32): once per send
-        room = self.cc.cwnd - (((snd_nxt - t.snd_una + HALF32) & MASK32) - HALF32)
-        if self._recovery is None and self._dupacks and snd_nxt == t.snd_max:
-            room += min(self._dupacks, 2) * t.snd_mss
-        if t.sack_ok and (snd_nxt - t.snd_max) & MASK32 >= HALF32:
-            # going back N after an RTO: what the peer SACKed since is not in flight
-            room += self._sacked_below(t.snd_nxt)
-        return room
-
-    def _sacked_below(self, seq: int) -> int:
-        limit = sub(seq, self.tcb.snd_una)
-        return sum(max(0, min(e, limit) - s) for s, e in self.scoreboard.ranges())
-
-    def _emit_pure_ack(self, now: int) -> None:
-        self._emit(self._make(self.tcb.snd_nxt, ACK, now))
-
-    def _try_send(self, now: int, room: int, force: bool = False) -> bool:
-        """Send one segment from SND.NXT if the windows, Nagle and SWS rules allow it.
-
-        ``room`` is what congestion control allows (cwnd minus flight, or one SMSS in
-        SACK recovery).  ``force`` overrides SWS/Nagle (persist timer expiry).
-        """
-        t = self.tcb
-        # Sequence arithmetic inlined (see HALF32; this runs at least once per engine
-        # call that may send): lt(a, b) is (a - b) & MASK32 >= HALF32, sub(a, b) is
-        # ((a - b + HALF32) & MASK32) - HALF32, add(a, n) is (a + n) & MASK32.
-        sacked_limit = (self._skip_sacked() if (t.snd_nxt - t.snd_max) & MASK32 >= HALF32
-                        else None)  # may move snd_nxt: loaded after it
-        snd_nxt = t.snd_nxt
-        data_end = (self._tx_seq + len(self._tx)) & MASK32
-        avail = ((data_end - snd_nxt + HALF32) & MASK32) - HALF32
-        if avail < 0 or (avail == 0 and not self._fin_queued):
-            return False  # nothing (more) to send: the common second call from _output
-        fin_pending = self._fin_queued and self.state in (
-            FIN_WAIT_1, CLOSING, LAST_ACK) and le(snd_nxt, data_end) \
-            and not self._fin_acked
-        win_room = ((t.snd_una + t.snd_wnd - snd_nxt + HALF32) & MASK32) - HALF32
-        n = min(avail, t.snd_mss, win_room, room)
-        if sacked_limit is not None:
-            n = min(n, sacked_limit)
-        if n < 0:
-            n = 0
-        retransmission = (snd_nxt - t.snd_max) & MASK32 >= HALF32
-        if n == 0 and not (fin_pending and avail == 0):
-            return False
-        if not retransmission and not force and n < avail:
-            # Sender SWS avoidance (RFC 9293 §3.8.6.2.1): a full segment, or half the
-            # largest window the peer ever offered.
-            if n < t.snd_mss and n < t.max_snd_wnd // 2:
-                return False
-        if (not retransmission and not force and n == avail and n < t.snd_mss and n > 0
-                and not self.options.nodelay and not fin_pending
-                and t.snd_una != t.snd_max and not self._send_blocked):
-            # Nagle (RFC 1122 §4.2.3.4): small segment while data is in flight.  Not while
-            # the writer waits for buffer space: nothing more can join this segment (Linux
-            # pushes with TCP_NAGLE_PUSH before sleeping in tcp_sendmsg).
-            return False
-        fin = fin_pending and n == avail and win_room > n
-        if n == 0 and not fin:
-            return False
-        seq = snd_nxt
-        off = ((seq - self._tx_seq + HALF32) & MASK32) - HALF32
-        payload = self._tx.slice(off, n)
-        flags = ACK | (PSH if n and n == avail else 0) | (FIN if fin else 0)
-        self._emit(self._make(seq, flags, now, payload))
-        end = (seq + n + (1 if fin else 0)) & MASK32
-        if retransmission:
-            self.counters.add("TcpRetransSegs")
-        elif self._rtt_seq is None and not t.ts_ok:
-            self._rtt_seq, self._rtt_start = end, now  # time this segment (Karn, RFC 6298 §3)
-        t.snd_nxt = end
-        if (t.snd_max - end) & MASK32 >= HALF32:  # gt(end, snd_max)
-            t.snd_max = end
-        if self.timers.rto_at is None:
-            self.timers.rto_at = now + self.rto.rto  # RFC 6298 §5.1
-        self.timers.persist_at = None
-        return True
-
-    def _skip_sacked(self) -> int | None:
-        """Go-back-N after an RTO skips what the peer SACKed since (RFC 6675 §5.1).
-
-        Moves SND.NXT past SACKed ranges; returns how many bytes may go before the next
-        SACKed range (None: no limit).  SACK information from before the timeout was
-        discarded (RFC 2018 §8), so only fresh reports are trusted here.
-        """
-        t = self.tcb
-        if not t.sack_ok:
-            return None
-        off = sub(t.snd_nxt, t.snd_una)
-        for start, end in self.scoreboard.ranges():
-            if end <= off:
-                continue
-            if start <= off:
-                off = end
-                t.snd_nxt = add(t.snd_una, off)
-                continue
-            return start - off
-        return None
-
-    def _retransmit_at(self, seq: int, now: int, max_len: int | None = None) -> int | None:
-        """Retransmit one segment starting at ``seq``; return its end sequence number."""
-        t = self.tcb
-        off = sub(seq, self._tx_seq)
-        if off < 0:
-            return None
-        limit = t.snd_mss if max_len is None else min(max_len, t.snd_mss)
-        n = max(0, min(limit, len(self._tx) - off))
-        fin = (self._fin_queued and off + n == len(self._tx)
-               and self.state in (FIN_WAIT_1, CLOSING, LAST_ACK)
-               and lt(add(seq, n), t.snd_max))
-        if n == 0 and not fin:
-            return None
-        flags = ACK | (FIN if fin else 0) | (PSH if off + n == len(self._tx) and n else 0)
-        self._emit(self._make(seq, flags, now, self._tx.slice(off, n)))
-        self.counters.add("TcpRetransSegs")
-        end = add(seq, n + (1 if fin else 0))
-        if self._rtt_seq is not None and lt(seq, self._rtt_seq):
-            self._rtt_seq = None  # Karn: never time a retransmitted segment
-        if self.timers.rto_at is None:
-            self.timers.rto_at = now + self.rto.rto
-        return end
-
-    def _send_sack_recovery(self, now: int) -> None:
-        """RFC 6675 §5 step (C): while cwnd - pipe >= 1 SMSS, send NextSeg()."""
-        t = self.tcb
-        mss = t.snd_mss
-        sb = self.scoreboard
-        for _ in range(1000):  # bounded: each pass sends a segment or stops
-            una = t.snd_una
-            high_data = sub(t.snd_max, una)
-            hrx = max(0, sub(self._high_rxt, una))
-            if self.cc.cwnd - sb.pipe(hrx, high_data, mss) < mss:
-                return
-            nxt = sb.next_seg(hrx, mss)  # rule 1: lost and not yet retransmitted
-            if nxt is None and self._try_send(now, room=mss):
-                continue  # rule 2: new data
-            if nxt is None:
-                nxt = sb.next_seg_rule3(hrx, mss)  # rule 3
-            if nxt is None:
-                return
-            end = self._retransmit_at(add(una, nxt[0]), now, nxt[1])
-            if end is None:
-                return
-            self._high_rxt = end
-
-    def _arm_persist(self, now: int) -> None:
-        """Start the persist timer when data waits on a closed window with nothing in flight."""
-        t = self.tcb
-        if t.snd_una != t.snd_max:
-            return
-        waiting = bool(self._tx) or (self._fin_queued and not self._fin_acked)
-        if not waiting:
-            self.timers.persist_at = None
-            self._persist_backoff = 0
-            return
-        if self.timers.persist_at is None:
-            self.timers.persist_at = now + self._persist_interval()
-
-    def _maybe_window_update(self) -> None:
-        """After recv(): ACK at once when an ACK is due and more than one segment is
-        unacknowledged (the input path held it while nobody read), or when the window at
-        least doubles (Linux __tcp_cleanup_rbuf)."""
-        t = self.tcb
-        if not self.state.receives_data:
-            return
-        if self.timers.delack_at is not None and self._rcv_unacked > t.rcv_mss:
-            self._ack_now = True
-            return
-        now_wnd = t.rcv_wnd
-        cap = min(self.options.rcvbuf, 0xFFFF << t.rcv_wscale)
-        if 2 * now_wnd <= cap:
-            new_wnd = ((cap - len(self._rx)) >> t.rcv_wscale) << t.rcv_wscale
-            if new_wnd and new_wnd >= 2 * now_wnd:
-                self._ack_now = True
-
-    def _free_window(self) -> int:
-        """The window the buffer allows now (Linux __tcp_select_window before rounding)."""
-        cap = min(self.options.rcvbuf, 0xFFFF << self.tcb.rcv_wscale)
-        return max(0, cap - len(self._rx))
-
-    def _offered_window(self) -> int:
-        """The window our last ACK offered, from its RCV.NXT (Linux tp->rcv_wnd)."""
-        t = self.tcb
-        return max(0, sub(t.rcv_adv, t.last_ack_sent))
-
-    def _window_field(self) -> int:
-        """The 16-bit window to advertise, with receiver SWS avoidance (RFC 9293 §3.8.6.2.2).
-
-        The right edge never moves left except by scaling granularity (RFC 7323 §2.4);
-        it moves right only by at least min(buffer/2, MSS).
-        """
-        t = self.tcb
-        ws = t.rcv_wscale
-        cap = min(self.options.rcvbuf, 0xFFFF << ws)
-        free = max(0, cap - len(self._rx))
-        cur = t.rcv_wnd
-        if free - cur < min(cap // 2, t.rcv_mss):
-            field = cur >> ws
-        else:
-            field = free >> ws
-        field = min(field, 0xFFFF)
-        edge = (t.rcv_nxt + (field << ws)) & MASK32  # add, inlined (see HALF32)
-        if (t.rcv_adv - edge) & MASK32 >= HALF32:  # gt(edge, rcv_adv)
-            t.rcv_adv = edge
-        return field
-
-    def _ts_val(self, now: int) -> int:
-        """Our TSval: a millisecond clock plus the per-connection offset (RFC 7323 §5.4)."""
-        return (now // MS + self.tcb.ts_offset) & MASK32
-
-    def _make(self, seq: int, flags: int, now: int, payload: bytes = b"") -> tcp.Repr:
-        """A non-SYN segment with our window, timestamps and SACK blocks."""
-        t = self.tcb
-        ts = (self._ts_val(now), t.ts_recent) if t.ts_ok else None
-        blocks: tuple[tuple[int, int], ...] = ()
-        if flags & ACK:
-            ack = t.rcv_nxt
-            if t.sack_ok and (len(self._ofo) or self._dsack is not None):
-                limit = 3 if t.ts_ok else 4  # RFC 2018 §3: 40 bytes of option space
-                held = self._ofo.ranges()
-                if self._dsack is not None:  # RFC 2883 §4: the D-SACK block goes first
-                    blocks = (self._dsack,)
-                    self._dsack = None
-                    limit -= 1
-                blocks += tuple((add(t.rcv_nxt, s), add(t.rcv_nxt, e))
-                                for s, e in self._rx_blocks.blocks(held, limit))
-            window = self._window_field()
-            t.last_ack_sent = ack
-            self._ack_now = False
-            self._rcv_unacked = 0
-            self.timers.delack_at = None
-        else:
-            ack, window = 0, 0
-        if flags & RST:
-            window, blocks = 0, ()
-        # tcp.Repr(src_port=..., ..., timestamp=ts, sack_blocks=blocks) built as the tuple
-        # it is: the NamedTuple's keyword __new__ costs about 1 us, once per segment
-        return _new_tuple(tcp.Repr, (self.local_port, self.remote_port, seq & MASK32, ack,
-                                     flags, window, payload, 0, None, None, False, blocks, ts,
-                                     (), 0, None))
-
-    def _emit(self, seg: tcp.Repr) -> None:
-        self._out.append(seg)
-        values = self.counters.values  # counters.add("TcpOutSegs"), inlined: every segment
-        values["TcpOutSegs"] = values["TcpOutSegs"] + 1 if "TcpOutSegs" in values else 1
 
 
 __all__ = ["Connection", "ListenAction", "choose_wscale", "listen_action", "reset_for",

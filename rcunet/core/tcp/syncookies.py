@@ -19,7 +19,8 @@ from __future__ import annotations
 import hashlib
 from typing import NamedTuple
 
-from rcunet.core.tcp.connection import MS, Connection
+from rcunet.core.tcp.common import MS
+from rcunet.core.tcp.connection import Connection
 from rcunet.core.tcp.counters import Counters
 from rcunet.core.tcp.listen import choose_wscale
 from rcunet.core.tcp.options import SECOND, Options

@@ -1,7 +1,10 @@
 """What the connection asks of a congestion controller.
 
-The connection owns loss detection and recovery (RFC 6582 / RFC 6675 bookkeeping); the
-controller owns ``cwnd`` and ``ssthresh`` (bytes) and how they grow and shrink.
+The connection owns loss detection and recovery (RFC 6582 / RFC 6675 bookkeeping,
+``rcunet.core.tcp.recovery``); the controller owns ``cwnd`` and ``ssthresh`` (bytes) and
+how they grow and shrink.  Whatever sets cwnd from outside (a recovery algorithm's
+inflation and deflation) calls ``set_cwnd``, so a controller that keeps its own form of
+the window (CUBIC's fractional segments) stays in step.
 """
 
 from __future__ import annotations
@@ -22,9 +25,13 @@ class CongestionControl:
     def set_mss(self, mss: int) -> None:
         self.mss = mss
 
+    def set_cwnd(self, cwnd: int) -> None:
+        """cwnd as loss recovery sets it (RFC 5681 §3.2, RFC 6582, RFC 6675 §5)."""
+        self.cwnd = cwnd
+
     def set_loss_window(self) -> None:
         """RFC 5681 §3.1: a lost SYN leaves IW at one segment."""
-        self.cwnd = self.mss
+        self.set_cwnd(self.mss)
 
     def on_ack(self, acked: int, now: int, srtt: int | None) -> None:
         """``acked`` bytes newly acknowledged outside loss recovery."""
@@ -37,8 +44,8 @@ class CongestionControl:
     def on_timeout(self, now: int, flight: int) -> None:
         """Retransmission timeout (RFC 5681 §3.1 eq. 4 then LW = 1 segment)."""
         self.on_congestion(now, flight)
-        self.cwnd = self.mss
+        self.set_cwnd(self.mss)
 
     def on_recovery_exit(self, now: int) -> None:
         """Fast recovery ended: RFC 5681 §3.2 step 6 deflates cwnd to ssthresh."""
-        self.cwnd = max(self.ssthresh, self.mss)
+        self.set_cwnd(max(self.ssthresh, self.mss))

@@ -31,13 +31,19 @@ class Cubic(CongestionControl):
     def _sync(self) -> None:
         self.cwnd = max(int(self._seg * self.mss), self.mss)
 
+    def set_cwnd(self, cwnd: int) -> None:
+        self.cwnd = cwnd
+        self._seg = cwnd / self.mss
+
+    def set_mss(self, mss: int) -> None:
+        super().set_mss(mss)
+        self._seg = self.cwnd / mss
+
     def w_cubic(self, t: float) -> float:
         """RFC 9438 eq. 1: W_cubic(t) = C * (t - K)^3 + W_max (segments)."""
         return C * (t - self.k) ** 3 + self.w_max
 
     def on_ack(self, acked: int, now: int, srtt: int | None) -> None:
-        if self.cwnd != int(self._seg * self.mss):  # the connection set cwnd directly
-            self._seg = self.cwnd / self.mss
         segs = acked / self.mss
         if self.in_slow_start:
             self._seg += min(segs, 1.0)  # RFC 5681 slow start, per §4.10
@@ -73,10 +79,5 @@ class Cubic(CongestionControl):
         self.ssthresh = max(int(self.cwnd * BETA), 2 * self.mss)
         self.epoch_at = None
 
-    def on_timeout(self, now: int, flight: int) -> None:
-        super().on_timeout(now, flight)  # §4.8: then cwnd = 1 segment, slow start again
-        self._seg = self.cwnd / self.mss
-
-    def on_recovery_exit(self, now: int) -> None:
-        super().on_recovery_exit(now)
-        self._seg = self.cwnd / self.mss
+    # on_timeout: the base's (§4.8: then cwnd = 1 segment, slow start again, through
+    # set_cwnd); on_recovery_exit likewise.

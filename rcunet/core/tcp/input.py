@@ -1,0 +1,603 @@
+"""Segment arrival (RFC 9293 §3.10.7), step by step: SYN-SENT, then the synchronized
+states' first (acceptability, PAWS) to eighth (FIN) checks, the fifth step's ACK
+processing, and in-order delivery with the out-of-order queue; plus header prediction
+(``_fast_path``), which skips work but calls the same rules."""
+
+from __future__ import annotations
+
+import errno as errnos
+
+from rcunet.core.tcp.common import (
+    ACK,
+    CLOSE_WAIT,
+    CLOSED,
+    CLOSING,
+    ESTABLISHED,
+    FIN,
+    FIN_WAIT_1,
+    FIN_WAIT_2,
+    HALF32,
+    LAST_ACK,
+    LISTEN,
+    MASK32,
+    MS,
+    PAWS_IDLE_LIMIT,
+    PAWS_WINDOW,
+    PSH,
+    RST,
+    SYN,
+    SYN_RECEIVED,
+    SYN_SENT,
+    TIME_WAIT,
+)
+from rcunet.core.tcp.events import (
+    DataReceived,
+    FinReceived,
+    ResetReceived,
+    SendSpaceAvailable,
+)
+from rcunet.core.tcp.listen import (
+    reset_for,
+    seg_len,
+)
+from rcunet.wire import tcp
+from rcunet.wire.seqnum import add, ge, gt, le, lt, sub
+
+
+class InputMixin:
+    """``Connection``'s input (RFC 9293 §3.10.7)."""
+
+    __slots__ = ()
+
+    def on_segment(self, seg: tcp.Repr, now: int) -> None:
+        """Process one segment addressed to this connection (RFC 9293 §3.10.7)."""
+        self._now = now
+        values = self.counters.values  # counters.add("TcpInSegs"), inlined: every segment
+        values["TcpInSegs"] = values["TcpInSegs"] + 1 if "TcpInSegs" in values else 1
+        if seg.checksum_ok is False:
+            self.counters.add("TcpInErrs")
+            self.counters.add("TcpInCsumErrors")
+            return
+        st = self.state
+        if st is ESTABLISHED and self._fast_path(seg, now):
+            self._output(now)  # header prediction took it: no walk of the state machine
+            return
+        if st is CLOSED:
+            reply = reset_for(seg)  # §3.10.7.1
+            if reply is not None:
+                self._emit(reply)
+                self.counters.add("TcpOutRsts")
+        elif st is SYN_SENT:
+            self._input_syn_sent(seg, now)
+        elif st is not LISTEN:
+            self._input_synchronized(seg, now)
+        self._output(now)
+
+    def _fast_path(self, seg: tcp.Repr, now: int) -> bool:
+        """Header prediction (Van Jacobson; Linux tcp_rcv_established): in ESTABLISHED, a
+        segment carrying the next expected bytes and an ACK for new data (or data with an
+        ACK that changes nothing), with nothing unusual about it or about us, needs only
+        the ACK bookkeeping and the in-order delivery of §3.10.7.4.  Returns False,
+        having changed nothing, when the full path must run.
+
+        What qualifies: ACK and at most PSH; SEG.SEQ = RCV.NXT; no SACK blocks; the
+        timestamp (if both use them) not older than TS.Recent, so PAWS passes; SND.UNA =<
+        SEG.ACK =< SND.MAX; a payload that fits the window; and no recovery, duplicate
+        ACKs, SACK scoreboard, out-of-order queue, pending FIN or close() on our side.  A
+        pure ACK that acknowledges nothing new goes the full way (it may be a duplicate).
+        """
+        t = self.tcb
+        flags = seg.flags
+        if flags & ~PSH != ACK or seg.seq != t.rcv_nxt or seg.sack_blocks:
+            return False
+        ack = seg.ack
+        new_ack = ack != t.snd_una
+        payload = seg.payload
+        if ((not new_ack and not payload) or self._recovery is not None or self._dupacks
+                or self._fin_offset is not None or self._orphaned or len(self._ofo)
+                or self.scoreboard.highest_sacked or self._fin_queued):
+            return False
+        # Sequence arithmetic inlined, as everywhere on this path (see HALF32):
+        # lt(a, b) is (a - b) & MASK32 >= HALF32, le(a, b) is a == b or lt(a, b).
+        snd_una, snd_max = t.snd_una, t.snd_max
+        if new_ack and not ((snd_una - ack) & MASK32 >= HALF32
+                            and (ack == snd_max or (ack - snd_max) & MASK32 >= HALF32)):
+            return False
+        ts = seg.timestamp
+        if t.ts_ok and (ts is None or (ts[0] - t.ts_recent) & MASK32 >= HALF32):
+            return False
+        if payload and len(payload) > t.rcv_wnd:
+            return False
+        self._last_rcv_at = now
+        self._keepalive_probes = 0
+        self._probes_out = 0
+        if new_ack:
+            prior_flight = ((snd_max - snd_una + HALF32) & MASK32) - HALF32  # sub
+            acked = ((ack - snd_una + HALF32) & MASK32) - HALF32  # sub
+            self._ack_advance(seg, now)
+            self._grow_cwnd(acked, prior_flight, now)
+        self._update_send_window(seg, ack)  # SND.UNA =< SEG.ACK: checked above
+        if ts is not None:
+            self._update_ts_recent(seg, now)
+        if payload:
+            data = memoryview(payload)
+            t.rcv_mss = max(t.rcv_mss, min(len(data), self.options.mss))
+            self._rcv_rtt_measure(seg, len(data), now)
+            self._deliver_in_order(data, now)
+        return True
+
+    def _input_syn_sent(self, seg: tcp.Repr, now: int) -> None:
+        """RFC 9293 §3.10.7.3 (SYN-SENT), with RFC 5961 §3.2's RST rule."""
+        t = self.tcb
+        flags = seg.flags
+        if flags & ACK:
+            # first: "If SEG.ACK =< ISS or SEG.ACK > SND.NXT, send a reset (unless RST)"
+            bad = le(seg.ack, t.iss) or gt(seg.ack, t.snd_max)
+            if not bad and not flags & RST and self._synack_tsecr_invalid(seg, now):
+                # Linux: a TSecr we never sent marks an old or forged SYN,ACK.
+                self.counters.add("TcpExtPAWSActive")
+                bad = True
+            if bad:
+                if not flags & RST:
+                    self._emit(tcp.Repr(src_port=self.local_port, dst_port=self.remote_port,
+                                        seq=seg.ack, ack=0, flags=RST, window=0))
+                    self.counters.add("TcpOutRsts")
+                return
+        if flags & RST:
+            # second: only a RST that acknowledges our SYN is acceptable (RFC 5961 §3.2)
+            if flags & ACK:
+                self.counters.add("TcpAttemptFails")
+                self._events.append(ResetReceived())
+                self._fail(errnos.ECONNREFUSED)
+            return
+        if not flags & SYN:
+            return  # fifth: "drop the segment and return"
+        if (t.ts_recent_stamp is not None and seg.timestamp is not None
+                and self._paws_reject(seg, now)):
+            return  # PAWS against an inherited TS.Recent (Linux, SYN-SENT)
+        self._take_peer_syn(seg, now)
+        if flags & ACK:
+            self._rtt_sample_handshake(seg, now)
+            t.snd_una = seg.ack
+            self._set_state(ESTABLISHED)
+            self._on_established(now)
+            self._ack_now = True
+            self._process_text_and_fin(seg, add(seg.seq, 1), now)
+        else:
+            # Simultaneous open: "enter SYN-RECEIVED, form a SYN,ACK segment and send it".
+            # Text in the SYN is dropped (the peer retransmits it once synchronized).
+            self._set_state(SYN_RECEIVED)
+            self._send_syn(now)
+
+    def _synack_tsecr_invalid(self, seg: tcp.Repr, now: int) -> bool:
+        """TSecr of a SYN,ACK must echo a TSval we sent since our first SYN."""
+        if not self.options.timestamps or seg.timestamp is None or not seg.timestamp[1]:
+            return False
+        first = self._ts_val(self._syn_sent_at if self._syn_sent_at is not None else now)
+        tsecr = seg.timestamp[1]
+        return not (ge(tsecr, first) and le(tsecr, self._ts_val(now)))
+
+    def _input_synchronized(self, seg: tcp.Repr, now: int) -> None:
+        """RFC 9293 §3.10.7.4: SYN-RECEIVED and every synchronized state."""
+        t = self.tcb
+        flags = seg.flags
+        length = seg_len(seg)
+        # RFC 7323 §5.3 R1: PAWS, before the sequence check.
+        if (t.ts_ok and seg.timestamp is not None and not flags & RST
+                and self._paws_discard(seg, now)):
+            self.counters.add("TcpExtPAWSEstab")
+            self._send_dupack(seg, now, "TcpExtTCPACKSkippedPAWS")
+            return
+        if self._is_simultaneous_open_synack(seg):
+            # Linux tcp_validate_incoming: in a simultaneous open the peer's SYN,ACK
+            # repeats its SYN (not acceptable by the §3.10.7.4 table) but its ACK
+            # completes the handshake; take the ACK, skip the challenge.
+            seg = seg._replace(seq=add(seg.seq, 1), flags=flags & ~SYN)
+            flags, length = seg.flags, seg_len(seg)
+        if self.state is SYN_RECEIVED and flags & (SYN | ACK) == SYN and seg.seq == t.irs:
+            # The peer retransmitted its SYN: so do we, rate limited (Linux tcp_check_req).
+            if not self._oow_rate_limited(now, "TcpExtTCPACKSkippedSynRecv"):
+                self._send_syn(now, retransmit=True, rearm=False)
+            return
+        # first: sequence number check
+        if not self._acceptable(seg.seq, length):
+            if flags & RST:
+                if self._rst_after_fin(seg):
+                    self._on_reset()
+                return  # "If the RST bit is set ... drop the segment and return"
+            if flags & FIN and self.state is TIME_WAIT:
+                # RFC 9293 §3.10.7.4 TIME-WAIT: a retransmitted FIN is ACKed and restarts 2MSL.
+                self.timers.time_wait_at = now + self.options.time_wait_timeout
+            if flags & SYN:
+                self._challenge_ack(now, syn=True)  # RFC 5961 §4.2, whatever the seq
+                return
+            if seg.payload and lt(seg.seq, t.rcv_nxt):  # old data: D-SACK it (Linux)
+                end = add(seg.seq, len(seg.payload))
+                self._note_dsack(seg.seq, end if lt(end, t.rcv_nxt) else t.rcv_nxt)
+            self._send_dupack(seg, now, "TcpExtTCPACKSkippedSeq")
+            return
+        # second: RST (RFC 5961 §3.2)
+        if flags & RST:
+            if seg.seq == t.rcv_nxt:
+                self._on_reset()
+            else:
+                self._challenge_ack(now)
+            return
+        # fourth: SYN (RFC 5961 §4.2)
+        if flags & SYN:
+            self._challenge_ack(now, syn=True)
+            return
+        # fifth: ACK
+        if not flags & ACK:
+            return
+        self._last_rcv_at = now
+        self._keepalive_probes = 0
+        self._probes_out = 0
+        if self.state is SYN_RECEIVED:
+            if not (lt(t.snd_una, seg.ack) and le(seg.ack, t.snd_max)):
+                self._emit(tcp.Repr(src_port=self.local_port, dst_port=self.remote_port,
+                                    seq=seg.ack, ack=0, flags=RST, window=0))
+                self.counters.add("TcpOutRsts")
+                return
+            self._rtt_sample_handshake(seg, now)
+            t.snd_una = seg.ack
+            t.snd_wnd = seg.window << t.snd_wscale
+            t.max_snd_wnd = max(t.max_snd_wnd, t.snd_wnd)
+            t.snd_wl1, t.snd_wl2 = seg.seq, seg.ack
+            self._set_state(ESTABLISHED)
+            self._on_established(now)
+        elif not self._process_ack(seg, now):
+            return
+        if self.state is CLOSED:
+            return
+        self._update_ts_recent(seg, now)
+        # sixth (URG) is not implemented: urgent data is delivered inline, as RFC 6093 advises.
+        self._process_text_and_fin(seg, seg.seq, now)
+
+    def _rst_after_fin(self, seg: tcp.Repr) -> bool:
+        """Linux tcp_reset_check: once the peer's FIN is in, a RST at RCV.NXT-1 counts too."""
+        return (self.state in (CLOSE_WAIT, CLOSING, LAST_ACK)
+                and seg.seq == (self.tcb.rcv_nxt - 1) & MASK32)
+
+    def _is_simultaneous_open_synack(self, seg: tcp.Repr) -> bool:
+        t = self.tcb
+        return (self.state is SYN_RECEIVED and not self.passive
+                and seg.flags & (SYN | ACK | RST | FIN) == SYN | ACK and not seg.payload
+                and add(seg.seq, 1) == t.rcv_nxt and seg.ack == t.snd_nxt)
+
+    def _acceptable(self, seq: int, length: int) -> bool:
+        """The four-case table of RFC 9293 §3.10.7.4 against the advertised window.
+
+        Zero window, data at RCV.NXT: accepted here so its ACK and RST/URG are processed
+        ("special allowance", same section); the text is then trimmed off entirely.
+        """
+        t = self.tcb
+        wnd = t.rcv_wnd
+        if length == 0:
+            if wnd == 0:
+                return seq == t.rcv_nxt
+            return self._in_rcv_window(seq, wnd)
+        if wnd == 0:
+            return seq == t.rcv_nxt
+        return self._in_rcv_window(seq, wnd) or self._in_rcv_window(add(seq, length - 1), wnd)
+
+    def _in_rcv_window(self, seq: int, wnd: int) -> bool:
+        off = sub(seq, self.tcb.rcv_nxt)
+        return 0 <= off < wnd
+
+    def _paws_reject(self, seg: tcp.Repr, now: int, window: int = 0) -> bool:
+        """RFC 7323 §5.3 R1: TSval older than TS.Recent (unless TS.Recent went stale, §5.5).
+
+        Linux tcp_paws_check: ``window`` ticks of slack, and no check while TS.Recent is 0.
+        """
+        t = self.tcb
+        assert seg.timestamp is not None
+        if t.ts_recent_stamp is not None and now - t.ts_recent_stamp > PAWS_IDLE_LIMIT:
+            return False
+        return t.ts_recent != 0 and sub(t.ts_recent, seg.timestamp[0]) > window
+
+    def _paws_discard(self, seg: tcp.Repr, now: int) -> bool:
+        """Linux tcp_paws_discard: PAWS with one tick of slack, sparing "disordered" ACKs.
+
+        A pure duplicate ACK that changes nothing and is at most one RTO older than
+        TS.Recent is a reordered ACK, not an old duplicate: dropping it would only lose
+        a dupack (Linux tcp_disordered_ack).
+        """
+        if not self._paws_reject(seg, now, window=PAWS_WINDOW):
+            return False
+        t = self.tcb
+        assert seg.timestamp is not None
+        disordered = (seg.flags & (ACK | SYN | FIN | RST) == ACK and not seg.payload
+                      and seg.seq == t.rcv_nxt and seg.ack == t.snd_una
+                      and not self._may_update_window(seg)
+                      and sub(t.ts_recent, seg.timestamp[0]) <= self.rto.rto // MS)
+        return not disordered
+
+    def _may_update_window(self, seg: tcp.Repr) -> bool:
+        """Linux tcp_may_update_window: would this ACK change SND.WND?"""
+        t = self.tcb
+        window = seg.window << t.snd_wscale
+        return (gt(seg.ack, t.snd_una) or gt(seg.seq, t.snd_wl1)
+                or (seg.seq == t.snd_wl1 and (window > t.snd_wnd or window == 0)))
+
+    def _update_ts_recent(self, seg: tcp.Repr, now: int) -> None:
+        """RFC 7323 §4.3 (2): TSval >= TS.Recent and SEG.SEQ =< Last.ACK.sent.
+
+        Done only once the segment passed the RST, SYN and ACK checks, as Linux does
+        (tcp_replace_ts_recent), so a rejected segment cannot move TS.Recent.
+        """
+        t = self.tcb
+        ts = seg.timestamp
+        if ts is None or not t.ts_ok:
+            return
+        tsval, seq, last, recent = ts[0], seg.seq, t.last_ack_sent, t.ts_recent
+        # ge(tsval, recent) and le(seq, last), inlined (see HALF32): header prediction
+        # calls this for every segment
+        if (tsval == recent or (recent - tsval) & MASK32 >= HALF32) and (
+                seq == last or (seq - last) & MASK32 >= HALF32):
+            t.ts_recent, t.ts_recent_stamp = tsval, now
+
+    def _on_reset(self) -> None:
+        """An acceptable RST: errno by state as Linux's tcp_reset."""
+        st = self.state
+        self._events.append(ResetReceived())
+        if st in (ESTABLISHED, CLOSE_WAIT):
+            self.counters.add("TcpEstabResets")
+        if st is SYN_RECEIVED and self.passive:
+            self._enter_closed()  # RFC 9293: "return this connection to LISTEN"
+        elif st is SYN_RECEIVED:
+            self._fail(errnos.ECONNREFUSED)
+        elif st is CLOSE_WAIT:
+            self._fail(errnos.EPIPE)
+        elif st in (CLOSING, LAST_ACK, TIME_WAIT):
+            self._enter_closed()
+        else:
+            self._fail(errnos.ECONNRESET)
+
+    def _process_ack(self, seg: tcp.Repr, now: int) -> bool:
+        """RFC 9293 §3.10.7.4 fifth with RFC 5961 §5.2's range; False drops the segment."""
+        t = self.tcb
+        ack = seg.ack
+        if gt(ack, t.snd_max):
+            # "If the ACK acks something not yet sent ... send an ACK, drop the segment"
+            self._challenge_ack(now)
+            return False
+        if lt(ack, (t.snd_una - t.max_snd_wnd) & MASK32):
+            # RFC 5961 §5.2: older than SND.UNA - MAX.SND.WND
+            self._challenge_ack(now)
+            return False
+        prior_wnd = t.snd_wnd
+        prior_flight = sub(t.snd_max, t.snd_una)
+        new_ack = gt(ack, t.snd_una)
+        acked = sub(ack, t.snd_una) if new_ack else 0
+        if new_ack:
+            self._ack_advance(seg, now)
+        if le(t.snd_una, ack):
+            self._update_send_window(seg, ack)
+        newly_sacked = self._update_scoreboard(seg) if t.sack_ok else 0
+        if self.scoreboard.ranges()[:1] and self.scoreboard.ranges()[0][0] == 0:
+            # SACKed bytes at SND.UNA would have been ACKed cumulatively: the receiver
+            # reneged (or lies).  Forget its SACKs (RFC 2018 §8; Linux tcp_check_sack_reneging).
+            self.counters.add("TcpExtTCPSACKReneging")
+            self.scoreboard.clear()
+            newly_sacked = 0
+        self._loss_detection(seg, ack, new_ack, acked, prior_wnd, prior_flight, newly_sacked,
+                             now)
+        # state-specific ACK handling
+        st = self.state
+        if self._fin_acked:
+            if st is FIN_WAIT_1:
+                self._set_state(FIN_WAIT_2)
+                if self._orphaned:
+                    self.timers.fin_wait2_at = now + self.options.fin_timeout
+            elif st is CLOSING:
+                self._enter_time_wait(now)
+            elif st is LAST_ACK:
+                self._enter_closed()
+                return False
+        return True
+
+    def _update_send_window(self, seg: tcp.Repr, ack: int) -> None:
+        """RFC 9293 §3.10.7.4 fifth (ESTABLISHED), the window update for an ACK with
+        SND.UNA =< SEG.ACK: taken when SND.WL1 < SEG.SEQ, or SND.WL1 = SEG.SEQ and
+        SND.WL2 =< SEG.ACK (so an older segment never shrinks the window).  Both the
+        full path and header prediction call it.  Sequence arithmetic inlined (see
+        HALF32): lt(a, b) is (a - b) & MASK32 >= HALF32."""
+        t = self.tcb
+        seq, wl1 = seg.seq, t.snd_wl1
+        if (wl1 - seq) & MASK32 >= HALF32 or (wl1 == seq and (
+                t.snd_wl2 == ack or (t.snd_wl2 - ack) & MASK32 >= HALF32)):
+            t.snd_wnd = seg.window << t.snd_wscale
+            if t.snd_wnd > t.max_snd_wnd:
+                t.max_snd_wnd = t.snd_wnd
+            t.snd_wl1, t.snd_wl2 = seq, ack
+
+    @property
+    def _fin_acked(self) -> bool:
+        if not self._fin_queued or self._tx:
+            return False
+        return self.tcb.snd_una == add(self._tx_seq, 1) and self.tcb.snd_max == self.tcb.snd_una
+
+    def _ack_advance(self, seg: tcp.Repr, now: int) -> None:
+        """New data acknowledged: RTT, send buffer, RTO timer (RFC 6298 §5.2/5.3)."""
+        t = self.tcb
+        ack = seg.ack
+        # sub/add/lt inlined (see HALF32): once per ACK of new data
+        acked = ((ack - t.snd_una + HALF32) & MASK32) - HALF32
+        self._rtt_sample(seg, now)
+        data_acked = min(max(((ack - self._tx_seq + HALF32) & MASK32) - HALF32, 0),
+                         len(self._tx))
+        if data_acked:
+            self._tx.drop(data_acked)
+            self._tx_seq = (self._tx_seq + data_acked) & MASK32
+        t.snd_una = ack
+        if (t.snd_nxt - ack) & MASK32 >= HALF32:
+            t.snd_nxt = ack  # after go-back-N the ACK may jump past SND.NXT
+        if (self._high_rxt - ack) & MASK32 >= HALF32:
+            self._high_rxt = ack
+        self.scoreboard.advance(acked)
+        if self._recover is not None and self._recovery is None \
+                and sub(ack, self._recover) > 1 << 30:
+            self._recover = None
+        self._retransmits = 0
+        self._first_rtx_at = None
+        self.timers.rto_at = None if t.snd_una == t.snd_max else now + self.rto.rto
+        if self._send_blocked and self.send_space:
+            self._send_blocked = False
+            self._events.append(SendSpaceAvailable(self.send_space))
+
+    def _rtt_sample(self, seg: tcp.Repr, now: int) -> None:
+        """RTTM (RFC 7323 §4) from TSecr, else Karn's timed segment (RFC 6298 §3)."""
+        t = self.tcb
+        if t.ts_ok and seg.timestamp is not None and seg.timestamp[1]:
+            rtt_ms = sub(self._ts_val(now), seg.timestamp[1])
+            if rtt_ms >= 0:
+                self.rto.on_sample(max(rtt_ms, 1) * MS)
+            return
+        if self._rtt_seq is not None and ge(seg.ack, self._rtt_seq):
+            self.rto.on_sample(now - self._rtt_start)
+            self._rtt_seq = None
+
+    def _rtt_sample_handshake(self, seg: tcp.Repr, now: int) -> None:
+        t = self.tcb
+        if t.ts_ok and seg.timestamp is not None and seg.timestamp[1]:
+            rtt_ms = sub(self._ts_val(now), seg.timestamp[1])
+            if 0 <= rtt_ms:
+                self.rto.on_sample(max(rtt_ms, 1) * MS)
+        elif not self._syn_retransmitted and self._syn_sent_at is not None:
+            self.rto.on_sample(now - self._syn_sent_at)  # Karn: only unretransmitted SYNs
+
+    def _update_scoreboard(self, seg: tcp.Repr) -> int:
+        """Fold the peer's SACK blocks in, ignoring any outside [SND.UNA, SND.MAX] (RFC 2018)."""
+        t = self.tcb
+        limit = sub(t.snd_max, t.snd_una)
+        new = 0
+        for left, right in seg.sack_blocks:
+            start, end = sub(left, t.snd_una), sub(right, t.snd_una)
+            if 0 <= start < end <= limit:
+                new += self.scoreboard.add(start, end)
+        return new
+
+    def _process_text_and_fin(self, seg: tcp.Repr, seq: int, now: int) -> None:
+        t = self.tcb
+        fin = bool(seg.flags & FIN)
+        payload = seg.payload
+        if not self.state.receives_data:
+            if fin and self.state.fin_received:
+                self._ack_now = True  # a retransmitted FIN: ACK it again
+                if self.state is TIME_WAIT:
+                    self.timers.time_wait_at = now + self.options.time_wait_timeout  # restart 2MSL
+            elif payload:
+                self._ack_now = True
+            return
+        off = sub(seq, t.rcv_nxt)
+        data = memoryview(payload) if payload else memoryview(b"")
+        if off < 0:  # trim the duplicate prefix
+            cut = -off
+            if data:
+                self._note_dsack(seq, add(seq, min(cut, len(data))))
+            if cut > len(data) or (cut == len(data) and not fin):
+                return
+            data, off = data[cut:], 0
+        wnd = t.rcv_wnd
+        if self._fin_offset is not None and off + len(data) > self._fin_offset:
+            data = data[: max(0, self._fin_offset - off)]  # nothing exists beyond the FIN
+        if off + len(data) > wnd:  # trim to the window; a FIN beyond it goes too
+            if wnd == 0 and data:
+                self.counters.add("TcpExtTCPZeroWindowDrop")
+            data = data[: max(0, wnd - off)]
+            fin = False
+            self._ack_now = True
+        if data and self._orphaned:
+            # Linux: new data after close() resets the connection (TCPAbortOnData).
+            self.counters.add("TcpExtTCPAbortOnData")
+            self._abort(now)
+            return
+        if data:
+            self._last_rcv_at = now
+            t.rcv_mss = max(t.rcv_mss, min(len(data), self.options.mss))
+            if off == 0:
+                self._rcv_rtt_measure(seg, len(data), now)
+                self._deliver_in_order(data, now)
+            else:
+                self._queue_out_of_order(off, data)
+        if fin:
+            # The first FIN position wins; one below data we already hold is contradictory.
+            fin_off = sub(add(seq, len(payload)), t.rcv_nxt)
+            if self._fin_offset is None and fin_off >= max((e for _, e in self._ofo.ranges()),
+                                                           default=0):
+                self._fin_offset = fin_off
+        self._maybe_take_fin(now)
+
+    def _deliver_in_order(self, data: memoryview, now: int) -> None:
+        t = self.tcb
+        had_holes = bool(len(self._ofo))
+        self._rx.append(data)
+        n = len(data)
+        self._advance_rcv(n)
+        while (chunk := self._ofo.pop_front()) is not None:
+            self._rx.append(chunk)
+            self._advance_rcv(len(chunk))
+            n += len(chunk)
+        self._events.append(DataReceived(n))
+        self._rcv_unacked += n
+        if had_holes:
+            self._ack_now = True  # RFC 5681 §4.2: ACK at once when a gap is (partly) filled
+        elif self._rcv_unacked > t.rcv_mss and self._free_window() >= self._offered_window():
+            # RFC 5681 §4.2: at least every second full-sized segment; Linux's test
+            # (__tcp_ack_snd_check): more than one receive MSS not yet acknowledged, and
+            # the window would not shrink -- while the application has not read, recv()
+            # sends this ACK (``_maybe_window_update``), or the delayed-ACK timer does.
+            self._ack_now = True
+        elif self.timers.delack_at is None:
+            self.timers.delack_at = now + self.options.delack_delay
+
+    def _advance_rcv(self, n: int) -> None:
+        t = self.tcb
+        t.rcv_nxt = (t.rcv_nxt + n) & MASK32  # add, inlined (see HALF32): every delivery
+        self._ofo.advance(n)
+        self._rx_blocks.advance(n)
+        if self._fin_offset is not None:
+            self._fin_offset -= n
+
+    def _queue_out_of_order(self, off: int, data: memoryview) -> None:
+        added = self._ofo.add(off, data)
+        if added is None:
+            self.counters.add("TcpExtTCPOFODrop")
+        else:
+            self.counters.add("TcpExtTCPOFOQueue")
+            if added < len(data):
+                self.counters.add("TcpExtTCPOFOMerge")  # overlapped what we already held
+            if added == 0:
+                start = add(self.tcb.rcv_nxt, off)
+                self._note_dsack(start, add(start, len(data)))
+            self._rx_blocks.note(off)
+        self._ack_now = True  # RFC 5681 §4.2: out-of-order data gets an immediate dup ACK
+
+    def _note_dsack(self, start: int, end: int) -> None:
+        """Report duplicate data in the next ACK's first SACK block (RFC 2883, Linux tcp_dsack).
+
+        The sender uses it to detect spurious retransmissions; ours ignores such blocks.
+        """
+        if self.tcb.sack_ok and self._dsack is None and lt(start, end):
+            self._dsack = (start, end)
+            self.counters.add("TcpExtTCPDSACKOldSent")
+        self._ack_now = True
+
+    def _maybe_take_fin(self, now: int) -> None:
+        """Eighth step: a FIN counts once every byte before it has arrived."""
+        if self._fin_offset != 0 or not self.state.receives_data:
+            return
+        t = self.tcb
+        self._fin_offset = None
+        t.rcv_nxt = add(t.rcv_nxt, 1)
+        self._ack_now = True
+        self._events.append(FinReceived())
+        st = self.state
+        if st is ESTABLISHED:
+            self._set_state(CLOSE_WAIT)
+        elif st is FIN_WAIT_1:
+            # Our FIN is not ACKed (an ACK of it moved us to FIN-WAIT-2 in the fifth step).
+            self._set_state(CLOSING)  # simultaneous close
+        elif st is FIN_WAIT_2:
+            self._enter_time_wait(now)

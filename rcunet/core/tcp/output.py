@@ -1,0 +1,280 @@
+"""What the connection sends now (RFC 9293 §3.8.6 windows, Nagle, SWS avoidance; RFC 6298
+timers armed; RFC 2018 SACK blocks and RFC 7323 timestamps on every segment)."""
+
+from __future__ import annotations
+
+from rcunet.core.tcp.common import (
+    ACK,
+    CLOSED,
+    CLOSING,
+    FIN,
+    FIN_WAIT_1,
+    HALF32,
+    LAST_ACK,
+    MASK32,
+    MS,
+    PSH,
+    RST,
+    SYN_SENT,
+    TIME_WAIT,
+    segment_repr,
+)
+from rcunet.wire import tcp
+from rcunet.wire.seqnum import add, le, lt, sub
+
+
+class OutputMixin:
+    """``Connection``'s output."""
+
+    __slots__ = ()
+
+    def _output(self, now: int) -> None:
+        """Generate whatever the state allows: data, FIN, ACKs; then arm the timers."""
+        st = self.state
+        t = self.tcb
+        if st.synchronized and st is not TIME_WAIT:
+            recovery = self._recovery
+            if recovery is None:
+                while self._try_send(now, room=self._cwnd_room()):
+                    pass
+            else:
+                recovery.output(self, now)
+            self._arm_persist(now)
+        if self._ack_now and st is not CLOSED and st is not SYN_SENT:
+            self._emit_pure_ack(now)
+        if self.timers.rto_at is None and t.snd_una != t.snd_max and st is not CLOSED \
+                and st is not TIME_WAIT:
+            self.timers.rto_at = now + self.rto.rto  # RFC 6298 §5.1
+
+    def _nagle_applies(self) -> bool:
+        """Nagle (RFC 1122 §4.2.3.4): hold a segment smaller than SMSS while data is in
+        flight, unless TCP_NODELAY.  Not while the writer waits for buffer space: nothing
+        more can join the segment (Linux pushes with TCP_NAGLE_PUSH before sleeping in
+        tcp_sendmsg).  The one copy of the rule: ``_try_send`` and ``send``'s shortcut
+        (``_nagle_holds_tail``) both ask it."""
+        t = self.tcb
+        return not self.options.nodelay and t.snd_una != t.snd_max and not self._send_blocked
+
+    def _cwnd_room(self) -> int:
+        """Bytes congestion control lets us put in flight now.
+
+        RFC 3042 limited transmit: the first two duplicate ACKs each allow one more new
+        segment beyond cwnd (cwnd itself is unchanged).
+        """
+        t = self.tcb
+        snd_nxt = t.snd_nxt
+        # seqnum.sub(snd_nxt, snd_una) and seqnum.lt inlined (see HALF32): once per send
+        room = self.cc.cwnd - (((snd_nxt - t.snd_una + HALF32) & MASK32) - HALF32)
+        if self._recovery is None and self._dupacks and snd_nxt == t.snd_max:
+            room += min(self._dupacks, 2) * t.snd_mss
+        if t.sack_ok and (snd_nxt - t.snd_max) & MASK32 >= HALF32:
+            # going back N after an RTO: what the peer SACKed since is not in flight
+            room += self._sacked_below(t.snd_nxt)
+        return room
+
+    def _sacked_below(self, seq: int) -> int:
+        limit = sub(seq, self.tcb.snd_una)
+        return sum(max(0, min(e, limit) - s) for s, e in self.scoreboard.ranges())
+
+    def _emit_pure_ack(self, now: int) -> None:
+        self._emit(self._make(self.tcb.snd_nxt, ACK, now))
+
+    def _try_send(self, now: int, room: int, force: bool = False) -> bool:
+        """Send one segment from SND.NXT if the windows, Nagle and SWS rules allow it.
+
+        ``room`` is what congestion control allows (cwnd minus flight, or one SMSS in
+        SACK recovery).  ``force`` overrides SWS/Nagle (persist timer expiry).
+        """
+        t = self.tcb
+        # Sequence arithmetic inlined (see HALF32; this runs at least once per engine
+        # call that may send): lt(a, b) is (a - b) & MASK32 >= HALF32, sub(a, b) is
+        # ((a - b + HALF32) & MASK32) - HALF32, add(a, n) is (a + n) & MASK32.
+        sacked_limit = (self._skip_sacked() if (t.snd_nxt - t.snd_max) & MASK32 >= HALF32
+                        else None)  # may move snd_nxt: loaded after it
+        snd_nxt = t.snd_nxt
+        data_end = (self._tx_seq + len(self._tx)) & MASK32
+        avail = ((data_end - snd_nxt + HALF32) & MASK32) - HALF32
+        if avail < 0 or (avail == 0 and not self._fin_queued):
+            return False  # nothing (more) to send: the common second call from _output
+        fin_pending = self._fin_queued and self.state in (
+            FIN_WAIT_1, CLOSING, LAST_ACK) and le(snd_nxt, data_end) \
+            and not self._fin_acked
+        win_room = ((t.snd_una + t.snd_wnd - snd_nxt + HALF32) & MASK32) - HALF32
+        n = min(avail, t.snd_mss, win_room, room)
+        if sacked_limit is not None:
+            n = min(n, sacked_limit)
+        if n < 0:
+            n = 0
+        retransmission = (snd_nxt - t.snd_max) & MASK32 >= HALF32
+        if n == 0 and not (fin_pending and avail == 0):
+            return False
+        if not retransmission and not force and n < avail:
+            # Sender SWS avoidance (RFC 9293 §3.8.6.2.1): a full segment, or half the
+            # largest window the peer ever offered.
+            if n < t.snd_mss and n < t.max_snd_wnd // 2:
+                return False
+        if (not retransmission and not force and n == avail and 0 < n < t.snd_mss
+                and not fin_pending and self._nagle_applies()):
+            return False  # Nagle: this small segment waits for what is in flight
+        fin = fin_pending and n == avail and win_room > n
+        if n == 0 and not fin:
+            return False
+        seq = snd_nxt
+        off = ((seq - self._tx_seq + HALF32) & MASK32) - HALF32
+        payload = self._tx.slice(off, n)
+        flags = ACK | (PSH if n and n == avail else 0) | (FIN if fin else 0)
+        self._emit(self._make(seq, flags, now, payload))
+        end = (seq + n + (1 if fin else 0)) & MASK32
+        if retransmission:
+            self.counters.add("TcpRetransSegs")
+        elif self._rtt_seq is None and not t.ts_ok:
+            self._rtt_seq, self._rtt_start = end, now  # time this segment (Karn, RFC 6298 §3)
+        t.snd_nxt = end
+        if (t.snd_max - end) & MASK32 >= HALF32:  # gt(end, snd_max)
+            t.snd_max = end
+        if self.timers.rto_at is None:
+            self.timers.rto_at = now + self.rto.rto  # RFC 6298 §5.1
+        self.timers.persist_at = None
+        return True
+
+    def _skip_sacked(self) -> int | None:
+        """Go-back-N after an RTO skips what the peer SACKed since (RFC 6675 §5.1).
+
+        Moves SND.NXT past SACKed ranges; returns how many bytes may go before the next
+        SACKed range (None: no limit).  SACK information from before the timeout was
+        discarded (RFC 2018 §8), so only fresh reports are trusted here.
+        """
+        t = self.tcb
+        if not t.sack_ok:
+            return None
+        off = sub(t.snd_nxt, t.snd_una)
+        for start, end in self.scoreboard.ranges():
+            if end <= off:
+                continue
+            if start <= off:
+                off = end
+                t.snd_nxt = add(t.snd_una, off)
+                continue
+            return start - off
+        return None
+
+    def _retransmit_at(self, seq: int, now: int, max_len: int | None = None) -> int | None:
+        """Retransmit one segment starting at ``seq``; return its end sequence number."""
+        t = self.tcb
+        off = sub(seq, self._tx_seq)
+        if off < 0:
+            return None
+        limit = t.snd_mss if max_len is None else min(max_len, t.snd_mss)
+        n = max(0, min(limit, len(self._tx) - off))
+        fin = (self._fin_queued and off + n == len(self._tx)
+               and self.state in (FIN_WAIT_1, CLOSING, LAST_ACK)
+               and lt(add(seq, n), t.snd_max))
+        if n == 0 and not fin:
+            return None
+        flags = ACK | (FIN if fin else 0) | (PSH if off + n == len(self._tx) and n else 0)
+        self._emit(self._make(seq, flags, now, self._tx.slice(off, n)))
+        self.counters.add("TcpRetransSegs")
+        end = add(seq, n + (1 if fin else 0))
+        if self._rtt_seq is not None and lt(seq, self._rtt_seq):
+            self._rtt_seq = None  # Karn: never time a retransmitted segment
+        if self.timers.rto_at is None:
+            self.timers.rto_at = now + self.rto.rto
+        return end
+
+    def _arm_persist(self, now: int) -> None:
+        """Start the persist timer when data waits on a closed window with nothing in flight."""
+        t = self.tcb
+        if t.snd_una != t.snd_max:
+            return
+        waiting = bool(self._tx) or (self._fin_queued and not self._fin_acked)
+        if not waiting:
+            self.timers.persist_at = None
+            self._persist_backoff = 0
+            return
+        if self.timers.persist_at is None:
+            self.timers.persist_at = now + self._persist_interval()
+
+    def _maybe_window_update(self) -> None:
+        """After recv(): ACK at once when an ACK is due and more than one segment is
+        unacknowledged (the input path held it while nobody read), or when the window at
+        least doubles (Linux __tcp_cleanup_rbuf)."""
+        t = self.tcb
+        if not self.state.receives_data:
+            return
+        if self.timers.delack_at is not None and self._rcv_unacked > t.rcv_mss:
+            self._ack_now = True
+            return
+        now_wnd = t.rcv_wnd
+        cap = min(self.options.rcvbuf, 0xFFFF << t.rcv_wscale)
+        if 2 * now_wnd <= cap:
+            new_wnd = ((cap - len(self._rx)) >> t.rcv_wscale) << t.rcv_wscale
+            if new_wnd and new_wnd >= 2 * now_wnd:
+                self._ack_now = True
+
+    def _free_window(self) -> int:
+        """The window the buffer allows now (Linux __tcp_select_window before rounding)."""
+        cap = min(self.options.rcvbuf, 0xFFFF << self.tcb.rcv_wscale)
+        return max(0, cap - len(self._rx))
+
+    def _offered_window(self) -> int:
+        """The window our last ACK offered, from its RCV.NXT (Linux tp->rcv_wnd)."""
+        t = self.tcb
+        return max(0, sub(t.rcv_adv, t.last_ack_sent))
+
+    def _window_field(self) -> int:
+        """The 16-bit window to advertise, with receiver SWS avoidance (RFC 9293 §3.8.6.2.2).
+
+        The right edge never moves left except by scaling granularity (RFC 7323 §2.4);
+        it moves right only by at least min(buffer/2, MSS).
+        """
+        t = self.tcb
+        ws = t.rcv_wscale
+        cap = min(self.options.rcvbuf, 0xFFFF << ws)
+        free = max(0, cap - len(self._rx))
+        cur = t.rcv_wnd
+        if free - cur < min(cap // 2, t.rcv_mss):
+            field = cur >> ws
+        else:
+            field = free >> ws
+        field = min(field, 0xFFFF)
+        edge = (t.rcv_nxt + (field << ws)) & MASK32  # add, inlined (see HALF32)
+        if (t.rcv_adv - edge) & MASK32 >= HALF32:  # gt(edge, rcv_adv)
+            t.rcv_adv = edge
+        return field
+
+    def _ts_val(self, now: int) -> int:
+        """Our TSval: a millisecond clock plus the per-connection offset (RFC 7323 §5.4)."""
+        return (now // MS + self.tcb.ts_offset) & MASK32
+
+    def _make(self, seq: int, flags: int, now: int, payload: bytes = b"") -> tcp.Repr:
+        """A non-SYN segment with our window, timestamps and SACK blocks."""
+        t = self.tcb
+        ts = (self._ts_val(now), t.ts_recent) if t.ts_ok else None
+        blocks: tuple[tuple[int, int], ...] = ()
+        if flags & ACK:
+            ack = t.rcv_nxt
+            if t.sack_ok and (len(self._ofo) or self._dsack is not None):
+                limit = 3 if t.ts_ok else 4  # RFC 2018 §3: 40 bytes of option space
+                held = self._ofo.ranges()
+                if self._dsack is not None:  # RFC 2883 §4: the D-SACK block goes first
+                    blocks = (self._dsack,)
+                    self._dsack = None
+                    limit -= 1
+                blocks += tuple((add(t.rcv_nxt, s), add(t.rcv_nxt, e))
+                                for s, e in self._rx_blocks.blocks(held, limit))
+            window = self._window_field()
+            t.last_ack_sent = ack
+            self._ack_now = False
+            self._rcv_unacked = 0
+            self.timers.delack_at = None
+        else:
+            ack, window = 0, 0
+        if flags & RST:
+            window, blocks = 0, ()
+        return segment_repr(self.local_port, self.remote_port, seq & MASK32, ack, flags,
+                            window, payload, blocks, ts)
+
+    def _emit(self, seg: tcp.Repr) -> None:
+        self._out.append(seg)
+        values = self.counters.values  # counters.add("TcpOutSegs"), inlined: every segment
+        values["TcpOutSegs"] = values["TcpOutSegs"] + 1 if "TcpOutSegs" in values else 1

@@ -1,0 +1,165 @@
+"""Timer expiry: retransmission (RFC 6298 §5.4-5.7, RFC 5681 §3.1 after a timeout),
+delayed ACK, zero-window probes (persist), keep-alive, FIN-WAIT-2 and TIME-WAIT."""
+
+from __future__ import annotations
+
+import errno as errnos
+
+from rcunet.core.tcp.common import (
+    ACK,
+    CLOSE_WAIT,
+    CLOSED,
+    ESTABLISHED,
+    FIN_WAIT_2,
+    MASK32,
+    SYN_RECEIVED,
+    SYN_SENT,
+    TIME_WAIT,
+)
+from rcunet.core.tcp.rto import retransmits_timed_out
+from rcunet.wire.seqnum import add, sub
+
+
+class TimeoutsMixin:
+    """``Connection``'s timer handlers (the deadlines live in ``timers.Timers``)."""
+
+    __slots__ = ()
+
+    def on_timer(self, now: int) -> None:
+        """Run every deadline that is due (virtual time: call with ``next_deadline()``)."""
+        self._now = now
+        tm = self.timers
+        if tm.time_wait_at is not None and now >= tm.time_wait_at:
+            tm.time_wait_at = None
+            self._enter_closed()
+        if tm.fin_wait2_at is not None and now >= tm.fin_wait2_at:
+            tm.fin_wait2_at = None
+            if self.state is FIN_WAIT_2:
+                self._enter_closed()
+        if tm.rto_at is not None and now >= tm.rto_at:
+            tm.rto_at = None
+            self._on_rto(now)
+        if tm.persist_at is not None and now >= tm.persist_at:
+            tm.persist_at = None
+            self._on_persist(now)
+        if tm.delack_at is not None and now >= tm.delack_at:
+            tm.delack_at = None
+            if self.state.synchronized or self.state is SYN_RECEIVED:
+                self.counters.add("TcpExtDelayedACKs")
+                self._ack_now = True
+        if tm.keepalive_at is not None and now >= tm.keepalive_at:
+            tm.keepalive_at = None
+            self._on_keepalive(now)
+        self._output(now)
+
+    def _on_rto(self, now: int) -> None:
+        """RFC 6298 §5.4-5.6, with Linux's give-up rules (tcp_write_timeout)."""
+        t = self.tcb
+        o = self.options
+        st = self.state
+        if st in (SYN_SENT, SYN_RECEIVED):
+            passive_synack = st is SYN_RECEIVED and self.passive
+            limit = o.synack_retries if passive_synack else o.syn_retries
+            if self._retransmits >= limit:
+                self.counters.add("TcpExtTCPAbortOnTimeout")
+                if st is SYN_SENT:
+                    self.counters.add("TcpAttemptFails")
+                if self.passive:
+                    self._enter_closed()
+                else:
+                    self._fail(errnos.ETIMEDOUT)
+                return
+            self._retransmits += 1
+            self._syn_retransmitted = True
+            self.rto.on_timeout()
+            self.counters.add("TcpExtTCPTimeouts")
+            self.counters.add("TcpExtTCPSynRetrans")
+            self.counters.add("TcpRetransSegs")
+            self._send_syn(now, retransmit=True)
+            return
+        if t.snd_una == t.snd_max or st is CLOSED or st is TIME_WAIT:
+            return
+        if self._first_rtx_at is None:
+            self._first_rtx_at = now - self.rto.rto  # ~ when the head was first sent
+        if t.snd_wnd == 0 and not self._orphaned:
+            # Linux tcp_retransmit_timer: the receiver shrank its window to zero under
+            # data in flight.  Retransmissions are now window probes; give up only when
+            # the peer has not ACKed anything for 2 * TCP_RTO_MAX (tcp_rtx_probe0_timed_out).
+            timed_out = now - self._last_rcv_at > 2 * o.rto_max
+        else:
+            timed_out = now - self._first_rtx_at >= retransmits_timed_out(
+                o.retries2, o.rto_min, o.rto_max)
+        if timed_out:
+            self.counters.add("TcpExtTCPAbortOnTimeout")
+            self._abort_timeout()
+            return
+        self._retransmits += 1
+        self.counters.add("TcpExtTCPTimeouts")
+        flight = sub(t.snd_max, t.snd_una)
+        self.cc.on_timeout(now, flight)
+        # RFC 6582 §3.2 step 4: no fast retransmit for data sent before the timeout.
+        self._recover = (t.snd_max - 1) & MASK32
+        self._recovery = None
+        self._dupacks = 0
+        self.scoreboard.clear()  # RFC 2018 §8: the receiver may renege; forget SACKs
+        self._high_rxt = t.snd_una
+        self._rtt_seq = None
+        self.rto.on_timeout()
+        t.snd_nxt = t.snd_una  # go back N; the head goes out even beyond the window
+        end = self._retransmit_at(t.snd_una, now)
+        if end is not None:
+            t.snd_nxt = end
+        self.timers.rto_at = now + self.rto.rto
+
+    def _abort_timeout(self) -> None:
+        self._tx.clear()
+        self._fail(errnos.ETIMEDOUT)
+
+    def _on_persist(self, now: int) -> None:
+        """RFC 9293 §3.8.6.1 zero-window probe (Linux: an old-seq ACK, tcp_xmit_probe_skb)."""
+        t = self.tcb
+        if not self.state.synchronized or t.snd_una != t.snd_max or self.state is TIME_WAIT:
+            return
+        if not self._tx and not self._fin_queued:
+            return
+        room = sub(add(t.snd_una, t.snd_wnd), t.snd_nxt)
+        if room > 0 and self._try_send(now, room=t.snd_mss, force=True):
+            self._persist_backoff = 0
+            return
+        if self._probes_out >= self.options.retries2:
+            # Linux tcp_probe_timer: a peer that answers no probe at all is given up on;
+            # one that keeps answering with a zero window is probed forever.
+            self.counters.add("TcpExtTCPAbortOnTimeout")
+            self._abort_timeout()
+            return
+        self.counters.add("TcpExtTCPWinProbe")
+        self._emit(self._make((t.snd_una - 1) & MASK32, ACK, now))
+        self._probes_out += 1
+        self._persist_backoff += 1
+        self.timers.persist_at = now + self._persist_interval()
+
+    def _persist_interval(self) -> int:
+        return min(self.rto.base_rto << self._persist_backoff, self.options.rto_max)
+
+    def _on_keepalive(self, now: int) -> None:
+        """RFC 1122 §4.2.3.6 keep-alive, Linux's timing (tcp_keepalive_timer)."""
+        o = self.options
+        t = self.tcb
+        if not o.keepalive or self.state not in (ESTABLISHED, CLOSE_WAIT,
+                                                 FIN_WAIT_2):
+            return
+        if t.snd_una != t.snd_max or self._tx:
+            self.timers.keepalive_at = now + o.keepalive_time  # data in flight: RTO covers it
+            return
+        idle = now - self._last_rcv_at
+        if idle < o.keepalive_time and self._keepalive_probes == 0:
+            self.timers.keepalive_at = self._last_rcv_at + o.keepalive_time
+            return
+        if self._keepalive_probes >= o.keepalive_probes:
+            self.counters.add("TcpExtTCPAbortOnTimeout")
+            self._fail(errnos.ETIMEDOUT)
+            return
+        self._keepalive_probes += 1
+        self.counters.add("TcpExtTCPKeepAlive")
+        self._emit(self._make((t.snd_una - 1) & MASK32, ACK, now))
+        self.timers.keepalive_at = now + o.keepalive_intvl
