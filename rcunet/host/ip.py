@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, NamedTuple
 from rcunet.core import neigh as nd
 from rcunet.core.ip.fragment import FragmentationNeeded, fragment_ipv4, fragment_ipv6
 from rcunet.core.ip.reassembly import Ipv4Reassembler, Ipv6Reassembler, ParameterProblem
-from rcunet.host.interface import Interface, multicast_mac, solicited_node
+from rcunet.host.icmp import IcmpMixin
+from rcunet.host.interface import Interface, multicast_mac
+from rcunet.host.ipaddr import (  # re-exported: the transports import them from here
+    ALL_NODES,
+    LIMITED_BROADCAST,
+    is_multicast,
+)
 from rcunet.host.timers import Timer
 from rcunet.wire import arp, ethernet, icmpv4, icmpv6, igmp, ipv4, ipv6
 from rcunet.wire._common import Buffer, new_tuple
@@ -28,22 +34,10 @@ if TYPE_CHECKING:
     from rcunet.host.host import Host
     from rcunet.host.routecache import DstEntry
 
-PROTO_ICMPV6 = icmpv6.PROTOCOL
-LIMITED_BROADCAST = b"\xff\xff\xff\xff"
-ALL_NODES = bytes.fromhex("ff020000000000000000000000000001")
-MLDV2_ROUTERS = bytes.fromhex("ff020000000000000000000000000016")
-UNSPECIFIED6 = bytes(16)
-ICMP_QUOTE_V4 = 576 - 20 - 8  # RFC 1812 §4.3.2.3: quote as much as fits in 576 bytes
-ICMP_QUOTE_V6 = 1280 - 40 - 8  # RFC 4443 §2.4(c)
 _FLOW_V4 = struct.Struct("!4s4sHH")
 #: An Ethernet header's destination and EtherType (the source is not needed on input).
 _ETH_DST_TYPE = struct.Struct("!6s6xH")
-#: The IPv4 header fields input needs: version/IHL, total length, flags/fragment offset,
-#: TTL, protocol, source, destination.
-_IPV4_FAST = struct.Struct("!BxHxxHBBxx4s4s")
 _IPV4_HLEN = ipv4.HEADER_LEN
-_VIHL_PLAIN = 0x45  # version 4, a 20-byte header (no options)
-_MF_OFFSET = 0x3FFF  # MF flag and fragment offset: set on any fragment
 _V4_KEY = 4 << 8  # handlers registered for IPv4 only: (family << 8) | protocol
 
 
@@ -70,10 +64,6 @@ Handler = Callable[[Delivery, memoryview], None]
 ErrorHandler = Callable[[int, int, int, bytes, "icmpv4.QuotedFlow | icmpv6.QuotedFlow"], None]
 
 
-def is_multicast(addr: bytes) -> bool:
-    return addr[0] >> 4 == 14 if len(addr) == 4 else addr[0] == 0xFF
-
-
 class IcmpRateLimit:
     """Token bucket on ICMP errors we send (Linux ``icmp_msgs_per_sec``/``burst``), so a
     flood of bad packets cannot turn the Host into an amplifier."""
@@ -96,7 +86,7 @@ class IcmpRateLimit:
             return False
 
 
-class IpLayer:
+class IpLayer(IcmpMixin):
     """Concurrency: reassemblers are guarded by ``_frag_lock``; the neighbour tables by
     their interface's ``neigh_lock``; the ident counter is an itertools.count (each
     ``next`` one atomic step); everything else is per packet."""
@@ -175,11 +165,8 @@ class IpLayer:
                 if not link_multicast and dst != mac:
                     self._count("RcunetEthOtherHost")  # PACKET_OTHERHOST: not for us
                     return
-                payload = memoryview(frame)[ethernet.HEADER_LEN:]
-                if len(payload) and payload[0] >> 4 == 6:  # the version nibble decides
-                    self._ipv6_input(iface, payload)
-                else:
-                    self._ipv4_input(iface, payload, link_multicast)
+                self._ip_input(iface, memoryview(frame)[ethernet.HEADER_LEN:],
+                               link_multicast=link_multicast)
                 return
         self._link_input_parsed(iface, frame)
 
@@ -197,11 +184,7 @@ class IpLayer:
             return
         ethertype = eth.ethertype
         if ethertype == ethernet.ETHERTYPE_IPV4 or ethertype == ethernet.ETHERTYPE_IPV6:
-            payload = eth.payload
-            if len(payload) and payload[0] >> 4 == 6:  # the version nibble decides, as _ip_input
-                self._ipv6_input(iface, payload)
-            else:
-                self._ipv4_input(iface, payload, link_multicast)
+            self._ip_input(iface, eth.payload, link_multicast=link_multicast)
         elif ethertype == ethernet.ETHERTYPE_ARP:
             self._arp_input(iface, eth)
         else:
@@ -209,6 +192,8 @@ class IpLayer:
 
     def _ip_input(self, iface: Interface, data: bytes | memoryview, *,
                   link_multicast: bool) -> None:
+        """IPv4 or IPv6: the version nibble decides (either EtherType, or no link
+        header at all), as Linux's tun and loopback do."""
         if len(data) and data[0] >> 4 == 6:
             self._ipv6_input(iface, data)
         else:
@@ -337,47 +322,46 @@ class IpLayer:
     # -- IPv4 input ----------
     def _ipv4_input(self, iface: Interface, data: bytes | memoryview, link_multicast: bool) -> None:
         """IPv4 input.  The common packet - no options, not a fragment, its total length
-        within the buffer - is read with one unpack and no Repr (ipv4.Repr.parse checks
-        nothing more for it) and handed to its transport with ``_deliver`` inlined; this
-        runs once per packet, so the counters' shard is fetched once for both counts.
-        Every other packet goes through the codec (``_ipv4_input_parsed``)."""
+        within the buffer - is read by the codec's ``ipv4.parse_plain`` (one unpack, no
+        Repr) and handed to its transport with ``_deliver`` inlined; this runs once per
+        packet, so the counters' shard is fetched once for both counts.  Every other
+        packet goes through ``ipv4.Repr.parse`` (``_ipv4_input_parsed``)."""
         counters = self.host.counters.shard()
         counters["IpInReceives"] = counters.get("IpInReceives", 0) + 1  # owner: this thread
         if type(data) is not memoryview:
             data = memoryview(data)
-        if len(data) >= _IPV4_HLEN:
-            vihl, total_len, frag, ttl, protocol, src, dst = _IPV4_FAST.unpack_from(data)
-            if vihl == _VIHL_PLAIN and _IPV4_HLEN <= total_len <= len(data) \
-                    and not frag & _MF_OFFSET:
-                if not iface.checksum_offload \
-                        and not ipv4.header_checksum_ok(data[:_IPV4_HLEN]):
-                    self._count("IpInCsumErrors")
-                    self._count("IpInHdrErrors")
-                    return
-                multicast = dst[0] >> 4 == 14  # is_multicast, inlined
-                if multicast:
-                    if dst not in iface.groups and dst != igmp.ALL_HOSTS:
-                        self._count("IpInAddrErrors")
-                        return
-                    to_multicast = True
-                else:
-                    # atomic: one attribute load each of local_addrs and broadcasts (sets
-                    # republished whole by address changes)
-                    to_multicast = dst == LIMITED_BROADCAST or dst in iface.broadcasts
-                    if not to_multicast and dst not in self.host.local_addrs:
-                        self._not_for_us_v4(iface, data, link_multicast)
-                        return
-                handlers = self.handlers  # _deliver, inlined for the common packet
-                handler = handlers.get(_V4_KEY | protocol) or handlers.get(protocol)
-                if handler is None:
-                    self._deliver(iface, 4, src, dst, protocol, ttl, to_multicast,
-                                  data[_IPV4_HLEN:total_len], data)
-                    return
-                counters["IpInDelivers"] = counters.get("IpInDelivers", 0) + 1
-                handler(new_tuple(Delivery, (iface, src, dst, protocol, ttl, to_multicast, data)),
-                        data[_IPV4_HLEN:total_len])
+        plain = ipv4.parse_plain(data)
+        if plain is None:
+            self._ipv4_input_parsed(iface, data, link_multicast)
+            return
+        total_len, ttl, protocol, src, dst = plain
+        if not iface.checksum_offload \
+                and not ipv4.header_checksum_ok(data[:_IPV4_HLEN]):
+            self._count("IpInCsumErrors")
+            self._count("IpInHdrErrors")
+            return
+        multicast = dst[0] >> 4 == 14  # is_multicast, inlined
+        if multicast:
+            if dst not in iface.groups and dst != igmp.ALL_HOSTS:
+                self._count("IpInAddrErrors")
                 return
-        self._ipv4_input_parsed(iface, data, link_multicast)
+            to_multicast = True
+        else:
+            # atomic: one attribute load each of local_addrs and broadcasts (sets
+            # republished whole by address changes)
+            to_multicast = dst == LIMITED_BROADCAST or dst in iface.broadcasts
+            if not to_multicast and dst not in self.host.local_addrs:
+                self._not_for_us_v4(iface, data, link_multicast)
+                return
+        handlers = self.handlers  # _deliver, inlined for the common packet
+        handler = handlers.get(_V4_KEY | protocol) or handlers.get(protocol)
+        if handler is None:
+            self._deliver(iface, 4, src, dst, protocol, ttl, to_multicast,
+                          data[_IPV4_HLEN:total_len], data)
+            return
+        counters["IpInDelivers"] = counters.get("IpInDelivers", 0) + 1
+        handler(new_tuple(Delivery, (iface, src, dst, protocol, ttl, to_multicast, data)),
+                data[_IPV4_HLEN:total_len])
 
     def _not_for_us_v4(self, iface: Interface, data: memoryview, link_multicast: bool) -> None:
         if link_multicast:
@@ -752,252 +736,6 @@ class IpLayer:
             self._resolve_and_send(iface, next_hop, packet)
         else:
             iface.transmit(packet)
-
-    # -- ICMP ----------
-    def icmp4_input(self, info: Delivery, payload: memoryview) -> None:
-        self._count("IcmpInMsgs")
-        try:
-            msg = icmpv4.Repr.parse(payload)
-        except WireError:
-            self._count("IcmpInErrors")
-            return
-        if msg.checksum_ok is False and not info.iface.checksum_offload:
-            self._count("IcmpInCsumErrors")
-            self._count("IcmpInErrors")
-            return
-        if msg.type == icmpv4.ECHO_REQUEST:
-            self._count("IcmpInEchos")
-            if info.to_multicast:
-                return  # icmp_echo_ignore_broadcasts=1
-            reply = icmpv4.Repr.echo_reply(msg.ident, msg.seq, bytes(msg.data)).build()
-            self._count("IcmpOutEchoReps")
-            self._count("IcmpOutMsgs")
-            self.output(info.dst, info.src, ipv4.PROTO_ICMP, lambda s, d: reply)
-        elif msg.type == icmpv4.ECHO_REPLY:
-            self._count("IcmpInEchoReps")
-            for listener in list(self.echo_listeners):
-                listener(4, info.src, msg)
-        elif msg.type in icmpv4.ERROR_TYPES:
-            self._count("IcmpInDestUnreachs" if msg.type == icmpv4.DEST_UNREACHABLE
-                        else "IcmpInTimeExcds")
-            try:
-                flow = icmpv4.parse_quoted(msg.quoted)
-            except WireError:
-                self._count("IcmpInErrors")
-                return
-            if msg.type == icmpv4.DEST_UNREACHABLE and msg.code == icmpv4.FRAG_NEEDED:
-                self._pmtu_update(flow.dst, msg.next_mtu or 576)
-            handler = self.error_handlers.get(flow.protocol)
-            if handler is not None:
-                handler(4, msg.type, msg.code, info.src, flow)
-
-    def icmp6_input(self, info: Delivery, payload: memoryview) -> None:
-        self._count("Icmp6InMsgs")
-        try:
-            msg = icmpv6.Repr.parse(payload, info.src, info.dst)
-        except WireError:
-            self._count("Icmp6InErrors")
-            return
-        if msg.checksum_ok is False and not info.iface.checksum_offload:
-            self._count("Icmp6InCsumErrors")
-            self._count("Icmp6InErrors")
-            return
-        kind = msg.type
-        if kind == icmpv6.NEIGHBOR_SOLICIT:
-            self._ns_input(info, msg)
-        elif kind == icmpv6.NEIGHBOR_ADVERT:
-            self._na_input(info, msg)
-        elif kind == icmpv6.ECHO_REQUEST:
-            self._count("Icmp6InEchos")
-            reply = icmpv6.Repr.echo_reply(msg.ident, msg.seq, bytes(msg.data))
-            src = info.dst if not is_multicast(info.dst) else None
-            self._count("Icmp6OutEchoReplies")
-            self.output(src, info.src, PROTO_ICMPV6,
-                        lambda s, d: reply.build(src=s, dst=d))  # type: ignore[return-value]
-        elif kind == icmpv6.ECHO_REPLY:
-            self._count("Icmp6InEchoReplies")
-            for listener in list(self.echo_listeners):
-                listener(6, info.src, msg)
-        elif kind in icmpv6.ERROR_TYPES:
-            self._count("Icmp6InDestUnreachs" if kind == icmpv6.DEST_UNREACHABLE
-                        else "Icmp6InPktTooBigs" if kind == icmpv6.PACKET_TOO_BIG
-                        else "Icmp6InTimeExcds")
-            try:
-                flow = icmpv6.parse_quoted(msg.quoted)
-            except WireError:
-                self._count("Icmp6InErrors")
-                return
-            if kind == icmpv6.PACKET_TOO_BIG:
-                self._pmtu_update(flow.dst, msg.mtu)
-            handler = self.error_handlers.get(flow.protocol)
-            if handler is not None:
-                handler(6, kind, msg.code, info.src, flow)
-        else:
-            self._count("Icmp6InOther")
-
-    def _pmtu_update(self, dst: bytes, mtu: int) -> None:
-        if self.host.pmtu.update(dst, mtu, self.host.now()) is not None:
-            self.host.dst_cache.invalidate()
-
-    def send_icmp_error(self, offending: bytes | memoryview, family: int, kind: int, code: int,
-                        *, mtu: int = 0, pointer: int = 0) -> None:
-        """Answer ``offending`` (a whole IP packet) with an ICMP error, unless RFC 1122
-        §3.2.2 / RFC 4443 §2.4(e) forbid it (errors about errors, multicast, fragments)."""
-        offending = bytes(offending)  # Delivery.packet is a view: copy on this rare path
-        try:
-            if family == 4:
-                original = ipv4.Repr.parse(offending)
-                if is_multicast(original.dst) or original.dst == LIMITED_BROADCAST \
-                        or original.frag_offset or original.src == bytes(4):
-                    return
-                if original.protocol == ipv4.PROTO_ICMP:
-                    inner = icmpv4.Repr.parse(original.payload)
-                    if inner.type not in icmpv4.ECHO_TYPES:
-                        return
-            else:
-                original6 = ipv6.Repr.parse(offending)
-                if original6.src == UNSPECIFIED6 or (
-                        is_multicast(original6.dst) and kind != icmpv6.PACKET_TOO_BIG):
-                    return
-                if original6.next_header == PROTO_ICMPV6:
-                    inner6 = icmpv6.Repr.parse(original6.payload)
-                    if inner6.type in icmpv6.ERROR_TYPES:
-                        return
-        except WireError:
-            return
-        if not self.icmp_limit.allow(self.host.now()):
-            self._count("RcunetIcmpRateLimited")
-            return
-        if family == 4:
-            quoted = offending[:ICMP_QUOTE_V4]
-            if kind == icmpv4.DEST_UNREACHABLE:
-                message = icmpv4.Repr.dest_unreachable(code, quoted, next_mtu=mtu)
-            elif kind == icmpv4.TIME_EXCEEDED:
-                message = icmpv4.Repr.time_exceeded(code, quoted)
-            else:
-                message = icmpv4.Repr.parameter_problem(pointer, quoted, code)
-            self._count("IcmpOutMsgs")
-            self._count("IcmpOutDestUnreachs" if kind == icmpv4.DEST_UNREACHABLE
-                        else "IcmpOutTimeExcds")
-            body = message.build()
-            self.output(None, original.src, ipv4.PROTO_ICMP, lambda s, d: body)
-        else:
-            quoted = offending[:ICMP_QUOTE_V6]
-            if kind == icmpv6.PACKET_TOO_BIG:
-                message6 = icmpv6.Repr.packet_too_big(mtu, quoted)
-            elif kind == icmpv6.PARAMETER_PROBLEM:
-                message6 = icmpv6.Repr.parameter_problem(code, pointer, quoted)
-            elif kind == icmpv6.TIME_EXCEEDED:
-                message6 = icmpv6.Repr.time_exceeded(code, quoted)
-            else:
-                message6 = icmpv6.Repr.dest_unreachable(code, quoted)
-            self._count("Icmp6OutMsgs")
-            self._count("Icmp6OutDestUnreachs" if kind == icmpv6.DEST_UNREACHABLE
-                        else "Icmp6OutErrors")
-            self.output(None, original6.src, PROTO_ICMPV6,
-                        lambda s, d: message6.build(src=s, dst=d))  # type: ignore[return-value]
-
-    def _icmp_host_unreachable(self, packet: Packet) -> None:
-        if isinstance(packet, tuple):  # gathered pieces that waited for resolution
-            packet = b"".join(packet)
-        if packet and packet[0] >> 4 == 4:
-            self.send_icmp_error(packet, 4, icmpv4.DEST_UNREACHABLE, icmpv4.HOST_UNREACHABLE)
-        else:
-            self.send_icmp_error(packet, 6, icmpv6.DEST_UNREACHABLE, icmpv6.ADDRESS_UNREACHABLE)
-
-    def ping(self, dst: bytes, ident: int, seq: int, data: bytes = b"") -> int:
-        """Send one echo request (ICMP or ICMPv6 by address family)."""
-        if len(dst) == 4:
-            body = icmpv4.Repr.echo_request(ident, seq, data).build()
-            self._count("IcmpOutEchos")
-            return self.output(None, dst, ipv4.PROTO_ICMP, lambda s, d: body)
-        request = icmpv6.Repr.echo_request(ident, seq, data)
-        self._count("Icmp6OutEchos")
-        return self.output(None, dst, PROTO_ICMPV6,
-                           lambda s, d: request.build(src=s, dst=d))  # type: ignore[return-value]
-
-    # -- NDP ----------
-    def _ns_input(self, info: Delivery, msg: icmpv6.Repr) -> None:
-        iface = info.iface
-        if info.ttl != 255 or not iface.has_address(msg.target):
-            self._count("Icmp6InNeighborSolicits")
-            return  # RFC 4861 §7.1.1: hop limit 255; not one of our addresses
-        self._count("Icmp6InNeighborSolicits")
-        lladdr = next((o.addr for o in msg.options if isinstance(o, icmpv6.SourceLinkAddr)), None)
-        actions: list[nd.Action] = []
-        if lladdr is not None and info.src != UNSPECIFIED6:
-            with iface.neigh_lock:
-                actions = iface.neigh6.solicitation_received(info.src, lladdr, self.host.now())
-                self._arm_neigh_locked(iface, 6)
-        if iface.mac is None:
-            return
-        dst = ALL_NODES if info.src == UNSPECIFIED6 else info.src
-        advert = icmpv6.Repr.neighbor_advert(
-            msg.target, solicited=dst != ALL_NODES, override=True,
-            options=(icmpv6.TargetLinkAddr(iface.mac),))
-        self._count("Icmp6OutNeighborAdvertisements")
-        self._send_ndp(iface, msg.target, dst, advert, lladdr)
-        self._run_neigh_actions(iface, 6, actions)
-
-    def _na_input(self, info: Delivery, msg: icmpv6.Repr) -> None:
-        self._count("Icmp6InNeighborAdvertisements")
-        if info.ttl != 255:
-            return
-        iface = info.iface
-        lladdr = next((o.addr for o in msg.options if isinstance(o, icmpv6.TargetLinkAddr)), None)
-        with iface.neigh_lock:
-            actions = iface.neigh6.advertisement_received(
-                msg.target, lladdr, self.host.now(),
-                solicited=bool(msg.flags & icmpv6.NA_SOLICITED),
-                override=bool(msg.flags & icmpv6.NA_OVERRIDE))
-            self._arm_neigh_locked(iface, 6)
-        self._run_neigh_actions(iface, 6, actions)
-
-    def _send_ns(self, iface: Interface, target: bytes, lladdr: bytes | None) -> None:
-        src = self.select_source(iface, target)
-        if src is None or iface.mac is None:
-            return
-        dst = target if lladdr is not None else solicited_node(target)
-        solicit = icmpv6.Repr.neighbor_solicit(target, (icmpv6.SourceLinkAddr(iface.mac),))
-        self._count("Icmp6OutNeighborSolicits")
-        self._send_ndp(iface, src, dst, solicit, lladdr)
-
-    def _send_ndp(self, iface: Interface, src: bytes, dst: bytes, msg: icmpv6.Repr,
-                  lladdr: bytes | None) -> None:
-        body = msg.build(src=src, dst=dst)
-        packet = ipv6.Repr(src, dst, PROTO_ICMPV6, body, hop_limit=255).build()
-        self._send_frame(iface, lladdr or multicast_mac(dst), ethernet.ETHERTYPE_IPV6, packet)
-
-    def join_solicited_node(self, iface: Interface, addr: bytes) -> None:
-        group = solicited_node(addr)
-        iface.join_group(group)
-
-    # -- group membership reports ----------
-    def report_membership(self, iface: Interface, group: bytes, joined: bool) -> None:
-        """Announce a join (or leave) on an Ethernet link: IGMPv2 report/leave for IPv4,
-        an MLDv2 report (CHANGE_TO_EXCLUDE {} / CHANGE_TO_INCLUDE {}) for IPv6."""
-        if not iface.is_ethernet or iface is self.host.loopback:
-            return
-        if len(group) == 4:
-            kind = igmp.V2_REPORT if joined else igmp.LEAVE_GROUP
-            dst = group if joined else igmp.ALL_ROUTERS
-            body = igmp.Repr(kind, group).build()
-            src = self.select_source(iface, dst) or bytes(4)
-            packet = ipv4.Repr(src, dst, igmp.PROTOCOL, body, ttl=1,
-                               options=b"\x94\x04\x00\x00").build()  # Router Alert, RFC 2113
-            self._send_frame(iface, multicast_mac(dst), ethernet.ETHERTYPE_IPV4, packet)
-            self._count("IgmpOutReports" if joined else "IgmpOutLeaves")
-        else:
-            mode = icmpv6.CHANGE_TO_EXCLUDE if joined else icmpv6.CHANGE_TO_INCLUDE
-            report = icmpv6.Repr(icmpv6.MLDV2_REPORT, 0,
-                                 records=(icmpv6.McastRecord(mode, group),))
-            src = self.select_source(iface, ALL_NODES) or UNSPECIFIED6
-            body = report.build(src=src, dst=MLDV2_ROUTERS)
-            hop_by_hop = ipv6.HopByHop(PROTO_ICMPV6, ((ipv6.OPT_ROUTER_ALERT, b"\x00\x00"),))
-            packet6 = ipv6.Repr(src, MLDV2_ROUTERS, PROTO_ICMPV6, body, hop_limit=1,
-                                extensions=(hop_by_hop,)).build()
-            self._send_frame(iface, multicast_mac(MLDV2_ROUTERS), ethernet.ETHERTYPE_IPV6, packet6)
-            self._count("Icmp6OutMLDv2Reports")
 
 
 def _same_subnet(a: bytes, b: bytes, prefix_len: int) -> bool:

@@ -49,6 +49,10 @@ _HEADER = struct.Struct("!BBHHHBBH4s4s")
 _HEADER_CHUNKS = struct.Struct("!QQI")
 _U16 = struct.Struct("!H")
 _CHECKSUM_AT = 10
+#: What receive paths read of a plain header, in one unpack (``parse_plain``): version and
+#: IHL, total length, flags and fragment offset, TTL, protocol, source, destination.
+_PLAIN = struct.Struct("!BxHxxHBBxx4s4s")
+_MF_OFFSET = FLAG_MF | FRAG_OFFSET_MASK
 
 
 def header_len_of(vihl: int, available: int) -> int:
@@ -61,6 +65,21 @@ def header_len_of(vihl: int, available: int) -> int:
     if header_len > available:
         raise truncated(f"IPv4 header with IHL {vihl & 0x0F}", header_len, available)
     return header_len
+
+
+def parse_plain(buf: Buffer) -> tuple[int, int, int, bytes, bytes] | None:
+    """The common packet's header, read with one unpack for receive paths that run once
+    per packet: a 20-byte header (version 4, no options), not a fragment, its total
+    length within ``buf``.  Returns ``(total_len, ttl, protocol, src, dst)``, the
+    values ``Repr.parse`` gives for such a header (it checks nothing more of it), or
+    None for any other packet: parse that one with ``Repr.parse``.  The header checksum
+    is the caller's (``header_checksum_ok``): links that offload it skip it."""
+    if len(buf) < HEADER_LEN:
+        return None
+    vihl, total_len, frag, ttl, protocol, src, dst = _PLAIN.unpack_from(buf)
+    if vihl != _VIHL_PLAIN or not HEADER_LEN <= total_len <= len(buf) or frag & _MF_OFFSET:
+        return None
+    return total_len, ttl, protocol, src, dst
 
 
 def check_options(options: Buffer) -> None:

@@ -486,3 +486,27 @@ def test_version4_garbage_only_raises_wire_error(vihl: int, rest: bytes) -> None
     except WireError:
         return
     assert packet.build(checksum=False)[12:] == data[12 : packet.buffer_len()]
+
+
+def test_parse_plain_agrees_with_parse_on_the_common_packet() -> None:
+    from rcunet.wire import ipv4 as codec
+
+    src, dst = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])
+    raw = codec.Repr(src, dst, 6, b"payload", ttl=33, dont_fragment=True).build() + b"pad"
+    full = codec.Repr.parse(raw)
+    total_len = len(raw) - 3
+    assert codec.parse_plain(raw) == (total_len, full.ttl, full.protocol, full.src, full.dst)
+    assert codec.parse_plain(memoryview(raw)) == codec.parse_plain(raw)
+
+
+def test_parse_plain_leaves_every_other_packet_to_parse() -> None:
+    from rcunet.wire import ipv4 as codec
+
+    src, dst = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])
+    with_options = codec.Repr(src, dst, 17, b"x", options=b"\x01\x01\x01\x00").build()
+    fragment = codec.Repr(src, dst, 17, b"x" * 8, more_fragments=True).build()
+    later_fragment = codec.Repr(src, dst, 17, b"x" * 8, frag_offset=8).build()
+    plain = codec.Repr(src, dst, 17, b"xyz").build()
+    for packet in (with_options, fragment, later_fragment, plain[:19], plain[:-1],
+                   b"\x65" + plain[1:]):
+        assert codec.parse_plain(packet) is None
