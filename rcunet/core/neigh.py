@@ -31,11 +31,8 @@ lock), and ``lladdr_rcu`` - the per-packet fast path, Linux ``neigh_output`` /
 ``neigh_event_send`` on a NUD_CONNECTED, DELAY or PROBE entry - takes no lock.
 
 Lookups in ``_entries`` are subscripts (``addr in d``, ``d[addr]``), never ``dict.get``:
-on free-threaded CPython 3.13 ``dict.get`` is a critical-section method, and when its
-lock-free lookup cannot take a reference (the probe is equal to but not the stored key -
-``addr`` is a next-hop ``bytes`` made per packet - or the dict/value belongs to another
-thread) it takes the dict's lock again inside its own critical section and spins 20-80 us
-(``python -m rcunet.sync.ftbench``).  A subscript falls back to one plain lock instead.
+``addr`` is a next-hop ``bytes`` made per packet, the case where free-threaded 3.13's
+``dict.get`` spins (``rcunet.core.freethreaded``, point 2).
 """
 
 from __future__ import annotations
@@ -154,7 +151,7 @@ class Entry:
 
     Ordinary attributes, not ``__slots__``: ``lladdr_rcu`` reads ``state`` and
     ``lladdr`` from other threads, and on free-threaded 3.13 every such slot read takes
-    the instance's mutex (``rcunet.sync.shared`` explains; core does not import it).
+    the instance's mutex (``rcunet.core.freethreaded`` explains).
     """
 
     def __init__(self, addr: bytes, now: int) -> None:

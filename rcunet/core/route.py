@@ -150,9 +150,8 @@ class RoutingTable:
         value = int.from_bytes(dst, "big")
         for _plen, mask, nets in table.levels:
             key = value & mask
-            # ``in`` + subscript, not nets.get: the key is a fresh int, and on free-threaded
-            # 3.13 dict.get with a key equal to but not the stored one can spin on the
-            # dict's lock (rcunet.core.neigh's docstring).  Both reads are atomic on the
+            # ``in`` + subscript, not nets.get: the key is a fresh int
+            # (rcunet.core.freethreaded, point 2).  Both reads are atomic on the
             # immutable-after-publish level dict.
             if key not in nets:
                 continue

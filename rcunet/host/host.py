@@ -17,6 +17,7 @@ A receive worker never dies: an exception from a packet is counted
 
 from __future__ import annotations
 
+import importlib
 import ipaddress
 import itertools
 import queue
@@ -376,7 +377,32 @@ class Host:
 
     # -- sockets ----------
     def socket(self, family: int = 2, type: int = 1, proto: int = 0) -> object:
-        """A socket on this host, compatible with Python's ``socket.socket``."""
-        from rcunet.api.socket import Socket
+        """A socket on this host, compatible with Python's ``socket.socket``: made by
+        the factory the api layer registers (``register_socket_factory``)."""
+        factory = _socket_factory  # atomic: one global load (stored once, at api import)
+        if factory is None:
+            factory = _load_socket_factory()
+        return factory(self, family, type, proto)
 
-        return Socket(self, family, type, proto)
+
+#: Makes what ``Host.socket`` returns: ``rcunet.api.socket.Socket``, registered by the api
+#: package when it loads.  The host never imports the layer above it; the factory is
+#: late-bound, as Linux's socket layer finds a protocol family through the
+#: ``net_proto_family`` an upper module registered (sock_register).
+_socket_factory: Callable[[Host, int, int, int], object] | None = None
+#: The package that registers the factory, loaded by name on the first ``socket()`` when
+#: nothing imported it yet (a user of ``rcunet.host.network`` alone, as in the README).
+SOCKET_API_PACKAGE = "rcunet.api"
+
+
+def register_socket_factory(factory: Callable[[Host, int, int, int], object]) -> None:
+    """The api layer's socket class (``rcunet.api`` calls this once, at import)."""
+    global _socket_factory
+    _socket_factory = factory
+
+
+def _load_socket_factory() -> Callable[[Host, int, int, int], object]:
+    importlib.import_module(SOCKET_API_PACKAGE)  # registers the factory
+    if _socket_factory is None:
+        raise RuntimeError(f"{SOCKET_API_PACKAGE} registered no socket factory")
+    return _socket_factory

@@ -22,10 +22,10 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
+from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.core.route import Route
 from rcunet.sync.lock import LockClass
 from rcunet.sync.refcount import IncNotZeroRef, RcuRef
-from rcunet.sync.shared import lockfree_read_slots
 
 if TYPE_CHECKING:
     from rcunet.host.host import Host
@@ -86,17 +86,18 @@ class DstCache:
 
     Concurrency:
       _entries  rcu: a dict replaced wholesale by ``invalidate`` (one store) and filled
-                under ``_lock``; readers do one ``dict.get`` (atomic) on the snapshot they
+                under ``_lock``; readers do one subscript (atomic; not ``.get``: the key is a
+                fresh tuple, ``rcunet.core.freethreaded`` point 2) on the snapshot they
                 loaded, then pin the entry and re-check its generation.
       per thread  each sending thread first looks in its own dict (``_tls``; owner: that
                 thread), as Linux keeps a per-CPU output dst in the nexthop
                 (``nhc_pcpu_rth_output``).  It is dropped when ``_epoch`` (bumped under
                 ``_lock`` by ``invalidate``; loaded with one attribute load) moves, and
                 holds no reference: a dead entry fails ``hold()`` and the lookup goes on
-                to the shared dict.  Why it exists: on free-threaded 3.13 a lookup in a
-                shared dict whose stored key is equal but not identical to the probe
-                (a new ``(dst, oif)`` tuple per send) takes the dict's lock, so every
-                sender thread queued on that one lock.
+                to the shared dict.  Why it exists: on free-threaded 3.13 even a
+                subscript into a shared dict whose stored key is equal but not identical
+                to the probe (a new ``(dst, oif)`` tuple per send) takes the dict's lock
+                (``rcunet.core.freethreaded``), so every sender queued on that one lock.
     """
 
     def __init__(self, host: Host) -> None:

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import socket
 
+from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.sync.lock import LockClass
-from rcunet.sync.shared import lockfree_read_slots
 
 POLL_LOCK = LockClass("tcp_sock.poll")
 _FILL = b"\0" * 512

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
+from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.core.tcp import Connection, Options
 from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.timewait import TimeWait
@@ -36,7 +37,6 @@ from rcunet.host.tcp_poll import PollFd
 from rcunet.sync import lock as _lock_mod
 from rcunet.sync.deferred import Buffer
 from rcunet.sync.lock import LockClass
-from rcunet.sync.shared import lockfree_read_slots
 from rcunet.tables.entry import AF_INET, ANY4, ANY6, SockEntry, State, is_v4mapped
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ import itertools
 import threading
 from collections.abc import Callable
 
-from rcunet.sync.shared import lockfree_read_slots
+from rcunet.core.freethreaded import lockfree_read_slots
 
 #: The timer thread's granularity: Linux's jiffy at HZ=250.
 JIFFY_NS = 4_000_000

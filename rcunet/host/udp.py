@@ -15,10 +15,10 @@ import threading
 from collections import deque
 from typing import TYPE_CHECKING
 
+from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.host.ip import Delivery, is_multicast
 from rcunet.host.timers import Timer
 from rcunet.sync.lock import LockClass
-from rcunet.sync.shared import lockfree_read_slots
 from rcunet.tables.entry import AF_INET, AF_INET6, ANY4, ANY6
 from rcunet.tables.udp import UdpTable
 from rcunet.tables.udp_entry import UdpEntry

@@ -19,8 +19,8 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
+from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.sync.hooks import yield_point
-from rcunet.sync.shared import lockfree_read_slots
 
 #: Yield point in free() between finding the owner's queue and appending to it.
 FREE_AFTER_LOOKUP = "deferred.free.after_lookup"
@@ -45,10 +45,8 @@ class PerThreadCounter:
         ident = _get_ident()
         cells = self._cells
         try:
-            # atomic: dict subscript.  Not dict.get: on free-threaded 3.13 a get whose
-            # lock-free attempt fails (an equal but not identical key - get_ident() makes
-            # a new int each call - stored by another thread) re-locks the dict inside
-            # dict.get's own critical section and spins (tens of microseconds).
+            # atomic: dict subscript.  Not dict.get: get_ident() makes a new int each
+            # call (rcunet.core.freethreaded, point 2).
             cell = cells[ident]
         except KeyError:
             cell = cells.setdefault(ident, [0])  # atomic: dict.setdefault
@@ -128,7 +126,7 @@ class BufferPool:
         return len(self._free)
 
 
-@dataclass  # no slots: freeing threads read it (rcunet.sync.shared); one per worker
+@dataclass  # no slots: freeing threads read it (rcunet.core.freethreaded); one per worker
 class _OwnerQueue:
     owner: Hashable
     recycle: Callable[[object], object]
@@ -268,8 +266,7 @@ class DeferredFreeList:
 
 
 def _lookup(owners: dict[Hashable, _OwnerQueue], owner: Hashable) -> _OwnerQueue | None:
-    """``owners.get(owner)`` spelled as a subscript (see PerThreadCounter.add: on
-    free-threaded 3.13, dict.get with an equal but not identical key can spin)."""
+    """``owners.get(owner)`` spelled as a subscript (rcunet.core.freethreaded, point 2)."""
     try:
         return owners[owner]  # atomic: dict subscript
     except KeyError:

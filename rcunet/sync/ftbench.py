@@ -6,7 +6,7 @@ lookup reads what a writer published, and prints nanoseconds per read:
 * ``dict.get`` vs ``d[k]`` vs ``k in d`` with a key equal to, but not the object stored by,
   the other thread (a fresh ``bytes`` address, as a packet or a parsed sockaddr gives);
 * an attribute read of an object with ``__slots__`` vs one with ordinary attributes
-  (``rcunet.sync.shared`` explains the difference), the value made by the other thread.
+  (``rcunet.core.freethreaded`` explains the difference), the value made by the other thread.
 
 On free-threaded CPython 3.13 the ``dict.get`` and ``__slots__`` cases take a lock on
 every read (``dict.get`` even spins on the lock it already holds); with the GIL every case
@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rcunet.sync.shared import FREE_THREADED
+from rcunet.core.freethreaded import FREE_THREADED
 
 _KEY = bytes([10, 0, 0, 2])
 

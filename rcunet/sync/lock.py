@@ -35,9 +35,9 @@ from time import perf_counter_ns
 from types import CodeType, FrameType
 from typing import Any
 
+from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.sync import lockdep as _lockdep
 from rcunet.sync.hooks import yield_point
-from rcunet.sync.shared import lockfree_read_slots
 
 _get_ident = threading.get_ident
 
@@ -240,7 +240,7 @@ class Lock:
     """
 
     # Every thread that takes the lock reads acquire/_enter/...: ordinary attributes on
-    # free-threaded builds (rcunet.sync.shared explains why).
+    # free-threaded builds (rcunet.core.freethreaded explains why).
     __slots__ = lockfree_read_slots(
         "_lock",
         "lock_class",
@@ -413,3 +413,10 @@ def stats_enabled() -> bool:
 
 def checks_enabled() -> bool:
     return _checks_on
+
+
+def _set_checks(on: bool) -> None:
+    _set_mode(checks=on)
+
+
+_lockdep.install_switch(_set_checks, checks_enabled)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import errno
 import threading
 from collections import deque
+from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -54,29 +55,50 @@ _tls = threading.local()
 _generation = 0
 
 
+#: The lock module's checks switch and its reading, installed by ``rcunet.sync.lock``
+#: when it loads (``install_switch``).  lock calls into lockdep on every instrumented
+#: acquire; lockdep reaches back only through these, so neither module imports the
+#: other's upper half (no import circle).  Written once at lock's import; read with
+#: one global load.
+_switch: Callable[[bool], None] | None = None
+_query: Callable[[], bool] | None = None
+#: What enable()/disable() asked before the lock module was loaded (None: nothing).
+_pending: bool | None = None
+
+
+def install_switch(switch: Callable[[bool], None], query: Callable[[], bool]) -> None:
+    """Called once by ``rcunet.sync.lock``: how to turn every lock's checks on or off."""
+    global _switch, _query
+    _switch, _query = switch, query
+    if _pending is not None:
+        switch(_pending)
+
+
+def _set_checks(on: bool) -> None:
+    global _pending
+    if _switch is None:
+        _pending = on  # no lock exists yet: applied when the lock module loads
+    else:
+        _switch(on)
+
+
 def enable() -> None:
     """Turn lock-order checking (and ``assert_held``) on for every lock."""
     global _generation
-    from rcunet.sync import lock as _lock_mod
-
     with _graph_lock:
         _generation += 1
-    _lock_mod._set_mode(checks=True)
+    _set_checks(True)
 
 
 def disable() -> None:
     global _generation
-    from rcunet.sync import lock as _lock_mod
-
-    _lock_mod._set_mode(checks=False)
+    _set_checks(False)
     with _graph_lock:
         _generation += 1
 
 
 def enabled() -> bool:
-    from rcunet.sync import lock as _lock_mod
-
-    return _lock_mod.checks_enabled()
+    return _query() if _query is not None else bool(_pending)
 
 
 def reports() -> list[str]:

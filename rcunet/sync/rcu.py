@@ -38,8 +38,8 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.sync.hooks import yield_point
-from rcunet.sync.shared import lockfree_read_slots
 
 #: Yield point in synchronize() after the new epoch is published, before the wait.
 SYNC_AFTER_EPOCH = "rcu.synchronize.after_epoch"
@@ -52,7 +52,7 @@ class _ReaderSlot:
     """One thread's read-side state in one domain.  owner: that thread (epoch is also read
     by writers)."""
 
-    # epoch is loaded by synchronize() in other threads (rcunet.sync.shared: why no slots)
+    # epoch is loaded by synchronize() in other threads (rcunet.core.freethreaded: why no slots)
     __slots__ = lockfree_read_slots("epoch", "nesting", "thread_name", "__weakref__")
 
     def __init__(self, thread_name: str) -> None:

@@ -32,11 +32,11 @@ from __future__ import annotations
 import threading
 import warnings
 
+from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.sync import hooks as _hooks
 from rcunet.sync.hooks import yield_point
 from rcunet.sync.rcu import Rcu
 from rcunet.sync.rcu import rcu as default_rcu
-from rcunet.sync.shared import lockfree_read_slots
 
 MASK = 0xFFFF_FFFF
 ONEREF = 0x0000_0000  # one reference
@@ -73,7 +73,7 @@ class RcuRef:
     """
 
     # Pinned by every thread that finds the object: ordinary attributes on free-threaded
-    # builds (rcunet.sync.shared explains why).
+    # builds (rcunet.core.freethreaded explains why).
     __slots__ = lockfree_read_slots("_cnt", "_atomic", "_rcu", "slow_paths", "imbalanced_puts",
                                     "saturations")
 

@@ -26,10 +26,10 @@ import random
 from dataclasses import dataclass
 from typing import TypeVar
 
+from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.sync import lockdep
 from rcunet.sync.lock import LockClass
 from rcunet.sync.lockarray import LockArray
-from rcunet.sync.shared import lockfree_read_slots
 from rcunet.tables.ehash import EstablishedTable
 from rcunet.tables.entry import (
     AF_INET,

@@ -20,8 +20,8 @@ from __future__ import annotations
 import enum
 import errno
 
+from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.sync.refcount import RcuRef
-from rcunet.sync.shared import lockfree_read_slots
 
 AF_INET = 2
 AF_INET6 = 10
@@ -81,7 +81,7 @@ class TableEntry:
     """
 
     # Read by lockless lookups from every thread: ordinary attributes on free-threaded
-    # builds (rcunet.sync.shared explains why).
+    # builds (rcunet.core.freethreaded explains why).
     __slots__ = lockfree_read_slots(
         "family", "laddr", "lport", "faddr", "fport", "key", "bound_dev", "state", "ref",
         "sk_hash", "reuseaddr", "reuseport", "uid", "v6only", "incoming_cpu",

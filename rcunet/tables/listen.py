@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import errno
 
+from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.sync.lock import LockClass
 from rcunet.sync.lockarray import LockArray
-from rcunet.sync.shared import lockfree_read_slots
 from rcunet.tables.entry import (
     AF_INET,
     AF_INET6,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import random
 
-from rcunet.sync.shared import lockfree_read_slots
+from rcunet.core.freethreaded import lockfree_read_slots
 
 M32 = 0xFFFFFFFF
 #: Linux re-salts the ephemeral-port secret every 10 seconds (``jiffies / (10 * HZ)``).

@@ -61,12 +61,12 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import cast
 
+from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.sync import lockdep
 from rcunet.sync.hooks import yield_point
 from rcunet.sync.lock import Lock, LockClass
 from rcunet.sync.rcu import Rcu
 from rcunet.sync.shards import ShardedStats
-from rcunet.sync.shared import lockfree_read_slots
 from rcunet.tables.entry import (
     AF_INET,
     AF_INET6,

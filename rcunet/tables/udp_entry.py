@@ -20,8 +20,8 @@ import errno
 import threading
 from collections.abc import Iterable
 
+from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.sync.hooks import yield_point
-from rcunet.sync.shared import lockfree_read_slots
 from rcunet.tables.entry import (
     AF_INET,
     AF_INET6,

@@ -13,8 +13,8 @@ maps to one member while membership is unchanged (§8.2 item 41).
 
 from __future__ import annotations
 
+from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.sync.hooks import yield_point
-from rcunet.sync.shared import lockfree_read_slots
 from rcunet.tables.entry import State, TableEntry
 
 M32 = 0xFFFFFFFF

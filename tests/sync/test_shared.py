@@ -7,7 +7,7 @@ import weakref
 
 import pytest
 
-from rcunet.sync.shared import FREE_THREADED, lockfree_read_slots
+from rcunet.core.freethreaded import FREE_THREADED, lockfree_read_slots
 from rcunet.tables.bind import Bind2Bucket, BindBucket
 from rcunet.tables.entry import AF_INET, SockEntry, TableEntry, TimeWaitEntry
 

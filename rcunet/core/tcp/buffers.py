@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from rcunet.sync.shared import lockfree_read_slots
+from rcunet.core.freethreaded import lockfree_read_slots
 
 Buffer = bytes | bytearray | memoryview
 

@@ -45,6 +45,7 @@ from __future__ import annotations
 import dataclasses
 import errno as errnos
 
+from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.core.tcp import congestion
 from rcunet.core.tcp.autotune import AutotuneMixin
 from rcunet.core.tcp.buffers import RecvQueue, SendQueue
@@ -99,7 +100,6 @@ from rcunet.core.tcp.tcb import Tcb
 from rcunet.core.tcp.timeouts import TimeoutsMixin
 from rcunet.core.tcp.timers import Timers
 from rcunet.core.tcp.timewait import TimeWait, reuse_iss
-from rcunet.sync.shared import lockfree_read_slots
 from rcunet.wire import tcp
 from rcunet.wire.seqnum import add
 

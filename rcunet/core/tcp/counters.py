@@ -39,9 +39,8 @@ class Counters:
         if name not in _KNOWN:
             raise KeyError(f"unknown counter {name!r}")
         values = self.values
-        # Subscripts, not dict.get: on free-threaded 3.13 a get on a dict made by another
-        # thread (a connection's counters move between the threads that drive it) can spin
-        # on the dict's lock; rcunet.core.neigh's docstring has the details.
+        # Subscripts, not dict.get: a connection's counters move between the threads
+        # that drive it (rcunet.core.freethreaded, point 2).
         values[name] = values[name] + n if name in values else n
 
     def __getitem__(self, name: str) -> int:

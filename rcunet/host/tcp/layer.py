@@ -96,9 +96,8 @@ class TcpLayer(DemuxMixin, EngineMixin, TransmitMixin, ListenerMixin, TimeWaitMi
         """The address pair's TSval offset (a keyed hash: the same for every connection
         between two addresses), remembered for the next connection.  Races are
         harmless: every thread computes the same value; dict subscript and set are
-        atomic.  A subscript, not ``.get``: the key is a fresh tuple each time, and on
-        free-threaded 3.13 ``dict.get`` then re-takes the dict's lock it already holds
-        (``rcunet.sync.ftbench``), which spun on every connection."""
+        atomic.  A subscript, not ``.get``: the key is a fresh tuple each time
+        (``rcunet.core.freethreaded``, point 2)."""
         key = (laddr, faddr)
         offsets = self._ts_offsets  # atomic: one attribute load (pairs with the reset)
         try:

@@ -7,10 +7,10 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.core.tcp.timewait import TimeWait, TwAction
 from rcunet.host.ip import Delivery
 from rcunet.host.tcp_sock import TcpSock
-from rcunet.sync.shared import lockfree_read_slots
 from rcunet.tables.entry import TableEntry, TimeWaitEntry
 from rcunet.wire import tcp
 
