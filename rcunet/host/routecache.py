@@ -121,6 +121,15 @@ class DstCache:
         with self._freed_lock:
             return created - self.freed
 
+    def cached(self, dst: bytes, oif: int = 0) -> DstEntry | None:
+        """The shared cache's entry for ``(dst, oif)``, not pinned (statistics only: it
+        may be dead by the time the caller reads it); None when none is cached."""
+        entries = self._entries  # atomic: one attribute load (pairs with invalidate)
+        try:
+            return entries[(dst, oif)]  # atomic: dict subscript (a fresh key tuple)
+        except KeyError:
+            return None
+
     def lookup(self, dst: bytes, oif: int = 0) -> DstEntry | None:
         """A pinned entry for ``dst`` (the caller must ``release()`` it), or None when
         there is no route."""

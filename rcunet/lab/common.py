@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from rcunet.bench.neper import Usage
+from rcunet.bench.workloads import PeerVanished, recv_exact
 from rcunet.sync import lockstat
 from rcunet.sync.lock import LockClass
 from rcunet.tuning import Tuning
@@ -109,14 +110,23 @@ def connect_and_send(host: Any, address: tuple[str, int], request: bytes,
 
 
 def recv_exactly(sock: Any, size: int) -> None:
-    """Read exactly ``size`` bytes from a stream socket; a peer that closes first is a
-    ``ConnectionError``."""
-    got = 0
-    while got < size:
-        data = sock.recv(size - got)
-        if not data:
-            raise ConnectionError(f"peer closed after {got} of {size} bytes")
-        got += len(data)
+    """Read exactly ``size`` bytes from a stream socket (the benchmarks' ``recv_exact``);
+    a peer that closes first is an error (``PeerVanished``), before the first byte too."""
+    if not recv_exact(sock, size, size):
+        raise PeerVanished(f"EOF before any of {size} bytes")
+
+
+def serve_transaction(conn: Any, request_size: int, response: bytes, timeout: float, *,
+                      wait_for_fin: bool = False) -> None:
+    """A tcp_crr server's side of one accepted connection: the request, the response,
+    then (``wait_for_fin``) the client's FIN before closing, so the server goes through
+    LAST_ACK and keeps no TIME_WAIT."""
+    with conn:
+        conn.settimeout(timeout)
+        recv_exactly(conn, request_size)
+        conn.sendall(response)
+        if wait_for_fin and conn.recv(1):
+            raise ConnectionError("client sent more than its request")
 
 
 def tcp_leaks(*hosts: Any) -> dict[str, int]:

@@ -53,6 +53,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
+from rcunet.api import host_socket
 from rcunet.bench import neper
 from rcunet.bench.tables_seed000 import Workload
 from rcunet.host.network import Network
@@ -70,6 +71,7 @@ from rcunet.lab.common import (
     rx_exceptions,
     scale,
     scaling_report,
+    serve_transaction,
     tcp_leaks,
     wait_until,
     with_lockstat,
@@ -271,17 +273,6 @@ def _transaction(a: Any, request: bytes, response_size: int) -> None:
         recv_exactly(cli, response_size)
 
 
-def _serve(conn: Any, request_size: int, response: bytes) -> None:
-    """The server side: request, response, then wait for the client's FIN and close
-    (LAST_ACK: the server keeps no TIME_WAIT)."""
-    with conn:
-        conn.settimeout(IO_TIMEOUT)
-        recv_exactly(conn, request_size)
-        conn.sendall(response)
-        if conn.recv(1):
-            raise ConnectionError("client sent more than its request")
-
-
 def _accept(srv: Any, timeout: float = IO_TIMEOUT) -> Any:
     end = time.monotonic() + timeout
     while True:
@@ -363,7 +354,8 @@ class CrrScenario:
                     conn, _ = self.srv.accept()
                 except TimeoutError:
                     continue
-                _serve(conn, len(self.request), self.response)
+                serve_transaction(conn, len(self.request), self.response, IO_TIMEOUT,
+                                  wait_for_fin=True)
                 self.served[index] += 1  # owner: this acceptor thread
         except BaseException as exc:  # reported by check_errors
             self.errors.append(exc)
@@ -478,12 +470,12 @@ class CrrScenario:
                 if conn.recv(1):
                     raise ConnectionError("a held flow's client sent data")
                 conn.close()
-            ended = [cli._sk for cli, _ in batch] + [conn._sk for _, conn in batch]
+            ended = [host_socket(sock) for pair in batch for sock in pair]
             # sk.forgotten: one attribute load (atomic), stored once under the layer's
             # _sockets_lock when the socket leaves it (TcpLayer.forget)
             if not wait_until(partial(all_forgotten, ended)):
                 return False
-        return not a.tcp.sockets and b.tcp.sockets == {self.srv._sk}
+        return not a.tcp.sockets and b.tcp.sockets == {host_socket(self.srv)}
 
     def _stop_acceptors(self) -> None:
         self._stop.set()
@@ -502,8 +494,8 @@ class CrrScenario:
         a, b = self.a, self.b
         wait_until(lambda: self.served_total() >= self.completed)
         self._stop_acceptors()
-        held_a = {cli._sk for cli, _ in self.held}
-        held_b = {conn._sk for _, conn in self.held} | {self.srv._sk}
+        held_a = {host_socket(cli) for cli, _ in self.held}
+        held_b = {host_socket(conn) for _, conn in self.held} | {host_socket(self.srv)}
         settled = wait_until(lambda: a.tcp.sockets == held_a and b.tcp.sockets == held_b)
         tw, client_ehash, ports, server_ehash = self._table_counts()
         rsts_before = b.counters.get("TcpOutRsts")

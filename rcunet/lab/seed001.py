@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from rcunet.api import host_socket
 from rcunet.bench import neper
 from rcunet.host.network import Network
 from rcunet.lab.common import MODES, alternate, interpreter, ratio, with_lockstat
@@ -141,7 +142,7 @@ def run_stream(mode: str, duration: float = 1.0, *, chunk: int = 16384, work_us:
         cli.connect((SERVER, PORT))
         child, _ = srv.accept()
         child.settimeout(IO_TIMEOUT)
-        sk = child._sk
+        sk = host_socket(child)
         result = _transfer(cli, child, duration, chunk, work_us * 1000, sleep_us / 1e6,
                            BacklogSampler(sk))
         stats = sk.lock_stats()
@@ -188,7 +189,7 @@ def _transfer(cli: Any, child: Any, duration: float, chunk: int, work_ns: int,
     flow = neper.FlowStats(0, 0, clock, keep_latency=False)
     digest = hashlib.blake2b()
     received = recvs = 0
-    sk = child._sk
+    sk = host_socket(child)
     holds: list[int] = []  # ns of socket-lock ownership inside each recv() call
     recv_cpu_ns = 0  # the reader thread's CPU time inside recv()
     thread = threading.Thread(target=sender, name="seed001-sender")

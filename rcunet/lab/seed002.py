@@ -80,7 +80,7 @@ def send_rate(mode: str, threads: int, duration: float) -> dict[str, Any]:
     for worker in workers:
         worker.join()
     elapsed = time.perf_counter() - began
-    entry = host.dst_cache._entries.get((bytes([10, 9, 1, 1]), 0))
+    entry = host.dst_cache.cached(bytes([10, 9, 1, 1]))
     retries = getattr(entry.ref, "cas_retries", 0) - retries_before if entry else 0
     host.close()
     return {"rate": sum(counts) / elapsed, "cas_retries": retries}

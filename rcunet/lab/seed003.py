@@ -35,6 +35,7 @@ import threading
 import time
 from typing import Any
 
+from rcunet.api import host_socket
 from rcunet.host.network import Network
 from rcunet.lab.common import (
     MODES,
@@ -111,7 +112,7 @@ class Scenario:
     def drain(self) -> int:
         delivered = 0
         for sock in self.receivers:
-            sk = sock._sk
+            sk = host_socket(sock)
             while sk.dequeue() is not None:
                 delivered += 1
         return delivered
@@ -122,7 +123,7 @@ class Scenario:
         for group in self.groups:
             self.tx.sendto(PAYLOAD, (group, self.port))
             self.net.step()
-            sets.append(tuple(i for i, s in enumerate(self.receivers) if s._sk.has_data()))
+            sets.append(tuple(i for i, s in enumerate(self.receivers) if host_socket(s).has_data()))
             self.drain()
         return sets
 
@@ -217,7 +218,7 @@ class FanIn:
 
 
 def _drain(sock: Any) -> int:
-    sk, count = sock._sk, 0
+    sk, count = host_socket(sock), 0
     while sk.dequeue() is not None:
         count += 1
     return count

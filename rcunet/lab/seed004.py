@@ -44,6 +44,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from rcunet.api import host_socket
 from rcunet.bench import neper
 from rcunet.host.network import Network
 from rcunet.host.tcp import TCBINFO_LOCK
@@ -56,11 +57,11 @@ from rcunet.lab.common import (
     parallel_headroom,
     plot_scaling,
     ratio,
-    recv_exactly,
     run_timed,
     rx_exceptions,
     scale,
     scaling_report,
+    serve_transaction,
     tcp_leaks,
     thread_counts,
     wait_until,
@@ -81,13 +82,6 @@ PORT = 8080
 ACCEPT_POLL = 0.05  # acceptors wake this often to see the stop flag
 IO_TIMEOUT = 10.0
 PERCENTILES = (50.0, 90.0, 99.0)
-
-
-def _serve(conn: Any, request_size: int, response: bytes) -> None:
-    with conn:
-        conn.settimeout(IO_TIMEOUT)
-        recv_exactly(conn, request_size)
-        conn.sendall(response)
 
 
 def _transaction(a: Any, request: bytes, response_size: int) -> None:
@@ -143,7 +137,8 @@ def run_crr(mode: str, duration: float = 1.0, *, acceptors: int = 4, clients: in
         result["mode"] = mode
         result["passive_opens"] = b.counters.get("TcpPassiveOpens")
         result["active_opens"] = a.counters.get("TcpActiveOpens")
-        result["settled"] = wait_until(lambda: not a.tcp.sockets and b.tcp.sockets == {srv._sk})
+        listener = host_socket(srv)
+        result["settled"] = wait_until(lambda: not a.tcp.sockets and b.tcp.sockets == {listener})
         result["client_ports_in_use"] = len(a.tcp.hashinfo.bind.ports_in_use())
         result["nstat"] = {**b.counters.nonzero()}
         srv.close()
@@ -172,7 +167,7 @@ class _Tally:
         self.flows = [neper.FlowStats(i, i, clock, keep_latency=True) for i in range(clients)]
 
     def serve(self, conn: Any, index: int) -> None:
-        _serve(conn, self.request_size, self.response)
+        serve_transaction(conn, self.request_size, self.response, IO_TIMEOUT)
         self.served[index] += 1  # owner: thread ``index``
 
     def transactions(self, index: int, deadline: float,

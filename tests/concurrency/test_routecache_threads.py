@@ -32,6 +32,23 @@ def test_a_threads_hit_is_the_shared_entry_and_invalidate_drops_it():
         host.close()
 
 
+def test_cached_shows_the_shared_entry_without_pinning_it():
+    host = make_host("modern")
+    try:
+        cache = host.dst_cache
+        assert cache.cached(DST) is None  # nothing looked up yet
+        entry = cache.lookup(DST)
+        assert entry is not None
+        pins = entry.ref.read()
+        assert cache.cached(DST) is entry and entry.ref.read() == pins
+        assert cache.cached(DST, oif=99) is None
+        entry.release()
+        cache.invalidate()
+        assert cache.cached(DST) is None
+    finally:
+        host.close()
+
+
 def test_senders_racing_invalidations_never_use_a_freed_entry():
     host = make_host("modern")
     errors: list[BaseException] = []
