@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from rcunet.api import host_socket
 from rcunet.host.network import Network
 from rcunet.lab.common import wait_until
 from rcunet.tables.entry import TimeWaitEntry
@@ -101,6 +102,7 @@ def test_blocking_errors_and_timeouts(hosts: Any) -> None:
     cli.settimeout(0)
     with pytest.raises(BlockingIOError):
         cli.recv(1)
+    srv.settimeout(5)  # the handshake's last ACK may still be on its way under load
     child, _ = srv.accept()
     child.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\0\0\0\0\0\0\0")
     child.close()  # abortive: the client sees ECONNRESET
@@ -459,15 +461,19 @@ def test_recv_waitall(hosts: Any) -> None:
     child.settimeout(5)
     assert child.recv(25, socket.MSG_WAITALL) == b"12345" * 5
     thread.join(5)
-    child.settimeout(0.05)
     cli.sendall(b"abc")
-    assert child.recv(10, socket.MSG_WAITALL) == b"abc"  # the timeout returns what came
+    # Nagle may hold "abc" until the delayed ACK of the 25 bytes: wait until it arrived
+    # (not for a sleep to outrun both), then the timeout returns what came
+    assert wait_until(lambda: host_socket(child).conn.readable == 3, 5)
+    child.settimeout(0.05)
+    assert child.recv(10, socket.MSG_WAITALL) == b"abc"
     with pytest.raises(OSError) as info:
         child.recv(1, socket.MSG_OOB)
     assert info.value.errno == errno.EOPNOTSUPP
     # data then a reset: MSG_WAITALL returns the data, the next call the error
     cli.sendall(b"last words")
-    time.sleep(0.05)
+    # the words must have arrived before the reset (an abort drops what is unsent)
+    assert wait_until(lambda: host_socket(child).conn.readable == len(b"last words"), 5)
     cli.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\0\0\0\0\0\0\0")
     cli.close()
     child.settimeout(5)

@@ -104,7 +104,9 @@ def _bind_close_deliver(seed: int) -> None:
         rng = random.Random(1000 * seed + 100 + index)
         live: list[UdpEntry] = []
         try:
-            while time.monotonic_ns() < deadline_at:
+            # until the deadline and one completed grace period, however loaded the
+            # machine (a synchronize below may time out while readers are in sections)
+            while time.monotonic_ns() < deadline_at or not t.rcu.grace_periods:
                 if len(live) < 12 and rng.random() < 0.6:
                     try:
                         sk = new_member(t, rng)
@@ -132,8 +134,10 @@ def _bind_close_deliver(seed: int) -> None:
     def rx(index: int) -> None:
         rng = random.Random(1000 * seed + 200 + index)
         try:
-            # at least one delivery, however late a loaded machine starts this thread
-            while deliveries[index] == 0 or time.monotonic_ns() < deadline_at:
+            # at least one delivery, however late a loaded machine starts this thread,
+            # and deliveries go on until a grace period completed under them
+            while (deliveries[index] == 0 or time.monotonic_ns() < deadline_at
+                   or not t.rcu.grace_periods):
                 tuning, collect = MODES[rng.randrange(len(MODES))]
                 got: list[UdpEntry] = []
 
