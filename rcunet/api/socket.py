@@ -73,9 +73,10 @@ class _SockRef:
             self.sk.close()
 
 
-def pack_address(family: int, host: str | bytes) -> bytes:
-    """A socket-API host string (``""``, ``"<broadcast>"``, dotted quad, IPv6 text)
-    into packed bytes of the socket's family; EINVAL/EAFNOSUPPORT as Linux would."""
+def pack_address(family: int, host: str | bytes, on: Host | None = None) -> bytes:
+    """A socket-API host string (``""``, ``"<broadcast>"``, dotted quad, IPv6 text, a
+    name the Network of ``on`` knows) into packed bytes of the socket's family;
+    EINVAL/EAFNOSUPPORT as Linux would, ``gaierror`` for an unknown name."""
     if isinstance(host, bytes) and len(host) in (4, 16):
         packed = host
     elif host in ("", b""):
@@ -83,7 +84,7 @@ def pack_address(family: int, host: str | bytes) -> bytes:
     elif host == "<broadcast>":
         packed = b"\xff\xff\xff\xff"
     else:
-        packed = _parse_host(host.decode() if isinstance(host, bytes) else host)
+        packed = _parse_host(host.decode() if isinstance(host, bytes) else host, on, family)
     if family == AF_INET and len(packed) != 4:
         raise _oserror(errno.EAFNOSUPPORT, "IPv6 address on an AF_INET socket")
     if family == AF_INET6 and len(packed) == 4:
@@ -91,18 +92,20 @@ def pack_address(family: int, host: str | bytes) -> bytes:
     return packed
 
 
-def _parse_host(text: str) -> bytes:
+def _parse_host(text: str, on: Host | None, family: int) -> bytes:
     """Host text -> packed bytes: numeric with the C parsers (``inet_pton``), a name
     through the Network's resolver (``rcunet.api.resolver``)."""
     numeric = text.split("%", 1)[0]
-    for family in (AF_INET, AF_INET6):
+    for parser_family in (AF_INET, AF_INET6):
         try:
-            return _pysocket.inet_pton(family, numeric)
+            return _pysocket.inet_pton(parser_family, numeric)
         except OSError:
             pass
+    if on is None:
+        raise _pysocket.gaierror(_pysocket.EAI_NONAME, "Name or service not known")
     from rcunet.api import resolver
 
-    return resolver.resolve_current(text)
+    return resolver.resolve(on, text, family)
 
 
 def unpack_address(family: int, packed: bytes, port: int) -> tuple[Any, ...]:
@@ -269,9 +272,10 @@ class Socket:
         fd = self._fd
         if fd >= 0 or self._released:
             return fd
+        poll_fd = self._sk.fileno()  # outside _FDS_LOCK: it may make the poll fd
         with _FDS_LOCK:
             if self._fd < 0 and not self._released:
-                self._fd = os.dup(self._sk.fileno())  # non-inheritable, as sockets are
+                self._fd = os.dup(poll_fd)  # non-inheritable, as sockets are
                 _FDS[self._fd] = self
             return self._fd
 
@@ -353,12 +357,12 @@ class Socket:
     def bind(self, address: tuple[Any, ...]) -> None:
         self._check_open()
         host, port = _check_sockaddr(self.family, address)
-        self._sk.bind(pack_address(self.family, host), port)
+        self._sk.bind(pack_address(self.family, host, self._host), port)
 
     def connect(self, address: tuple[Any, ...]) -> None:
         self._check_open()
         host, port = _check_sockaddr(self.family, address)
-        addr = pack_address(self.family, host)
+        addr = pack_address(self.family, host, self._host)
         try:
             self._sk.connect(addr, port, self._timeout)
         except OSError as exc:
@@ -431,7 +435,7 @@ class Socket:
         host, port = _check_sockaddr(self.family, address)
         if self.type == SOCK_STREAM:
             return self.send(data, flags)  # Linux ignores the address of a TCP sendto
-        addr = pack_address(self.family, host)
+        addr = pack_address(self.family, host, self._host)
         try:
             return int(self._sk.sendto(_byte_view(data), addr, port))
         except OSError as exc:

@@ -12,11 +12,14 @@ one end ``a`` of an AF_UNIX stream socketpair:
   lower (a few KB with the smallest buffers), ``b`` drains it to raise.
 
 Only transitions cost system calls; ``set`` with unchanged levels does nothing.
+
+The pair comes from ``_socket`` (the C module), not ``socket``: drop-in mode replaces
+``socket.socket``/``socket.socketpair``, and these fds are rcunet's own.
 """
 
 from __future__ import annotations
 
-import socket
+import _socket
 
 from rcunet.sync.lock import LockClass
 from rcunet.sync.shared import lockfree_read_slots
@@ -32,11 +35,11 @@ class PollFd:
     __slots__ = lockfree_read_slots("_a", "_b", "_lock", "readable", "writable")
 
     def __init__(self) -> None:
-        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        a, b = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
         for end in (a, b):
             end.setblocking(False)
-        a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1)
-        b.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1)
+        a.setsockopt(_socket.SOL_SOCKET, _socket.SO_SNDBUF, 1)
+        b.setsockopt(_socket.SOL_SOCKET, _socket.SO_RCVBUF, 1)
         self._a, self._b = a, b
         self._lock = POLL_LOCK.new()
         self.readable = False  # guarded-by: _lock
@@ -68,7 +71,7 @@ class PollFd:
             self._b.close()
 
 
-def _drain(end: socket.socket) -> None:
+def _drain(end: _socket.socket) -> None:
     while True:
         try:
             if not end.recv(65536):
@@ -77,7 +80,7 @@ def _drain(end: socket.socket) -> None:
             return
 
 
-def _fill(end: socket.socket) -> None:
+def _fill(end: _socket.socket) -> None:
     while True:
         try:
             end.send(_FILL)
