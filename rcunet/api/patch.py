@@ -2,8 +2,9 @@
 its AF_INET/AF_INET6 sockets on ``host`` — ``socket.socket``, and through it the
 standard library's ``create_connection``, ``create_server``, ``socketserver``,
 ``http``, ``urllib``, ``asyncio``, ``selectors`` and third-party code that uses them —
-answers names from the host's Network (``rcunet.api.resolver``), and makes
-``ssl.SSLContext.wrap_socket`` return an rcunet ``TlsSocket`` for an rcunet socket.
+answers names from the host's Network (``rcunet.api.resolver``); ``ssl.SSLContext.
+wrap_socket`` returns an rcunet ``TlsSocket`` for an rcunet socket (always: the hook is
+installed with ``rcunet.api.socket``).
 
 What rcunet does not do stays with the real module: AF_UNIX (asyncio's self-pipe,
 rcunet's own poll fds), AF_PACKET/AF_NETLINK, ``socket.socket(fileno=N)`` of a foreign
@@ -18,12 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import socket as _pysocket
-import ssl
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from rcunet.api import resolver, tls
+from rcunet.api import resolver
 from rcunet.api.socket import Socket, adopt
 
 if TYPE_CHECKING:
@@ -33,7 +33,6 @@ _REAL_SOCKET = _pysocket.socket
 _REAL = {name: getattr(_pysocket, name) for name in (
     "socket", "socketpair", "fromfd", "getaddrinfo", "gethostbyname", "gethostbyname_ex",
     "gethostbyaddr", "gethostname")}
-_REAL_WRAP_SOCKET = ssl.SSLContext.wrap_socket
 _INET = (-1, _pysocket.AF_INET, _pysocket.AF_INET6)
 _lock = threading.Lock()
 _hosts: list[Host] = []  # guarded-by: _lock (the process-wide stack; the last is current)
@@ -127,12 +126,6 @@ def gethostname() -> str:
     return _host().name
 
 
-def _wrap_socket(self: ssl.SSLContext, sock: Any, *args: Any, **kwargs: Any) -> Any:
-    if isinstance(sock, Socket):
-        return tls.wrap_socket(self, sock, *args, **kwargs)
-    return _REAL_WRAP_SOCKET(self, sock, *args, **kwargs)
-
-
 _PATCHES: dict[str, Any] = {
     "socket": socket, "socketpair": socketpair, "fromfd": fromfd, "getaddrinfo": getaddrinfo,
     "gethostbyname": gethostbyname, "gethostbyname_ex": gethostbyname_ex,
@@ -155,7 +148,6 @@ def install(host: Host, this_thread: bool = False) -> None:
         if _active == 1:
             for name, value in _PATCHES.items():
                 setattr(_pysocket, name, value)
-            ssl.SSLContext.wrap_socket = _wrap_socket  # type: ignore[method-assign]
 
 
 def uninstall(host: Host, this_thread: bool = False) -> None:
@@ -169,7 +161,6 @@ def uninstall(host: Host, this_thread: bool = False) -> None:
         if _active == 0:
             for name, value in _REAL.items():
                 setattr(_pysocket, name, value)
-            ssl.SSLContext.wrap_socket = _REAL_WRAP_SOCKET  # type: ignore[method-assign]
 
 
 @contextlib.contextmanager

@@ -189,6 +189,7 @@ class Socket:
         self._released = False  # the protocol socket is no longer ours (real close/detach)
         self._io_refs = 0  # makefile() objects still open (CPython's deferred close)
         self._fd = -1
+        self._fd_identity: tuple[int, int] | None = None
 
     @classmethod
     def _sharing(cls, host: Host, ref: _SockRef, family: int, type: int, proto: int,
@@ -233,11 +234,10 @@ class Socket:
             fd, self._fd = self._fd, -1
             if fd >= 0 and _FDS.get(fd) is self:
                 del _FDS[fd]
-        if fd >= 0:
-            try:
-                os.close(fd)
-            except OSError:
-                pass  # the program closed our number itself
+        # Close our dup only if the number is still it: a program that os.close()d it may
+        # have had the number reused for a file of its own since.
+        if fd >= 0 and _identity(fd) == self._fd_identity:
+            os.close(fd)
 
     # CPython's own code: makefile() over socket.SocketIO, the io reference count that
     # defers close() until the last file object is closed, and sendfile by send().
@@ -275,8 +275,10 @@ class Socket:
         poll_fd = self._sk.fileno()  # outside _FDS_LOCK: it may make the poll fd
         with _FDS_LOCK:
             if self._fd < 0 and not self._released:
-                self._fd = os.dup(poll_fd)  # non-inheritable, as sockets are
-                _FDS[self._fd] = self
+                fd = os.dup(poll_fd)  # non-inheritable, as sockets are
+                self._fd_identity = _identity(fd)
+                self._fd = fd
+                _FDS[fd] = self
             return self._fd
 
     def dup(self) -> Socket:
@@ -580,6 +582,7 @@ def adopt(fd: int) -> Socket | None:
                                _pysocket.getdefaulttimeout())
         with _FDS_LOCK:
             sock._fd = fd
+            sock._fd_identity = _identity(fd)
             _FDS[fd] = sock
         return sock
     if live is not None:
@@ -589,6 +592,15 @@ def adopt(fd: int) -> Socket | None:
 
 def _host_of(ref: _SockRef) -> Host:
     return ref.sk.host  # type: ignore[no-any-return]
+
+
+def _identity(fd: int) -> tuple[int, int] | None:
+    """(device, inode) of the open file behind ``fd``; None if it is not open."""
+    try:
+        status = os.fstat(fd)
+    except OSError:
+        return None
+    return status.st_dev, status.st_ino
 
 
 def _timeval_seconds(value: int | bytes) -> float | None:
@@ -612,3 +624,10 @@ def _byte_view(data: Any) -> memoryview:
     if view.itemsize != 1 or view.ndim != 1:
         view = view.cast("B")
     return view.toreadonly()
+
+
+# ``ctx.wrap_socket(rcunet_socket)`` gives rcunet's TLS socket, patched or not (the real
+# SSLSocket would take the readiness fd over and speak TLS into it).
+from rcunet.api import tls as _tls  # noqa: E402  (tls needs Socket, defined above)
+
+_tls.install_wrap_socket_hook()

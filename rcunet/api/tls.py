@@ -364,3 +364,19 @@ def wrap_socket(context: ssl.SSLContext, sock: Socket, server_side: bool = False
     return TlsSocket(sock, context, server_side=server_side, server_hostname=server_hostname,
                      do_handshake_on_connect=do_handshake_on_connect,
                      suppress_ragged_eofs=suppress_ragged_eofs, session=session)
+
+
+_REAL_WRAP_SOCKET = ssl.SSLContext.wrap_socket
+
+
+def _wrap_socket_hook(self: ssl.SSLContext, sock: Any, *args: Any, **kwargs: Any) -> Any:
+    if isinstance(sock, Socket):
+        return wrap_socket(self, sock, *args, **kwargs)
+    return _REAL_WRAP_SOCKET(self, sock, *args, **kwargs)
+
+
+def install_wrap_socket_hook() -> None:
+    """``ssl.SSLContext.wrap_socket`` hands rcunet sockets to ``wrap_socket`` above and
+    every other socket to the real method (idempotent)."""
+    if ssl.SSLContext.wrap_socket is not _wrap_socket_hook:
+        ssl.SSLContext.wrap_socket = _wrap_socket_hook  # type: ignore[method-assign]

@@ -28,12 +28,14 @@ def oserror(code: int, detail: str = "") -> OSError:
 
 
 def as_python_error(exc: OSError) -> OSError:
-    """``exc`` as CPython's socket would raise it: a bare ``OSError(ECONNRESET, ...)`` from
-    the protocol engine becomes ``ConnectionResetError`` with strerror's text."""
+    """``exc`` as CPython's socket would raise it: the protocol engine's
+    ``OSError(ECONNRESET, "ECONNRESET")`` becomes ``ConnectionResetError`` with strerror's
+    text ("Connection reset by peer")."""
     code = exc.errno
-    if type(exc) is not OSError or code is None:
+    if code is None:
         return exc
-    if code in OSERROR_CLASSES or exc.strerror in (None, errno.errorcode.get(code)):
+    if exc.strerror in (None, errno.errorcode.get(code)) or (
+            type(exc) is OSError and code in OSERROR_CLASSES):
         return oserror(code)
     return exc
 

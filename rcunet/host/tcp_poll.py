@@ -14,7 +14,10 @@ one end ``a`` of an AF_UNIX stream socketpair:
 Only transitions cost system calls; ``set`` with unchanged levels does nothing.
 
 The pair comes from ``_socket`` (the C module), not ``socket``: drop-in mode replaces
-``socket.socket``/``socket.socketpair``, and these fds are rcunet's own.
+``socket.socket``/``socket.socketpair``, and these fds are rcunet's own.  Every transfer
+passes MSG_DONTWAIT rather than trusting O_NONBLOCK: the api hands out dups of ``a``
+(one open file description), and a program may make its dup blocking (``ssl`` taking
+the fd over does), which must not make a receive worker block here.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from rcunet.sync.shared import lockfree_read_slots
 
 POLL_LOCK = LockClass("tcp_sock.poll")
 _FILL = b"\0" * 512
+_DONTWAIT = _socket.MSG_DONTWAIT
 
 
 class PollFd:
@@ -54,7 +58,7 @@ class PollFd:
                 return
             if readable != self.readable:
                 if readable:
-                    self._b.send(b"r")
+                    _raise(self._b)
                 else:
                     _drain(self._a)
                 self.readable = readable
@@ -71,10 +75,17 @@ class PollFd:
             self._b.close()
 
 
+def _raise(end: _socket.socket) -> None:
+    try:
+        end.send(b"r", _DONTWAIT)
+    except BlockingIOError:
+        pass  # already full of "readable" bytes (a program read ours away): still readable
+
+
 def _drain(end: _socket.socket) -> None:
     while True:
         try:
-            if not end.recv(65536):
+            if not end.recv(65536, _DONTWAIT):
                 return
         except BlockingIOError:
             return
@@ -83,6 +94,6 @@ def _drain(end: _socket.socket) -> None:
 def _fill(end: _socket.socket) -> None:
     while True:
         try:
-            end.send(_FILL)
+            end.send(_FILL, _DONTWAIT)
         except BlockingIOError:
             return
