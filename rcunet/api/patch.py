@@ -66,11 +66,13 @@ class socket(_REAL_SOCKET, metaclass=_SocketMeta):  # noqa: N801 (socket.socket'
 
     def __new__(cls, family: int = -1, type: int = -1, proto: int = -1,
                 fileno: int | None = None) -> Any:
-        if fileno is not None:
-            taken = adopt(int(fileno))
+        if isinstance(fileno, int):
+            taken = adopt(fileno)
             if taken is not None:
                 return taken
             return _REAL_SOCKET(family, type, proto, fileno)
+        if fileno is not None:
+            return _REAL_SOCKET(family, type, proto, fileno)  # its TypeError
         if family in _INET:
             return Socket(_host(), family, type, proto)
         return _REAL_SOCKET(family, type, proto)

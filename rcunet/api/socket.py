@@ -21,6 +21,8 @@ import os
 import socket as _pysocket
 import struct
 import threading
+import warnings
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from rcunet.host.sockerr import as_python_error, oserror
@@ -41,10 +43,11 @@ _RealSocket = _pysocket.socket
 #: Readiness fds handed out by ``fileno()`` -> their Socket, so ``socket.fromfd`` and
 #: ``socket.socket(fileno=)`` in drop-in mode find the rcunet socket behind a number.
 #: guarded-by: _FDS_LOCK
-_FDS: dict[int, Socket] = {}
+_FDS: weakref.WeakValueDictionary[int, Socket] = weakref.WeakValueDictionary()
 #: Fds given away by ``detach()``: the protocol socket waits there to be adopted.
 _DETACHED: dict[int, tuple[_SockRef, int, int, int]] = {}
 _FDS_LOCK = threading.Lock()
+_NO_ADDRESS: Any = object()  # sendto's 2-argument form
 
 
 def _oserror(code: int, detail: str = "") -> OSError:
@@ -116,11 +119,13 @@ def unpack_address(family: int, packed: bytes, port: int) -> tuple[Any, ...]:
 
 
 def _check_sockaddr(family: int, address: object) -> tuple[str | bytes, int]:
-    if not isinstance(address, tuple) or len(address) < 2 or (
-            family == AF_INET and len(address) != 2) or len(address) > 4:
-        expected = "(host, port)" if family == AF_INET else "(host, port[, flowinfo, scope_id])"
-        raise TypeError(f"{'AF_INET' if family == AF_INET else 'AF_INET6'} address must be "
-                        f"a tuple {expected}")
+    name = "AF_INET" if family == AF_INET else "AF_INET6"
+    if not isinstance(address, tuple):
+        raise TypeError(f"{name} address must be tuple, not {type(address).__name__}")
+    if len(address) < 2 or (family == AF_INET and len(address) != 2) or len(address) > 4:
+        raise TypeError(f"{name} address must be a pair (host, port)" if family == AF_INET
+                        else f"{name} address must be a tuple (host, port[, flowinfo[, "
+                        "scopeid]])")
     host, port = address[0], address[1]
     if not isinstance(port, int):
         raise TypeError(f"'{type(port).__name__}' object cannot be interpreted as an integer")
@@ -180,8 +185,7 @@ class Socket:
         self._ref = ref
         self.family = _pysocket.AddressFamily(family)
         self.type = _pysocket.SocketKind(type)
-        self.proto = proto if proto > 0 else (
-            _pysocket.IPPROTO_UDP if type == SOCK_DGRAM else _pysocket.IPPROTO_TCP)
+        self.proto = max(proto, 0)  # as given (CPython: 0 unless the caller named one)
         self._timeout = timeout
         self._rcvtimeo: float | None = None  # SO_RCVTIMEO (0: none)
         self._sndtimeo: float | None = None  # SO_SNDTIMEO
@@ -199,7 +203,8 @@ class Socket:
         return sock
 
     def __repr__(self) -> str:
-        text = (f"<rcunet.Socket host={self._host.name} fd={self.fileno()}, "
+        closed = " [closed]" if self._released else ""
+        text = (f"<rcunet.Socket{closed} host={self._host.name} fd={self.fileno()}, "
                 f"family={self.family!s}, type={self.type!s}, proto={self.proto}")
         if not self._released:
             for name, call in (("laddr", self.getsockname), ("raddr", self.getpeername)):
@@ -226,8 +231,10 @@ class Socket:
         if self._released:
             return
         self._released = True
-        self._drop_fd()
-        self._ref.put()
+        try:
+            self._drop_fd()
+        finally:
+            self._ref.put()
 
     def _drop_fd(self) -> None:
         with _FDS_LOCK:
@@ -235,8 +242,11 @@ class Socket:
             if fd >= 0 and _FDS.get(fd) is self:
                 del _FDS[fd]
         # Close our dup only if the number is still it: a program that os.close()d it may
-        # have had the number reused for a file of its own since.
-        if fd >= 0 and _identity(fd) == self._fd_identity:
+        # have had the number reused for a file of its own since (and close() then
+        # fails with EBADF, as CPython's does once its fd was closed under it).
+        if fd >= 0:
+            if _identity(fd) != self._fd_identity:
+                raise _oserror(errno.EBADF, "the socket's fd was closed by someone else")
             os.close(fd)
 
     # CPython's own code: makefile() over socket.SocketIO, the io reference count that
@@ -245,6 +255,11 @@ class Socket:
     _decref_socketios = _RealSocket._decref_socketios
     _check_sendfile_params = _RealSocket._check_sendfile_params
     _sendfile_use_send = _RealSocket._sendfile_use_send
+
+    def _sendfile_use_sendfile(self, file: Any, offset: int = 0,
+                               count: int | None = None) -> int:
+        raise _pysocket._GiveupOnSendfile(  # type: ignore[attr-defined]
+            "os.sendfile() cannot write to an rcunet socket")
 
     def sendfile(self, file: Any, offset: int = 0, count: int | None = None) -> int:
         """By ``send`` (``os.sendfile`` cannot write to an rcunet socket), as CPython falls
@@ -258,6 +273,10 @@ class Socket:
         self.close()
 
     def __del__(self) -> None:
+        if "_released" not in self.__dict__:
+            return  # __init__ failed before the socket existed
+        if not self._closed and not self._released:
+            warnings.warn(f"unclosed {self!r}", ResourceWarning, source=self, stacklevel=2)
         try:
             self._real_close()
         except Exception:
@@ -279,7 +298,8 @@ class Socket:
                 self._fd_identity = _identity(fd)
                 self._fd = fd
                 _FDS[fd] = self
-            return self._fd
+        self._mirror_blocking()
+        return self._fd
 
     def dup(self) -> Socket:
         """A second Socket on the same connection; the last close() closes it."""
@@ -313,6 +333,18 @@ class Socket:
     # -- timeouts ----------
     def settimeout(self, value: float | None) -> None:
         self._timeout = _timeout_value(value)
+        self._mirror_blocking()
+
+    def _mirror_blocking(self) -> None:
+        """O_NONBLOCK on our TCP readiness fd says what the socket's timeout says, as on
+        a kernel socket (rcunet itself never relies on the flag: tcp_poll's transfers
+        pass MSG_DONTWAIT).  UDP's eventfd keeps O_NONBLOCK: its reads rely on it."""
+        fd = self._fd
+        if fd >= 0 and self.type == SOCK_STREAM:
+            try:
+                os.set_blocking(fd, self._timeout is None)
+            except OSError:
+                pass  # the number was closed under us: close() will say so
 
     def gettimeout(self) -> float | None:
         return self._timeout
@@ -323,6 +355,7 @@ class Socket:
 
     def setblocking(self, flag: bool) -> None:
         self._timeout = None if flag else 0.0
+        self._mirror_blocking()
 
     def getblocking(self) -> bool:
         return self._timeout != 0.0
@@ -383,7 +416,7 @@ class Socket:
 
     def listen(self, backlog: int = min(_pysocket.SOMAXCONN, 128)) -> None:
         self._check_open()
-        self._sk.listen(backlog)
+        self._sk.listen(max(0, _c_int(backlog)))
 
     def accept(self) -> tuple[Socket, tuple[Any, ...]]:
         self._check_open()
@@ -398,6 +431,7 @@ class Socket:
 
     def shutdown(self, how: int) -> None:
         self._check_open()
+        _c_int(how)
         try:
             self._sk.shutdown(how)
         except OSError as exc:
@@ -428,9 +462,9 @@ class Socket:
         while sent < len(view):
             sent += self.send(view[sent:], flags)
 
-    def sendto(self, data: Any, flags_or_address: Any, address: Any = None) -> int:
+    def sendto(self, data: Any, flags_or_address: Any, address: Any = _NO_ADDRESS) -> int:
         self._check_open()
-        if address is None:
+        if address is _NO_ADDRESS:
             address, flags = flags_or_address, 0
         else:
             flags = flags_or_address
@@ -594,6 +628,15 @@ def _host_of(ref: _SockRef) -> Host:
     return ref.sk.host  # type: ignore[no-any-return]
 
 
+def _c_int(value: int) -> int:
+    """An argument the C socket module takes as an ``int``: OverflowError beyond it."""
+    value = int(value)
+    if not -(2 ** 31) <= value < 2 ** 31:
+        raise OverflowError("signed integer is greater than maximum" if value > 0
+                            else "signed integer is less than minimum")
+    return value
+
+
 def _identity(fd: int) -> tuple[int, int] | None:
     """(device, inode) of the open file behind ``fd``; None if it is not open."""
     try:
@@ -620,7 +663,11 @@ def _byte_view(data: Any) -> memoryview:
     once into its send queue before the call returns, so the caller may reuse its buffer
     afterwards, as with Python's sockets).  Items wider than a byte (``array('i')``)
     count as their bytes, as ``socket.send`` counts them."""
-    view = memoryview(data)
+    try:
+        view = memoryview(data)
+    except TypeError:
+        raise TypeError(f"a bytes-like object is required, not "
+                        f"'{type(data).__name__}'") from None
     if view.itemsize != 1 or view.ndim != 1:
         view = view.cast("B")
     return view.toreadonly()
