@@ -17,6 +17,7 @@ socket's timeout.
 from __future__ import annotations
 
 import errno
+import operator
 import os
 import socket as _pysocket
 import struct
@@ -47,7 +48,6 @@ _FDS: weakref.WeakValueDictionary[int, Socket] = weakref.WeakValueDictionary()
 #: Fds given away by ``detach()``: the protocol socket waits there to be adopted.
 _DETACHED: dict[int, tuple[_SockRef, int, int, int]] = {}
 _FDS_LOCK = threading.Lock()
-_NO_ADDRESS: Any = object()  # sendto's 2-argument form
 
 
 def _oserror(code: int, detail: str = "") -> OSError:
@@ -397,7 +397,7 @@ class Socket:
     def connect(self, address: tuple[Any, ...]) -> None:
         self._check_open()
         host, port = _check_sockaddr(self.family, address)
-        addr = pack_address(self.family, host, self._host)
+        addr = _destination(pack_address(self.family, host, self._host))
         try:
             self._sk.connect(addr, port, self._timeout)
         except OSError as exc:
@@ -462,16 +462,17 @@ class Socket:
         while sent < len(view):
             sent += self.send(view[sent:], flags)
 
-    def sendto(self, data: Any, flags_or_address: Any, address: Any = _NO_ADDRESS) -> int:
+    def sendto(self, data: Any, *args: Any) -> int:
+        """``sendto(data, address)`` or ``sendto(data, flags, address)``."""
         self._check_open()
-        if address is _NO_ADDRESS:
-            address, flags = flags_or_address, 0
-        else:
-            flags = flags_or_address
+        if len(args) not in (1, 2):
+            raise TypeError(f"sendto() takes 2 or 3 arguments ({len(args) + 1} given)")
+        flags, address = (0, args[0]) if len(args) == 1 else args
+        flags = _c_int(flags)
         host, port = _check_sockaddr(self.family, address)
         if self.type == SOCK_STREAM:
             return self.send(data, flags)  # Linux ignores the address of a TCP sendto
-        addr = pack_address(self.family, host, self._host)
+        addr = _destination(pack_address(self.family, host, self._host))
         try:
             return int(self._sk.sendto(_byte_view(data), addr, port))
         except OSError as exc:
@@ -628,9 +629,19 @@ def _host_of(ref: _SockRef) -> Host:
     return ref.sk.host  # type: ignore[no-any-return]
 
 
+_LOOPBACK_FOR = {ANY4: b"\x7f\0\0\x01", ANY6: b"\0" * 15 + b"\x01",
+                 b"\0" * 10 + b"\xff\xff" + ANY4: b"\0" * 10 + b"\xff\xff\x7f\0\0\x01"}
+
+
+def _destination(addr: bytes) -> bytes:
+    """A destination of 0.0.0.0 / :: is this host, as on Linux (ip_route_output_key_hash
+    makes it the loopback address): ``connect(("0.0.0.0", port))`` reaches a local server."""
+    return _LOOPBACK_FOR.get(addr, addr)
+
+
 def _c_int(value: int) -> int:
     """An argument the C socket module takes as an ``int``: OverflowError beyond it."""
-    value = int(value)
+    value = operator.index(value)  # TypeError for a str, as CPython's argument parser
     if not -(2 ** 31) <= value < 2 ** 31:
         raise OverflowError("signed integer is greater than maximum" if value > 0
                             else "signed integer is less than minimum")
