@@ -20,6 +20,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("rcunet.cmd.bench", "run a benchmark (codec, tables, ...)"),
     "lab": ("rcunet.cmd.lab", "run a seed's scenario through whole Hosts, legacy vs modern"),
     "up": ("rcunet.cmd.up", "run a Host with services on a real TAP/TUN device until SIGTERM"),
+    "run": ("rcunet.cmd.run", "run an unmodified Python program on a Host of an in-process "
+            "network"),
 }
 
 

@@ -10,6 +10,11 @@ its receive workers move the data while the loop waits.
 
     reader, writer = await open_connection(host, "10.0.0.2", 8080)
     server = await start_server(handle, host, "0.0.0.0", 8080)
+
+TLS: ``ssl=`` on both (an ``SSLContext``, or True for the default client context) runs
+asyncio's own ``SSLProtocol`` over the transport, as ``loop.start_tls`` does, and
+``writer.start_tls(ctx)`` upgrades a plain connection later (the transport is
+start_tls-compatible and feeds buffered protocols).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import asyncio
 import errno
 import os
 import socket as _pysocket
+import ssl as _ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -34,6 +40,8 @@ def _family_of(address: str) -> int:
 
 class RcunetTransport(asyncio.Transport):
     """A stream transport over one non-blocking rcunet socket (loop thread only)."""
+
+    _start_tls_compatible = True  # what loop.start_tls() asks of a transport
 
     def __init__(self, loop: asyncio.AbstractEventLoop, sock: Socket,
                  protocol: asyncio.Protocol) -> None:
@@ -73,11 +81,21 @@ class RcunetTransport(asyncio.Transport):
             self._fatal(exc)
             return
         if data:
-            self._protocol.data_received(data)
+            protocol = self._protocol
+            if isinstance(protocol, asyncio.BufferedProtocol):
+                _feed_buffered(protocol, data)
+            else:
+                protocol.data_received(data)
             return
         self._stop_reading()
         if not self._protocol.eof_received():
             self.close()
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        self._protocol = protocol  # type: ignore[assignment]
+
+    def get_protocol(self) -> asyncio.BaseProtocol:
+        return self._protocol
 
     def pause_reading(self) -> None:
         self._stop_reading()
@@ -209,6 +227,30 @@ class RcunetTransport(asyncio.Transport):
         return default
 
 
+def _feed_buffered(protocol: asyncio.BufferedProtocol, data: bytes) -> None:
+    """Hand ``data`` to a buffered protocol (asyncio's SSLProtocol is one) through the
+    buffers it offers."""
+    view = memoryview(data)
+    while view:
+        buffer = memoryview(protocol.get_buffer(len(view))).cast("B")
+        if not len(buffer):
+            raise RuntimeError("get_buffer() returned an empty buffer")
+        n = min(len(buffer), len(view))
+        buffer[:n] = view[:n]
+        protocol.buffer_updated(n)
+        view = view[n:]
+
+
+def _client_context(ssl: Any) -> _ssl.SSLContext | None:
+    if ssl is None or ssl is False:
+        return None
+    if ssl is True:
+        return _ssl.create_default_context()
+    if not isinstance(ssl, _ssl.SSLContext):
+        raise TypeError(f"ssl must be an SSLContext, True or None, not {ssl!r}")
+    return ssl
+
+
 def _streams(loop: asyncio.AbstractEventLoop, sock: Socket, limit: int,
              callback: ClientCallback | None = None
              ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
@@ -234,9 +276,13 @@ async def _wait_fd(loop: asyncio.AbstractEventLoop, fd: int, writable: bool) -> 
 
 
 async def open_connection(host: Any, address: str, port: int, *, family: int | None = None,
-                          limit: int = STREAM_LIMIT) -> tuple[asyncio.StreamReader,
-                                                              asyncio.StreamWriter]:
-    """Connect to (address, port) from ``host``; asyncio's reader/writer pair."""
+                          limit: int = STREAM_LIMIT, ssl: Any = None,
+                          server_hostname: str | None = None,
+                          ssl_handshake_timeout: float | None = None
+                          ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Connect to (address, port) from ``host``; asyncio's reader/writer pair (over TLS
+    with ``ssl=``: the handshake is done when this returns)."""
+    context = _client_context(ssl)
     loop = asyncio.get_running_loop()
     sock: Socket = host.socket(family or _family_of(address), _pysocket.SOCK_STREAM)
     sock.setblocking(False)
@@ -250,7 +296,15 @@ async def open_connection(host: Any, address: str, port: int, *, family: int | N
     except BaseException:
         sock.close()
         raise
-    return _streams(loop, sock, limit)
+    reader, writer = _streams(loop, sock, limit)
+    if context is not None:
+        try:
+            await writer.start_tls(context, server_hostname=server_hostname or address,
+                                   ssl_handshake_timeout=ssl_handshake_timeout)
+        except BaseException:
+            writer.transport.abort()
+            raise
+    return reader, writer
 
 
 class Server:
@@ -258,8 +312,10 @@ class Server:
     and ``async with``."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, listener: Socket,
-                 callback: ClientCallback, limit: int) -> None:
+                 callback: ClientCallback, limit: int,
+                 ssl: _ssl.SSLContext | None = None) -> None:
         self._loop = loop
+        self._ssl = ssl
         self._listener = listener
         self._callback = callback
         self._limit = limit
@@ -283,11 +339,35 @@ class Server:
                 return
             child.setblocking(False)
             reader, writer = _streams(self._loop, child, self._limit)
+            if self._ssl is not None:
+                self._track(self._serve_tls(reader, writer))
+                continue
             result = self._callback(reader, writer)
             if asyncio.iscoroutine(result):
-                task = self._loop.create_task(result)
-                self._tasks.add(task)
-                task.add_done_callback(self._tasks.discard)
+                self._track(result)
+
+    def _track(self, coroutine: Any) -> None:
+        task = self._loop.create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _serve_tls(self, reader: asyncio.StreamReader,
+                         writer: asyncio.StreamWriter) -> None:
+        """The server side of the handshake (StreamWriter.start_tls would take the
+        client side: our protocol has no connected-callback), then the callback."""
+        protocol: Any = writer._protocol  # type: ignore[attr-defined]
+        assert self._ssl is not None
+        try:
+            tls_transport = await self._loop.start_tls(writer.transport, protocol, self._ssl,
+                                                       server_side=True)
+        except OSError:  # SSLError, ConnectionError and TimeoutError are OSErrors
+            writer.transport.abort()  # a failed handshake ends this connection only
+            return
+        writer._transport = tls_transport  # type: ignore[attr-defined]
+        protocol._replace_writer(writer)
+        result = self._callback(reader, writer)
+        if asyncio.iscoroutine(result):
+            await result
 
     def is_serving(self) -> bool:
         return not self._closed.is_set()
@@ -312,9 +392,13 @@ class Server:
 
 async def start_server(callback: ClientCallback, host: Any, address: str, port: int, *,
                        family: int | None = None, backlog: int = 100,
-                       reuse_address: bool = True, limit: int = STREAM_LIMIT) -> Server:
+                       reuse_address: bool = True, limit: int = STREAM_LIMIT,
+                       ssl: _ssl.SSLContext | None = None) -> Server:
     """Listen on (address, port) of ``host``; ``callback(reader, writer)`` (a function
-    or a coroutine function) runs for every accepted connection."""
+    or a coroutine function) runs for every accepted connection (after the TLS
+    handshake with ``ssl=``)."""
+    if ssl is not None and not isinstance(ssl, _ssl.SSLContext):
+        raise TypeError(f"ssl must be an SSLContext or None, not {ssl!r}")
     loop = asyncio.get_running_loop()
     listener: Socket = host.socket(family or _family_of(address), _pysocket.SOCK_STREAM)
     try:
@@ -326,7 +410,7 @@ async def start_server(callback: ClientCallback, host: Any, address: str, port: 
     except BaseException:
         listener.close()
         raise
-    return Server(loop, listener, callback, limit)
+    return Server(loop, listener, callback, limit, ssl)
 
 
 class RcunetDatagramTransport(asyncio.DatagramTransport):

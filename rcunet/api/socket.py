@@ -1,23 +1,32 @@
-"""``rcunet.api.socket.Socket``: the user-facing socket, compatible with Python's
-``socket.socket`` (method names, address tuples, ``OSError`` with Linux's errno,
-timeouts raising ``TimeoutError``, non-blocking mode raising ``BlockingIOError``, and a
-``fileno()`` that ``selectors`` can wait on).
+"""``rcunet.api.socket.Socket``: the user-facing socket, with ``socket.socket``'s interface
+and CPython's semantics (address tuples, ``OSError`` subclasses with Linux's errno and
+strerror's text, timeouts raising ``TimeoutError``, non-blocking mode raising
+``BlockingIOError``, ``makefile`` over ``socket.SocketIO`` with the deferred close,
+``sendmsg``/``recvmsg``, ``dup``/``detach``, ``SO_RCVTIMEO``/``SO_SNDTIMEO``).
 
-This is the only layer that blocks a caller: it waits on the protocol socket's
-condition variable with the socket's timeout.
+One facade over both protocol sockets (``TcpSock``, ``UdpSock``): they take the same calls.
+
+``fileno()`` is a readiness fd: a ``dup`` of the protocol socket's poll fd, owned by this
+object.  Whatever a program does with that number (``os.close``, ``socket.socket(fileno=)``
+taking it over, a selector keeping it) leaves the protocol socket and its poll fd intact.
+
+This is the only layer that blocks a caller: it waits on the protocol socket with the
+socket's timeout.
 """
 
 from __future__ import annotations
 
 import errno
-import ipaddress
+import operator
 import os
 import socket as _pysocket
 import struct
-import time
+import threading
+import warnings
+import weakref
 from typing import TYPE_CHECKING, Any
 
-from rcunet.host.udp import UdpSock
+from rcunet.host.sockerr import as_python_error, oserror
 from rcunet.tables.entry import AF_INET, AF_INET6, ANY4, ANY6
 
 if TYPE_CHECKING:
@@ -26,31 +35,51 @@ if TYPE_CHECKING:
 SOCK_STREAM = _pysocket.SOCK_STREAM
 SOCK_DGRAM = _pysocket.SOCK_DGRAM
 SOL_SOCKET = _pysocket.SOL_SOCKET
-IPPROTO_IP = _pysocket.IPPROTO_IP
-IPPROTO_IPV6 = _pysocket.IPPROTO_IPV6
-MSG_PEEK = _pysocket.MSG_PEEK
-MSG_DONTWAIT = _pysocket.MSG_DONTWAIT
-IP_MULTICAST_ALL = 49  # linux/in.h; not exported by Python's socket module
-SOCK_MIN_RCVBUF = 2048 + 256  # Linux: 2 * (2048 + sizeof(struct sk_buff)) / 2, roughly
-_INT = struct.Struct("i")
+MSG_TRUNC = int(_pysocket.MSG_TRUNC)
+SO_DOMAIN = getattr(_pysocket, "SO_DOMAIN", 39)
+SO_PROTOCOL = getattr(_pysocket, "SO_PROTOCOL", 38)
+_TIMEVAL = struct.Struct("@ll")
+_RealSocket = _pysocket.socket
+
+#: Readiness fds handed out by ``fileno()`` -> their Socket, so ``socket.fromfd`` and
+#: ``socket.socket(fileno=)`` in drop-in mode find the rcunet socket behind a number.
+#: guarded-by: _FDS_LOCK
+_FDS: weakref.WeakValueDictionary[int, Socket] = weakref.WeakValueDictionary()
+#: Fds given away by ``detach()``: the protocol socket waits there to be adopted.
+_DETACHED: dict[int, tuple[_SockRef, int, int, int]] = {}
+_FDS_LOCK = threading.Lock()
 
 
 def _oserror(code: int, detail: str = "") -> OSError:
-    message = os.strerror(code) + (f" ({detail})" if detail else "")
-    if code in (errno.EAGAIN, errno.EWOULDBLOCK):
-        return BlockingIOError(code, message)
-    if code == errno.ECONNREFUSED:
-        return ConnectionRefusedError(code, message)
-    if code == errno.ECONNRESET:
-        return ConnectionResetError(code, message)
-    if code == errno.EPIPE:
-        return BrokenPipeError(code, message)
-    return OSError(code, message)
+    return oserror(code, detail)
 
 
-def pack_address(family: int, host: str | bytes) -> bytes:
-    """A socket-API host string (``""``, ``"<broadcast>"``, dotted quad, IPv6 text)
-    into packed bytes of the socket's family; EINVAL/EAFNOSUPPORT as Linux would."""
+class _SockRef:
+    """One protocol socket shared by a Socket and its ``dup()``s: closed by the last."""
+
+    __slots__ = ("sk", "refs", "lock")
+
+    def __init__(self, sk: Any) -> None:
+        self.sk = sk
+        self.refs = 1  # guarded-by: lock
+        self.lock = threading.Lock()
+
+    def get(self) -> None:
+        with self.lock:
+            self.refs += 1
+
+    def put(self) -> None:
+        with self.lock:
+            self.refs -= 1
+            last = self.refs == 0
+        if last:
+            self.sk.close()
+
+
+def pack_address(family: int, host: str | bytes, on: Host | None = None) -> bytes:
+    """A socket-API host string (``""``, ``"<broadcast>"``, dotted quad, IPv6 text, a
+    name the Network of ``on`` knows) into packed bytes of the socket's family;
+    EINVAL/EAFNOSUPPORT as Linux would, ``gaierror`` for an unknown name."""
     if isinstance(host, bytes) and len(host) in (4, 16):
         packed = host
     elif host in ("", b""):
@@ -58,7 +87,7 @@ def pack_address(family: int, host: str | bytes) -> bytes:
     elif host == "<broadcast>":
         packed = b"\xff\xff\xff\xff"
     else:
-        packed = _parse_host(host.decode() if isinstance(host, bytes) else host)
+        packed = _parse_host(host.decode() if isinstance(host, bytes) else host, on, family)
     if family == AF_INET and len(packed) != 4:
         raise _oserror(errno.EAFNOSUPPORT, "IPv6 address on an AF_INET socket")
     if family == AF_INET6 and len(packed) == 4:
@@ -66,83 +95,176 @@ def pack_address(family: int, host: str | bytes) -> bytes:
     return packed
 
 
-def _parse_host(text: str) -> bytes:
-    """Numeric host text -> packed bytes with the C parsers (``inet_pton``)."""
-    text = text.split("%", 1)[0]
-    try:
-        return _pysocket.inet_pton(AF_INET, text)
-    except OSError:
-        pass
-    try:
-        return _pysocket.inet_pton(AF_INET6, text)
-    except OSError:
-        raise _pysocket.gaierror(-2, "Name or service not known") from None
+def _parse_host(text: str, on: Host | None, family: int) -> bytes:
+    """Host text -> packed bytes: numeric with the C parsers (``inet_pton``), a name
+    through the Network's resolver (``rcunet.api.resolver``)."""
+    numeric = text.split("%", 1)[0]
+    for parser_family in (AF_INET, AF_INET6):
+        try:
+            return _pysocket.inet_pton(parser_family, numeric)
+        except OSError:
+            pass
+    if on is None:
+        raise _pysocket.gaierror(_pysocket.EAI_NONAME, "Name or service not known")
+    from rcunet.api import resolver
+
+    return resolver.resolve(on, text, family)
 
 
 def unpack_address(family: int, packed: bytes, port: int) -> tuple[Any, ...]:
+    # inet_ntop prints a v4-mapped address as Linux does: ::ffff:10.0.0.1
     if family == AF_INET:
-        return (_pysocket.inet_ntop(AF_INET, packed), port)  # str(IPv4Address), in C
-    return (str(ipaddress.IPv6Address(packed)), port, 0, 0)
+        return (_pysocket.inet_ntop(AF_INET, packed), port)
+    return (_pysocket.inet_ntop(AF_INET6, packed), port, 0, 0)
 
 
 def _check_sockaddr(family: int, address: object) -> tuple[str | bytes, int]:
-    if not isinstance(address, tuple) or len(address) < 2 or (
-            family == AF_INET and len(address) != 2) or len(address) > 4:
-        expected = "(host, port)" if family == AF_INET else "(host, port[, flowinfo, scope_id])"
-        raise TypeError(f"{'AF_INET' if family == AF_INET else 'AF_INET6'} address must be "
-                        f"a tuple {expected}")
+    name = "AF_INET" if family == AF_INET else "AF_INET6"
+    if not isinstance(address, tuple):
+        raise TypeError(f"{name} address must be tuple, not {type(address).__name__}")
+    if len(address) < 2 or (family == AF_INET and len(address) != 2) or len(address) > 4:
+        raise TypeError(f"{name} address must be a pair (host, port)" if family == AF_INET
+                        else f"{name} address must be a tuple (host, port[, flowinfo[, "
+                        "scopeid]])")
     host, port = address[0], address[1]
-    if not isinstance(port, int) or not 0 <= port <= 65535:
-        raise OverflowError("port must be 0-65535.")
-    if not isinstance(host, str | bytes):
-        raise TypeError("host must be a str")
-    return host, port
+    if not isinstance(port, int):
+        raise TypeError(f"'{type(port).__name__}' object cannot be interpreted as an integer")
+    if not 0 <= port <= 65535:
+        raise OverflowError("getsockaddrarg: port must be 0-65535.")
+    if not isinstance(host, str | bytes | bytearray):
+        raise TypeError(f"str, bytes or bytearray expected, not {type(host).__name__}")
+    return bytes(host) if isinstance(host, bytearray) else host, port
+
+
+def _timeout_value(value: Any) -> float | None:
+    if value is None:
+        return None
+    if not isinstance(value, int | float):
+        raise TypeError("Timeout value must be int, float or None")
+    value = float(value)
+    if value != value:
+        raise ValueError("Invalid value NaN (not a number)")
+    if value < 0:
+        raise ValueError("Timeout value out of range")
+    return value
 
 
 class Socket:
-    """A socket on an rcunet Host.  Create with ``host.socket(family, type)``."""
+    """A socket on an rcunet Host.  Create with ``host.socket(family, type)`` (or, in
+    drop-in mode, ``socket.socket``)."""
 
     def __init__(self, host: Host, family: int = AF_INET, type: int = SOCK_STREAM,
                  proto: int = 0) -> None:
+        if family == -1:
+            family = AF_INET
+        if type == -1:
+            type = SOCK_STREAM
         if family not in (AF_INET, AF_INET6):
             raise _oserror(errno.EAFNOSUPPORT)
         base_type = type & 0xF
         if base_type == SOCK_DGRAM:
-            if proto not in (0, _pysocket.IPPROTO_UDP):
+            if proto not in (0, -1, _pysocket.IPPROTO_UDP):
                 raise _oserror(errno.EPROTONOSUPPORT)
-            self._sk: Any = host.udp.new_socket(family)
+            sk: Any = host.udp.new_socket(family)
         elif base_type == SOCK_STREAM:
-            if proto not in (0, _pysocket.IPPROTO_TCP):
+            if proto not in (0, -1, _pysocket.IPPROTO_TCP):
                 raise _oserror(errno.EPROTONOSUPPORT)
             tcp = getattr(host, "tcp", None)
             if tcp is None:
                 raise _oserror(errno.EPROTONOSUPPORT, "TCP is not available on this host")
-            self._sk = tcp.new_socket(family)
+            sk = tcp.new_socket(family)
         else:
             raise _oserror(errno.ESOCKTNOSUPPORT)
+        timeout = 0.0 if type & _pysocket.SOCK_NONBLOCK else _pysocket.getdefaulttimeout()
+        self._init(host, sk, _SockRef(sk), family, base_type, proto, timeout)
+
+    def _init(self, host: Host, sk: Any, ref: _SockRef, family: int, type: int, proto: int,
+              timeout: float | None) -> None:
         self._host = host
-        self.family = family
-        self.type = base_type
-        self.proto = proto or (_pysocket.IPPROTO_UDP if base_type == SOCK_DGRAM
-                               else _pysocket.IPPROTO_TCP)
-        self._timeout: float | None = None
-        self._closed = False
-        if type & _pysocket.SOCK_NONBLOCK:
-            self._timeout = 0.0
+        self._sk = sk
+        self._ref = ref
+        self.family = _pysocket.AddressFamily(family)
+        self.type = _pysocket.SocketKind(type)
+        self.proto = max(proto, 0)  # as given (CPython: 0 unless the caller named one)
+        self._timeout = timeout
+        self._rcvtimeo: float | None = None  # SO_RCVTIMEO (0: none)
+        self._sndtimeo: float | None = None  # SO_SNDTIMEO
+        self._closed = False  # close() was called (CPython's flag)
+        self._released = False  # the protocol socket is no longer ours (real close/detach)
+        self._io_refs = 0  # makefile() objects still open (CPython's deferred close)
+        self._fd = -1
+        self._fd_identity: tuple[int, int] | None = None
+
+    @classmethod
+    def _sharing(cls, host: Host, ref: _SockRef, family: int, type: int, proto: int,
+                 timeout: float | None) -> Socket:
+        sock = cls.__new__(cls)
+        sock._init(host, ref.sk, ref, family, type, proto, timeout)
+        return sock
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else f"laddr={self._sk.laddr.hex()}:{self._sk.lport}"
-        return f"<rcunet.Socket {self._host.name} family={self.family} type={self.type} {state}>"
+        closed = " [closed]" if self._released else ""
+        text = (f"<rcunet.Socket{closed} host={self._host.name} fd={self.fileno()}, "
+                f"family={self.family!s}, type={self.type!s}, proto={self.proto}")
+        if not self._released:
+            for name, call in (("laddr", self.getsockname), ("raddr", self.getpeername)):
+                try:
+                    text += f", {name}={call()}"
+                except OSError:
+                    pass
+        return text + ">"
+
+    def __getstate__(self) -> None:
+        raise TypeError(f"cannot pickle {type(self).__name__!r} object")
+
+    @property
+    def host(self) -> Host:
+        return self._host
 
     # -- lifecycle ----------
     def close(self) -> None:
-        if self._closed:
-            return
         self._closed = True
-        if isinstance(self._sk, UdpSock):
-            self._host.udp.close(self._sk)
-        else:
-            self._sk.close()
+        if self._io_refs <= 0:
+            self._real_close()
+
+    def _real_close(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        try:
+            self._drop_fd()
+        finally:
+            self._ref.put()
+
+    def _drop_fd(self) -> None:
+        with _FDS_LOCK:
+            fd, self._fd = self._fd, -1
+            if fd >= 0 and _FDS.get(fd) is self:
+                del _FDS[fd]
+        # Close our dup only if the number is still it: a program that os.close()d it may
+        # have had the number reused for a file of its own since (and close() then
+        # fails with EBADF, as CPython's does once its fd was closed under it).
+        if fd >= 0:
+            if _identity(fd) != self._fd_identity:
+                raise _oserror(errno.EBADF, "the socket's fd was closed by someone else")
+            os.close(fd)
+
+    # CPython's own code: makefile() over socket.SocketIO, the io reference count that
+    # defers close() until the last file object is closed, and sendfile by send().
+    makefile = _RealSocket.makefile
+    _decref_socketios = _RealSocket._decref_socketios
+    _check_sendfile_params = _RealSocket._check_sendfile_params
+    _sendfile_use_send = _RealSocket._sendfile_use_send
+
+    def _sendfile_use_sendfile(self, file: Any, offset: int = 0,
+                               count: int | None = None) -> int:
+        raise _pysocket._GiveupOnSendfile(  # type: ignore[attr-defined]
+            "os.sendfile() cannot write to an rcunet socket")
+
+    def sendfile(self, file: Any, offset: int = 0, count: int | None = None) -> int:
+        """By ``send`` (``os.sendfile`` cannot write to an rcunet socket), as CPython falls
+        back when the fast path is not available."""
+        return int(self._sendfile_use_send(file, offset, count))
 
     def __enter__(self) -> Socket:
         return self
@@ -151,36 +273,107 @@ class Socket:
         self.close()
 
     def __del__(self) -> None:
+        if "_released" not in self.__dict__:
+            return  # __init__ failed before the socket existed
+        if not self._closed and not self._released:
+            warnings.warn(f"unclosed {self!r}", ResourceWarning, source=self, stacklevel=2)
         try:
-            if not self._closed:
-                self.close()
+            self._real_close()
         except Exception:
             pass
 
     def _check_open(self) -> None:
-        if self._closed:
+        if self._released:
             raise _oserror(errno.EBADF)
 
     def fileno(self) -> int:
+        """A readiness fd (``select``/``selectors``/asyncio wait on it), -1 once closed."""
+        fd = self._fd
+        if fd >= 0 or self._released:
+            return fd
+        poll_fd = self._sk.fileno()  # outside _FDS_LOCK: it may make the poll fd
+        with _FDS_LOCK:
+            if self._fd < 0 and not self._released:
+                fd = os.dup(poll_fd)  # non-inheritable, as sockets are
+                self._fd_identity = _identity(fd)
+                self._fd = fd
+                _FDS[fd] = self
+        self._mirror_blocking()
+        return self._fd
+
+    def dup(self) -> Socket:
+        """A second Socket on the same connection; the last close() closes it."""
         self._check_open()
-        return int(self._sk.fileno())
+        self._ref.get()
+        return Socket._sharing(self._host, self._ref, self.family, self.type, self.proto,
+                               _pysocket.getdefaulttimeout())
+
+    def detach(self) -> int:
+        """Give up the socket object, keeping the connection: returns the fd number, which
+        ``socket.socket(fileno=N)``/``socket.fromfd`` (drop-in mode) take over."""
+        self._closed = True
+        if self._released:
+            return -1
+        fd = self.fileno()
+        with _FDS_LOCK:
+            _FDS.pop(fd, None)
+            self._fd = -1
+            self._released = True
+            _DETACHED[fd] = (self._ref, self.family, self.type, self.proto)
+        return fd
+
+    def get_inheritable(self) -> bool:
+        self._check_open()
+        return os.get_inheritable(self.fileno())
+
+    def set_inheritable(self, inheritable: bool) -> None:
+        self._check_open()
+        os.set_inheritable(self.fileno(), inheritable)
 
     # -- timeouts ----------
     def settimeout(self, value: float | None) -> None:
-        if value is not None:
-            value = float(value)
-            if value < 0:
-                raise ValueError("Timeout value out of range")
-        self._timeout = value
+        self._timeout = _timeout_value(value)
+        self._mirror_blocking()
+
+    def _mirror_blocking(self) -> None:
+        """O_NONBLOCK on our TCP readiness fd says what the socket's timeout says, as on
+        a kernel socket (rcunet itself never relies on the flag: tcp_poll's transfers
+        pass MSG_DONTWAIT).  UDP's eventfd keeps O_NONBLOCK: its reads rely on it."""
+        fd = self._fd
+        if fd >= 0 and self.type == SOCK_STREAM:
+            try:
+                os.set_blocking(fd, self._timeout is None)
+            except OSError:
+                pass  # the number was closed under us: close() will say so
 
     def gettimeout(self) -> float | None:
         return self._timeout
 
+    @property
+    def timeout(self) -> float | None:
+        return self._timeout
+
     def setblocking(self, flag: bool) -> None:
         self._timeout = None if flag else 0.0
+        self._mirror_blocking()
 
     def getblocking(self) -> bool:
         return self._timeout != 0.0
+
+    def _call(self, method: Any, so_timeo: float | None, *args: Any) -> Any:
+        """``method(*args, timeout)`` with the socket's timeout; in blocking mode with
+        SO_RCVTIMEO/SO_SNDTIMEO set, the call gives up after it with EAGAIN, as Linux's
+        ``sock_rcvtimeo`` does.  Errors of the engine become CPython's exceptions."""
+        timeout = self._timeout
+        try:
+            if timeout is None and so_timeo:
+                try:
+                    return method(*args[:-1], so_timeo, args[-1])
+                except TimeoutError:
+                    raise _oserror(errno.EAGAIN) from None
+            return method(*args[:-1], timeout, args[-1])
+        except OSError as exc:
+            raise as_python_error(exc) from None
 
     # -- addresses ----------
     def getsockname(self) -> tuple[Any, ...]:
@@ -199,157 +392,132 @@ class Socket:
     def bind(self, address: tuple[Any, ...]) -> None:
         self._check_open()
         host, port = _check_sockaddr(self.family, address)
-        addr = pack_address(self.family, host)
-        if isinstance(self._sk, UdpSock):
-            self._bind_udp(addr, port)
-        else:
-            self._sk.bind(addr, port)
-
-    def _bind_udp(self, addr: bytes, port: int) -> None:
-        sk = self._sk
-        wire_addr = addr[12:] if len(addr) == 16 and addr[:12] == b"\0" * 10 + b"\xff\xff" else addr
-        local = wire_addr in (ANY4, ANY6) or self._host.ip.is_local(wire_addr) \
-            or wire_addr[0] >> 4 == 14 or wire_addr[0] == 0xFF or wire_addr == b"\xff" * 4
-        if not local:
-            raise _oserror(errno.EADDRNOTAVAIL, "cannot assign requested address")
-        with sk.lock:
-            if sk.hashed or sk.bound:
-                raise _oserror(errno.EINVAL, "socket is already bound")
-            sk.set_key(addr, 0, sk.faddr, sk.fport)
-            try:
-                self._host.udp.table.bind(sk, port)
-            except OSError:
-                sk.set_key(ANY4 if self.family == AF_INET else ANY6, 0, sk.faddr, sk.fport)
-                raise
-            sk.bound = True
+        self._sk.bind(pack_address(self.family, host, self._host), port)
 
     def connect(self, address: tuple[Any, ...]) -> None:
         self._check_open()
         host, port = _check_sockaddr(self.family, address)
-        addr = pack_address(self.family, host)
-        if isinstance(self._sk, UdpSock):
-            self._connect_udp(addr, port)
-        else:
+        addr = _destination(pack_address(self.family, host, self._host))
+        try:
             self._sk.connect(addr, port, self._timeout)
+        except OSError as exc:
+            raise as_python_error(exc) from None
 
     def connect_ex(self, address: tuple[Any, ...]) -> int:
         try:
             self.connect(address)
+        except TimeoutError:
+            return errno.EAGAIN if self._timeout == 0.0 else errno.ETIMEDOUT
+        except _pysocket.gaierror:
+            raise
         except OSError as exc:
             return exc.errno or errno.EINVAL
         return 0
 
-    def _connect_udp(self, addr: bytes, port: int) -> None:
-        sk = self._sk
-        if port == 0:
-            raise _oserror(errno.EINVAL, "connect to port 0")  # ip4_datagram_connect
-        wire_dst = _wire(addr)
-        entry = self._host.dst_cache.lookup(wire_dst)
-        if entry is None:
-            raise _oserror(errno.ENETUNREACH)
+    def listen(self, backlog: int = min(_pysocket.SOMAXCONN, 128)) -> None:
+        self._check_open()
+        self._sk.listen(max(0, _c_int(backlog)))
+
+    def accept(self) -> tuple[Socket, tuple[Any, ...]]:
+        self._check_open()
         try:
-            src = entry.src if not self._host.ip.is_local(wire_dst) else wire_dst
-        finally:
-            entry.release()
-        if self.family == AF_INET6 and len(src) == 4:
-            src = b"\0" * 10 + b"\xff\xff" + src
-        with sk.lock:
-            if not sk.hashed:
-                self._host.udp.table.autobind(sk)
-            laddr = src if sk.laddr in (ANY4, ANY6) else None
-            self._host.udp.table.connect(sk, addr, port, laddr)
+            child_sk = self._sk.accept(self._timeout)
+        except OSError as exc:
+            raise as_python_error(exc) from None
+        # CPython: the accepted socket takes the default timeout, not the listener's
+        child = Socket._sharing(self._host, _SockRef(child_sk), self.family, self.type,
+                                self.proto, _pysocket.getdefaulttimeout())
+        return child, child.getpeername()
+
+    def shutdown(self, how: int) -> None:
+        self._check_open()
+        _c_int(how)
+        try:
+            self._sk.shutdown(how)
+        except OSError as exc:
+            raise as_python_error(exc) from None
 
     # -- send ----------
-    def sendto(self, data: bytes, flags_or_address: Any, address: Any = None) -> int:
+    def send(self, data: Any, flags: int = 0) -> int:
         self._check_open()
-        if address is None:
-            address, flags = flags_or_address, 0
-        else:
-            flags = flags_or_address
-        del flags
-        host, port = _check_sockaddr(self.family, address)
-        if isinstance(self._sk, UdpSock):
-            err = self._sk.take_error()
-            if err:
-                raise _oserror(err)
-            if port == 0:
-                raise _oserror(errno.EINVAL, "destination port 0")
-            addr = pack_address(self.family, host)
-            return self._host.udp.sendto(self._sk, bytes(data), _wire(addr), port)
-        raise _oserror(errno.EISCONN)
+        return int(self._call(self._sk.send, self._sndtimeo, _byte_view(data), flags))
 
-    def send(self, data: bytes, flags: int = 0) -> int:
+    def sendall(self, data: Any, flags: int = 0) -> None:
         self._check_open()
-        sk = self._sk
-        if isinstance(sk, UdpSock):
-            err = sk.take_error()
-            if err:
-                raise _oserror(err)
-            # atomic: one attribute load of the identity tuple (set_key stores it last), so
-            # a concurrent connect() gives the old or the new peer, never a mix of both.
-            _laddr, _lport, faddr, fport = sk.key
-            if not fport:
-                raise _oserror(errno.EDESTADDRREQ)
-            return self._host.udp.sendto(sk, bytes(data), _wire(faddr), fport)
-        return int(sk.send(_byte_view(data), self._timeout, flags))
-
-    def sendall(self, data: bytes, flags: int = 0) -> None:
-        self._check_open()
-        if isinstance(self._sk, UdpSock):
-            self.send(data, flags)
+        view = _byte_view(data)
+        if flags or self.type == SOCK_DGRAM:
+            self.send(view, flags) if self.type == SOCK_DGRAM else self._sendall_flags(
+                view, flags)
             return
-        self._sk.sendall(_byte_view(data), self._timeout)
+        timeout = self._timeout
+        if timeout is None and self._sndtimeo:
+            timeout = self._sndtimeo
+        try:
+            self._sk.sendall(view, timeout)
+        except OSError as exc:
+            raise as_python_error(exc) from None
+
+    def _sendall_flags(self, view: memoryview, flags: int) -> None:
+        sent = 0
+        while sent < len(view):
+            sent += self.send(view[sent:], flags)
+
+    def sendto(self, data: Any, *args: Any) -> int:
+        """``sendto(data, address)`` or ``sendto(data, flags, address)``."""
+        self._check_open()
+        if len(args) not in (1, 2):
+            raise TypeError(f"sendto() takes 2 or 3 arguments ({len(args) + 1} given)")
+        flags, address = (0, args[0]) if len(args) == 1 else args
+        flags = _c_int(flags)
+        host, port = _check_sockaddr(self.family, address)
+        if self.type == SOCK_STREAM:
+            return self.send(data, flags)  # Linux ignores the address of a TCP sendto
+        addr = _destination(pack_address(self.family, host, self._host))
+        try:
+            return int(self._sk.sendto(_byte_view(data), addr, port))
+        except OSError as exc:
+            raise as_python_error(exc) from None
+
+    def sendmsg(self, buffers: Any, ancdata: Any = (), flags: int = 0,
+                address: Any = None) -> int:
+        """Gathers ``buffers``; no ancillary data applies to rcunet's sockets (Linux:
+        EINVAL for an unknown control message)."""
+        self._check_open()
+        data = b"".join(_byte_view(b) for b in buffers)
+        if list(ancdata):
+            raise _oserror(errno.EINVAL, "rcunet sockets take no ancillary data")
+        if address is not None and self.type == SOCK_DGRAM:
+            return self.sendto(data, flags, address)
+        return self.send(data, flags)
 
     # -- receive ----------
+    def recv(self, bufsize: int, flags: int = 0) -> bytes:
+        self._check_open()
+        if bufsize < 0:
+            raise ValueError("negative buffersize in recv")
+        return bytes(self._call(self._sk.recv, self._rcvtimeo, bufsize, flags))
+
     def recvfrom(self, bufsize: int, flags: int = 0) -> tuple[bytes, tuple[Any, ...] | None]:
+        data, address, _size = self._recvfrom(bufsize, flags)
+        return data, address
+
+    def _recvfrom(self, bufsize: int, flags: int) -> tuple[bytes, tuple[Any, ...] | None, int]:
         self._check_open()
         if bufsize < 0:
             raise ValueError("negative buffersize in recvfrom")
-        sk = self._sk
-        if not isinstance(sk, UdpSock):
-            data = sk.recv(bufsize, self._timeout, flags)
-            return data, self.getpeername()
-        datagram = self._wait_datagram(sk, flags)
-        payload, (src, sport) = datagram
-        family_src = src if self.family == AF_INET or len(src) == 16 else \
-            b"\0" * 10 + b"\xff\xff" + src
-        return payload[:bufsize], unpack_address(self.family, family_src, sport)
-
-    def _wait_datagram(self, sk: UdpSock, flags: int) -> Any:
-        timeout = 0.0 if flags & MSG_DONTWAIT else self._timeout
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            err = sk.take_error()
-            if err:
-                raise _oserror(err)
-            datagram = sk.dequeue(peek=bool(flags & MSG_PEEK))
-            if datagram is not None:
-                return datagram
-            if self._closed or sk.closed:
-                raise _oserror(errno.EBADF)
-            if sk.shutdown_rd:
-                return (b"", (sk.faddr, sk.fport))
-            if deadline is None:
-                sk.wait_readable(None)
-                continue
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                if timeout == 0.0:
-                    raise _oserror(errno.EAGAIN)
-                raise TimeoutError("timed out")
-            sk.wait_readable(remaining)
-
-    def recv(self, bufsize: int, flags: int = 0) -> bytes:
-        self._check_open()
-        if isinstance(self._sk, UdpSock):
-            return self.recvfrom(bufsize, flags)[0]
-        if bufsize < 0:
-            raise ValueError("negative buffersize in recv")
-        return bytes(self._sk.recv(bufsize, self._timeout, flags))
+        if self.type == SOCK_STREAM:
+            data = self.recv(bufsize, flags)
+            return data, None, len(data)  # TCP fills no address: Python gives None
+        data, src, sport, size = self._call(self._sk.recvfrom, self._rcvtimeo, bufsize, flags)
+        return data, unpack_address(self.family, src, sport), size
 
     def recv_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> int:
         view = memoryview(buffer).cast("B")
+        if nbytes < 0:
+            raise ValueError("negative buffersize in recv_into")
         size = nbytes or len(view)
+        if size > len(view):
+            raise ValueError("buffer too small for requested bytes")
         data = self.recv(size, flags)
         view[: len(data)] = data
         return len(data)
@@ -357,215 +525,167 @@ class Socket:
     def recvfrom_into(self, buffer: Any, nbytes: int = 0, flags: int = 0) -> tuple[int, Any]:
         view = memoryview(buffer).cast("B")
         size = nbytes or len(view)
+        if size > len(view):
+            raise ValueError("nbytes is greater than the length of the buffer")
         data, address = self.recvfrom(size, flags)
         view[: len(data)] = data
         return len(data), address
 
-    # -- TCP-only calls (delegated) ----------
-    def listen(self, backlog: int = 128) -> None:
-        self._check_open()
-        if isinstance(self._sk, UdpSock):
-            raise _oserror(errno.EOPNOTSUPP)
-        self._sk.listen(backlog)
+    def recvmsg(self, bufsize: int, ancbufsize: int = 0, flags: int = 0
+                ) -> tuple[bytes, list[Any], int, Any]:
+        """(data, [], msg_flags, address): no ancillary data is ever delivered; a datagram
+        longer than ``bufsize`` sets MSG_TRUNC."""
+        if ancbufsize < 0:
+            raise ValueError("negative buffer size in recvmsg()")
+        data, address, size = self._recvfrom(bufsize, flags)
+        msg_flags = MSG_TRUNC if self.type == SOCK_DGRAM and size > len(data) else 0
+        return data, [], msg_flags, address
 
-    def accept(self) -> tuple[Socket, tuple[Any, ...]]:
-        self._check_open()
-        if isinstance(self._sk, UdpSock):
-            raise _oserror(errno.EOPNOTSUPP)
-        child_sk = self._sk.accept(self._timeout)
-        child = Socket.__new__(Socket)
-        child._sk = child_sk
-        child._host = self._host
-        child.family, child.type, child.proto = self.family, self.type, self.proto
-        # CPython: the accepted socket takes the default timeout, not the listener's
-        child._timeout = _pysocket.getdefaulttimeout()
-        child._closed = False
-        return child, child.getpeername()
-
-    def shutdown(self, how: int) -> None:
-        self._check_open()
-        if how not in (_pysocket.SHUT_RD, _pysocket.SHUT_WR, _pysocket.SHUT_RDWR):
-            raise _oserror(errno.EINVAL)
-        sk = self._sk
-        if isinstance(sk, UdpSock):
-            if sk.faddr in (ANY4, ANY6):
-                raise _oserror(errno.ENOTCONN)
-            if how in (_pysocket.SHUT_RD, _pysocket.SHUT_RDWR):
-                sk.shutdown_rd = True
-                sk.wake_all()
-            return
-        sk.shutdown(how)
+    def recvmsg_into(self, buffers: Any, ancbufsize: int = 0, flags: int = 0
+                     ) -> tuple[int, list[Any], int, Any]:
+        views = [memoryview(b).cast("B") for b in buffers]
+        data, ancdata, msg_flags, address = self.recvmsg(sum(len(v) for v in views),
+                                                         ancbufsize, flags)
+        offset = 0
+        for view in views:
+            part = data[offset: offset + len(view)]
+            view[: len(part)] = part
+            offset += len(part)
+        return len(data), ancdata, msg_flags, address
 
     # -- options ----------
-    def setsockopt(self, level: int, optname: int, value: int | bytes, optlen: int | None = None
-                   ) -> None:
+    def setsockopt(self, level: int, optname: int, value: int | bytes | None,
+                   optlen: int | None = None) -> None:
         self._check_open()
-        sk = self._sk
-        if not isinstance(sk, UdpSock):
-            sk.setsockopt(level, optname, value)
+        if value is None:
+            raise _oserror(errno.EINVAL, "setsockopt with a NULL value")
+        if not isinstance(value, int):
+            value = bytes(value)
+        if level == SOL_SOCKET and optname in (_pysocket.SO_RCVTIMEO, _pysocket.SO_SNDTIMEO):
+            seconds = _timeval_seconds(value)
+            if optname == _pysocket.SO_RCVTIMEO:
+                self._rcvtimeo = seconds
+            else:
+                self._sndtimeo = seconds
             return
-        if level == SOL_SOCKET:
-            self._set_socket_level(sk, optname, value)
-        elif level == IPPROTO_IP:
-            self._set_ip_level(sk, optname, value)
-        elif level == IPPROTO_IPV6 and self.family == AF_INET6:
-            self._set_ipv6_level(sk, optname, value)
-        else:
-            raise _oserror(errno.ENOPROTOOPT)
-
-    def _set_socket_level(self, sk: UdpSock, optname: int, value: int | bytes) -> None:
-        number = _int_value(value)
-        if optname == _pysocket.SO_REUSEADDR:
-            sk.reuseaddr = bool(number)
-        elif optname == _pysocket.SO_REUSEPORT:
-            sk.reuseport = bool(number)
-        elif optname == _pysocket.SO_BROADCAST:
-            sk.broadcast = bool(number)
-        elif optname == _pysocket.SO_RCVBUF:
-            # Linux doubles it (the skb overhead), after the net.core.rmem_max cap
-            sk.rcvbuf = max(SOCK_MIN_RCVBUF, min(number, self._host.tuning.rmem_max) * 2)
-        elif optname == _pysocket.SO_SNDBUF:
-            sk.sndbuf = max(4608, min(number, self._host.tuning.wmem_max) * 2)
-        elif optname == _pysocket.SO_BINDTODEVICE:
-            name = value.rstrip(b"\0").decode() if isinstance(value, bytes) else str(value)
-            sk.bound_dev = self._host.interface(name).ifindex if name else 0
-        else:
-            raise _oserror(errno.ENOPROTOOPT)
-
-    def _set_ip_level(self, sk: UdpSock, optname: int, value: int | bytes) -> None:
-        if optname in (_pysocket.IP_ADD_MEMBERSHIP, _pysocket.IP_DROP_MEMBERSHIP):
-            if not isinstance(value, bytes) or len(value) not in (8, 12):
-                raise _oserror(errno.EINVAL, "expects struct ip_mreq or ip_mreqn")
-            group = value[:4]
-            ifindex = self._mreq_ifindex(value[4:8], value[8:12] if len(value) == 12 else b"")
-            ifindex = ifindex or self._host.udp.default_multicast_ifindex(group)
-            if optname == _pysocket.IP_ADD_MEMBERSHIP:
-                self._host.udp.join_group(sk, group, ifindex)
-            else:
-                self._host.udp.leave_group(sk, group, ifindex)
-        elif optname == _pysocket.IP_MULTICAST_TTL:
-            sk.multicast_ttl = _ranged(_int_value(value), 0, 255)
-        elif optname == _pysocket.IP_MULTICAST_LOOP:
-            sk.multicast_loop = bool(_int_value(value))
-        elif optname == _pysocket.IP_TTL:
-            sk.ttl = _ranged(_int_value(value), 1, 255)
-        elif optname == IP_MULTICAST_ALL:
-            sk.mc_all = bool(_int_value(value))
-        elif optname == _pysocket.IP_MULTICAST_IF:
-            if isinstance(value, bytes) and len(value) >= 4:
-                sk.multicast_if = self._mreq_ifindex(value[:4], b"")
-            else:
-                raise _oserror(errno.EINVAL)
-        else:
-            raise _oserror(errno.ENOPROTOOPT)
-
-    def _mreq_ifindex(self, address: bytes, ifindex: bytes) -> int:
-        if ifindex and int.from_bytes(ifindex, "little"):
-            return int.from_bytes(ifindex, "little")
-        if address == ANY4:
-            return 0
-        for iface in self._host.interfaces.values():
-            if iface.has_address(address):
-                return iface.ifindex
-        raise _oserror(errno.ENODEV, "no interface with that address")
-
-    def _set_ipv6_level(self, sk: UdpSock, optname: int, value: int | bytes) -> None:
-        if optname in (_pysocket.IPV6_JOIN_GROUP, _pysocket.IPV6_LEAVE_GROUP):
-            if not isinstance(value, bytes) or len(value) != 20:
-                raise _oserror(errno.EINVAL, "expects struct ipv6_mreq")
-            group = value[:16]
-            ifindex = int.from_bytes(value[16:20], "little") or \
-                self._host.udp.default_multicast_ifindex(group)
-            if optname == _pysocket.IPV6_JOIN_GROUP:
-                self._host.udp.join_group(sk, group, ifindex)
-            else:
-                self._host.udp.leave_group(sk, group, ifindex)
-        elif optname == _pysocket.IPV6_V6ONLY:
-            if sk.hashed:
-                raise _oserror(errno.EINVAL)
-            sk.v6only = bool(_int_value(value))
-        elif optname == _pysocket.IPV6_MULTICAST_HOPS:
-            hops = _int_value(value)
-            sk.multicast_ttl = 1 if hops == -1 else _ranged(hops, 0, 255)
-        elif optname == _pysocket.IPV6_MULTICAST_LOOP:
-            sk.multicast_loop = bool(_int_value(value))
-        elif optname == _pysocket.IPV6_UNICAST_HOPS:
-            hops = _int_value(value)
-            sk.ttl = None if hops == -1 else _ranged(hops, 1, 255)
-        elif optname == _pysocket.IPV6_MULTICAST_IF:
-            sk.multicast_if = _int_value(value)
-        else:
-            raise _oserror(errno.ENOPROTOOPT)
+        try:
+            self._sk.setsockopt(level, optname, value)
+        except OSError as exc:
+            raise as_python_error(exc) from None
 
     def getsockopt(self, level: int, optname: int, buflen: int | None = None) -> int | bytes:
         self._check_open()
-        sk = self._sk
-        if not isinstance(sk, UdpSock):
-            return sk.getsockopt(level, optname, buflen)  # type: ignore[no-any-return]
-        result: int
         if level == SOL_SOCKET:
-            table = {
-                _pysocket.SO_REUSEADDR: lambda: int(sk.reuseaddr),
-                _pysocket.SO_REUSEPORT: lambda: int(sk.reuseport),
-                _pysocket.SO_BROADCAST: lambda: int(sk.broadcast),
-                _pysocket.SO_RCVBUF: lambda: sk.rcvbuf,
-                _pysocket.SO_SNDBUF: lambda: sk.sndbuf,
-                _pysocket.SO_ERROR: sk.take_error,
-                _pysocket.SO_TYPE: lambda: self.type,
-            }
-        elif level == IPPROTO_IP:
-            table = {
-                _pysocket.IP_MULTICAST_TTL: lambda: sk.multicast_ttl,
-                _pysocket.IP_MULTICAST_LOOP: lambda: int(sk.multicast_loop),
-                _pysocket.IP_TTL: lambda: sk.ttl or self._host.tuning.ip_default_ttl,
-                IP_MULTICAST_ALL: lambda: int(sk.mc_all),
-            }
-        elif level == IPPROTO_IPV6:
-            table = {
-                _pysocket.IPV6_V6ONLY: lambda: int(sk.v6only),
-                _pysocket.IPV6_MULTICAST_HOPS: lambda: sk.multicast_ttl,
-                _pysocket.IPV6_MULTICAST_LOOP: lambda: int(sk.multicast_loop),
-            }
-        else:
-            raise _oserror(errno.ENOPROTOOPT)
-        getter = table.get(optname)
-        if getter is None:
-            raise _oserror(errno.ENOPROTOOPT)
-        result = getter()
-        if buflen is not None:
-            return _INT.pack(result)[:buflen]
-        return result
+            if optname in (_pysocket.SO_RCVTIMEO, _pysocket.SO_SNDTIMEO):
+                seconds = self._rcvtimeo if optname == _pysocket.SO_RCVTIMEO else self._sndtimeo
+                packed = _TIMEVAL.pack(int(seconds or 0), round((seconds or 0) % 1 * 1e6))
+                return packed[:buflen] if buflen is not None else int.from_bytes(
+                    packed[:4], "little", signed=True)
+            fixed = {_pysocket.SO_TYPE: int(self.type), SO_DOMAIN: int(self.family),
+                     SO_PROTOCOL: self.proto}.get(optname)
+            if fixed is not None:
+                return struct.pack("i", fixed)[:buflen] if buflen is not None else fixed
+        try:
+            return self._sk.getsockopt(level, optname, buflen)  # type: ignore[no-any-return]
+        except OSError as exc:
+            raise as_python_error(exc) from None
+
+    def __getattr__(self, name: str) -> Any:
+        """What ``socket.socket`` has and rcunet does not do (``sendmsg_afalg``, and
+        platform calls such as ``ioctl``/``share``): OSError as Linux answers them."""
+        if name in _NOT_HERE:
+            def unsupported(*args: Any, **kwargs: Any) -> Any:
+                raise _oserror(_NOT_HERE[name], f"{name} on an rcunet socket")
+            return unsupported
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
+#: socket.socket methods with no meaning on an INET socket here, and Linux's answer.
+_NOT_HERE = {"sendmsg_afalg": errno.EOPNOTSUPP, "ioctl": errno.ENOTTY,
+             "share": errno.EOPNOTSUPP}
+
+
+def adopt(fd: int) -> Socket | None:
+    """The Socket behind a readiness fd: a detached one is taken over (the fd becomes
+    the new Socket's), a live one is shared (as ``dup``); None for a foreign fd."""
+    with _FDS_LOCK:
+        detached = _DETACHED.pop(fd, None)
+        live = _FDS.get(fd)
+    if detached is not None:
+        ref, family, type, proto = detached
+        sock = Socket._sharing(_host_of(ref), ref, family, type, proto,
+                               _pysocket.getdefaulttimeout())
+        with _FDS_LOCK:
+            sock._fd = fd
+            sock._fd_identity = _identity(fd)
+            _FDS[fd] = sock
+        return sock
+    if live is not None:
+        return live.dup()
+    return None
+
+
+def _host_of(ref: _SockRef) -> Host:
+    return ref.sk.host  # type: ignore[no-any-return]
+
+
+_LOOPBACK_FOR = {ANY4: b"\x7f\0\0\x01", ANY6: b"\0" * 15 + b"\x01",
+                 b"\0" * 10 + b"\xff\xff" + ANY4: b"\0" * 10 + b"\xff\xff\x7f\0\0\x01"}
+
+
+def _destination(addr: bytes) -> bytes:
+    """A destination of 0.0.0.0 / :: is this host, as on Linux (ip_route_output_key_hash
+    makes it the loopback address): ``connect(("0.0.0.0", port))`` reaches a local server."""
+    return _LOOPBACK_FOR.get(addr, addr)
+
+
+def _c_int(value: int) -> int:
+    """An argument the C socket module takes as an ``int``: OverflowError beyond it."""
+    value = operator.index(value)  # TypeError for a str, as CPython's argument parser
+    if not -(2 ** 31) <= value < 2 ** 31:
+        raise OverflowError("signed integer is greater than maximum" if value > 0
+                            else "signed integer is less than minimum")
+    return value
+
+
+def _identity(fd: int) -> tuple[int, int] | None:
+    """(device, inode) of the open file behind ``fd``; None if it is not open."""
+    try:
+        status = os.fstat(fd)
+    except OSError:
+        return None
+    return status.st_dev, status.st_ino
+
+
+def _timeval_seconds(value: int | bytes) -> float | None:
+    if isinstance(value, int):
+        raise _oserror(errno.EINVAL, "SO_RCVTIMEO/SO_SNDTIMEO take a struct timeval")
+    if len(value) < _TIMEVAL.size:
+        raise _oserror(errno.EINVAL)
+    sec, usec = _TIMEVAL.unpack_from(value)
+    if usec < 0 or usec >= 1_000_000:
+        raise _oserror(errno.EDOM)
+    seconds = sec + usec / 1e6
+    return seconds if seconds > 0 else None
 
 
 def _byte_view(data: Any) -> memoryview:
-    """A read-only byte view of a bytes-like ``data`` for TCP send: no copy here (the
-    engine copies once into its send queue before the call returns, so the caller may
-    reuse its buffer afterwards, as with Python's sockets).  Items wider than a byte
-    (``array('i')``) count as their bytes, as ``socket.send`` counts them."""
-    view = memoryview(data)
+    """A read-only byte view of a bytes-like ``data``: no copy here (the engine copies
+    once into its send queue before the call returns, so the caller may reuse its buffer
+    afterwards, as with Python's sockets).  Items wider than a byte (``array('i')``)
+    count as their bytes, as ``socket.send`` counts them."""
+    try:
+        view = memoryview(data)
+    except TypeError:
+        raise TypeError(f"a bytes-like object is required, not "
+                        f"'{type(data).__name__}'") from None
     if view.itemsize != 1 or view.ndim != 1:
         view = view.cast("B")
     return view.toreadonly()
 
 
-def _wire(addr: bytes) -> bytes:
-    """The address as it goes on the wire: v4-mapped IPv6 becomes IPv4."""
-    if len(addr) == 16 and addr[:12] == b"\0" * 10 + b"\xff\xff":
-        return addr[12:]
-    return addr
+# ``ctx.wrap_socket(rcunet_socket)`` gives rcunet's TLS socket, patched or not (the real
+# SSLSocket would take the readiness fd over and speak TLS into it).
+from rcunet.api import tls as _tls  # noqa: E402  (tls needs Socket, defined above)
 
-
-def _int_value(value: int | bytes) -> int:
-    if isinstance(value, bool | int):
-        return int(value)
-    if isinstance(value, bytes) and len(value) >= 4:
-        return int(_INT.unpack_from(value)[0])
-    if isinstance(value, bytes) and len(value) == 1:
-        return value[0]
-    raise _oserror(errno.EINVAL)
-
-
-def _ranged(value: int, low: int, high: int) -> int:
-    if not low <= value <= high:
-        raise _oserror(errno.EINVAL, f"value must be {low}..{high}")
-    return value
+_tls.install_wrap_socket_hook()

@@ -112,6 +112,7 @@ class Host:
         self._reported_errors: set[str] = set()  # guarded-by: _report_lock
         self._report_lock = threading.Lock()
         self.closed = False
+        self.network: object | None = None  # the Network that built us (its resolver)
         self.ip = IpLayer(self)
         self.dst_cache = DstCache(self)
         self.udp = UdpLayer(self)

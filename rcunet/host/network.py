@@ -12,6 +12,7 @@ receive workers and timer thread; ``run_until`` then just waits for the predicat
 
 from __future__ import annotations
 
+import ipaddress
 import itertools
 import time
 from collections.abc import Callable, Iterable
@@ -39,6 +40,8 @@ class Network:
         self._mac_serial = itertools.count(1)
         self._seed_serial = itertools.count(seed * 1000)
         self._started = False
+        #: Names beyond each Host's own (``add_name``): lower-case name -> addresses.
+        self.names: dict[str, list[bytes]] = {}
 
     # -- building -------------------------------------------------------------------------
     def host(self, name: str, *, tuning: Tuning | None = None, rx_queues: int | None = None,
@@ -50,10 +53,20 @@ class Network:
             host_tuning = replace(host_tuning, ip_forward=True)
         host = Host(name, tuning=host_tuning, clock=self.clock, seed=next(self._seed_serial),
                     rx_queues=rx_queues or self.rx_queues)
+        host.network = self
         self.hosts.append(host)
         if self._started:
             host.start()
         return host
+
+    def add_name(self, name: str, *addresses: str) -> None:
+        """A name the resolver answers with ``addresses`` (an /etc/hosts line)."""
+        self.names[name.lower()] = [ipaddress.ip_address(a).packed for a in addresses]
+
+    def host_named(self, name: str) -> Host | None:
+        """The Host called ``name`` (case-insensitive, as DNS names are), if any."""
+        wanted = name.lower().rstrip(".")
+        return next((h for h in self.hosts if h.name.lower() == wanted), None)
 
     def _mac(self) -> bytes:
         return bytes([0x02, 0x00, 0x5E, 0x10]) + next(self._mac_serial).to_bytes(2, "big")

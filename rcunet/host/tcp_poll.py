@@ -12,17 +12,24 @@ one end ``a`` of an AF_UNIX stream socketpair:
   lower (a few KB with the smallest buffers), ``b`` drains it to raise.
 
 Only transitions cost system calls; ``set`` with unchanged levels does nothing.
+
+The pair comes from ``_socket`` (the C module), not ``socket``: drop-in mode replaces
+``socket.socket``/``socket.socketpair``, and these fds are rcunet's own.  Every transfer
+passes MSG_DONTWAIT rather than trusting O_NONBLOCK: the api hands out dups of ``a``
+(one open file description), and a program may make its dup blocking (``ssl`` taking
+the fd over does), which must not make a receive worker block here.
 """
 
 from __future__ import annotations
 
-import socket
+import _socket
 
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.sync.lock import LockClass
 
 POLL_LOCK = LockClass("tcp_sock.poll")
 _FILL = b"\0" * 512
+_DONTWAIT = _socket.MSG_DONTWAIT
 
 
 class PollFd:
@@ -32,11 +39,11 @@ class PollFd:
     __slots__ = lockfree_read_slots("_a", "_b", "_lock", "readable", "writable")
 
     def __init__(self) -> None:
-        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        a, b = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
         for end in (a, b):
             end.setblocking(False)
-        a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1)
-        b.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1)
+        a.setsockopt(_socket.SOL_SOCKET, _socket.SO_SNDBUF, 1)
+        b.setsockopt(_socket.SOL_SOCKET, _socket.SO_RCVBUF, 1)
         self._a, self._b = a, b
         self._lock = POLL_LOCK.new()
         self.readable = False  # guarded-by: _lock
@@ -51,7 +58,7 @@ class PollFd:
                 return
             if readable != self.readable:
                 if readable:
-                    self._b.send(b"r")
+                    _raise(self._b)
                 else:
                     _drain(self._a)
                 self.readable = readable
@@ -68,18 +75,25 @@ class PollFd:
             self._b.close()
 
 
-def _drain(end: socket.socket) -> None:
+def _raise(end: _socket.socket) -> None:
+    try:
+        end.send(b"r", _DONTWAIT)
+    except BlockingIOError:
+        pass  # already full of "readable" bytes (a program read ours away): still readable
+
+
+def _drain(end: _socket.socket) -> None:
     while True:
         try:
-            if not end.recv(65536):
+            if not end.recv(65536, _DONTWAIT):
                 return
         except BlockingIOError:
             return
 
 
-def _fill(end: socket.socket) -> None:
+def _fill(end: _socket.socket) -> None:
     while True:
         try:
-            end.send(_FILL)
+            end.send(_FILL, _DONTWAIT)
         except BlockingIOError:
             return

@@ -19,7 +19,6 @@ from __future__ import annotations
 import _thread
 import enum
 import errno
-import os
 import socket as _pysocket
 import struct
 import time
@@ -32,12 +31,13 @@ from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.core.tcp import Connection, Options
 from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.timewait import TimeWait
+from rcunet.host.sockerr import oserror, wire
 from rcunet.host.socklock import BACKLOG_EXTRA, SocketLock
 from rcunet.host.tcp_poll import PollFd
 from rcunet.sync import lock as _lock_mod
 from rcunet.sync.deferred import Buffer
 from rcunet.sync.lock import LockClass
-from rcunet.tables.entry import AF_INET, ANY4, ANY6, SockEntry, State, is_v4mapped
+from rcunet.tables.entry import AF_INET, ANY4, ANY6, SockEntry, State
 
 if TYPE_CHECKING:
     from rcunet.host.routecache import DstEntry
@@ -87,26 +87,6 @@ class Teardown(enum.Enum):
     CLOSE = enum.auto()
     #: tcp_time_wait: a TIME_WAIT entry takes the socket's place (``TcpSock.time_wait``).
     TIME_WAIT = enum.auto()
-
-
-#: The OSError subclass CPython raises for an errno (the rest raise OSError itself).
-_OSERROR_CLASSES: dict[int, type[OSError]] = {
-    errno.EAGAIN: BlockingIOError, errno.EINPROGRESS: BlockingIOError,
-    errno.EALREADY: BlockingIOError, errno.ECONNREFUSED: ConnectionRefusedError,
-    errno.ECONNRESET: ConnectionResetError, errno.EPIPE: BrokenPipeError,
-    errno.ECONNABORTED: ConnectionAbortedError, errno.ETIMEDOUT: TimeoutError,
-}
-
-
-def oserror(code: int, detail: str = "") -> OSError:
-    """OSError (or the matching subclass, as CPython raises) for ``code``."""
-    message = os.strerror(code) + (f" ({detail})" if detail else "")
-    return _OSERROR_CLASSES.get(code, OSError)(code, message)
-
-
-def wire(addr: bytes) -> bytes:
-    """The address on the wire: a v4-mapped IPv6 address is IPv4."""
-    return addr[12:] if is_v4mapped(addr) else addr
 
 
 class TcpSock(SockEntry):

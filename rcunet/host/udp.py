@@ -12,13 +12,11 @@ import os
 import random
 import struct
 import threading
-from collections import deque
 from typing import TYPE_CHECKING
 
-from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.host.ip import Delivery, is_multicast
 from rcunet.host.timers import Timer
-from rcunet.sync.lock import LockClass
+from rcunet.host.udp_sock import UdpSock
 from rcunet.tables.entry import AF_INET, AF_INET6, ANY4, ANY6
 from rcunet.tables.udp import UdpTable
 from rcunet.tables.udp_entry import UdpEntry
@@ -30,148 +28,10 @@ if TYPE_CHECKING:
     from rcunet.host.host import Host
     from rcunet.host.interface import Interface
 
-RECEIVE_QUEUE_LOCK = LockClass("sk_receive_queue.lock")
-UDP_SOCK_LOCK = LockClass("udp_sock.lock")
-#: Per-datagram memory charged against SO_RCVBUF besides its payload (skb truesize).
-DATAGRAM_OVERHEAD = 256
-Datagram = tuple[bytes, tuple[bytes, int]]
 #: Source port, destination port, length: what input needs of a UDP header.
 _UDP_PORTS_LEN = struct.Struct("!HHH")
 _IN_DATAGRAMS = {AF_INET: "UdpInDatagrams", AF_INET6: "Udp6InDatagrams"}
 RECLAIM_DELAY_NS = 1_000_000
-
-
-class UdpSock(UdpEntry):
-    """A UDP socket: its table identity (UdpEntry) plus the receive queue.
-
-    Concurrency:
-      lock        (udp_sock.lock) serialises the owner's bind/connect/close/options.
-      rq_lock     (sk_receive_queue.lock) guards queue, rmem, the eventfd level and
-                  wakes readers; receive workers take only this lock.
-      err         one attribute store by the ICMP error path, read-and-cleared under rq_lock.
-    Lock order: udp_sock.lock > udp_hslot_lock > udp_hslot2_lock; rq_lock is a leaf.
-    """
-
-    __slots__ = lockfree_read_slots(
-        "host", "lock", "rq_lock", "readable", "queue", "rmem", "rcvbuf", "sndbuf", "err",
-        "closed", "_eventfd", "broadcast", "multicast_ttl", "multicast_loop", "multicast_if",
-        "ttl", "shutdown_rd", "bound", "waiters", base=UdpEntry)
-
-    def __init__(self, host: Host, family: int) -> None:
-        super().__init__(family)
-        self.host = host
-        self.lock = UDP_SOCK_LOCK.new()
-        self.rq_lock = RECEIVE_QUEUE_LOCK.new()
-        self.readable = threading.Condition(self.rq_lock)  # type: ignore[arg-type]
-        # guarded-by: rq_lock (its contents; the deque object itself is never replaced)
-        self.queue: deque[Datagram] = deque()
-        self.waiters = 0  # guarded-by: rq_lock (threads blocked in wait_readable)
-        self.rmem = 0  # guarded-by: rq_lock
-        self.rcvbuf = host.tuning.udp_rmem_default
-        self.sndbuf = host.tuning.udp_rmem_default
-        self.err = 0
-        self.closed = False
-        self._eventfd = -1  # guarded-by: rq_lock
-        self.broadcast = False
-        self.multicast_ttl = 1
-        self.multicast_loop = True
-        self.multicast_if = 0
-        self.ttl: int | None = None
-        self.shutdown_rd = False
-        self.bound = False
-
-    # -- receive queue ----------
-    def enqueue(self, datagram: Datagram) -> bool:
-        """Queue a datagram (receive worker); False when SO_RCVBUF is full."""
-        size = len(datagram[0]) + DATAGRAM_OVERHEAD
-        queue = self.queue
-        with self.rq_lock:
-            if self.closed or self.shutdown_rd:
-                return False
-            rmem = self.rmem
-            if rmem + size > self.rcvbuf and queue:
-                return False  # __udp_enqueue_schedule_skb: at least one datagram fits
-            queue.append(datagram)
-            self.rmem = rmem + size
-            if self._eventfd >= 0 and len(queue) == 1:  # no fileno(): nothing to signal
-                self._set_readable_locked(True)
-            if self.waiters:  # Condition.notify costs a lock probe even with no waiter
-                self.readable.notify()
-        return True
-
-    def dequeue(self, peek: bool = False) -> Datagram | None:
-        with self.rq_lock:
-            if not self.queue:
-                return None
-            if peek:
-                return self.queue[0]
-            datagram = self.queue.popleft()
-            self.rmem -= len(datagram[0]) + DATAGRAM_OVERHEAD
-            if not self.queue and not self.err:
-                self._set_readable_locked(False)
-            return datagram
-
-    def take_error(self) -> int:
-        with self.rq_lock:
-            err, self.err = self.err, 0
-            if err and not self.queue:
-                self._set_readable_locked(False)
-            return err
-
-    def set_error(self, err: int) -> None:
-        with self.rq_lock:
-            self.err = err
-            self._set_readable_locked(True)
-            self.readable.notify_all()
-
-    def wait_readable(self, timeout: float | None) -> bool:
-        with self.rq_lock:
-            if self.queue or self.err or self.closed or self.shutdown_rd:
-                return True
-            self.waiters += 1
-            try:
-                return self.readable.wait(timeout)
-            finally:
-                self.waiters -= 1
-
-    def wake_all(self) -> None:
-        with self.rq_lock:
-            self._set_readable_locked(True)
-            self.readable.notify_all()
-
-    def has_data(self) -> bool:
-        return bool(self.queue)  # atomic: len of a deque (one load)
-
-    # -- fileno() for selectors ----------
-    def fileno(self) -> int:
-        """An eventfd that is readable exactly while data (or an error) is queued."""
-        with self.rq_lock:
-            if self._eventfd < 0:
-                self._eventfd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
-                if self.queue or self.err:
-                    os.eventfd_write(self._eventfd, 1)
-            return self._eventfd
-
-    def _set_readable_locked(self, readable: bool) -> None:
-        fd = self._eventfd
-        if fd < 0:
-            return
-        if readable:
-            os.eventfd_write(fd, 1)
-        else:
-            try:
-                os.eventfd_read(fd)
-            except BlockingIOError:
-                pass
-
-    def release_resources(self) -> None:
-        with self.rq_lock:
-            self.queue.clear()
-            self.rmem = 0
-            fd, self._eventfd = self._eventfd, -1
-            self.readable.notify_all()
-        if fd >= 0:
-            os.close(fd)
 
 
 class UdpLayer:

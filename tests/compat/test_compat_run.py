@@ -1,0 +1,69 @@
+"""``rcunet run``: unmodified scripts and modules on a Host of an in-process network."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from rcunet.services.http import pattern_sha256
+
+FETCH = """\
+import hashlib, sys, urllib.request
+with urllib.request.urlopen(sys.argv[1], timeout=60) as response:
+    body = response.read()
+print(len(body), hashlib.sha256(body).hexdigest())
+"""
+
+RETRYING_FETCH = """\
+import hashlib, sys, time, urllib.request
+url, deadline = sys.argv[1], time.monotonic() + 30
+while True:
+    try:
+        body = urllib.request.urlopen(url, timeout=10).read()
+        break
+    except OSError:
+        if time.monotonic() > deadline:
+            raise
+        time.sleep(0.05)
+print(len(body), hashlib.sha256(body).hexdigest())
+"""
+
+
+def _rcunet(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rcunet", "run", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_script_downloads_over_lossy_delayed_link(tmp_path: Path) -> None:
+    (tmp_path / "fetch.py").write_text(FETCH)
+    done = _rcunet("--impair", "loss=2%,delay=20ms", "--counters", "--",
+                   "fetch.py", "http://b/bytes/1048576", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1048576", pattern_sha256(1 << 20)]
+    retransmitted = [line for line in done.stderr.splitlines()
+                     if line.startswith("TcpRetransSegs")]
+    assert retransmitted and int(retransmitted[0].split()[1]) > 0  # the loss was real
+
+
+def test_module_http_server_answers_a_client_host(tmp_path: Path) -> None:
+    blob = os.urandom(300000)
+    (tmp_path / "blob").write_bytes(blob)
+    (tmp_path / "client.py").write_text(RETRYING_FETCH)
+    done = _rcunet("--host", "b", "--serve", "", "--also", "a client.py http://b:8000/blob",
+                   "-m", "http.server", "8000", "--directory", str(tmp_path), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"{len(blob)} {hashlib.sha256(blob).hexdigest()}" in done.stdout.splitlines()
+    assert "Keyboard interrupt received, exiting." in done.stdout  # ended as on Ctrl-C
+    assert '"GET /blob HTTP/1.1" 200' in done.stderr  # http.server's own log line
+
+
+def test_bad_command_lines(tmp_path: Path) -> None:
+    assert _rcunet("--", "missing.py", cwd=tmp_path).returncode == 2
+    (tmp_path / "ok.py").write_text("print('ok')\n")
+    assert _rcunet("--impair", "loss=200%", "--", "ok.py", cwd=tmp_path).returncode == 2
+    assert _rcunet("--host", "zz", "--", "ok.py", cwd=tmp_path).returncode == 2
+    (tmp_path / "exit3.py").write_text("import sys; sys.exit(3)\n")
+    assert _rcunet("--", "exit3.py", cwd=tmp_path).returncode == 3
