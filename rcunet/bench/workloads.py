@@ -691,8 +691,11 @@ class Server:
 
     # -- stopping ----------
     def stop(self, make_socket: MakeSocket, connect_host: str) -> None:
-        """End the run: wake every thread still blocked on a socket (a datagram to each
-        UDP socket, a connection to each tcp_crr listener, shutdown of TCP flows)."""
+        """End the run (the client is done): wake every thread still blocked on a
+        socket (a connection to each listener, shutdown of the accepted TCP flows, a
+        datagram to the UDP socket), so each flow's last snapshot is taken now, as
+        neper's thread_flush_stat does, and not when the client gets round to closing
+        its sockets (neper's client closes them only when it exits)."""
         plan = self.plan
         self.stopping.set()
         if plan.tcp:  # a connection wakes each acceptor blocked in accept()
@@ -705,14 +708,11 @@ class Server:
                         wake.connect((connect_host, port))
                 except OSError:
                     pass
-        elif not plan.tcp:
+            _shutdown_all(self._conns)
+        else:
             self._wake_udp(make_socket, connect_host)
         if not self.join(2.0):
-            for conn in self._conns + self._sockets:
-                try:
-                    conn.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            _shutdown_all(self._conns + self._sockets)
             self.join(2.0)
         self.run.usage_end = Usage.now()
         self.close()
@@ -745,6 +745,14 @@ class Server:
     def close(self) -> None:
         for sock in self._conns + self._sockets:
             close_quietly(sock)
+
+
+def _shutdown_all(socks: list[Any]) -> None:
+    for sock in list(socks):
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
 
 def _reap_closed(conns: list[Any]) -> list[Any]:
