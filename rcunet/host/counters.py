@@ -9,6 +9,7 @@ only by that thread, like the kernel's per-CPU SNMP counters) and readers sum th
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import Counter
 from collections.abc import Iterable
 
@@ -21,12 +22,21 @@ class Counters:
       readers   ``snapshot()`` copies every shard with ``dict.copy()``, which is atomic
                 with respect to the owner's single-key stores (the dict's own lock on
                 free-threaded builds; one bytecode under the GIL).
-      _shards   list append under ``_lock`` (rare: once per thread).
+      _shards   live shards, added (once per thread) and retired under ``_lock``.
+      _retired  the sums of the shards of threads that have ended, under ``_lock``.
+
+    A thread's shard is folded into ``_retired`` when the thread ends (its
+    threading.local storage is released, which finalizes the shard's owner token), so
+    a server that runs a thread per connection keeps one dict per *live* thread, as the
+    kernel keeps one per CPU, not one per thread that ever counted.  A snapshot takes
+    the shard list and ``_retired`` under one lock hold, so a shard retiring meanwhile
+    is counted once: a dead shard is never written again.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._shards: list[dict[str, int]] = []  # guarded-by: _lock (append only)
+        self._shards: dict[int, dict[str, int]] = {}  # guarded-by: _lock
+        self._retired: dict[str, int] = {}  # guarded-by: _lock
         self._local = threading.local()
 
     def shard(self) -> dict[str, int]:
@@ -40,10 +50,26 @@ class Counters:
 
     def _new_shard(self) -> dict[str, int]:
         shard: dict[str, int] = {}
+        owner = _ShardOwner()
         with self._lock:
-            self._shards.append(shard)
+            self._shards[id(owner)] = shard
+        weakref.finalize(owner, self._retire, id(owner))
+        self._local.owner = owner  # released with the thread's locals: retires the shard
         self._local.shard = shard
         return shard
+
+    def _retire(self, key: int) -> None:
+        with self._lock:
+            shard = self._shards.pop(key, None)
+            if shard:
+                retired = self._retired
+                for name, value in shard.items():
+                    retired[name] = retired.get(name, 0) + value
+
+    def live_shards(self) -> int:
+        """Shards of threads still running (for tests and diagnostics)."""
+        with self._lock:
+            return len(self._shards)
 
     def inc(self, name: str, amount: int = 1) -> None:
         try:  # shard(), inlined: this runs several times per packet
@@ -57,8 +83,8 @@ class Counters:
 
     def snapshot(self) -> dict[str, int]:
         with self._lock:
-            shards = list(self._shards)
-        total: Counter[str] = Counter()
+            shards = list(self._shards.values())
+            total: Counter[str] = Counter(self._retired)
         for shard in shards:
             total.update(shard.copy())
         return dict(total)
@@ -70,6 +96,12 @@ class Counters:
             for name, value in sorted(self.snapshot().items())
             if value and (not prefixes or name.startswith(prefixes))
         }
+
+
+class _ShardOwner:
+    """A token kept in a thread's locals; its finalizer retires the thread's shard."""
+
+    __slots__ = ("__weakref__",)
 
 
 def format_nstat(values: dict[str, int]) -> str:

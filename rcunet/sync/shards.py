@@ -8,6 +8,7 @@ owns a list of ints (one slot per field) and readers sum the registered lists.
 from __future__ import annotations
 
 import threading
+import weakref
 
 
 class ShardedStats:
@@ -15,15 +16,19 @@ class ShardedStats:
     ``shard = stats.shard(); shard[INDEX] += 1``.
 
     Concurrency: each thread writes only its own shard (owner: that thread);
-    ``snapshot`` copies the registered shards (``list(shard)``) under ``_lock``, which
-    a thread takes once, to register.
+    ``snapshot`` copies the live shards (``list(shard)``) and the retired sums under
+    ``_lock``, which a thread takes once to register and once, when it ends, to retire:
+    its shard is folded into ``_retired`` when its threading.local storage is released
+    (the owner token's finalizer), so a thread per connection does not leave a shard
+    per connection behind.  A dead shard is never written again, so folding it is exact.
     """
 
     FIELDS: tuple[str, ...] = ()
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._shards: list[list[int]] = []  # guarded-by: _lock (append only)
+        self._shards: dict[int, list[int]] = {}  # guarded-by: _lock
+        self._retired = [0] * len(self.FIELDS)  # guarded-by: _lock
         self._local = threading.local()
 
     def shard(self) -> list[int]:
@@ -31,12 +36,32 @@ class ShardedStats:
             return self._local.shard  # type: ignore[no-any-return]
         except AttributeError:
             shard = [0] * len(self.FIELDS)
+            owner = _ShardOwner()
             with self._lock:
-                self._shards.append(shard)
+                self._shards[id(owner)] = shard
+            weakref.finalize(owner, self._retire, id(owner))
+            self._local.owner = owner
             self._local.shard = shard
             return shard
 
+    def _retire(self, key: int) -> None:
+        with self._lock:
+            shard = self._shards.pop(key, None)
+            if shard is not None:
+                self._retired = [a + b for a, b in zip(self._retired, shard, strict=True)]
+
+    def live_shards(self) -> int:
+        with self._lock:
+            return len(self._shards)
+
     def snapshot(self) -> dict[str, int]:
         with self._lock:
-            shards = [list(s) for s in self._shards]
+            shards = [list(s) for s in self._shards.values()]
+            shards.append(list(self._retired))
         return {name: sum(s[i] for s in shards) for i, name in enumerate(self.FIELDS)}
+
+
+class _ShardOwner:
+    """Kept in a thread's locals; its finalizer retires the thread's shard."""
+
+    __slots__ = ("__weakref__",)
