@@ -20,6 +20,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("rcunet.cmd.bench", "run a benchmark (codec, tables, ...)"),
     "lab": ("rcunet.cmd.lab", "run a seed's scenario through whole Hosts, legacy vs modern"),
     "up": ("rcunet.cmd.up", "run a Host with services on a real TAP/TUN device until SIGTERM"),
+    "ss": ("rcunet.cmd.ss", "sockets of a running rcunet up, in ss's layout"),
+    "nstat": ("rcunet.cmd.nstat", "counters of a running rcunet up, in nstat's layout"),
+    "lockstat": ("rcunet.cmd.lockstat", "/proc/lock_stat of a running rcunet up --lockstat"),
 }
 
 
