@@ -22,6 +22,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "up": ("rcunet.cmd.up", "run a Host with services on a real TAP/TUN device until SIGTERM"),
     "run": ("rcunet.cmd.run", "run an unmodified Python program on a Host of an in-process "
             "network"),
+    "ss": ("rcunet.cmd.ss", "sockets of a running rcunet up, in ss's layout"),
+    "nstat": ("rcunet.cmd.nstat", "counters of a running rcunet up, in nstat's layout"),
+    "lockstat": ("rcunet.cmd.lockstat", "/proc/lock_stat of a running rcunet up --lockstat"),
 }
 
 

@@ -69,7 +69,8 @@ class Flag:
 
 def _common() -> list[Flag]:
     return [
-        Flag("magic", 42),
+        Flag("magic", 42, implemented=True,
+             help="Magic number used by control connections"),
         Flag("maxevents", 1000),
         Flag("num_flows", 1, short="-F", implemented=True, help="Total number of flows"),
         Flag("num_threads", 1, short="-T", implemented=True, help="Number of threads"),
@@ -160,7 +161,10 @@ _SPECIFIC: dict[str, list[Flag]] = {
                    Flag("buffer_size", 16384, short="-B", implemented=True,
                         help="Number of bytes that each read/write uses as the buffer"),
                    Flag("skip_rx_copy", False, "bool"), Flag("rx_zerocopy", False, "bool"),
-                   Flag("enable_read", False, "bool"), Flag("enable_write", False, "bool"),
+                   Flag("enable_read", False, "bool", "-r", True,
+                        "Read from flows? enabled by default for the server"),
+                   Flag("enable_write", False, "bool", "-w", True,
+                        "Write to flows? Enabled by default for the client"),
                    Flag("split_bidir", False, "bool"),
                    Flag("enable_tcp_maerts", False, "bool", "-M", True,
                         "Enables TCP_MAERTS test (server writes and client reads)"),
@@ -225,7 +229,8 @@ def configure(parser: argparse.ArgumentParser, workload: str) -> None:
     # keys the shared code reads, for workloads that do not take the flag
     parser.set_defaults(neper_workload=workload, percentiles=(), request_size=1,
                         response_size=1, num_ports=1, no_delay=False,
-                        enable_tcp_maerts=False, delay=0)
+                        enable_tcp_maerts=False, enable_read=False, enable_write=False,
+                        delay=0)
 
 
 def _negative_numbers_are_values(parser: argparse.ArgumentParser) -> None:
@@ -328,6 +333,25 @@ def validate(opts: argparse.Namespace) -> None:
         problems.append("At most 4096 flows (one thread per flow on the server side).")
     if problems:
         raise _usage_error(" ".join(problems))
+
+
+def adjust_stream_directions(opts: argparse.Namespace) -> None:
+    """tcp_stream_main.c before the dump: ``-M`` makes the client read and the server
+    write (overriding -r/-w); otherwise the client always writes and the server always
+    reads, and -r on the client (-w on the server) adds the other direction.  An
+    in-process run is dumped from the client's side.  Sets ``opts.stream_bidir``."""
+    opts.stream_bidir = False
+    if opts.neper_workload != "tcp_stream":
+        return
+    client_view = not opts.server
+    if opts.enable_tcp_maerts:
+        opts.enable_read, opts.enable_write = client_view, not client_view
+        return
+    opts.stream_bidir = opts.enable_write if opts.server else opts.enable_read
+    if client_view:
+        opts.enable_write = True
+    else:
+        opts.enable_read = True
 
 
 def effective_interval(opts: argparse.Namespace) -> float:
@@ -588,6 +612,7 @@ class SideResult:
     usage_end: Usage
     measures: bool  # prints the workload results (RR sides, stream reader)
     remote_throughput: int = 0
+    invalid_secrets: int = 0  # control connections refused (neper's incidents)
 
 
 def local_throughput(workload: str, summary: Summary | None) -> int:
@@ -604,7 +629,7 @@ def result_lines(opts: argparse.Namespace, side: SideResult,
     """The block after ``total_run_time``: rusage, workload results, local/remote."""
     workload = opts.neper_workload
     start, end = side.usage_start, side.usage_end
-    lines = ["invalid_secret_count=0",
+    lines = [f"invalid_secret_count={side.invalid_secrets}",
              f"time_start={format_ns(summary.time_start if summary else 0)}"]
     for name in ("utime", "stime"):
         for edge, usage in (("start", start), ("end", end)):

@@ -19,24 +19,23 @@ Runs:
   ADDR;
 * ``--server`` (kernel): the server; one client run, then it exits (as neper's does).
 
-The control connection (port ``-C``) is rcunet's own, not neper's wire protocol: one JSON
-line each way to agree on the plan and data ports, and one each way at the end to swap
-``local_throughput``.
+The control connection (port ``-C``) is neper's own (``rcunet.bench.control``: CLI_HELLO,
+SER_ACK, CLI_DONE, SER_BYE), and the data ports are neper's (``-P`` and up), so either
+side can face a real neper binary.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import socket
 import sys
 import threading
 import time
-from dataclasses import asdict
+from dataclasses import replace
 from typing import Any
 
-from rcunet.bench import neper
+from rcunet.bench import control, neper
 from rcunet.bench.neper import NeperError, SideResult, Usage
 from rcunet.bench.workloads import Client, ConnectError, Plan, Server
 
@@ -135,7 +134,15 @@ def plan_from(opts: argparse.Namespace) -> Plan:
         no_delay=opts.no_delay,
         delay=opts.delay,
         maerts=opts.enable_tcp_maerts,
+        bidir=getattr(opts, "stream_bidir", False),
     )
+
+
+def data_addresses(host: str, port: int, plan: Plan) -> list[tuple[str, int]]:
+    """Where a client's flows go (neper's socket_connect_one): flow f to ``-P`` +
+    f % --num-ports for TCP; every UDP flow to ``-P``."""
+    count = plan.num_ports if plan.tcp else 1
+    return [(host, port + index) for index in range(count)]
 
 
 def _version(plan: Plan) -> int:
@@ -146,6 +153,7 @@ def _version(plan: Plan) -> int:
 def run(opts: argparse.Namespace) -> int:
     """``rcunet bench WORKLOAD``: validate, print the option dump, run, print results."""
     neper.validate(opts)
+    neper.adjust_stream_directions(opts)
     neper.emit(neper.option_dump(opts))
     if opts.dry_run:
         return 0
@@ -299,7 +307,7 @@ def _report(opts: argparse.Namespace, client: Client, server: Server,
 
 def _print_results(opts: argparse.Namespace, usage_start: Usage | None,
                    usage_end: Usage | None, summary: neper.Summary | None, remote: int,
-                   measures: bool, interrupted: bool) -> int:
+                   measures: bool, interrupted: bool, invalid_secrets: int = 0) -> int:
     rr = opts.neper_workload in neper.RR_WORKLOADS
     if measures and summary is not None and summary.num_samples < 2:
         raise NeperError(f"only {summary.num_samples} sample(s): too few to compute a "
@@ -311,75 +319,101 @@ def _print_results(opts: argparse.Namespace, usage_start: Usage | None,
             raise NeperError(f"cannot write {opts.all_samples}: {exc.strerror}") from None
     start = usage_start or Usage.now()
     side = SideResult(flows=[], usage_start=start, usage_end=usage_end or Usage.now(),
-                      measures=measures, remote_throughput=remote)
+                      measures=measures, remote_throughput=remote,
+                      invalid_secrets=invalid_secrets)
     neper.emit(neper.result_lines(opts, side, summary))
     return 130 if interrupted else 0
 
 
 # ============================================================================== remote
-def _send_json(conn: socket.socket, message: dict[str, Any]) -> None:
-    conn.sendall((json.dumps(message) + "\n").encode())
-
-
-def _recv_json(reader: Any, what: str) -> dict[str, Any]:
-    line = reader.readline()
-    if not line:
-        raise NeperError(f"the peer vanished ({what})")
+def _resolve(opts: argparse.Namespace, make_socket: Any) -> tuple[int, str]:
+    """-H as (family, numeric address): getaddrinfo on Linux sockets (neper's
+    getaddrinfo_or_die, honouring -4/-6); an rcunet Host takes numeric addresses."""
+    if make_socket is not socket.socket:
+        return (socket.AF_INET6 if ":" in opts.host else socket.AF_INET), opts.host
+    wanted = socket.AF_INET6 if opts.ipv6 else socket.AF_INET if opts.ipv4 else 0
     try:
-        message = json.loads(line)
-    except ValueError:
-        raise NeperError(f"garbled control message ({what})") from None
-    if not isinstance(message, dict):
-        raise NeperError(f"garbled control message ({what})")
-    if "error" in message:
-        raise NeperError(f"server: {message['error']}")
-    return message
+        infos = socket.getaddrinfo(opts.host, opts.control_port, wanted, socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise NeperError(f"cannot resolve {opts.host}: {exc.strerror}") from None
+    family, _kind, _proto, _name, address = infos[0]
+    return family, address[0]
 
 
-def _run_client(opts: argparse.Namespace, log: neper.Log) -> int:
-    plan = plan_from(opts)
-    target = KernelTarget()
+def _connect_control(opts: argparse.Namespace, make_socket: Any, family: int,
+                     host: str) -> Any:
+    sock = make_socket(family, socket.SOCK_STREAM)
     try:
-        control = socket.create_connection((opts.host, int(opts.control_port)),
-                                           timeout=CONNECT_TIMEOUT)
-        control.settimeout(CONTROL_TIMEOUT)
-    except OSError as exc:
-        reason = exc.strerror or str(exc) or type(exc).__name__
+        sock.settimeout(CONNECT_TIMEOUT)
+        sock.connect((host, int(opts.control_port)))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.settimeout(CONTROL_TIMEOUT)
+    except (OSError, TimeoutError) as exc:
+        sock.close()
+        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
         raise NeperError(f"cannot reach {opts.host} port {opts.control_port}: {reason}") \
             from None
-    with control, control.makefile("r", encoding="utf-8") as reader:
+    return sock
+
+
+def _run_client(opts: argparse.Namespace, log: neper.Log,
+                make_socket: Any = socket.socket) -> int:
+    """neper's client: CLI_HELLO/SER_ACK on -C, the flows on -P and up, CLI_DONE with
+    our throughput, SER_BYE with the server's (printed as remote_throughput)."""
+    plan = plan_from(opts)
+    hello = control.Hello(plan.workload, plan.num_threads, plan.num_flows,
+                          plan.test_length, 0, opts.magic)
+    family, host = _resolve(opts, make_socket)
+    if family != plan.family:
+        plan = replace(plan, family=family)
+    with _connect_control(opts, make_socket, family, host) as sock:
         try:
-            _send_json(control, {"magic": 42, "plan": asdict(plan)})
-            ports = _recv_json(reader, "waiting for the data ports").get("ports")
-        except (OSError, TimeoutError) as exc:
+            ack = control.client_hello(sock, hello)
+        except control.ControlError as exc:
             raise NeperError(f"control connection: {exc}") from None
-        if not isinstance(ports, list) or not ports:
-            raise NeperError("the server sent no data ports")
+        except (OSError, TimeoutError) as exc:
+            raise NeperError(f"control connection: waiting for SER_ACK: {exc}") from None
+        log.info(f"+++ CLI <-- SER   SER_ACK -T {ack.num_threads} -F {ack.num_flows} "
+                 f"-l {ack.test_length}")
         stop = threading.Event()
-        client = Client(plan, target.client_socket, [(opts.host, int(p)) for p in ports], stop,
-                        neper.allowed_cpus() if opts.pin_cpu else None)
+        client = Client(plan, make_socket, data_addresses(host, int(opts.port), plan),
+                        stop, neper.allowed_cpus() if opts.pin_cpu else None)
         client.connect()
-        interrupted = _drive(client, plan, stop, log, "kernel")
+        interrupted = _drive(client, plan, stop, log, opts.target)
         client.close()
         if client.run.errors and not interrupted:
             raise NeperError(client.run.errors[0])
-        rr = plan.rr
-        summary = neper.summarize(client.run.flows, rr, opts.all_samples is not None,
+        summary = neper.summarize(client.run.flows, plan.rr, opts.all_samples is not None,
                                   opts.percentiles) if plan.client_measures else None
         local = neper.local_throughput(plan.workload, summary)
-        control.settimeout(CONTROL_TIMEOUT)
         try:
-            _send_json(control, {"stop": True, "local_throughput": local})
-            remote = int(_recv_json(reader, "waiting for the server's result")
-                         .get("local_throughput", 0))
-        except (OSError, TimeoutError, ValueError) as exc:
-            raise NeperError(f"the server vanished (control connection: {exc})") from None
+            remote = control.client_done(sock, opts.magic, local)
+        except (control.ControlError, OSError, TimeoutError) as exc:
+            raise NeperError(f"control connection: final handshake: {exc}") from None
     return _print_results(opts, client.run.usage_start, client.run.usage_end, summary,
                           remote, plan.client_measures, interrupted)
 
 
+def _accept_client(listener: Any, workload: str, log: neper.Log) -> tuple[Any, int]:
+    """neper's ctrl_accept: the first connection whose CLI_HELLO carries our secret;
+    every other one (garbage, a short struct, another test) is an incident, closed."""
+    incidents = 0
+    while True:
+        conn, peer = listener.accept()
+        try:
+            conn.settimeout(CONTROL_TIMEOUT)
+            control.read_hello(conn, (workload,))
+            return conn, incidents
+        except (control.ControlError, OSError, TimeoutError) as exc:
+            incidents += 1
+            log.info(f"Invalid secret from {peer[0]}:{peer[1]}: {exc}")
+            conn.close()
+
+
 def _run_server(opts: argparse.Namespace, log: neper.Log) -> int:
+    """neper's server: the data ports open first, then one client on -C."""
     version = 6 if opts.ipv6 else 4
+    plan = plan_from(opts)
     bind_host = opts.host or ("::" if version == 6 else "0.0.0.0")
     try:
         listener = socket.create_server((bind_host, int(opts.control_port)),
@@ -387,55 +421,32 @@ def _run_server(opts: argparse.Namespace, log: neper.Log) -> int:
     except OSError as exc:
         raise NeperError(f"cannot listen on {bind_host} port {opts.control_port}: "
                          f"{exc.strerror}") from None
+    server = Server(plan, socket.socket, bind_host, int(opts.port),
+                    neper.allowed_cpus() if opts.pin_cpu else None)
     with listener:
-        log.info(f"listening on {bind_host} control port {opts.control_port}")
-        control, _peer = listener.accept()
-    with control, control.makefile("r", encoding="utf-8") as reader:
-        message = _recv_json(reader, "waiting for the client's plan")
-        plan = _check_remote_plan(opts, message, control)
-        server = Server(plan, socket.socket, bind_host, int(opts.port),
-                        neper.allowed_cpus() if opts.pin_cpu else None)
-        try:
-            ports = [address[1] for address in server.open()]
-        except ConnectError as exc:
-            _send_json(control, {"error": str(exc)})
-            raise
+        server.open()
         server.start()
-        _send_json(control, {"ports": ports})
-        control.settimeout(None)
+        log.info(f"listening on {bind_host} control port {opts.control_port}")
+        conn, incidents = _accept_client(listener, plan.workload, log)
+    wake_host = LOOPBACK[version] if bind_host in ("0.0.0.0", "::") else bind_host
+    with conn:
+        control.send_ack(conn, control.ServerSide(plan.num_threads, plan.num_flows,
+                                                  plan.test_length, opts.magic))
+        conn.settimeout(None)
         try:
-            end = _recv_json(reader, "waiting for the end of the run")
+            remote = control.wait_done(conn, opts.magic)
         except KeyboardInterrupt:
-            end = {}
-        wake_host = LOOPBACK[version] if bind_host in ("0.0.0.0", "::") else bind_host
+            remote = None
+        if remote is None:
+            log.info("Abandoning client")
         server.stop(socket.socket, wake_host)
-        rr = plan.rr
         summary = None
         if plan.server_measures:
-            summary = neper.summarize(server.run.flows, rr,
-                                      opts.all_samples is not None and not rr)
-        _send_json(control, {"local_throughput":
-                             neper.local_throughput(plan.workload, summary)})
-    remote = int(end.get("local_throughput", 0))
-    return _print_results(opts, server.run.usage_start, server.run.usage_end, summary,
-                          remote, plan.server_measures, False)
-
-
-def _check_remote_plan(opts: argparse.Namespace, message: dict[str, Any],
-                       control: socket.socket) -> Plan:
-    fields = message.get("plan")
-    problem = None
-    if message.get("magic") != 42 or not isinstance(fields, dict):
-        problem = "not an rcunet neper client (bad magic)"
-    elif fields.get("workload") != opts.neper_workload:
-        problem = f"this server runs {opts.neper_workload}, the client asked for " \
-                  f"{fields.get('workload')}"
-    if problem is None:
+            summary = neper.summarize(server.run.flows, plan.rr,
+                                      opts.all_samples is not None and not plan.rr)
         try:
-            plan = Plan(**fields)  # type: ignore[arg-type]
-        except TypeError:
-            problem = "the client's plan has unknown fields"
-    if problem is not None:
-        _send_json(control, {"error": problem})
-        raise NeperError(problem)
-    return plan
+            control.send_bye(conn, opts.magic, neper.local_throughput(plan.workload, summary))
+        except OSError:
+            pass  # the client is gone; the block is still ours to print
+    return _print_results(opts, server.run.usage_start, server.run.usage_end, summary,
+                          remote or 0, plan.server_measures, False, incidents)

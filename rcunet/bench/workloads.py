@@ -70,20 +70,35 @@ class Plan:
     no_delay: bool = False
     delay: int = 0  # ns to wait after each send (neper -D)
     maerts: bool = False  # tcp_stream -M: the server writes, the client reads
+    bidir: bool = False  # tcp_stream -r/-w beyond the defaults: both ends read and write
+
+    # tcp_stream directions (neper's tcp_stream_main.c): the client writes and the server
+    # reads; -M swaps them (and overrides -r/-w); -r on the client or -w on the server
+    # adds the other direction.
+    @property
+    def client_writes(self) -> bool:
+        return not self.maerts or self.bidir
+
+    @property
+    def client_reads(self) -> bool:
+        return self.maerts or self.bidir
 
     def server_reads(self) -> bool:
-        return not self.maerts
+        return self.client_writes
+
+    def server_writes(self) -> bool:
+        return self.client_reads
 
     @property
     def client_measures(self) -> bool:
-        """RR clients measure; in stream the reader does (the client only with -M)."""
-        return self.rr or self.maerts
+        """RR clients measure; in stream the reader does."""
+        return self.rr or self.client_reads
 
     @property
     def server_measures(self) -> bool:
         """The rr servers count transactions (not tcp_crr's: neper PR #26); in stream
-        the server measures when it is the reader."""
-        return self.workload != "tcp_crr" and not self.maerts
+        the server measures when it reads."""
+        return self.workload != "tcp_crr" and (self.rr or self.server_reads())
 
     @property
     def tcp(self) -> bool:
@@ -230,15 +245,20 @@ class Client:
                 "udp_stream": self._stream_thread}[plan.workload]
         self.run.usage_start = Usage.now()
         budget = Budget(plan.test_length, monotonic_ns())
+        bodies = [body]
+        if plan.workload == "tcp_stream" and plan.client_reads and plan.client_writes:
+            bodies.append(self._read_thread)  # -rw: a reader beside each writer
         for thread_index in range(plan.num_threads):
             flows = [f for f in self._flows if f.stats.thread_index == thread_index]
-            done = threading.Event()
-            thread = threading.Thread(target=self._guard,
-                                      args=(thread_index, body, flows, budget, done),
-                                      name=f"neper-client-{thread_index}", daemon=True)
-            self._threads.append(thread)
-            self._done.append(done)
-            thread.start()
+            for role, work in enumerate(bodies):
+                done = threading.Event()
+                thread = threading.Thread(target=self._guard,
+                                          args=(thread_index, work, flows, budget, done),
+                                          name=f"neper-client-{thread_index}"
+                                               + ("-rx" if role else ""), daemon=True)
+                self._threads.append(thread)
+                self._done.append(done)
+                thread.start()
 
     # Thread.join() interrupted by Ctrl-C can leave is_alive() False for a thread that
     # still runs (CPython 3.11), so completion is each thread's own Event.
@@ -423,7 +443,7 @@ class Client:
         return True
 
     def _stream_thread(self, flows: list[_ClientFlow], budget: Budget) -> None:
-        if self.plan.maerts:
+        if not self.plan.client_writes:
             self._read_thread(flows, budget)
             return
         chunk = bytes(self.plan.buffer_size)
@@ -431,6 +451,7 @@ class Client:
         tcp = self.plan.tcp
         delay = self.plan.delay / 1e9
         size = len(chunk)
+        counts_reads = self.plan.client_reads  # -rw: the flow's stats are the reader's
         while not stop.is_set() and budget.take(monotonic_ns()):
             for flow in flows:
                 if tcp:
@@ -440,13 +461,14 @@ class Client:
                         flow.sock.send(chunk)
                     except (BlockingIOError, ConnectionRefusedError):
                         pass  # ENOBUFS-like pressure or a stale ICMP error: datagrams drop
-                flow.stats.count(size)  # the writer measures nothing: progress only
+                if not counts_reads:
+                    flow.stats.count(size)  # the writer measures nothing: progress only
                 if delay:
                     time.sleep(delay)
 
     def _read_thread(self, flows: list[_ClientFlow], budget: Budget) -> None:
-        """tcp_stream -M: read each flow in turn (the server writes on every flow, so a
-        flow without data now has some soon)."""
+        """tcp_stream -M or -r: read each flow in turn (the server writes on every flow,
+        so a flow without data now has some soon)."""
         bufsize, stop = self.plan.buffer_size, self.stop
         while not stop.is_set():
             for flow in flows:
@@ -474,8 +496,12 @@ class ConnectError(Exception):
 
 # ============================================================================== server
 class Server:
-    """The server side: one listener per data port (TCP) or one socket per flow (UDP),
-    a thread per flow (accept threads for tcp_crr), until ``stop()``.
+    """The server side, laid out as neper's ``socket_listen``: ``--num-ports`` listeners
+    on consecutive ports from ``-P`` (TCP), or one socket on ``-P`` that every flow of
+    every client sends to (UDP: neper's client connects all its flows to ``-P``);
+    a thread per accepted flow (accept threads for tcp_crr), ``-T`` threads on the UDP
+    socket, until ``stop()``.  Like neper's server it takes whatever flows arrive: the
+    client's ``-F`` is its own business.
 
     Concurrency: a flow's socket and FlowStats belong to its thread.  ``_threads_lock``
     guards ``_threads`` and ``run.flows`` (appended by acceptor threads, read by
@@ -506,7 +532,7 @@ class Server:
     def open(self) -> list[Address]:
         """Bind every data socket; returns the addresses the client connects to."""
         plan = self.plan
-        count = plan.num_ports if plan.tcp else plan.num_flows
+        count = plan.num_ports if plan.tcp else 1
         kind = socket.SOCK_STREAM if plan.tcp else socket.SOCK_DGRAM
         try:
             for index in range(count):
@@ -535,11 +561,11 @@ class Server:
                             self._sockets[index % plan.num_ports])
         elif plan.tcp:
             for index, listener in enumerate(self._sockets):
-                expected = len(range(index, plan.num_flows, plan.num_ports))
-                self._spawn(f"neper-accept-{index}", self._acceptor, listener, expected)
+                self._spawn(f"neper-accept-{index}", self._acceptor, listener)
         else:
-            for index, sock in enumerate(self._sockets):
-                self._spawn(f"neper-server-{index}", self._serve_flow, sock, None)
+            for index in range(plan.num_threads):
+                self._spawn(f"neper-server-{index}", self._serve_flow, self._sockets[0],
+                            None)
 
     def _spawn(self, name: str, target: Callable[..., None], *args: Any) -> None:
         with self._threads_lock:
@@ -566,8 +592,8 @@ class Server:
         return stats
 
     # -- TCP rr / stream ----------
-    def _acceptor(self, listener: Any, expected: int) -> None:
-        for _ in range(expected):
+    def _acceptor(self, listener: Any) -> None:
+        while True:
             conn, _address = listener.accept()
             if self.stopping.is_set():
                 close_quietly(conn)
@@ -585,6 +611,8 @@ class Server:
         if plan.rr:
             self._serve_rr(sock, stats)
         elif plan.server_reads():
+            if plan.server_writes():  # -rw: a writer beside the reader
+                self._spawn("neper-server-tx", self._write_stream, sock)
             self._serve_stream(sock, stats)
         else:
             self._write_stream(sock)
@@ -663,26 +691,28 @@ class Server:
 
     # -- stopping ----------
     def stop(self, make_socket: MakeSocket, connect_host: str) -> None:
-        """End the run: wake every thread still blocked on a socket (a datagram to each
-        UDP socket, a connection to each tcp_crr listener, shutdown of TCP flows)."""
+        """End the run (the client is done): wake every thread still blocked on a
+        socket (a connection to each listener, shutdown of the accepted TCP flows, a
+        datagram to the UDP socket), so each flow's last snapshot is taken now, as
+        neper's thread_flush_stat does, and not when the client gets round to closing
+        its sockets (neper's client closes them only when it exits)."""
         plan = self.plan
         self.stopping.set()
-        if plan.workload == "tcp_crr":
-            for index in range(max(plan.num_threads, plan.num_ports)):
+        if plan.tcp:  # a connection wakes each acceptor blocked in accept()
+            acceptors = max(plan.num_threads, plan.num_ports) \
+                if plan.workload == "tcp_crr" else plan.num_ports
+            for index in range(acceptors):
                 port = self.addresses[index % plan.num_ports][1]
                 try:
                     with make_socket(plan.family, socket.SOCK_STREAM) as wake:
                         wake.connect((connect_host, port))
                 except OSError:
                     pass
-        elif not plan.tcp:
+            _shutdown_all(self._conns)
+        else:
             self._wake_udp(make_socket, connect_host)
         if not self.join(2.0):
-            for conn in self._conns + self._sockets:
-                try:
-                    conn.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+            _shutdown_all(self._conns + self._sockets)
             self.join(2.0)
         self.run.usage_end = Usage.now()
         self.close()
@@ -693,8 +723,8 @@ class Server:
         try:
             with make_socket(self.plan.family, socket.SOCK_DGRAM) as wake:
                 for _attempt in range(_WAKE_ATTEMPTS):
-                    for address in self.addresses:
-                        wake.sendto(b"", (connect_host, address[1]))
+                    for _thread in range(self.plan.num_threads):
+                        wake.sendto(b"", (connect_host, self.addresses[0][1]))
                     if self.join(_JOIN_SLICE):
                         return
         except OSError:
@@ -715,6 +745,14 @@ class Server:
     def close(self) -> None:
         for sock in self._conns + self._sockets:
             close_quietly(sock)
+
+
+def _shutdown_all(socks: list[Any]) -> None:
+    for sock in list(socks):
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
 
 def _reap_closed(conns: list[Any]) -> list[Any]:

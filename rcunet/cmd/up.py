@@ -41,6 +41,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lockstat", action="store_true",
                         help="collect lock statistics; print /proc/lock_stat at exit")
     parser.add_argument("--pcap", metavar="FILE", help="capture every frame to FILE")
+    parser.add_argument("--control", metavar="PATH",
+                        help="control socket for rcunet ss/nstat/lockstat (default "
+                             "/run/rcunet/DEVICE.sock; 'none' for no socket)")
     parser.add_argument("--queues", type=int, default=1, metavar="N",
                         help="device queues (multi-queue TAP/TUN) and receive workers")
     parser.add_argument("--mtu", type=int, default=1500, help="MTU (default 1500)")
@@ -172,6 +175,7 @@ def _run_on(device: Any, args: argparse.Namespace,
     host = Host(f"rcunet-{device.name}", tuning=Tuning.preset(args.preset),
                 rx_queues=args.queues)
     services = None
+    control = None
     previous = _install_signals(stop)
     try:
         iface = device.attach(host, mac=mac, mtu=args.mtu, addresses=args.address, pcap=pcap)
@@ -189,10 +193,22 @@ def _run_on(device: Any, args: argparse.Namespace,
             services = start_services(host, args.serve)
         except OSError as exc:
             return _fail(f"cannot start services: {exc}")
+        control_path = _control_path(args, device.name)
+        if control_path is not None:
+            from rcunet.control.server import ControlError, ControlServer
+
+            try:
+                control = ControlServer(host, control_path).start()
+            except (ControlError, OSError) as exc:
+                return _fail(f"control socket: {exc}")
+            print(f"rcunet up: control socket {control_path} (rcunet ss/nstat/lockstat "
+                  f"--control {control_path})", flush=True)
         _announce(device, iface, services.describe())
         while not stop.wait(0.5):
             pass
     finally:
+        if control is not None:
+            control.stop()
         if services is not None:
             services.stop()
         host.close()
@@ -206,6 +222,17 @@ def _run_on(device: Any, args: argparse.Namespace,
         return _fail(f"{device.lost}; shutting down")
     print("rcunet up: stopped", file=sys.stderr)
     return 0
+
+
+def _control_path(args: argparse.Namespace, device_name: str) -> str | None:
+    if args.control == "none":
+        return None
+    if args.control:
+        return str(args.control)
+    from rcunet.control.client import RUN_DIR, default_path
+
+    os.makedirs(RUN_DIR, mode=0o700, exist_ok=True)
+    return default_path(device_name)
 
 
 def _announce(device: Any, iface: Any, services: list[str]) -> None:

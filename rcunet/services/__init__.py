@@ -26,7 +26,7 @@ SERVICES: dict[str, tuple[str, str, str]] = {
     "http": ("rcunet.services.http", "HttpResponder",
              "HTTP/1.1: /, /bytes/N, POST /sha256; keep-alive"),
     "neper": ("rcunet.services.neper", "NeperServer",
-              "server side of 'rcunet bench tcp_rr|tcp_crr|tcp_stream|udp_rr -c'"),
+              "neper's server: control on PORT, data on PORT+1 (neper or rcunet bench -c)"),
 }
 
 

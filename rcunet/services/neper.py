@@ -1,113 +1,108 @@
-"""The server side of ``rcunet bench WORKLOAD -c -H ADDR`` on rcunet sockets.
+"""neper's server on rcunet sockets: ``rcunet up --serve neper:12866``.
 
-It speaks the control protocol of ``rcunet.bench.targets`` (one JSON line each way to
-agree on the plan and the data ports, one each way at the end to swap
-``local_throughput``) on its port, and runs ``rcunet.bench.workloads.Server`` — the same
-server code ``rcunet bench --server`` runs on Linux sockets — on the Host.  So a kernel
-client can measure rcunet-as-server over TAP with the very command it would use against
-a kernel server::
+It speaks neper's control protocol (``rcunet.bench.control``) on its port and runs the
+data plane of whichever of the five workloads the client's CLI_HELLO names (the secret
+carries the test name) on neper's data ports, the control port + 1 and up (12867, as
+neper's ``-P`` default), with ``rcunet.bench.workloads.Server``: the code
+``rcunet bench W --server`` runs on Linux sockets.  So a real neper binary measures
+rcunet with the command it would use against a neper server::
 
-    rcunet bench tcp_crr -c -H 10.77.0.2 -C 12866 -l 5
+    tcp_crr -c -H 10.77.0.2 -l 5          (neper)
+    rcunet bench tcp_crr -c -H 10.77.0.2   (rcunet, Linux sockets)
 
-Clients are served one after another, as neper's server does.
+What the server cannot learn from CLI_HELLO it takes from neper's server defaults, as a
+neper server started without flags would: ``-Q 1 -R 1`` for the RR tests, a reading
+tcp_stream server (no ``-M``), ``-B`` per workload.  Clients run one after another; a
+control connection that sends garbage, a short struct or another secret is counted
+(``invalid_secrets``) and closed, one that vanishes mid-run is counted (``abandoned``)
+and its data plane stopped; the next client is served either way.
 """
 
 from __future__ import annotations
 
-import json
+import socket
 import threading
 from typing import Any
 
-from rcunet.bench import neper
+from rcunet.bench import control, neper
 from rcunet.bench.workloads import ConnectError, Plan, Server
 from rcunet.services.base import Service
 
-MAX_LINE = 65536
 WORKLOADS = ("tcp_rr", "tcp_crr", "tcp_stream", "udp_rr", "udp_stream")
+HELLO_TIMEOUT = 10.0  # a connection that says nothing this long is not a neper client
+MAX_THREADS = 64  # the client's -T, capped: a CLI_HELLO must not spawn unbounded threads
+SERVER_TEST_LENGTH = 10  # what neper's server says about itself in SER_ACK (its -l)
 
 
-class ControlError(Exception):
-    pass
+def _default(workload: str, key: str) -> Any:
+    return next(f.default for f in neper.flags_for(workload) if f.key == key)
 
 
-def _send_json(conn: Any, message: dict[str, Any]) -> None:
-    conn.sendall((json.dumps(message) + "\n").encode())
-
-
-class _Lines:
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-        self.buffer = bytearray()
-
-    def read_json(self) -> dict[str, Any]:
-        while b"\n" not in self.buffer:
-            if len(self.buffer) > MAX_LINE:
-                raise ControlError("control line too long")
-            data = self.conn.recv(4096)
-            if not data:
-                raise ControlError("the client vanished")
-            self.buffer += data
-        line, _, rest = bytes(self.buffer).partition(b"\n")
-        self.buffer = bytearray(rest)
-        try:
-            message = json.loads(line)
-        except ValueError:
-            raise ControlError("garbled control message") from None
-        if not isinstance(message, dict):
-            raise ControlError("garbled control message")
-        return message
-
-
-def plan_from_message(message: dict[str, Any]) -> Plan:
-    fields = message.get("plan")
-    if message.get("magic") != 42 or not isinstance(fields, dict):
-        raise ControlError("not an rcunet neper client (bad magic)")
-    if fields.get("workload") not in WORKLOADS:
-        raise ControlError(f"unknown workload {fields.get('workload')!r}")
-    try:
-        return Plan(**fields)
-    except TypeError:
-        raise ControlError("the client's plan has unknown fields") from None
+def plan_for(workload: str, hello: control.HsMsg, family: int) -> Plan:
+    """The server's plan for one client: neper's server defaults, the client's -T."""
+    return Plan(workload=workload, family=family,
+                num_threads=max(1, min(hello.num_threads, MAX_THREADS)),
+                buffer_size=_default(workload, "buffer_size"),
+                test_length=SERVER_TEST_LENGTH, interval=1.0)
 
 
 class NeperServer(Service):
-    """One run per control connection, one control connection at a time."""
+    """One run per control connection, one run at a time."""
 
     name = "neper"
 
     def __init__(self, host: Any, port: int) -> None:
         super().__init__(host, port)
+        self.data_port = port + 1
         self._run_lock = threading.Lock()
-        self.runs = 0  # completed runs; guarded-by: _run_lock
+        self._stats_lock = threading.Lock()
+        self.runs = 0  # completed runs; guarded-by: _stats_lock
+        self.invalid_secrets = 0  # refused first messages; guarded-by: _stats_lock
+        self.abandoned = 0  # clients gone without CLI_DONE; guarded-by: _stats_lock
+
+    def _bump(self, name: str) -> None:
+        with self._stats_lock:
+            setattr(self, name, getattr(self, name) + 1)
 
     def serve_connection(self, conn: Any, peer: Any) -> None:
-        conn.settimeout(None)  # a run lasts as long as the client says
-        with self._run_lock:  # one run at a time: its data ports and threads are its own
-            lines = _Lines(conn)
-            try:
-                plan = plan_from_message(lines.read_json())
-            except ControlError as exc:
-                _send_json(conn, {"error": str(exc)})
-                return
-            bind_host = conn.getsockname()[0]
-            server = Server(plan, self.host.socket, bind_host, 0)
-            try:
-                ports = [address[1] for address in server.open()]
-            except ConnectError as exc:
-                _send_json(conn, {"error": str(exc)})
-                return
-            server.start()
-            try:
-                _send_json(conn, {"ports": ports})
-                lines.read_json()  # {"stop": true, "local_throughput": ...}
-            except (ControlError, OSError):
-                pass
-            finally:
-                server.stop(self.host.socket, bind_host)
-            summary = None
-            if plan.workload != "tcp_crr":
-                summary = neper.summarize(server.run.flows, plan.rr, False)
-            _send_json(conn, {"local_throughput":
-                              neper.local_throughput(plan.workload, summary)})
-            self.runs += 1
+        conn.settimeout(HELLO_TIMEOUT)
+        try:
+            workload, hello = control.read_hello(conn, WORKLOADS)
+        except (control.ControlError, OSError, TimeoutError):
+            self._bump("invalid_secrets")
+            return  # the base class closes the connection
+        with self._run_lock:  # one run at a time: the data ports are neper's, fixed
+            self._run(conn, workload, hello)
 
+    def _run(self, conn: Any, workload: str, hello: control.HsMsg) -> None:
+        family = socket.AF_INET6 if ":" in conn.getsockname()[0] else socket.AF_INET
+        plan = plan_for(workload, hello, family)
+        bind_host = conn.getsockname()[0]
+        server = Server(plan, self.host.socket, bind_host, self.data_port)
+        try:
+            server.open()
+        except ConnectError:
+            self._bump("abandoned")
+            return  # closing without SER_ACK: the client reports it
+        server.start()
+        remote: int | None = None
+        try:
+            control.send_ack(conn, control.ServerSide(plan.num_threads, 1,
+                                                      SERVER_TEST_LENGTH))
+            conn.settimeout(None)  # a run lasts as long as the client says
+            remote = control.wait_done(conn, control.DEFAULT_MAGIC)
+        except OSError:
+            pass
+        finally:
+            server.stop(self.host.socket, bind_host)
+        if remote is None:
+            self._bump("abandoned")
+            return
+        summary = None
+        if plan.server_measures:
+            summary = neper.summarize(server.run.flows, plan.rr, False)
+        try:
+            control.send_bye(conn, control.DEFAULT_MAGIC, neper.local_throughput(workload, summary))
+        except OSError:
+            pass
+        self._bump("runs")

@@ -112,6 +112,17 @@ def test_tcp_maerts_client_reads_and_reports(
     assert float(values["throughput"]) > 0 and values["remote_throughput"] == "0"
 
 
+@pytest.mark.parametrize("target", ["mem", "kernel"])
+def test_tcp_stream_read_and_write_on_both_ends(target: str,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    status, values, err = bench(capsys, "tcp_stream", "--target", target, "-l", "1", "-r")
+    assert status == 0, err
+    assert values["enable_read"] == "1" and values["enable_write"] == "1"
+    # the client reads what the server writes and reports it; the server's bits/s
+    # (what it read) come back as remote_throughput
+    assert int(values["local_throughput"]) > 0 and int(values["remote_throughput"]) > 0
+
+
 @pytest.mark.parametrize("workload", ["tcp_crr", "udp_rr"])
 def test_legacy_tuning_runs_the_same_workload(
         workload: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -226,7 +237,8 @@ def test_client_and_server_processes_swap_throughput(capsys: pytest.CaptureFixtu
     server = start_server("tcp_rr", "-C", str(control), "-P", str(data), "-H", "127.0.0.1")
     try:
         status, values, err = bench(capsys, "tcp_rr", "--target", "kernel", "-c", "-H",
-                                    "127.0.0.1", "-C", str(control), "-l", "-200")
+                                    "127.0.0.1", "-C", str(control), "-P", str(data),
+                                    "-l", "-200")
         assert status == 0, err
         out, server_err = server.communicate(timeout=30)
     finally:
@@ -239,19 +251,44 @@ def test_client_and_server_processes_swap_throughput(capsys: pytest.CaptureFixtu
     assert server_values["remote_throughput"] == values["local_throughput"]
 
 
-def test_a_server_for_another_workload_refuses_the_client(
+def test_a_server_for_another_workload_counts_an_invalid_secret_and_serves_the_next(
         capsys: pytest.CaptureFixture[str]) -> None:
-    control = free_port()
-    server = start_server("udp_rr", "-C", str(control), "-H", "127.0.0.1")
+    # neper's ctrl_accept: another test's secret is an incident; the server closes that
+    # connection and waits for the next client
+    control, data = free_port(), free_port()
+    server = start_server("udp_rr", "-C", str(control), "-P", str(data), "-H", "127.0.0.1")
     try:
         status, _values, err = bench(capsys, "tcp_rr", "--target", "kernel", "-c", "-H",
                                      "127.0.0.1", "-C", str(control), "-l", "1")
+        assert status == 1
+        assert "without SER_ACK: it does not run tcp_rr" in err
+        assert len(err.strip().splitlines()) == 1
+        status, values, err = bench(capsys, "udp_rr", "--target", "kernel", "-c", "-H",
+                                    "127.0.0.1", "-C", str(control), "-P", str(data),
+                                    "-l", "-50")
+        assert status == 0, err
+        out, server_err = server.communicate(timeout=30)
+    finally:
+        server.kill()
+    assert values["num_transactions"] == "50"
+    assert server.returncode == 0 and "Traceback" not in server_err
+    assert values_of(out)["invalid_secret_count"] == "1"
+
+
+def test_a_magic_mismatch_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    control, data = free_port(), free_port()
+    server = start_server("tcp_rr", "-C", str(control), "-P", str(data), "-H", "127.0.0.1")
+    try:
+        status, _values, err = bench(capsys, "tcp_rr", "--target", "kernel", "-c", "-H",
+                                     "127.0.0.1", "-C", str(control), "-P", str(data),
+                                     "-l", "1", "--magic", "43")
         _out, server_err = server.communicate(timeout=30)
     finally:
         server.kill()
     assert status == 1
-    assert "server: this server runs udp_rr, the client asked for tcp_rr" in err
-    assert server.returncode == 1 and "Traceback" not in server_err
+    assert err.strip() == ("tcp_rr: control connection: the server's magic is 42, ours 43 "
+                           "(--magic must match on both sides)")
+    assert "Traceback" not in server_err
 
 
 def test_unreachable_server_is_one_line_and_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
@@ -264,13 +301,13 @@ def test_unreachable_server_is_one_line_and_exit_1(capsys: pytest.CaptureFixture
 
 def test_a_vanishing_server_is_reported_not_a_traceback() -> None:
     control = free_port()
-    server = start_server("tcp_rr", "-C", str(control), "-P", str(free_port()),
-                          "-H", "127.0.0.1")
+    data = free_port()
+    server = start_server("tcp_rr", "-C", str(control), "-P", str(data), "-H", "127.0.0.1")
     client = None
     try:
         client = subprocess.Popen(
             [sys.executable, "-m", "rcunet", "bench", "tcp_rr", "--target", "kernel", "-c",
-             "-H", "127.0.0.1", "-C", str(control), "-l", "10", "--nolog"],
+             "-H", "127.0.0.1", "-C", str(control), "-P", str(data), "-l", "10", "--nolog"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             env=dict(os.environ, PYTHONPATH=str(REPO)))
         time.sleep(2.0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -142,3 +143,38 @@ def test_up_rejects_bad_arguments() -> None:
                             capture_output=True, timeout=30)
     assert result.returncode == 2
     assert b"unknown service 'gopher'" in result.stderr
+
+
+def test_up_answers_ss_nstat_and_lockstat_on_its_control_socket(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    ns_name, ifname = unique_names()
+    control = str(tmp_path / "up.sock")
+    with Namespace(ns_name) as ns:
+        daemon = Daemon(ns, ["--tap", ifname, "--address", f"{RCUNET[4]}/24",
+                             "--serve", "echo:7,udp-echo:7", "--lockstat",
+                             "--control", control])
+        daemon.wait_for(f"rcunet up: control socket {control}")
+        daemon.wait_for(READY)
+        assert oct(os.stat(control).st_mode & 0o777) == "0o600"  # root only
+        _configure_kernel_side(ns, ifname)
+        cli = [sys.executable, "-m", "rcunet"]
+        ss = subprocess.run([*cli, "ss", "-l", "--control", control], capture_output=True,
+                            text=True, timeout=30, check=True).stdout
+        assert "tcp   LISTEN 0      128          0.0.0.0:7" in ss
+        assert "udp   UNCONN" in ss
+        echoed = ns.run(["nc", "-N", "-w", "5", RCUNET[4], "7"], input=b"seen\n").stdout
+        assert echoed == b"seen\n"
+        nstat = subprocess.run([*cli, "nstat", "-a", "-s", "--control", control],
+                               capture_output=True, text=True, timeout=30, check=True).stdout
+        assert re.search(r"^TcpPassiveOpens +1 +0\.0$", nstat, re.M)
+        lock_stat = subprocess.run([*cli, "lockstat", "--control", control],
+                                   capture_output=True, text=True, timeout=30,
+                                   check=True).stdout
+        assert lock_stat.startswith("lock_stat version 0.4\n")
+        garbage = subprocess.run(["socat", "-", f"UNIX-CONNECT:{control}"], input=b"HELO\n",
+                                 capture_output=True, timeout=30).stdout
+        assert garbage == b"error: unknown request 'HELO' (known: ss, nstat, lockstat)\n"
+        daemon.process.send_signal(signal.SIGTERM)
+        code, output = daemon.finish()
+        assert code == 0, output
+        assert not os.path.exists(control)  # removed at exit
+    used("socat")

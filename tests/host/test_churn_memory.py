@@ -1,0 +1,80 @@
+"""What a Host keeps per connection after the connection is gone: nothing that grows.
+
+Churn connections against a service that runs a thread per connection (as `rcunet up`'s
+services do, and as ab drives them) on in-process Hosts, then count what is left: the
+counter shards (one per thread that ever counted, before the fix: ~330 bytes per
+connection in the issue's soak), the UDP table's stat shards, the connection table, the
+timers and the service's own bookkeeping.  Counts, not timings."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+from rcunet.host.network import Network
+from rcunet.services import start_services
+from rcunet.sync.shards import ShardedStats
+
+CHURN = 120
+
+
+class _Stats(ShardedStats):
+    FIELDS = ("events",)
+
+
+def _echo_once(host: object) -> None:
+    sock = host.socket(socket.AF_INET, socket.SOCK_STREAM)  # type: ignore[attr-defined]
+    sock.settimeout(10)
+    sock.connect(("10.0.0.2", 7))
+    sock.sendall(b"ping")
+    assert sock.recv(10) == b"ping"
+    sock.close()
+
+
+def test_connection_churn_leaves_no_per_connection_state() -> None:
+    network = Network(threaded=True)
+    client, server = network.host("a"), network.host("b")
+    network.link(client, server, ["10.0.0.1/24"], ["10.0.0.2/24"])
+    network.start()
+    try:
+        with start_services(server, "echo:7") as services:
+            _echo_once(client)
+            for _ in range(CHURN):
+                _echo_once(client)
+            service = services.services[0]
+            assert network.run_until(lambda: not service._conns, 10.0)
+            assert network.run_until(
+                lambda: server.counters.get("TcpPassiveOpens") == CHURN + 1, 10.0)
+            # one shard per live thread (workers, timers, the listener's accept loop and
+            # the connection threads not yet gone), not one per connection served
+            assert network.run_until(lambda: server.counters.live_shards()
+                                     <= threading.active_count(), 10.0)
+            assert server.counters.live_shards() < CHURN // 4
+            # the counts of the threads that ended are kept
+            assert server.counters.get("TcpPassiveOpens") == CHURN + 1
+            with service._lock:
+                assert len(service._threads) <= threading.active_count()
+        tables = server.tcp.hashinfo.ehash
+        # what remains is TIME_WAIT (60 s, bounded by tcp_max_tw_buckets), one entry and
+        # one timer each at most, never more than one per connection
+        assert len(tables) - tables.tw_count() == 0
+        assert tables.tw_count() <= CHURN + 1
+        assert len(server.timers) <= tables.tw_count() + 8
+    finally:
+        network.close()
+
+
+def test_sharded_stats_fold_a_finished_threads_shard() -> None:
+    stats = _Stats()
+
+    def bump() -> None:
+        stats.shard()[0] += 5
+
+    threads = [threading.Thread(target=bump) for _ in range(50)]
+    for thread in threads:
+        thread.start()
+        thread.join()
+    assert stats.snapshot() == {"events": 250}
+    assert stats.live_shards() == 0
+    stats.shard()[0] += 1  # this thread's own shard stays live
+    assert stats.snapshot() == {"events": 251} and stats.live_shards() == 1
