@@ -13,7 +13,8 @@ The child runs ``_serve``: it opens the data sockets and reports their ports, st
 the server threads when told, and on ``stop()`` stops them and returns the server's
 ``Run`` (its flows' statistics, rusage around the data phase, errors).  neper's block is
 printed as on the other targets; the other process's CPU over the run goes to stderr
-(``server process: utime=... stime=...``) so CPU per transaction can count both.
+(``server process: utime=... stime=...``, and the same for the client) so CPU per
+transaction can count both.
 
 ``RCUNET_IPC_TRANSPORT=ring`` runs the link over the shared-memory ring instead of the
 default seqpacket pair (``rcunet bench ipc`` compares the two).
@@ -89,7 +90,7 @@ class RemoteServer:
         self.base_port = base_port
         self.pin_cpus = list(pin_cpus) if pin_cpus is not None else None
         self.run = Run()
-        self.process_usage: tuple[Usage, Usage] | None = None  # the child's, over the run
+        self._parent_start: Usage | None = None
 
     def open(self) -> list[Any]:
         from rcunet.host.procs import ChildFailed
@@ -104,6 +105,7 @@ class RemoteServer:
         return [tuple(address) for address in body]
 
     def start(self) -> None:
+        self._parent_start = Usage.now()
         self.process.send("start")
 
     def stop(self, make_socket: MakeSocket, connect_host: str) -> None:
@@ -112,13 +114,18 @@ class RemoteServer:
         if outcome.failure is not None or outcome.result is None:
             self.run.errors.append(f"server process: {outcome.failure or 'no result'}")
             return
+        parent_end = Usage.now()
         self.run = outcome.result["run"]
-        start, end = self.run.usage_start, self.run.usage_end
-        if start is not None and end is not None:
-            self.process_usage = (start, end)
-            print(f"server process: utime={end.utime - start.utime:.6f} "
-                  f"stime={end.stime - start.stime:.6f} (pid {self.process.pid}, over the "
-                  "run)", file=sys.stderr)
+        _print_cpu("server", self.run.usage_start, self.run.usage_end, self.process.pid)
+        _print_cpu("client", self._parent_start, parent_end, os.getpid())
+
+
+def _print_cpu(side: str, start: Usage | None, end: Usage | None, pid: int | None) -> None:
+    """One process's CPU over the run, on stderr (neper's block has one process's)."""
+    if start is not None and end is not None:
+        print(f"{side} process: utime={end.utime - start.utime:.6f} "
+              f"stime={end.stime - start.stime:.6f} (pid {pid}, over the run)",
+              file=sys.stderr)
 
 
 def _serve(child: Any, plan: Plan, base_port: int,

@@ -30,7 +30,8 @@ def test_rr_on_procs_runs_exactly_the_transactions_asked(
     assert float(values["throughput"]) > 0
     if workload != "tcp_crr":  # the crr server counts nothing (neper PR #26)
         assert int(values["remote_throughput"]) > 0  # the child's count came back
-    assert re.search(r"^server process: utime=\d+\.\d+ stime=\d+\.\d+", err, re.M), err
+    for side in ("server", "client"):
+        assert re.search(rf"^{side} process: utime=\d+\.\d+ stime=\d+\.\d+", err, re.M), err
 
 
 def test_stream_on_procs_reports_the_server_process_as_the_reader(
