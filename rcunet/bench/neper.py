@@ -35,7 +35,7 @@ RR_WORKLOADS = ("tcp_rr", "tcp_crr", "udp_rr")
 STREAM_WORKLOADS = ("tcp_stream", "udp_stream")
 TCP_WORKLOADS = ("tcp_rr", "tcp_crr", "tcp_stream")
 WORKLOADS = RR_WORKLOADS + STREAM_WORKLOADS
-TARGETS = ("mem", "kernel", "pmd-pytcp", "pmd-pytcp-blocking")
+TARGETS = ("mem", "kernel", "procs", "pmd-pytcp", "pmd-pytcp-blocking")
 UDP_MAX_PAYLOAD = {4: 65507, 6: 65527}  # 65535 - IP header (v4 only) - UDP header
 MIN_SAMPLES_PER_RUN = 5  # neper: fewer than 5 snapshots in the test shrinks -I to 0.2 s
 SHORT_INTERVAL = 0.2
@@ -217,7 +217,9 @@ def configure(parser: argparse.ArgumentParser, workload: str) -> None:
     parser.add_argument("-v", "--version", action="version", version=VERSION)
     parser.add_argument("--target", choices=TARGETS, default="mem",
                         help="mem: two rcunet Hosts on an in-memory link in this process "
-                             "(default); kernel: the same code on Linux sockets; pmd-pytcp "
+                             "(default); kernel: the same code on Linux sockets; procs: "
+                             "the server's Host in a child process (rcunet/bench/procs.py); "
+                             "pmd-pytcp "
                              "(-blocking): the peer stack pmd-pytcp as the server on a TAP "
                              "device (root), the kernel as the client")
     parser.add_argument("--tuning", choices=("modern", "legacy"), default="modern",
@@ -325,8 +327,9 @@ def validate(opts: argparse.Namespace) -> None:
     if (opts.client or opts.server) and opts.target != "kernel":
         problems.append(f"--target {opts.target} runs both sides in this process; "
                         "-c/--server need --target kernel.")
-    if opts.tuning != "modern" and opts.target != "mem":
-        problems.append("--tuning picks rcunet's mechanisms: it needs --target mem.")
+    if opts.tuning != "modern" and opts.target not in ("mem", "procs"):
+        problems.append("--tuning picks rcunet's mechanisms: it needs --target mem or "
+                        "procs.")
     if opts.suicide_length < 0:
         problems.append("Suicide length must not be negative.")
     if opts.num_flows > 4096:

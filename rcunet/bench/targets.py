@@ -8,6 +8,8 @@ Targets (``--target``):
   whose MTU is loopback's 65536.  No root needed.
 * ``kernel``: Python's ``socket`` module on 127.0.0.1 / ::1 — the same workload code
   on Linux sockets, so the two targets can be compared side by side.
+* ``procs``: as mem, but the server's Host and workload run in a child process on an
+  inter-process link (``rcunet.bench.procs``), so the two sides do not share a GIL.
 
 Runs:
 
@@ -112,6 +114,9 @@ def make_target(name: str, tuning: str = "modern") -> Any:
     if name.startswith("pmd-pytcp"):  # the peer stack on a TAP (bench/peer_pytcp.py)
         from rcunet.bench.peer_pytcp import PytcpTarget
         return PytcpTarget(blocking=name == "pmd-pytcp-blocking")
+    if name == "procs":
+        from rcunet.bench.procs import ProcsTarget
+        return ProcsTarget(tuning)
     return MemTarget(tuning) if name == "mem" else KernelTarget()
 
 
@@ -166,7 +171,7 @@ def run(opts: argparse.Namespace) -> int:
         from rcunet.lab.common import interpreter
 
         log.info(f"{opts.neper_workload} on --target {opts.target}"
-                 + (f" --tuning {opts.tuning}" if opts.target == "mem" else "")
+                 + (f" --tuning {opts.tuning}" if opts.target in ("mem", "procs") else "")
                  + f" ({interpreter()})")
         if opts.server:
             status = _run_server(opts, log)

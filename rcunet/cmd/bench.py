@@ -10,6 +10,7 @@ from rcunet.cli import add_module_subcommands, run_module_subcommand
 # workload -> (module, one-line help)
 WORKLOADS: dict[str, tuple[str, str]] = {
     "codec": ("rcunet.bench.codec", "parse+build rates: rcunet vs dpkt vs scapy"),
+    "ipc": ("rcunet.bench.ipc", "the inter-process link's cost per frame, per transport"),
     "tables": ("rcunet.bench.tables",
                "socket-table mechanisms of seeds 000/002/003, before vs after"),
     "tcp_rr": ("rcunet.bench.tcp_rr", "neper tcp_rr: request/response on long-lived TCP flows"),

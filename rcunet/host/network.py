@@ -8,6 +8,11 @@
 
 ``Network(threaded=True)`` runs the same topology on the real clock with each Host's
 receive workers and timer thread; ``run_until`` then just waits for the predicate.
+
+A threaded Network can also place a Host in its own process (``host(name,
+process=True)`` returns a ``HostProcess``, rcunet/host/procs.py); a link with such a
+Host at either end is an inter-process link (rcunet/link/ipc.py).  The deterministic
+virtual-clock mode stays single-process: one clock cannot drive two interpreters.
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ from collections.abc import Callable, Iterable
 from rcunet.host.clock import MonotonicClock, VirtualClock
 from rcunet.host.host import Host
 from rcunet.host.interface import Interface
+from rcunet.host.procs import DEFAULT_START_METHOD, HostProcess, HostSpec, InterfaceSpec
 from rcunet.link.impair import Impairment, ImpairmentConfig
+from rcunet.link.ipc import DEFAULT_TRANSPORT, IpcEndpoint, ipc_pair
 from rcunet.link.memory import KIND_ETHERNET, Endpoint, PointToPoint, Segment
 from rcunet.tuning import Tuning
 
@@ -37,6 +44,8 @@ class Network:
         self.rx_queues = rx_queues
         self.hosts: list[Host] = []
         self.links: list[Link] = []
+        self.processes: list[HostProcess] = []
+        self.ipc_ends: list[IpcEndpoint] = []  # the ends this process drives
         self._mac_serial = itertools.count(1)
         self._seed_serial = itertools.count(seed * 1000)
         self._started = False
@@ -46,11 +55,8 @@ class Network:
     # -- building -------------------------------------------------------------------------
     def host(self, name: str, *, tuning: Tuning | None = None, rx_queues: int | None = None,
              forwarding: bool = False) -> Host:
-        host_tuning = tuning or self.tuning
-        if forwarding:
-            from dataclasses import replace
-
-            host_tuning = replace(host_tuning, ip_forward=True)
+        """A Host in this process (``host_process`` puts one in a child process)."""
+        host_tuning = self._host_tuning(tuning, forwarding)
         host = Host(name, tuning=host_tuning, clock=self.clock, seed=next(self._seed_serial),
                     rx_queues=rx_queues or self.rx_queues)
         host.network = self
@@ -68,6 +74,32 @@ class Network:
         wanted = name.lower().rstrip(".")
         return next((h for h in self.hosts if h.name.lower() == wanted), None)
 
+    def _host_tuning(self, tuning: Tuning | None, forwarding: bool) -> Tuning:
+        host_tuning = tuning or self.tuning
+        if forwarding:
+            from dataclasses import replace
+
+            host_tuning = replace(host_tuning, ip_forward=True)
+        return host_tuning
+
+    def host_process(self, name: str, *, tuning: Tuning | None = None,
+                     rx_queues: int | None = None, forwarding: bool = False,
+                     capture: bool = False, lockstat: bool = False, lockdep: bool = False,
+                     start_method: str = DEFAULT_START_METHOD) -> HostProcess:
+        """A Host that will live in a child process (``HostProcess.start(fn, *args)``
+        runs ``fn(child, *args)`` there).  ``capture``: pcap of each of its interfaces;
+        ``lockstat``: lock statistics on in the child; ``lockdep``: lock-order checks
+        on in the child; all come back in its Outcome."""
+        if not self.threaded:
+            raise ValueError("a Host in its own process needs a threaded Network (the "
+                             "deterministic virtual-clock mode stays single-process)")
+        spec = HostSpec(name, self._host_tuning(tuning, forwarding), next(self._seed_serial),
+                        rx_queues or self.rx_queues, capture=capture, lockstat=lockstat,
+                        lockdep=lockdep)
+        process = HostProcess(spec, start_method=start_method)
+        self.processes.append(process)
+        return process
+
     def _mac(self) -> bytes:
         return bytes([0x02, 0x00, 0x5E, 0x10]) + next(self._mac_serial).to_bytes(2, "big")
 
@@ -78,8 +110,8 @@ class Network:
 
     def link(
         self,
-        a: Host,
-        b: Host,
+        a: Host | HostProcess,
+        b: Host | HostProcess,
         a_address: str | Iterable[str] = (),
         b_address: str | Iterable[str] = (),
         *,
@@ -88,12 +120,30 @@ class Network:
         impair: ImpairmentConfig | None = None,
         impair_ba: ImpairmentConfig | None = None,
         inline_rx: bool = False,
-    ) -> PointToPoint:
+        transport: str = DEFAULT_TRANSPORT,
+    ) -> PointToPoint | tuple[IpcEndpoint, IpcEndpoint]:
         """A point-to-point link between ``a`` and ``b`` (``impair`` applies to both
-        directions unless ``impair_ba`` is given for b->a)."""
+        directions unless ``impair_ba`` is given for b->a).  In memory between two
+        Hosts of this process; between processes (``transport``: ``seqpacket`` or
+        ``ring``, rcunet/link/ipc.py) when either end is a ``HostProcess``: then the
+        two ``IpcEndpoint`` ends are returned."""
         ethernet = kind == KIND_ETHERNET
         mac_a = self._mac() if ethernet else None
         mac_b = self._mac() if ethernet else None
+        if isinstance(a, HostProcess) or isinstance(b, HostProcess):
+            end_a, end_b = ipc_pair(
+                transport=transport, kind=kind, mtu=mtu, impair_ab=impair,
+                impair_ba=impair_ba if impair_ba else impair,
+                seed=next(self._seed_serial))
+            for host, end, mac, address in ((a, end_a, mac_a, a_address),
+                                            (b, end_b, mac_b, b_address)):
+                self._attach_ipc(host, end, mac, address, inline_rx)
+            # a child's death takes the other end down at once (its monitor sees it)
+            if isinstance(b, HostProcess) and not isinstance(a, HostProcess):
+                b._parent_ends.append(end_a)
+            if isinstance(a, HostProcess) and not isinstance(b, HostProcess):
+                a._parent_ends.append(end_b)
+            return end_a, end_b
         link = PointToPoint(kind, mtu, clock=self.clock, deliver_inline=True,
                             mac_a=mac_a, mac_b=mac_b,
                             impair_ab=self._impairment(impair),
@@ -102,6 +152,20 @@ class Network:
         self._attach(a, link.a, mac_a, a_address, inline_rx)
         self._attach(b, link.b, mac_b, b_address, inline_rx)
         return link
+
+    def _attach_ipc(self, host: Host | HostProcess, end: IpcEndpoint, mac: bytes | None,
+                    address: str | Iterable[str], inline_rx: bool) -> None:
+        addresses = [address] if isinstance(address, str) else list(address)
+        if isinstance(host, HostProcess):
+            host._check_not_started()
+            name = f"eth{len(host.interfaces)}"
+            host.interfaces.append(InterfaceSpec(name, end, mac, end.mtu, addresses,
+                                                 inline_rx))
+            return
+        self._attach(host, end, mac, addresses, inline_rx)
+        self.ipc_ends.append(end)
+        if self._started:
+            end.start()
 
     def switch(self, *, kind: str = KIND_ETHERNET, mtu: int = 1500) -> Segment:
         segment = Segment(kind, mtu, clock=self.clock, deliver_inline=True)
@@ -115,7 +179,7 @@ class Network:
                                         tx_impairment=self._impairment(impair))
         return self._attach(host, endpoint, mac, address, inline_rx)
 
-    def _attach(self, host: Host, endpoint: Endpoint, mac: bytes | None,
+    def _attach(self, host: Host, endpoint: Endpoint | IpcEndpoint, mac: bytes | None,
                 address: str | Iterable[str], inline_rx: bool) -> Interface:
         addresses = [address] if isinstance(address, str) else list(address)
         name = f"eth{sum(1 for i in host.interfaces.values() if i.name != 'lo')}"
@@ -136,6 +200,8 @@ class Network:
                 host.start()
             for link in self.links:
                 link.start()  # releases delayed frames on the real clock
+            for end in self.ipc_ends:
+                end.start()
         return self
 
     def step(self) -> bool:
@@ -190,11 +256,17 @@ class Network:
                 clock.set(deadline)
 
     def close(self) -> None:
+        """Stop every child process (killed if it does not end in time) and reap it,
+        close every Host, stop the links."""
+        for process in self.processes:
+            process.close()
         for host in self.hosts:
             host.close()
         for link in self.links:
             if hasattr(link, "stop"):
                 link.stop()
+        for end in self.ipc_ends:
+            end.close()
 
     def __enter__(self) -> Network:
         return self

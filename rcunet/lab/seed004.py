@@ -116,11 +116,21 @@ SHAPES = ("pairs", "workers")
 
 def run_crr(mode: str, duration: float = 1.0, *, acceptors: int = 4, clients: int = 4,
             request_size: int = 1, response_size: int = 1,
-            shape: str = "pairs") -> dict[str, Any]:
+            shape: str = "pairs", procs: bool = False) -> dict[str, Any]:
     """One run of ``duration`` seconds; see the module docstring.  With ``shape``
-    "workers", ``acceptors`` threads play both roles and ``clients`` is ignored."""
+    "workers", ``acceptors`` threads play both roles and ``clients`` is ignored.
+    ``procs``: the server Host in a child process (rcunet/lab/seed004_procs.py)."""
     if shape not in SHAPES:
         raise ValueError(f"shape must be one of {SHAPES}, not {shape!r}")
+    if procs:
+        if shape != "pairs":
+            raise ValueError("--procs runs the pairs shape (a workers thread plays both "
+                             "roles, which cannot span two processes)")
+        from rcunet.lab.seed004_procs import run_crr_procs
+
+        return run_crr_procs(mode, duration, acceptors=acceptors, clients=clients,
+                             request_size=request_size, response_size=response_size,
+                             tuning=seed_tuning(mode, "seed004"))
     net, a, b = two_hosts_inline(mode)
     net.start()
     try:
@@ -284,13 +294,14 @@ def _checked(run: dict[str, Any]) -> dict[str, Any]:
 
 def run_lab(duration: float = 1.0, rounds: int = 3, *, acceptors: int = 4, clients: int = 4,
             request_size: int = 1, response_size: int = 1,
-            lockstat_duration: float | None = None, shape: str = "pairs") -> dict[str, Any]:
+            lockstat_duration: float | None = None, shape: str = "pairs",
+            procs: bool = False) -> dict[str, Any]:
     best: dict[str, dict[str, Any]] = {}
 
     def run_one(mode: str, seconds: float) -> dict[str, Any]:
         return _checked(run_crr(mode, seconds, acceptors=acceptors, clients=clients,
                                 request_size=request_size, response_size=response_size,
-                                shape=shape))
+                                shape=shape, procs=procs))
 
     def measure(mode: str) -> float:
         run = run_one(mode, duration)
@@ -304,13 +315,16 @@ def run_lab(duration: float = 1.0, rounds: int = 3, *, acceptors: int = 4, clien
     seconds = lockstat_duration if lockstat_duration is not None else max(duration / 2, 0.1)
     for mode in MODES if seconds > 0 else ():
         run, locks[mode] = with_lockstat(partial(run_one, mode, seconds), all_classes())
+        if procs:  # the server's locks, where accept() runs
+            locks[mode] = run["server_lockstat"]
         global_lock[mode] = _class_summary(locks[mode].get(TCBINFO_LOCK.name),
                                            run["connections"])
     return {
         "interpreter": interpreter(),
         "params": {"switch_interval": sys.getswitchinterval(),
                    "duration": duration, "rounds": rounds, "acceptors": acceptors,
-                   "clients": clients, "shape": shape, "request_size": request_size,
+                   "clients": clients, "shape": shape, "procs": procs,
+                   "request_size": request_size,
                    "response_size": response_size},
         "legacy": rates["legacy"],
         "modern": rates["modern"],
@@ -464,6 +478,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="pairs: --clients client threads and -T accepting threads; "
                              "workers: -T threads that each connect and accept (default: "
                              "pairs for the lab, workers for --scale)")
+    parser.add_argument("--procs", action="store_true",
+                        help="the server Host (listener, accepting threads) in a child "
+                             "process, the clients' Host here (pairs shape only)")
     add_common_options(parser)
 
 
@@ -473,6 +490,8 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, name) <= 0:
             raise SystemExit(f"--{name.replace('_', '-')} must be positive")
     check_lockstat_duration(args)
+    if args.procs and args.scale:
+        raise SystemExit("--procs measures the lab's pairs; --scale stays in one process")
     counts = args.scale or ()
     lab_shape = args.shape or "pairs"
     scale_shape = args.shape or "workers"
@@ -482,7 +501,8 @@ def run(args: argparse.Namespace) -> int:
         result = run_lab(args.duration, args.rounds, acceptors=args.acceptors,
                          clients=args.clients, request_size=args.request_size,
                          response_size=args.response_size,
-                         lockstat_duration=args.lockstat_duration, shape=lab_shape)
+                         lockstat_duration=args.lockstat_duration, shape=lab_shape,
+                         procs=args.procs)
         series = (scaling(counts, args.duration, args.rounds, scale_shape, cpu)
                   if counts else {})
         return result, series

@@ -1,0 +1,54 @@
+"""``--target procs`` (the server's Host in a child process) end to end, and ``rcunet
+bench ipc``: neper's keys, exact transaction counts, the server process's CPU line,
+nothing left running.  Bounded by counts or ``-l 1``; nothing here asserts a rate."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from rcunet.cli import main
+
+KEY_VALUE = re.compile(r"^(?P<key>.*)=(?P<value>.*)$", re.M)
+
+
+def bench(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, str], str]:
+    status = main(["bench", *argv])
+    out, err = capsys.readouterr()
+    return status, {m["key"]: m["value"] for m in KEY_VALUE.finditer(out)}, err
+
+
+@pytest.mark.parametrize("workload", ["tcp_rr", "tcp_crr", "udp_rr"])
+def test_rr_on_procs_runs_exactly_the_transactions_asked(
+        workload: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status, values, err = bench(capsys, workload, "--target", "procs", "-l", "-150",
+                                "-F", "2", "-T", "2", "--nolog")
+    assert status == 0, err
+    assert int(values["num_transactions"]) == 150
+    assert values["num_threads"] == "2" and values["num_flows"] == "2"
+    assert float(values["throughput"]) > 0
+    if workload != "tcp_crr":  # the crr server counts nothing (neper PR #26)
+        assert int(values["remote_throughput"]) > 0  # the child's count came back
+    for side in ("server", "client"):
+        assert re.search(rf"^{side} process: utime=\d+\.\d+ stime=\d+\.\d+", err, re.M), err
+
+
+def test_stream_on_procs_reports_the_server_process_as_the_reader(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    status, values, err = bench(capsys, "tcp_stream", "--target", "procs", "-l", "1",
+                                "--nolog")
+    assert status == 0, err
+    assert values["throughput_units"] == "Mbit/s"
+    assert float(values["throughput"]) > 0
+    assert int(values["local_throughput"]) > 0  # measured in the child, the reader
+
+
+def test_ipc_link_bench_prints_both_transports(capsys: pytest.CaptureFixture[str]) -> None:
+    status, values, err = bench(capsys, "ipc", "--rounds", "1", "-n", "2000",
+                                "--pings", "50")
+    assert status == 0, err
+    for transport in ("seqpacket", "ring"):
+        for key in ("us_per_frame", "frames_per_s", "cpu_us_per_frame",
+                    "frames_per_wakeup", "one_way_us", "dropped"):
+            assert float(values[f"{transport}.round1.{key}"]) >= 0
