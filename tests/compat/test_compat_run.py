@@ -32,6 +32,35 @@ print(len(body), hashlib.sha256(body).hexdigest())
 """
 
 
+ASYNCIO_AND_THREADS = """\
+import asyncio, hashlib, socket, threading
+data = bytes(range(256)) * 400
+
+async def echo_once():
+    reader, writer = await asyncio.open_connection("b", 7)
+    writer.write(data)
+    await writer.drain()
+    got = await reader.readexactly(len(data))
+    writer.close()
+    await writer.wait_closed()
+    return got
+
+def threaded(results):
+    with socket.create_connection(("b", 7), timeout=20) as conn:
+        conn.sendall(data)
+        results.append(conn.makefile("rb").read(len(data)))
+
+results = []
+workers = [threading.Thread(target=threaded, args=(results,)) for _ in range(4)]
+for worker in workers:
+    worker.start()
+got = asyncio.run(echo_once())
+for worker in workers:
+    worker.join()
+print(len({hashlib.sha256(x).hexdigest() for x in [got, *results, data]}), len(results))
+"""
+
+
 def _rcunet(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "rcunet", "run", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=120)
@@ -67,3 +96,11 @@ def test_bad_command_lines(tmp_path: Path) -> None:
     assert _rcunet("--host", "zz", "--", "ok.py", cwd=tmp_path).returncode == 2
     (tmp_path / "exit3.py").write_text("import sys; sys.exit(3)\n")
     assert _rcunet("--", "exit3.py", cwd=tmp_path).returncode == 3
+
+
+def test_program_threads_and_asyncio(tmp_path: Path) -> None:
+    """A program's own threads and its asyncio loop all get sockets on its Host."""
+    (tmp_path / "mixed.py").write_text(ASYNCIO_AND_THREADS)
+    done = _rcunet("--", "mixed.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["1", "4"]  # one distinct hash: all echoes intact
