@@ -688,7 +688,6 @@ def _byte_view(data: Any) -> memoryview:
 
 
 # ``ctx.wrap_socket(rcunet_socket)`` gives rcunet's TLS socket, patched or not (the real
-# SSLSocket would take the readiness fd over and speak TLS into it).
-from rcunet.api import tls as _tls  # noqa: E402  (tls needs Socket, defined above)
-
-_tls.install_wrap_socket_hook()
+# SSLSocket would take the readiness fd over and speak TLS into it): importing tls
+# installs the hook.  Last: tls needs Socket, defined above.
+from rcunet.api import tls as _tls  # noqa: E402, F401

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from rcunet.link.pcap import read_all
 from rcunet.services.http import pattern_sha256
 
 FETCH = """\
@@ -68,9 +69,11 @@ def _rcunet(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def test_script_downloads_over_lossy_delayed_link(tmp_path: Path) -> None:
     (tmp_path / "fetch.py").write_text(FETCH)
-    done = _rcunet("--impair", "loss=2%,delay=20ms", "--counters", "--",
-                   "fetch.py", "http://b/bytes/1048576", cwd=tmp_path)
+    done = _rcunet("--impair", "loss=2%,delay=20ms", "--counters", "--pcap", "run.pcap",
+                   "--", "fetch.py", "http://b/bytes/1048576", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+    frames = read_all(tmp_path / "run.pcap")
+    assert len(frames) > 1000  # ~750 data segments of 1448 bytes, their ACKs, the lost
     assert done.stdout.split() == ["1048576", pattern_sha256(1 << 20)]
     retransmitted = [line for line in done.stderr.splitlines()
                      if line.startswith("TcpRetransSegs")]
