@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import trustme
-from conftest import ServerThread, sha
+from compat_support import ServerThread, sha
 
 import rcunet
 from rcunet.api.tls import TlsSocket
