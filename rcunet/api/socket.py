@@ -50,8 +50,7 @@ _DETACHED: dict[int, tuple[_SockRef, int, int, int]] = {}
 _FDS_LOCK = threading.Lock()
 
 
-def _oserror(code: int, detail: str = "") -> OSError:
-    return oserror(code, detail)
+_oserror = oserror
 
 
 class _SockRef:
@@ -448,15 +447,21 @@ class Socket:
     def sendall(self, data: Any, flags: int = 0) -> None:
         self._check_open()
         view = _byte_view(data)
-        if flags or self.type == SOCK_DGRAM:
-            self.send(view, flags) if self.type == SOCK_DGRAM else self._sendall_flags(
-                view, flags)
+        if self.type == SOCK_DGRAM:
+            self.send(view, flags)
             return
-        timeout = self._timeout
+        if flags:
+            self._sendall_flags(view, flags)
+            return
+        timeout, so_timeo = self._timeout, None
         if timeout is None and self._sndtimeo:
-            timeout = self._sndtimeo
+            timeout = so_timeo = self._sndtimeo
         try:
             self._sk.sendall(view, timeout)
+        except TimeoutError:
+            if so_timeo:
+                raise _oserror(errno.EAGAIN) from None  # SO_SNDTIMEO, as in _call
+            raise
         except OSError as exc:
             raise as_python_error(exc) from None
 
