@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -107,3 +108,21 @@ def test_program_threads_and_asyncio(tmp_path: Path) -> None:
     done = _rcunet("--", "mixed.py", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["1", "4"]  # one distinct hash: all echoes intact
+
+
+def test_topology_file_with_router_and_names(tmp_path: Path) -> None:
+    topology = {
+        "hosts": [{"name": "client"}, {"name": "gw", "forwarding": True}, {"name": "web"}],
+        "links": [{"ends": ["client", "gw"], "addresses": [["10.1.0.2/24"], ["10.1.0.1/24"]]},
+                  {"ends": ["gw", "web"], "addresses": [["10.2.0.1/24"], ["10.2.0.2/24"]],
+                   "impair": "delay=5ms"}],
+        "routes": [{"host": "client", "prefix": "default", "via": "10.1.0.1"},
+                   {"host": "web", "prefix": "default", "via": "10.2.0.1"}],
+        "names": {"www.example": ["10.2.0.2"]},
+    }
+    (tmp_path / "net.json").write_text(json.dumps(topology))
+    (tmp_path / "fetch.py").write_text(FETCH)
+    done = _rcunet("--topology", "net.json", "--", "fetch.py",
+                   "http://www.example/bytes/100000", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["100000", pattern_sha256(100000)]
