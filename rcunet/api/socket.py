@@ -50,8 +50,7 @@ _DETACHED: dict[int, tuple[_SockRef, int, int, int]] = {}
 _FDS_LOCK = threading.Lock()
 
 
-def _oserror(code: int, detail: str = "") -> OSError:
-    return oserror(code, detail)
+_oserror = oserror
 
 
 class _SockRef:
@@ -228,19 +227,19 @@ class Socket:
             self._real_close()
 
     def _real_close(self) -> None:
-        if self._released:
-            return
-        self._released = True
-        try:
-            self._drop_fd()
-        finally:
-            self._ref.put()
-
-    def _drop_fd(self) -> None:
-        with _FDS_LOCK:
+        with _FDS_LOCK:  # test-and-set: two closing threads put our reference once
+            if self._released:
+                return
+            self._released = True
             fd, self._fd = self._fd, -1
             if fd >= 0 and _FDS.get(fd) is self:
                 del _FDS[fd]
+        try:
+            self._drop_fd(fd)
+        finally:
+            self._ref.put()
+
+    def _drop_fd(self, fd: int) -> None:
         # Close our dup only if the number is still it: a program that os.close()d it may
         # have had the number reused for a file of its own since (and close() then
         # fails with EBADF, as CPython's does once its fd was closed under it).
@@ -283,11 +282,14 @@ class Socket:
             pass
 
     def _check_open(self) -> None:
+        # atomic: one attribute load; set once under _FDS_LOCK by _real_close/detach
         if self._released:
             raise _oserror(errno.EBADF)
 
     def fileno(self) -> int:
         """A readiness fd (``select``/``selectors``/asyncio wait on it), -1 once closed."""
+        # atomic: one load each of _fd and _released, both stored under _FDS_LOCK; a
+        # racing close() may make the number stale at once, as with any fd
         fd = self._fd
         if fd >= 0 or self._released:
             return fd
@@ -312,10 +314,10 @@ class Socket:
         """Give up the socket object, keeping the connection: returns the fd number, which
         ``socket.socket(fileno=N)``/``socket.fromfd`` (drop-in mode) take over."""
         self._closed = True
-        if self._released:
-            return -1
         fd = self.fileno()
         with _FDS_LOCK:
+            if self._released or fd < 0:
+                return -1
             _FDS.pop(fd, None)
             self._fd = -1
             self._released = True
@@ -445,15 +447,21 @@ class Socket:
     def sendall(self, data: Any, flags: int = 0) -> None:
         self._check_open()
         view = _byte_view(data)
-        if flags or self.type == SOCK_DGRAM:
-            self.send(view, flags) if self.type == SOCK_DGRAM else self._sendall_flags(
-                view, flags)
+        if self.type == SOCK_DGRAM:
+            self.send(view, flags)
             return
-        timeout = self._timeout
+        if flags:
+            self._sendall_flags(view, flags)
+            return
+        timeout, so_timeo = self._timeout, None
         if timeout is None and self._sndtimeo:
-            timeout = self._sndtimeo
+            timeout = so_timeo = self._sndtimeo
         try:
             self._sk.sendall(view, timeout)
+        except TimeoutError:
+            if so_timeo:
+                raise _oserror(errno.EAGAIN) from None  # SO_SNDTIMEO, as in _call
+            raise
         except OSError as exc:
             raise as_python_error(exc) from None
 
@@ -685,7 +693,6 @@ def _byte_view(data: Any) -> memoryview:
 
 
 # ``ctx.wrap_socket(rcunet_socket)`` gives rcunet's TLS socket, patched or not (the real
-# SSLSocket would take the readiness fd over and speak TLS into it).
-from rcunet.api import tls as _tls  # noqa: E402  (tls needs Socket, defined above)
-
-_tls.install_wrap_socket_hook()
+# SSLSocket would take the readiness fd over and speak TLS into it): importing tls
+# installs the hook.  Last: tls needs Socket, defined above.
+from rcunet.api import tls as _tls  # noqa: E402, F401

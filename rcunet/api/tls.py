@@ -380,3 +380,6 @@ def install_wrap_socket_hook() -> None:
     every other socket to the real method (idempotent)."""
     if ssl.SSLContext.wrap_socket is not _wrap_socket_hook:
         ssl.SSLContext.wrap_socket = _wrap_socket_hook  # type: ignore[method-assign]
+
+
+install_wrap_socket_hook()

@@ -7,20 +7,14 @@ threaded two-host network; payloads are random and checked by SHA-256.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-import rcunet
 from rcunet.host.network import Network
-
-
-def sha(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 @pytest.fixture
@@ -36,36 +30,3 @@ def net() -> Iterator[tuple[Network, Any, Any]]:
     network.close()
     leftover = [t.name for t in threading.enumerate() if t.name.startswith(("a-", "b-"))]
     assert not leftover, f"threads left behind: {leftover}"
-
-
-class ServerThread:
-    """``target(ready)`` in a thread patched to ``host``; ``ready.set(value)`` hands the
-    test whatever it needs (a server object to shut down, a port)."""
-
-    def __init__(self, host: Any, target: Callable[[Any], None]) -> None:
-        self.value: Any = None
-        self.error: BaseException | None = None
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(host, target), daemon=True)
-        self._thread.start()
-        assert self._ready.wait(10), "server did not start"
-        if self.error is not None:
-            raise self.error
-
-    def set(self, value: Any = None) -> None:
-        self.value = value
-        self._ready.set()
-
-    def _run(self, host: Any, target: Callable[[Any], None]) -> None:
-        try:
-            with rcunet.patched(host, this_thread=True):
-                target(self)
-        except BaseException as exc:  # reported by join()
-            self.error = exc
-            self._ready.set()
-
-    def join(self, timeout: float = 20) -> None:
-        self._thread.join(timeout)
-        assert not self._thread.is_alive(), "server thread did not end"
-        if self.error is not None:
-            raise self.error

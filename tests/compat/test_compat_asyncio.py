@@ -9,16 +9,9 @@ import asyncio
 import socket
 from typing import Any
 
-from conftest import ServerThread, sha
+from compat_support import ServerThread, echo, exchange, sha
 
 import rcunet
-
-
-async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    while data := await reader.read(65536):
-        writer.write(data)
-        await writer.drain()
-    writer.close()
 
 
 def _asyncio_echo_server(host: Any, port: int) -> ServerThread:
@@ -36,26 +29,6 @@ def _asyncio_echo_server(host: Any, port: int) -> ServerThread:
         asyncio.run(main())
 
     return ServerThread(host, run)
-
-
-async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                    payload: bytes) -> bytes:
-    """Send ``payload`` while reading its echo; EOF ends a plain stream, the length a TLS
-    one (asyncio's TLS transport cannot write_eof)."""
-    tls = not writer.can_write_eof()
-
-    async def send() -> None:
-        writer.write(payload)
-        await writer.drain()
-        if not tls:
-            writer.write_eof()
-
-    sender = asyncio.ensure_future(send())
-    echoed = await (reader.readexactly(len(payload)) if tls else reader.read(-1))
-    await sender
-    writer.close()
-    await writer.wait_closed()
-    return echoed
 
 
 def test_stdlib_streams_drop_in(net: Any, payload: bytes) -> None:

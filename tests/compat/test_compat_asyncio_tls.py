@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 import trustme
-from conftest import sha
-from test_compat_asyncio import echo, exchange
+from compat_support import echo, exchange, sha
 
 from rcunet.api import asyncio as rcunet_asyncio
 

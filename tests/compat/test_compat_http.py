@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import requests
 import urllib3
-from conftest import ServerThread, sha
+from compat_support import ServerThread, sha
 
 import rcunet
 

@@ -9,7 +9,7 @@ import socket
 import struct
 from typing import Any
 
-from conftest import ServerThread, sha
+from compat_support import ServerThread, sha
 
 import rcunet
 

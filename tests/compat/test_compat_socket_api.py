@@ -195,3 +195,24 @@ def test_wrap_socket_outside_drop_in(net: Any) -> None:
     assert tls.fileno() == fd
     tls.close()
     assert sock.fileno() == -1
+
+
+def test_udp_readiness_survives_a_blocking_dup(net: Any) -> None:
+    """A program that makes its dup of a UDP socket's eventfd blocking (one open file
+    description with ours) leaves readiness following the queue: rcunet reads the eventfd
+    only while its counter is up."""
+    import select
+
+    _net, a, b = net
+    receiver, sender = b.socket(socket.AF_INET, socket.SOCK_DGRAM), a.socket(
+        socket.AF_INET, socket.SOCK_DGRAM)
+    receiver.bind(("", 7777))
+    receiver.settimeout(5)
+    os.set_blocking(receiver.fileno(), True)  # the open file description is shared
+    for round_ in range(3):
+        sender.sendto(b"x%d" % round_, ("10.0.0.2", 7777))
+        assert select.select([receiver], [], [], 5)[0] == [receiver]
+        assert receiver.recv(10) == b"x%d" % round_
+        assert select.select([receiver], [], [], 0)[0] == []
+    receiver.close()
+    sender.close()

@@ -7,7 +7,7 @@ import socketserver
 import threading
 from typing import Any
 
-from conftest import ServerThread, sha
+from compat_support import ServerThread, sha
 
 import rcunet
 

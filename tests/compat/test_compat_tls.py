@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import trustme
-from conftest import ServerThread, sha
+from compat_support import ServerThread, sha
 
 import rcunet
 from rcunet.api.tls import TlsSocket
@@ -107,3 +107,40 @@ def test_tls_garbage_peer_raises_ssl_error(net: Any, contexts: Any) -> None:
             client_ctx.wrap_socket(raw, server_hostname="b")
         assert raw.fileno() == -1  # closed cleanly by the failed wrap, as CPython does
     server.join()
+
+
+def test_https_server_and_urllib(net: Any, payload: bytes, contexts: Any) -> None:
+    """http.server behind ctx.wrap_socket and urllib.request over HTTPS: makefile() on
+    both TLS ends, http.client's deferred close over TLS."""
+    import http.server
+    import urllib.request
+
+    _net, a, b = net
+    server_ctx, client_ctx = contexts
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    def run(ready: ServerThread) -> None:
+        server = http.server.ThreadingHTTPServer(("", 4443), Handler)
+        server.socket = server_ctx.wrap_socket(server.socket, server_side=True)
+        ready.set(server)
+        with server:
+            server.serve_forever(poll_interval=0.05)
+
+    server = ServerThread(b, run)
+    try:
+        with rcunet.patched(a):
+            with urllib.request.urlopen("https://b:4443/", context=client_ctx,
+                                        timeout=20) as response:
+                body = response.read()
+    finally:
+        server.value.shutdown()
+        server.join()
+    assert sha(body) == sha(payload)
