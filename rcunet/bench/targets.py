@@ -17,9 +17,11 @@ Runs:
   the measuring side's (the client's for RR, the reader's — the server — for stream),
   with ``remote_throughput`` taken from the other side as neper's control connection
   would carry it;
-* ``-c -H ADDR`` (kernel): the client, against ``rcunet bench WORKLOAD --server`` on
-  ADDR;
-* ``--server`` (kernel): the server; one client run, then it exits (as neper's does).
+* ``-c -H ADDR`` (kernel): the client, against a neper server on ADDR (neper's own
+  binary, ``rcunet bench WORKLOAD --server`` or ``rcunet up --serve neper``);
+* ``--server`` (kernel): the server; its data ports open first, then one client run
+  (connections with another test's secret are counted and closed meanwhile), then it
+  exits (as neper's does).
 
 The control connection (port ``-C``) is neper's own (``rcunet.bench.control``: CLI_HELLO,
 SER_ACK, CLI_DONE, SER_BYE), and the data ports are neper's (``-P`` and up), so either
