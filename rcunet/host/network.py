@@ -9,9 +9,9 @@
 ``Network(threaded=True)`` runs the same topology on the real clock with each Host's
 receive workers and timer thread; ``run_until`` then just waits for the predicate.
 
-A threaded Network can also place a Host in its own process (``host(name,
-process=True)`` returns a ``HostProcess``, rcunet/host/procs.py); a link with such a
-Host at either end is an inter-process link (rcunet/link/ipc.py).  The deterministic
+A threaded Network can also place a Host in its own process (``host_process(name)``
+returns a ``HostProcess``, rcunet/host/procs.py); a link with such a Host at either end
+is an inter-process link (rcunet/link/ipc.py).  The deterministic
 virtual-clock mode stays single-process: one clock cannot drive two interpreters.
 """
 

@@ -2,7 +2,7 @@
 
     net = Network(threaded=True)
     a = net.host("a")                          # a Host in this process
-    b = net.host("b", process=True)            # a HostProcess: its Host lives in a child
+    b = net.host_process("b")                  # a HostProcess: its Host lives in a child
     net.link(a, b, "10.0.0.1/24", "10.0.0.2/24")   # an inter-process link (link/ipc.py)
     net.start()
     b.start(serve, 7)                          # serve(child, 7) runs in the child
@@ -239,7 +239,7 @@ def _child_main(spec: HostSpec, ctl: Connection, function: Callable[..., Any],
 class HostProcess:
     """The parent's handle on a Host that lives in a child process.
 
-    Built by ``Network.host(name, process=True)``; links and routes added before
+    Built by ``Network.host_process(name)``; links and routes added before
     ``start`` become part of the child's ``HostSpec``.
 
     Concurrency: ``start``/``stop``/``join``/``close`` from the owning thread;
