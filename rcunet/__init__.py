@@ -4,9 +4,11 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> object:
-    # ``rcunet.patched(host)`` without importing the socket layer for every ``import rcunet``
+    # ``rcunet.patched(host)`` without importing the socket layer for every ``import rcunet``;
+    # by name, so that type-checking rcunet/wire (strict, on its own) does not pull the
+    # whole stack in through this package's __init__.
     if name == "patched":
-        from rcunet.api.patch import patched
+        import importlib
 
-        return patched
+        return importlib.import_module("rcunet.api.patch").patched
     raise AttributeError(f"module 'rcunet' has no attribute {name!r}")
