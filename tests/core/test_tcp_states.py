@@ -705,7 +705,10 @@ def ts_syn_sent(now: int = 0, **kw: object) -> Connection:
     conn = Connection.connect(local_port=LOCAL_PORT, remote_port=REMOTE_PORT, iss=ISS_LOCAL,
                               now=now, options=plain_options(timestamps=True), ts_offset=500,
                               **kw)
-    assert recv_one(conn).timestamp == (500 + now // MS, 0)
+    # Linux tcp_syn_options: the SYN echoes TS.Recent, 0 unless TIME-WAIT reuse left one
+    inherited = kw.get("ts_recent")
+    ecr = inherited[0] if isinstance(inherited, tuple) else 0
+    assert recv_one(conn).timestamp == (500 + now // MS, ecr)
     return conn
 
 
@@ -732,6 +735,14 @@ def test_reuse_timestamps_only_with_timestamps() -> None:
     assert new.state is State.SYN_SENT
     new.on_segment(seg(seq=ISS_REMOTE + 99, ack=0, flags=SYN, timestamp=(5000, 0)), 9 * MS)
     assert new.state is State.SYN_RECEIVED
+
+
+def test_inherited_ts_recent_does_not_paws_check_a_synack() -> None:
+    """Linux tcp_rcv_synsent_state_process runs PAWS for a bare SYN only: the peer's new
+    incarnation may start its TSval clock anywhere."""
+    new = ts_syn_sent(now=8 * MS, ts_recent=(4242, 7 * MS))
+    new.on_segment(seg(seq=ISS_REMOTE, ack=L1, flags=SYN | ACK, timestamp=(100, 508)), 9 * MS)
+    assert new.state is State.ESTABLISHED and new.tcb.ts_recent == 100
 
 
 # ====================================================================== hostile data

@@ -654,7 +654,8 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         else:
             wscale = t.rcv_wscale if o.window_scaling else None
             sack_permitted = o.sack
-            ts = (self._ts_val(now), 0) if o.timestamps else None
+            # Linux tcp_syn_options echoes TS.Recent: 0, or what TIME-WAIT reuse inherited
+            ts = (self._ts_val(now), t.ts_recent) if o.timestamps else None
         seg = tcp.Repr(src_port=self.local_port, dst_port=self.remote_port, seq=t.iss,
                        ack=t.rcv_nxt if is_synack else 0, flags=flags, window=self._syn_window(),
                        mss=o.mss, window_scale=wscale, sack_permitted=sack_permitted,

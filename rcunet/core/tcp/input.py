@@ -152,9 +152,12 @@ class InputMixin:
             return
         if not flags & SYN:
             return  # fifth: "drop the segment and return"
-        if (t.ts_recent_stamp is not None and seg.timestamp is not None
+        if (not flags & ACK and t.ts_recent_stamp is not None and seg.timestamp is not None
                 and self._paws_reject(seg, now)):
-            return  # PAWS against an inherited TS.Recent (Linux, SYN-SENT)
+            # PAWS against a TS.Recent inherited from TIME-WAIT: Linux
+            # tcp_rcv_synsent_state_process checks it for a bare SYN only (simultaneous
+            # open); a SYN,ACK's TSecr was validated above, its TSval is the new peer's.
+            return
         self._take_peer_syn(seg, now)
         if flags & ACK:
             self._rtt_sample_handshake(seg, now)
