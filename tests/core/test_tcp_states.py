@@ -386,10 +386,16 @@ def test_challenge_acks_are_rate_limited_per_connection() -> None:
     assert len(send(conn, seg(flags=RST, seq=R1 + 7), now=600 * MS)) == 1
 
 
-def test_ack_for_unsent_data_is_answered_and_dropped() -> None:
+def test_ack_for_unsent_data_is_dropped_silently_when_established() -> None:
+    """Linux tcp_rcv_established drops it without an answer (tcp_ack's
+    TCP_ACK_UNSENT_DATA); the other states challenge it (tcp_rcv_state_process)."""
     conn = established()
+    assert send(conn, seg(ack=L1 + 1000, payload=b"data")) == []
+    assert conn.readable == 0 and conn.tcb.snd_una == L1
+    conn.shutdown_write(0)
+    assert [o.flags for o in conn.take_segments()] == [ACK | FIN]
     out = send(conn, seg(ack=L1 + 1000, payload=b"data"))
-    assert [(o.flags, o.ack) for o in out] == [(ACK, R1)]
+    assert [(o.flags, o.seq, o.ack) for o in out] == [(ACK, L1 + 1, R1)]
     assert conn.readable == 0 and conn.tcb.snd_una == L1
 
 
@@ -804,8 +810,9 @@ def test_ack_acceptability_boundaries_rfc5961() -> None:
     assert conn.readable == 2
     conn.on_segment(seg(seq=R1 + 2, ack=low - 1, payload=b"no"), 600 * MS)
     assert conn.readable == 2 and conn.counters["TcpExtTCPChallengeACK"] == 1
-    conn.on_segment(seg(seq=R1 + 2, ack=L1 + 101, payload=b"no"), 1200 * MS)  # unsent
-    assert conn.readable == 2 and conn.counters["TcpExtTCPChallengeACK"] == 2
+    # unsent: dropped, and in ESTABLISHED without a challenge (tcp_rcv_established)
+    conn.on_segment(seg(seq=R1 + 2, ack=L1 + 101, payload=b"no"), 1200 * MS)
+    assert conn.readable == 2 and conn.counters["TcpExtTCPChallengeACK"] == 1
     conn.on_segment(seg(seq=R1 + 2, ack=L1 + 100, payload=b"ok"), 1300 * MS)
     assert conn.readable == 4
 

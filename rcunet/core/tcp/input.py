@@ -362,8 +362,12 @@ class InputMixin:
         t = self.tcb
         ack = seg.ack
         if gt(ack, t.snd_max):
-            # "If the ACK acks something not yet sent ... send an ACK, drop the segment"
-            self._challenge_ack(now)
+            # "If the ACK acks something not yet sent ... send an ACK, drop the segment".
+            # Linux: tcp_ack returns TCP_ACK_UNSENT_DATA; tcp_rcv_state_process answers
+            # it with a challenge ACK, but tcp_rcv_established (ESTABLISHED) drops the
+            # segment silently.
+            if self.state is not ESTABLISHED:
+                self._challenge_ack(now)
             return False
         if lt(ack, (t.snd_una - t.max_snd_wnd) & MASK32):
             # RFC 5961 §5.2: older than SND.UNA - MAX.SND.WND
