@@ -320,7 +320,7 @@ def test_synack_retransmissions_give_up() -> None:
 
 # ====================================================================== ESTABLISHED
 def test_established_receives_in_order_data() -> None:
-    conn = established()
+    conn = established(quickacks_spent=True)
     recv_nothing_after(conn, seg(payload=b"abc"))  # delayed ACK
     assert conn.take_events() == [DataReceived(3)]
     assert conn.recv(2, 0) == b"ab" and conn.recv(10, 0) == b"c"
@@ -791,7 +791,7 @@ def test_zero_window_still_processes_acks() -> None:
 
 
 def test_counters_report_deltas_and_reject_unknown_names() -> None:
-    conn = established()
+    conn = established(quickacks_spent=True)
     conn.counters.take()
     conn.on_segment(seg(payload=b"x"), 0)
     assert conn.counters.take() == {"TcpInSegs": 1}

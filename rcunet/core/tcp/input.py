@@ -123,7 +123,7 @@ class InputMixin:
             data = memoryview(payload)
             t.rcv_mss = max(t.rcv_mss, min(len(data), self.options.mss))
             self._rcv_rtt_measure(seg, len(data), now)
-            self._deliver_in_order(data, now)
+            self._deliver_in_order(data, bool(flags & PSH), now)
         return True
 
     def _input_syn_sent(self, seg: tcp.Repr, now: int) -> None:
@@ -214,7 +214,9 @@ class InputMixin:
             if flags & SYN:
                 self._challenge_ack(now, syn=True)  # RFC 5961 §4.2, whatever the seq
                 return
-            if seg.payload and lt(seg.seq, t.rcv_nxt):  # old data: D-SACK it (Linux)
+            if seg.payload and lt(seg.seq, t.rcv_nxt):
+                # old data: our ACK was lost; D-SACK it and ACK quickly (tcp_send_dupack)
+                self._enter_quickack_mode()
                 end = add(seg.seq, len(seg.payload))
                 self._note_dsack(seg.seq, end if lt(end, t.rcv_nxt) else t.rcv_nxt)
             self._send_dupack(seg, now, "TcpExtTCPACKSkippedSeq")
@@ -525,7 +527,7 @@ class InputMixin:
             t.rcv_mss = max(t.rcv_mss, min(len(data), self.options.mss))
             if off == 0:
                 self._rcv_rtt_measure(seg, len(data), now)
-                self._deliver_in_order(data, now)
+                self._deliver_in_order(data, bool(seg.flags & PSH), now)
             else:
                 self._queue_out_of_order(off, data)
         if fin:
@@ -536,9 +538,10 @@ class InputMixin:
                 self._fin_offset = fin_off
         self._maybe_take_fin(now)
 
-    def _deliver_in_order(self, data: memoryview, now: int) -> None:
+    def _deliver_in_order(self, data: memoryview, psh: bool, now: int) -> None:
         t = self.tcb
         had_holes = bool(len(self._ofo))
+        self._event_data_recv(len(data), psh, now)
         self._rx.append(data)
         n = len(data)
         self._advance_rcv(n)
@@ -556,8 +559,10 @@ class InputMixin:
             # the window would not shrink -- while the application has not read, recv()
             # sends this ACK (``_maybe_window_update``), or the delayed-ACK timer does.
             self._ack_now = True
-        elif self.timers.delack_at is None:
-            self.timers.delack_at = now + self.options.delack_delay
+        elif self._in_quickack_mode():
+            self._ack_now = True  # __tcp_ack_snd_check: "We ACK each frame"
+        else:
+            self._send_delayed_ack(now)
 
     def _advance_rcv(self, n: int) -> None:
         t = self.tcb
@@ -569,6 +574,7 @@ class InputMixin:
 
     def _queue_out_of_order(self, off: int, data: memoryview) -> None:
         added = self._ofo.add(off, data)
+        self._ack_sched = True  # tcp_data_queue_ofo: inet_csk_schedule_ack
         if added is None:
             self.counters.add("TcpExtTCPOFODrop")
         else:
