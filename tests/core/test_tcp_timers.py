@@ -19,6 +19,7 @@ from tcp_harness import (
     recv_one,
     seg,
     send,
+    spend_quickacks,
 )
 
 from rcunet.core.tcp import ConnectionFailed, Options, SendSpaceAvailable, State
@@ -106,14 +107,21 @@ def test_timestamps_give_rtt_samples() -> None:
     assert net.client.rto.srtt == 50 * MS  # the SYN,ACK's TSecr, in milliseconds
     net.client.send(b"ping", net.now)
     net.flush()
+    net.run(until=SECOND + 100 * MS)
+    # the server's first data is ACKed at once (quick-ack mode): R = 50 ms
+    assert net.client.rto.srtt == 50 * MS
+    assert net.server is not None
+    spend_quickacks(net.server)
+    net.client.send(b"ping", net.now)  # within an RTO of the first: no new quick ACKs
+    net.flush()
     net.run(until=2 * SECOND)
-    # the ping's ACK was delayed 40 ms: R = 90 ms, SRTT = 7/8 * 50 + 1/8 * 90
+    # past quick-ack mode the ping's ACK waits 40 ms: R = 90 ms, SRTT = 7/8 * 50 + 1/8 * 90
     assert net.client.rto.srtt == 55 * MS
 
 
 # ====================================================================== delayed ACK
 def test_single_segment_is_acked_after_40ms() -> None:
-    conn = established()
+    conn = established(quickacks_spent=True)
     recv_nothing_after = send(conn, seg(payload=b"a" * 100), now=0)
     assert recv_nothing_after == []
     assert conn.next_deadline() == 40 * MS
@@ -126,7 +134,8 @@ def test_single_segment_is_acked_after_40ms() -> None:
 def test_every_second_full_segment_is_acked_at_once() -> None:
     """While the buffer has room beyond the window offered (the window does not shrink;
     with the whole buffer offered, unread data holds the ACK until recv: bulk_acks tests)."""
-    conn = established(plain_options(rcvbuf=1 << 20, window_scaling=True))
+    conn = established(plain_options(rcvbuf=1 << 20, window_scaling=True),
+                       quickacks_spent=True)
     assert send(conn, seg(payload=b"a" * 1460)) == []
     out = send(conn, seg(seq=R1 + 1460, payload=b"b" * 1460))
     assert [(o.flags, o.ack) for o in out] == [(ACK, R1 + 2920)]
@@ -253,6 +262,7 @@ def test_paws_drops_old_timestamps() -> None:
     conn = established(plain_options(timestamps=True))
     assert conn.tcb.ts_ok and conn.tcb.snd_mss == 1448
     conn.on_segment(seg(payload=b"new", timestamp=(2000, 0)), 0)
+    conn.take_segments()  # its quick ACK
     assert conn.tcb.ts_recent == 2000
     out = send(conn, seg(seq=R1 + 3, payload=b"old", timestamp=(1500, 0)), now=MS)
     assert [(o.flags, o.ack) for o in out] == [(ACK, R1 + 3)]

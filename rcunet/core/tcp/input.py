@@ -123,7 +123,7 @@ class InputMixin:
             data = memoryview(payload)
             t.rcv_mss = max(t.rcv_mss, min(len(data), self.options.mss))
             self._rcv_rtt_measure(seg, len(data), now)
-            self._deliver_in_order(data, now)
+            self._deliver_in_order(data, bool(flags & PSH), now)
         return True
 
     def _input_syn_sent(self, seg: tcp.Repr, now: int) -> None:
@@ -152,9 +152,12 @@ class InputMixin:
             return
         if not flags & SYN:
             return  # fifth: "drop the segment and return"
-        if (t.ts_recent_stamp is not None and seg.timestamp is not None
+        if (not flags & ACK and t.ts_recent_stamp is not None and seg.timestamp is not None
                 and self._paws_reject(seg, now)):
-            return  # PAWS against an inherited TS.Recent (Linux, SYN-SENT)
+            # PAWS against a TS.Recent inherited from TIME-WAIT: Linux
+            # tcp_rcv_synsent_state_process checks it for a bare SYN only (simultaneous
+            # open); a SYN,ACK's TSecr was validated above, its TSval is the new peer's.
+            return
         self._take_peer_syn(seg, now)
         if flags & ACK:
             self._rtt_sample_handshake(seg, now)
@@ -211,7 +214,9 @@ class InputMixin:
             if flags & SYN:
                 self._challenge_ack(now, syn=True)  # RFC 5961 §4.2, whatever the seq
                 return
-            if seg.payload and lt(seg.seq, t.rcv_nxt):  # old data: D-SACK it (Linux)
+            if seg.payload and lt(seg.seq, t.rcv_nxt):
+                # old data: our ACK was lost; D-SACK it and ACK quickly (tcp_send_dupack)
+                self._enter_quickack_mode()
                 end = add(seg.seq, len(seg.payload))
                 self._note_dsack(seg.seq, end if lt(end, t.rcv_nxt) else t.rcv_nxt)
             self._send_dupack(seg, now, "TcpExtTCPACKSkippedSeq")
@@ -359,8 +364,12 @@ class InputMixin:
         t = self.tcb
         ack = seg.ack
         if gt(ack, t.snd_max):
-            # "If the ACK acks something not yet sent ... send an ACK, drop the segment"
-            self._challenge_ack(now)
+            # "If the ACK acks something not yet sent ... send an ACK, drop the segment".
+            # Linux: tcp_ack returns TCP_ACK_UNSENT_DATA; tcp_rcv_state_process answers
+            # it with a challenge ACK, but tcp_rcv_established (ESTABLISHED) drops the
+            # segment silently.
+            if self.state is not ESTABLISHED:
+                self._challenge_ack(now)
             return False
         if lt(ack, (t.snd_una - t.max_snd_wnd) & MASK32):
             # RFC 5961 §5.2: older than SND.UNA - MAX.SND.WND
@@ -518,7 +527,7 @@ class InputMixin:
             t.rcv_mss = max(t.rcv_mss, min(len(data), self.options.mss))
             if off == 0:
                 self._rcv_rtt_measure(seg, len(data), now)
-                self._deliver_in_order(data, now)
+                self._deliver_in_order(data, bool(seg.flags & PSH), now)
             else:
                 self._queue_out_of_order(off, data)
         if fin:
@@ -529,9 +538,10 @@ class InputMixin:
                 self._fin_offset = fin_off
         self._maybe_take_fin(now)
 
-    def _deliver_in_order(self, data: memoryview, now: int) -> None:
+    def _deliver_in_order(self, data: memoryview, psh: bool, now: int) -> None:
         t = self.tcb
         had_holes = bool(len(self._ofo))
+        self._event_data_recv(len(data), psh, now)
         self._rx.append(data)
         n = len(data)
         self._advance_rcv(n)
@@ -549,8 +559,10 @@ class InputMixin:
             # the window would not shrink -- while the application has not read, recv()
             # sends this ACK (``_maybe_window_update``), or the delayed-ACK timer does.
             self._ack_now = True
-        elif self.timers.delack_at is None:
-            self.timers.delack_at = now + self.options.delack_delay
+        elif self._in_quickack_mode():
+            self._ack_now = True  # __tcp_ack_snd_check: "We ACK each frame"
+        else:
+            self._send_delayed_ack(now)
 
     def _advance_rcv(self, n: int) -> None:
         t = self.tcb
@@ -562,6 +574,7 @@ class InputMixin:
 
     def _queue_out_of_order(self, off: int, data: memoryview) -> None:
         added = self._ofo.add(off, data)
+        self._ack_sched = True  # tcp_data_queue_ofo: inet_csk_schedule_ack
         if added is None:
             self.counters.add("TcpExtTCPOFODrop")
         else:

@@ -124,6 +124,8 @@ class OutputMixin:
         payload = self._tx.slice(off, n)
         flags = ACK | (PSH if n and n == avail else 0) | (FIN if fin else 0)
         self._emit(self._make(seq, flags, now, payload))
+        if n:
+            self._event_data_sent(now)
         end = (seq + n + (1 if fin else 0)) & MASK32
         if retransmission:
             self.counters.add("TcpRetransSegs")
@@ -173,6 +175,8 @@ class OutputMixin:
             return None
         flags = ACK | (FIN if fin else 0) | (PSH if off + n == len(self._tx) and n else 0)
         self._emit(self._make(seq, flags, now, self._tx.slice(off, n)))
+        if n:
+            self._event_data_sent(now)
         self.counters.add("TcpRetransSegs")
         end = add(seq, n + (1 if fin else 0))
         if self._rtt_seq is not None and lt(seq, self._rtt_seq):
@@ -201,7 +205,8 @@ class OutputMixin:
         t = self.tcb
         if not self.state.receives_data:
             return
-        if self.timers.delack_at is not None and self._rcv_unacked > t.rcv_mss:
+        if (self.timers.delack_at is not None and self._rcv_unacked > t.rcv_mss
+                or self._read_wants_ack()):
             self._ack_now = True
             return
         now_wnd = t.rcv_wnd
@@ -264,6 +269,7 @@ class OutputMixin:
                                 for s, e in self._rx_blocks.blocks(held, limit))
             window = self._window_field()
             t.last_ack_sent = ack
+            self._ack_sent()
             self._ack_now = False
             self._rcv_unacked = 0
             self.timers.delack_at = None

@@ -45,6 +45,7 @@ class TimeoutsMixin:
         if tm.delack_at is not None and now >= tm.delack_at:
             tm.delack_at = None
             if self.state.synchronized or self.state is SYN_RECEIVED:
+                self._delack_timer_fired()
                 self.counters.add("TcpExtDelayedACKs")
                 self._ack_now = True
         if tm.keepalive_at is not None and now >= tm.keepalive_at:
