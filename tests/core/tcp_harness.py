@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from rcunet.core.tcp import Connection, Options, listen_action
 from rcunet.core.tcp.connection import ListenAction, reset_for
+from rcunet.core.tcp.delack import TCP_ATO_MIN
 from rcunet.wire import tcp
 
 MS = 1_000_000
@@ -58,8 +59,12 @@ def plain_options(**kw: object) -> Options:
 
 
 def established(options: Options | None = None, *, peer_mss: int = 1460, now: int = 0,
-                peer_window: int = 65535) -> Connection:
-    """A passive connection taken through the handshake: ESTABLISHED, nothing pending."""
+                peer_window: int = 65535, quickack: bool = False) -> Connection:
+    """A passive connection taken through the handshake: ESTABLISHED, nothing pending.
+
+    Unless ``quickack``, it is past Linux's quick-ack phase (as after its first data
+    exchanges: the delayed-ACK engine initialised, no quick ACKs left), so a test sees the
+    steady-state delayed-ACK rules."""
     opts = options or plain_options()
     syn = seg(seq=ISS_REMOTE, ack=0, flags=SYN, mss=peer_mss,
               window_scale=0 if opts.window_scaling else None,
@@ -71,6 +76,9 @@ def established(options: Options | None = None, *, peer_mss: int = 1460, now: in
     conn.on_segment(seg(window=peer_window, timestamp=ts), now)
     conn.take_segments()
     conn.take_events()
+    if not quickack:
+        conn._delack.ato = TCP_ATO_MIN
+        conn._delack.lrcvtime = now
     return conn
 
 

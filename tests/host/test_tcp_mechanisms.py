@@ -28,6 +28,7 @@ from tcp_helpers import (
     wait_eof,
 )
 
+from rcunet.core.tcp.delack import TCP_ATO_MIN
 from rcunet.host.network import Network
 from rcunet.host.tcp import TCBINFO_LOCK
 from rcunet.sync import hooks, lockstat
@@ -256,6 +257,9 @@ def test_timer_firing_while_owned_runs_at_release() -> None:
     net, a, b = Network.two_hosts()
     srv, cli, child = connected_pair(net, a, b)
     sk = child._sk
+    sk.conn._delack.quick = 0  # past Linux's quick-ack phase: this segment's ACK waits
+    sk.conn._delack.ato = TCP_ATO_MIN
+    sk.conn._delack.lrcvtime = b.now()
     cli.send(b"one segment: the ACK is delayed")
     net.run(0.005)
     assert sk.conn.timers.delack_at is not None

@@ -48,6 +48,7 @@ import errno as errnos
 from rcunet.core.tcp import congestion
 from rcunet.core.tcp.buffers import RecvQueue, SendQueue
 from rcunet.core.tcp.counters import Counters
+from rcunet.core.tcp.delack import DelayedAck
 from rcunet.core.tcp.events import (
     Closed,
     ConnectionFailed,
@@ -137,7 +138,7 @@ class Connection:
         "cc", "counters", "error", "local_addr", "local_port", "options", "passive",
         "quiet", "remote_addr", "remote_port", "rto", "scoreboard", "state", "tcb",
         "timers",
-        "_ack_now", "_challenge_count", "_challenge_window_at", "_closed_reported",
+        "_ack_now", "_delack", "_challenge_count", "_challenge_window_at", "_closed_reported",
         "_copied", "_dsack", "_dupacks", "_events", "_fin_offset", "_fin_queued",
         "_first_rtx_at", "_high_rxt", "_keepalive_probes", "_last_oow_ack_at",
         "_last_rcv_at", "_now", "_ofo", "_orphaned", "_out", "_peer_ws_offered",
@@ -187,6 +188,7 @@ class Connection:
         self._dsack: tuple[int, int] | None = None  # duplicate range for the next ACK
         self._rcv_unacked = 0  # bytes received since our last ACK (delayed ACK)
         self._ack_now = False
+        self._delack = DelayedAck()  # quick-ack mode and the adaptive ato (Linux)
         self._orphaned = False  # close() was called: nobody reads any more
         # receive-buffer autotuning (Linux rcvq_space, rcv_rtt_est; see _rcv_space_adjust)
         self._copied = 0  # bytes the application has read (Linux copied_seq, unwrapped)
@@ -1185,8 +1187,12 @@ class Connection:
             n += len(chunk)
         self._events.append(DataReceived(n))
         self._rcv_unacked += n
+        delack = self._delack
+        delack.data_received(now, t.rcv_wnd, t.rcv_mss, self.rto.rto)
         if had_holes:
             self._ack_now = True  # RFC 5681 §4.2: ACK at once when a gap is (partly) filled
+        elif delack.quick and not delack.pingpong:
+            self._ack_now = True  # quick-ack mode (__tcp_ack_snd_check)
         elif self._rcv_unacked > t.rcv_mss and self._free_window() >= self._offered_window():
             # RFC 5681 §4.2: at least every second full-sized segment; Linux's test
             # (__tcp_ack_snd_check): more than one receive MSS not yet acknowledged, and
@@ -1194,7 +1200,7 @@ class Connection:
             # sends this ACK (``_maybe_window_update``), or the delayed-ACK timer does.
             self._ack_now = True
         elif self.timers.delack_at is None:
-            self.timers.delack_at = now + self.options.delack_delay
+            self.timers.delack_at = now + delack.timeout(self.rto.srtt)
 
     def _advance_rcv(self, n: int) -> None:
         t = self.tcb
@@ -1217,6 +1223,7 @@ class Connection:
                 self._note_dsack(start, add(start, len(data)))
             self._rx_blocks.note(off)
         self._ack_now = True  # RFC 5681 §4.2: out-of-order data gets an immediate dup ACK
+        self._delack.enter_quickack_mode(self.tcb.rcv_wnd, self.tcb.rcv_mss)
 
     def _note_dsack(self, start: int, end: int) -> None:
         """Report duplicate data in the next ACK's first SACK block (RFC 2883, Linux tcp_dsack).
@@ -1819,6 +1826,7 @@ class Connection:
                                 for s, e in self._rx_blocks.blocks(held, limit))
             window = self._window_field()
             t.last_ack_sent = ack
+            self._delack.ack_sent(self._rcv_unacked > 0)
             self._ack_now = False
             self._rcv_unacked = 0
             self.timers.delack_at = None
