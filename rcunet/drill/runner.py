@@ -228,6 +228,9 @@ class Runner:
             if stop is not None and stop():
                 return True
             deadline = self.host.next_deadline()
+            wake = self._pending_wake()
+            if wake is not None and (deadline is None or wake < deadline):
+                deadline = max(wake, self.clock.now())
             if deadline is None or deadline > until_ns:
                 break
             if deadline > self.clock.now():
@@ -245,6 +248,14 @@ class Runner:
             if stop is not None and stop():
                 return True
         return False
+
+    def _pending_wake(self) -> int | None:
+        """When the blocking call in progress times out by itself (poll, epoll_wait)."""
+        pending = self.pending
+        wake_ms = self.syscalls.block_deadline_ms
+        if pending is None or wake_ms is None:
+            return None
+        return pending.started_ns + wake_ms * 1_000_000
 
     def wait_for_event(self, event: s.Event) -> None:
         target = self._live_ns(event.time_usecs)
