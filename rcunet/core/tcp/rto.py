@@ -1,6 +1,7 @@
 """Retransmission timeout estimation (RFC 6298) and Linux's give-up rules.
 
-Deviation from RFC 6298 §2.4, as in Linux: the floor is ``rto_min`` (200 ms), not 1 s.
+Deviations from RFC 6298 §2.4, as in Linux: the floor is ``rto_min`` (200 ms), not 1 s,
+and it bounds the variance term (SRTT + max(4 * RTTVAR, rto_min), tcp_set_rto).
 """
 
 from __future__ import annotations
@@ -39,8 +40,11 @@ class RtoEstimator:
             # §2.3 with alpha=1/8, beta=1/4; RTTVAR uses the old SRTT, so update it first.
             self.rttvar = (3 * self.rttvar + abs(self.srtt - rtt)) // 4
             self.srtt = (7 * self.srtt + rtt) // 8
-        rto = self.srtt + max(GRANULARITY, 4 * self.rttvar)
-        self.base_rto = min(max(rto, self.rto_min), self.rto_max)  # §2.4, §2.5
+        # Linux tcp_set_rto: RTO = SRTT + max(4 * RTTVAR, rto_min) -- the floor applies to
+        # the variance term (tcp_rtt_estimator keeps rttvar_us >= tcp_rto_min_us), not to
+        # the sum as RFC 6298 §2.4 puts it: a 10 ms path gets 210 ms, not 200 ms.
+        rto = self.srtt + max(GRANULARITY, 4 * self.rttvar, self.rto_min)
+        self.base_rto = min(rto, self.rto_max)  # §2.5
         self.backoff = 0  # a fresh sample ends the backoff (Karn's algorithm, §5)
 
     def on_timeout(self) -> None:
