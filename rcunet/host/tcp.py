@@ -478,7 +478,13 @@ class TcpLayer:
         conn = sk.conn
         if conn is None or conn.state is CState.CLOSED:
             return
+        nagle_was_on = not conn.options.nodelay
         conn.options = sk.live_options(conn.options)
+        if nagle_was_on and conn.options.nodelay and conn.state.synchronized:
+            # __tcp_sock_set_nodelay: turning Nagle off pushes what it holds
+            # (tcp_push_pending_frames)
+            conn.push_pending(self.host.now())
+            self.after_engine(sk)
         if conn.options.keepalive and conn.state.synchronized:
             # SO_KEEPALIVE / TCP_KEEPIDLE restart the keepalive timer (tcp_reset_keepalive_timer)
             conn.timers.keepalive_at = self.host.now() + conn.options.keepalive_time

@@ -368,6 +368,12 @@ class Connection:
                 self._output(now)
         return n
 
+    def push_pending(self, now: int) -> None:
+        """Send what the output rules allow now (Linux tcp_push_pending_frames): after
+        TCP_NODELAY is set, the tail Nagle held goes out."""
+        self._now = now
+        self._output(now)
+
     def _nagle_holds_tail(self) -> bool:
         """Would ``_output`` send nothing after an append?  True when the unsent bytes are
         less than a segment, data is in flight and Nagle applies (RFC 1122 §4.2.3.4), and
