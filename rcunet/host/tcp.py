@@ -308,11 +308,14 @@ class TcpLayer:
         now = host.now()
         laddr = wire(sk.laddr)
         iss = sk.write_seq or initial_sequence(self.secret, laddr, sk.lport, dst, port, now)
-        sk.write_seq = 0
+        # A TIME-WAIT tuple reused (tcp_twsk_unique) hands on its TS.Recent, so PAWS
+        # rejects the previous incarnation's old duplicates on the new connection.
+        ts_recent = (sk.ts_recent, sk.ts_recent_stamp) if sk.ts_recent_stamp else None
+        sk.write_seq = sk.ts_recent = sk.ts_recent_stamp = 0
         conn = Connection.connect(
             local_port=sk.lport, remote_port=port, iss=iss, now=now,
             options=sk.conn_options(mtu - (40 if len(dst) == 4 else 60)),
-            ts_offset=self._ts_offset(laddr, dst), counters=Counters())
+            ts_offset=self._ts_offset(laddr, dst), counters=Counters(), ts_recent=ts_recent)
         sk.conn = conn
         sk.tx_csum_offload = offload
         self.after_engine(sk)
