@@ -1248,16 +1248,36 @@ class Connection:
         t = self.tcb
         self._fin_offset = None
         t.rcv_nxt = add(t.rcv_nxt, 1)
-        self._ack_now = True
+        self._dsack = None  # tcp_fin: tcp_sack_reset (no D-SACK after the FIN)
         self._events.append(FinReceived())
         st = self.state
         if st is ESTABLISHED:
             self._set_state(CLOSE_WAIT)
-        elif st is FIN_WAIT_1:
+            self._ack_fin_in_established(now)
+            return
+        self._ack_now = True  # FIN-WAIT-1/2: tcp_fin sends the ACK at once (tcp_send_ack)
+        if st is FIN_WAIT_1:
             # Our FIN is not ACKed (an ACK of it moved us to FIN-WAIT-2 in the fifth step).
             self._set_state(CLOSING)  # simultaneous close
         elif st is FIN_WAIT_2:
             self._enter_time_wait(now)
+
+    def _ack_fin_in_established(self, now: int) -> None:
+        """Linux tcp_fin in ESTABLISHED: CLOSE-WAIT and pingpong mode
+        (inet_csk_enter_pingpong_mode), so the ACK follows __tcp_ack_snd_check without
+        quick-ack mode: at once when more than one full segment is unacknowledged,
+        otherwise after ato -- which is 0 on a connection that never received data (the
+        delayed-ACK timer then fires at once), 40 ms or more once it has."""
+        delack = self._delack
+        delack.pingpong = 1
+        t = self.tcb
+        received = sub(t.rcv_nxt, add(t.irs, 2)) > 0  # data before the FIN: ato was set
+        if self._rcv_unacked > t.rcv_mss or not delack.ato or not received:
+            self._ack_now = True
+            return
+        self._ack_now = False
+        if self.timers.delack_at is None:
+            self.timers.delack_at = now + delack.timeout(self.rto.srtt)
 
     # ------------------------------------------------------------------ timers
     def on_timer(self, now: int) -> None:
