@@ -111,6 +111,29 @@ class DelayedAckMixin:
         self._ack_sched = False
         self._ack_pushed = 0
 
+    def _ack_fin_in_established(self, gap_filled: bool, now: int) -> None:
+        """tcp_fin in ESTABLISHED enters pingpong mode (inet_csk_enter_pingpong_mode), so
+        the FIN's ACK follows __tcp_ack_snd_check without quick-ack mode: at once when a
+        gap was filled (the FIN came from the out-of-order queue: ICSK_ACK_NOW) or more
+        than one full segment is unacknowledged, otherwise after ``ato`` -- 0 on a
+        connection that never received data (the timer is due at once), 40 ms or more
+        once it has.  Whatever else asked for an ACK now (a D-SACK, quick-ack mode) no
+        longer does.  Its caller took the FIN into CLOSE-WAIT."""
+        self._pingpong = PINGPONG_THRESH
+        self._ack_sched = True  # inet_csk_schedule_ack
+        if gap_filled or self._full_segments_unacked():
+            self._ack_now = True
+            return
+        if not self._ato:
+            # tcp_send_delayed_ack arms the timer for now: run its handler here (it ends
+            # pingpong mode and counts a delayed ACK) instead of a zero-length wait.
+            self._delack_timer_fired()
+            self.counters.add("TcpExtDelayedACKs")
+            self._ack_now = True
+            return
+        self._ack_now = False
+        self._send_delayed_ack(now)
+
     def _delack_timer_fired(self) -> None:
         """tcp_delack_timer_handler: a delayed ACK that had to wait for the timer means
         the gap outgrew ``ato`` (inflate it) or the exchange is not interactive."""

@@ -517,6 +517,7 @@ class InputMixin:
             data = data[: max(0, wnd - off)]
             fin = False
             self._ack_now = True
+        gap_filled = False
         if data and self._orphaned:
             # Linux: new data after close() resets the connection (TCPAbortOnData).
             self.counters.add("TcpExtTCPAbortOnData")
@@ -527,7 +528,7 @@ class InputMixin:
             t.rcv_mss = max(t.rcv_mss, min(len(data), self.options.mss))
             if off == 0:
                 self._rcv_rtt_measure(seg, len(data), now)
-                self._deliver_in_order(data, bool(seg.flags & PSH), now)
+                gap_filled = self._deliver_in_order(data, bool(seg.flags & PSH), now)
             else:
                 self._queue_out_of_order(off, data)
         if fin:
@@ -536,10 +537,11 @@ class InputMixin:
             if self._fin_offset is None and fin_off >= max((e for _, e in self._ofo.ranges()),
                                                            default=0):
                 self._fin_offset = fin_off
-        self._maybe_take_fin(now)
+        self._maybe_take_fin(gap_filled, now)
 
-    def _deliver_in_order(self, data: memoryview, psh: bool, now: int) -> None:
-        t = self.tcb
+    def _deliver_in_order(self, data: memoryview, psh: bool, now: int) -> bool:
+        """Queue in-order data (and what it joins from the out-of-order queue), decide
+        its ACK; True when it filled a gap."""
         had_holes = bool(len(self._ofo))
         self._event_data_recv(len(data), psh, now)
         self._rx.append(data)
@@ -553,16 +555,21 @@ class InputMixin:
         self._rcv_unacked += n
         if had_holes:
             self._ack_now = True  # RFC 5681 §4.2: ACK at once when a gap is (partly) filled
-        elif self._rcv_unacked > t.rcv_mss and self._free_window() >= self._offered_window():
-            # RFC 5681 §4.2: at least every second full-sized segment; Linux's test
-            # (__tcp_ack_snd_check): more than one receive MSS not yet acknowledged, and
-            # the window would not shrink -- while the application has not read, recv()
-            # sends this ACK (``_maybe_window_update``), or the delayed-ACK timer does.
+        elif self._full_segments_unacked():
             self._ack_now = True
         elif self._in_quickack_mode():
             self._ack_now = True  # __tcp_ack_snd_check: "We ACK each frame"
         else:
             self._send_delayed_ack(now)
+        return had_holes
+
+    def _full_segments_unacked(self) -> bool:
+        """RFC 5681 §4.2: ACK at least every second full-sized segment; Linux's test
+        (__tcp_ack_snd_check): more than one receive MSS not yet acknowledged, and the
+        window would not shrink -- while the application has not read, recv() sends this
+        ACK (``_maybe_window_update``), or the delayed-ACK timer does."""
+        return (self._rcv_unacked > self.tcb.rcv_mss
+                and self._free_window() >= self._offered_window())
 
     def _advance_rcv(self, n: int) -> None:
         t = self.tcb
@@ -597,19 +604,23 @@ class InputMixin:
             self.counters.add("TcpExtTCPDSACKOldSent")
         self._ack_now = True
 
-    def _maybe_take_fin(self, now: int) -> None:
-        """Eighth step: a FIN counts once every byte before it has arrived."""
+    def _maybe_take_fin(self, gap_filled: bool, now: int) -> None:
+        """Eighth step: a FIN counts once every byte before it has arrived (Linux
+        tcp_fin).  ``gap_filled``: the segment that completed it filled a gap."""
         if self._fin_offset != 0 or not self.state.receives_data:
             return
         t = self.tcb
         self._fin_offset = None
         t.rcv_nxt = add(t.rcv_nxt, 1)
-        self._ack_now = True
+        self._dsack = None  # tcp_fin: tcp_sack_reset (no D-SACK after the FIN)
         self._events.append(FinReceived())
         st = self.state
         if st is ESTABLISHED:
             self._set_state(CLOSE_WAIT)
-        elif st is FIN_WAIT_1:
+            self._ack_fin_in_established(gap_filled, now)
+            return
+        self._ack_now = True  # FIN-WAIT-1/2: tcp_fin sends the ACK at once (tcp_send_ack)
+        if st is FIN_WAIT_1:
             # Our FIN is not ACKed (an ACK of it moved us to FIN-WAIT-2 in the fifth step).
             self._set_state(CLOSING)  # simultaneous close
         elif st is FIN_WAIT_2:
