@@ -25,6 +25,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verbose", "-v", action="store_true",
                         help="print the whole exchange of each script")
     parser.add_argument("--json", action="store_true", help="one JSON document of results")
+    parser.add_argument("--table", action="store_true",
+                        help="a Markdown table: one row per script, its result per family "
+                             "and the first failure's reason (docs/CONFORMANCE.md)")
+    parser.add_argument("--root", default=None,
+                        help="with --table: print script paths relative to this directory")
 
 
 def find_scripts(paths: list[str]) -> list[str]:
@@ -64,7 +69,9 @@ def run(args: argparse.Namespace) -> int:
     elapsed = time.monotonic() - started
     counts = {k: sum(1 for r in results if r.status == k)
               for k in ("pass", "fail", "unsupported", "error")}
-    if args.json:
+    if args.table:
+        print(table(results, families, args.root))
+    elif args.json:
         json.dump({"results": [{"path": r.path, "family": r.family, "status": r.status,
                                 "line": r.line, "message": r.message} for r in results],
                    "counts": counts, "seconds": round(elapsed, 3)}, sys.stdout, indent=1)
@@ -76,8 +83,33 @@ def run(args: argparse.Namespace) -> int:
     return 0 if counts["pass"] == len(results) else 1
 
 
+def table(results: list, families: tuple[int, ...], root: str | None) -> str:  # type: ignore[type-arg]
+    """Markdown: script | IPv4 | IPv6 | reason (the first non-pass message, one line)."""
+    rows: dict[str, dict[int, object]] = {}
+    for r in results:
+        rows.setdefault(r.path, {})[r.family] = r
+    head = "| script | " + " | ".join(f"IPv{f}" for f in families) + " | reason |"
+    lines = [head, "|---|" + "---|" * len(families) + "---|"]
+    for path, by_family in rows.items():
+        name = os.path.relpath(path, root) if root else path
+        cells = [by_family[f].status if f in by_family else "-" for f in families]  # type: ignore[attr-defined]
+        reason = ""
+        for f in families:
+            r = by_family.get(f)
+            if r is not None and r.status != "pass":  # type: ignore[attr-defined]
+                first = r.message.split("\n")[0]  # type: ignore[attr-defined]
+                reason = f"line {r.line}: {first}".replace("|", "\\|")  # type: ignore[attr-defined]
+                break
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {reason} |")
+    passed = sum(1 for by in rows.values()
+                 if all(f in by and by[f].status == "pass" for f in families))  # type: ignore[attr-defined]
+    lines.append("")
+    lines.append(f"{passed} of {len(rows)} scripts pass in every family run.")
+    return "\n".join(lines)
+
+
 def _print(result: object, args: argparse.Namespace) -> None:
-    if args.json:
+    if args.json or args.table:
         return
     r = result  # a rcunet.drill.runner.Result
     tag = {4: "ipv4", 6: "ipv6"}[r.family]  # type: ignore[attr-defined]

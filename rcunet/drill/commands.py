@@ -94,6 +94,20 @@ _FIXED: dict[str, frozenset[str]] = {
 }
 _CC = {"cubic", "reno", "newreno"}
 _REDIRECT = re.compile(r"\s*(?:[12]?>\s*/dev/null|2>&1)")
+_ARITH = re.compile(r"\$\(\(([^()]*)\)\)")
+
+
+def _arith(line: int, expr: str) -> int:
+    """The shell's $((...)) for the integer products and sums sysctl lines use."""
+    if not re.fullmatch(r"[0-9+*\- ]+", expr):
+        raise DrillUnsupported(line, f"shell arithmetic $(({expr}))")
+    total = 0
+    for term in re.findall(r"[+-]?[^+-]+", expr.replace(" ", "")):
+        product = 1
+        for factor in term.lstrip("+-").split("*"):
+            product *= int(factor)
+        total += -product if term.startswith("-") else product
+    return total
 
 
 class Commands:
@@ -113,7 +127,8 @@ class Commands:
         return status
 
     def _one(self, line: int, text: str) -> int:
-        quiet = _REDIRECT.sub("", text).strip()
+        quiet = _ARITH.sub(lambda m: str(_arith(line, m.group(1))),
+                           _REDIRECT.sub("", text)).strip()
         if "|" in quiet:
             return self._pipeline(line, quiet)
         try:

@@ -619,10 +619,9 @@ class Runner:
         flags = fr.flag_bits(spec.flags)
         sport = spec.src_port or sock.remote_port
         dport = spec.dst_port or sock.local_port
-        payload_len = spec.payload
-        seg = self._segment_size(len(options))
-        pieces = [(0, payload_len)] if payload_len <= seg or "S" in spec.flags else [
-            (i, min(seg, payload_len - i)) for i in range(0, payload_len, seg)]
+        # One packet, whatever its size: packetdrill injects it whole (with --mss as one
+        # GSO packet, which the kernel's TCP receives as one skb).
+        pieces = [(0, spec.payload)]
         for index, (start, length) in enumerate(pieces):
             last = index == len(pieces) - 1
             piece_flags = flags if last else flags & ~0x09  # FIN and PSH on the last one
@@ -639,12 +638,6 @@ class Runner:
                           f"{fr.frame_text(decoded, 0, offset)}")
             self.host.receive(self.iface, packet)
         self._poll()
-
-    def _segment_size(self, options_len: int) -> int:
-        if self.config.mss:
-            return self.config.mss
-        header = 20 if self.config.family == 4 else 40
-        return max(1, self.iface.mtu - header - 20 - options_len)
 
     def _inbound_options(self, event: s.Event, spec: s.PacketSpec, sock: DrillSocket,
                          offset: int) -> bytes:

@@ -369,16 +369,24 @@ class Syscalls:
             raise SyscallError(_errno.EAGAIN) from None
         return Outcome(len(data))
 
+    def _buffer(self, expr: Any) -> None:
+        """A NULL buffer faults in copy_from_user/copy_to_user: EFAULT, as on Linux."""
+        if isinstance(expr, s.Symbol) and expr.name == "NULL" or expr == 0:
+            raise SyscallError(_errno.EFAULT)
+
     def sys_write(self, args: tuple[Any, ...], spec: s.SyscallSpec) -> Outcome | object:
         self._args(args, 3, "write")
+        self._buffer(args[1])
         return self._send(self._fd(args[0]), self._count(args[2]), 0)
 
     def sys_send(self, args: tuple[Any, ...], spec: s.SyscallSpec) -> Outcome | object:
         self._args(args, 4, "send")
+        self._buffer(args[1])
         return self._send(self._fd(args[0]), self._count(args[2]), self.int_value(args[3]))
 
     def sys_sendto(self, args: tuple[Any, ...], spec: s.SyscallSpec) -> Outcome | object:
         self._args(args, 6, "sendto")
+        self._buffer(args[1])
         return self._send(self._fd(args[0]), self._count(args[2]), self.int_value(args[3]))
 
     def sys_writev(self, args: tuple[Any, ...], spec: s.SyscallSpec) -> Outcome | object:
@@ -408,14 +416,17 @@ class Syscalls:
 
     def sys_read(self, args: tuple[Any, ...], spec: s.SyscallSpec) -> Outcome | object:
         self._args(args, 3, "read")
+        self._buffer(args[1])
         return self._recv(self._fd(args[0]), self._count(args[2]), 0)
 
     def sys_recv(self, args: tuple[Any, ...], spec: s.SyscallSpec) -> Outcome | object:
         self._args(args, 4, "recv")
+        self._buffer(args[1])
         return self._recv(self._fd(args[0]), self._count(args[2]), self.int_value(args[3]))
 
     def sys_recvfrom(self, args: tuple[Any, ...], spec: s.SyscallSpec) -> Outcome | object:
         self._args(args, 6, "recvfrom")
+        self._buffer(args[1])
         return self._recv(self._fd(args[0]), self._count(args[2]), self.int_value(args[3]))
 
     def sys_readv(self, args: tuple[Any, ...], spec: s.SyscallSpec) -> Outcome | object:

@@ -148,3 +148,32 @@ def test_script_option_pins_family() -> None:
     status, line, message = _run("--ip_version=ipv4\n" + PASSIVE, family=6)
     assert (status, line) == ("unsupported", 1)
     assert isinstance(DrillUnsupported(1, message), DrillError)
+
+
+def test_cli_lines_json_table_and_exit_status(tmp_path: pytest.TempPathFactory,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from rcunet.cli import main
+
+    good = tmp_path / "good.pkt"  # type: ignore[operator]
+    good.write_text(PASSIVE)
+    bad = tmp_path / "bad.pkt"  # type: ignore[operator]
+    bad.write_text(PASSIVE + "+0 > P. 1:2(1) ack 1 <...>\n")
+    broken = tmp_path / "broken.pkt"  # type: ignore[operator]
+    broken.write_text("0 < S 0:0(0)\n")
+    assert main(["drill", str(good)]) == 0
+    out = capsys.readouterr().out
+    assert "pass        ipv4" in out and "pass        ipv6" in out
+    assert main(["drill", "--family", "4", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert f"fail        ipv4 {bad}:8: timed out waiting for packet" in out
+    assert f"error       ipv4 {broken}:1: window must be specified" in out
+    assert "Traceback" not in out
+    assert main(["drill", "--json", "--family", "6", str(good)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["counts"]["pass"] == 1 and doc["results"][0]["family"] == 6
+    assert main(["drill", "--table", "--root", str(tmp_path), str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "| good.pkt | pass | pass |  |" in out
+    assert "1 of 3 scripts pass in every family run." in out
