@@ -138,7 +138,8 @@ class Connection:
         "cc", "counters", "error", "local_addr", "local_port", "options", "passive",
         "quiet", "remote_addr", "remote_port", "rto", "scoreboard", "state", "tcb",
         "timers",
-        "_ack_now", "_delack", "_challenge_count", "_challenge_window_at", "_closed_reported",
+        "_ack_now", "_delack", "_cwnd_limited", "_max_flight", "_max_flight_seq",
+        "_challenge_count", "_challenge_window_at", "_closed_reported",
         "_copied", "_dsack", "_dupacks", "_events", "_fin_offset", "_fin_queued",
         "_first_rtx_at", "_high_rxt", "_keepalive_probes", "_last_oow_ack_at",
         "_last_rcv_at", "_now", "_ofo", "_orphaned", "_out", "_peer_ws_offered",
@@ -189,6 +190,12 @@ class Connection:
         self._rcv_unacked = 0  # bytes received since our last ACK (delayed ACK)
         self._ack_now = False
         self._delack = DelayedAck()  # quick-ack mode and the adaptive ato (Linux)
+        # tcp_cwnd_validate's bookkeeping for tcp_is_cwnd_limited: the largest flight of
+        # the current window (max_packets_out, in bytes), where that window ends
+        # (max_packets_seq) and whether cwnd limited a send in it (is_cwnd_limited).
+        self._max_flight = 0
+        self._max_flight_seq = t.iss
+        self._cwnd_limited = False
         self._orphaned = False  # close() was called: nobody reads any more
         # receive-buffer autotuning (Linux rcvq_space, rcv_rtt_est; see _rcv_space_adjust)
         self._copied = 0  # bytes the application has read (Linux copied_seq, unwrapped)
@@ -601,10 +608,9 @@ class Connection:
         self._keepalive_probes = 0
         self._probes_out = 0
         if new_ack:
-            prior_flight = ((snd_max - snd_una + HALF32) & MASK32) - HALF32  # sub
             acked = ((ack - snd_una + HALF32) & MASK32) - HALF32  # sub
             self._ack_advance(seg, now)
-            if self.cc.cwnd < 2 * prior_flight:  # as _loss_detection does for a new ACK
+            if self._is_cwnd_limited():  # as _loss_detection does for a new ACK
                 self.cc.on_ack(acked, now, self.rto.srtt)
         seq, wl1 = seg.seq, t.snd_wl1
         if (wl1 - seq) & MASK32 >= HALF32 or (wl1 == seq and (
@@ -1009,9 +1015,8 @@ class Connection:
         if self._recovery is None:
             if new_ack:
                 self._dupacks = 0
-                # Grow cwnd only while it limits us (RFC 7661 §4.1 spirit; Linux
-                # tcp_is_cwnd_limited: cwnd < 2 * packets in flight).
-                if self.cc.cwnd < 2 * prior_flight:
+                # Grow cwnd only while it limits us (Linux tcp_is_cwnd_limited).
+                if self._is_cwnd_limited():
                     self.cc.on_ack(acked, now, self.rto.srtt)
             elif is_dup:
                 self._dupacks += 1
@@ -1609,12 +1614,34 @@ class Connection:
             else:
                 while self._try_send(now, room=self._cwnd_room()):
                     pass
+            self._cwnd_validate()
             self._arm_persist(now)
         if self._ack_now and st is not CLOSED and st is not SYN_SENT:
             self._emit_pure_ack(now)
         if self.timers.rto_at is None and t.snd_una != t.snd_max and st is not CLOSED \
                 and st is not TIME_WAIT:
             self.timers.rto_at = now + self.rto.rto  # RFC 6298 §5.1
+
+    def _cwnd_validate(self) -> None:
+        """Linux tcp_cwnd_validate (after tcp_write_xmit): remember the window's largest
+        flight and whether cwnd was what stopped us, for ``_is_cwnd_limited``."""
+        t = self.tcb
+        flight = ((t.snd_nxt - t.snd_una + HALF32) & MASK32) - HALF32
+        limited = flight >= self.cc.cwnd
+        if ge(t.snd_una, self._max_flight_seq) or flight > self._max_flight:
+            self._max_flight = flight
+            self._max_flight_seq = t.snd_nxt
+            self._cwnd_limited = limited
+        elif limited:
+            self._cwnd_limited = True
+
+    def _is_cwnd_limited(self) -> bool:
+        """Linux tcp_is_cwnd_limited: grow cwnd only while it limits the sender; in slow
+        start, until it is twice the largest flight of the window."""
+        if self._cwnd_limited:
+            return True
+        cc = self.cc
+        return cc.in_slow_start and cc.cwnd < 2 * self._max_flight
 
     def _cwnd_room(self) -> int:
         """Bytes congestion control lets us put in flight now.
