@@ -125,7 +125,8 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         "quiet", "remote_addr", "remote_port", "rto", "scoreboard", "state", "tcb",
         "timers",
         "_ack_now", "_ack_pushed", "_ack_sched", "_ato", "_challenge_count",
-        "_challenge_window_at", "_closed_reported",
+        "_challenge_window_at", "_closed_reported", "_cwnd_limited", "_max_flight",
+        "_max_flight_seq",
         "_copied", "_dsack", "_dupacks", "_events", "_fin_offset", "_fin_queued",
         "_first_rtx_at", "_high_rxt", "_keepalive_probes", "_last_oow_ack_at",
         "_last_rcv_at", "_lrcvtime", "_now", "_ofo", "_orphaned", "_out", "_peer_ws_offered",
@@ -183,6 +184,12 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         self._lrcvtime = 0  # when in-order data last arrived
         self._ack_sched = False
         self._ack_pushed = 0
+        # tcp_cwnd_validate's bookkeeping for tcp_is_cwnd_limited (output.py, recovery.py):
+        # the largest flight of the current window (max_packets_out, in bytes), where that
+        # window ends (cwnd_usage_seq) and whether cwnd limited a send in it.
+        self._max_flight = 0
+        self._max_flight_seq = iss
+        self._cwnd_limited = False
         self._orphaned = False  # close() was called: nobody reads any more
         # receive-buffer autotuning (Linux rcvq_space, rcv_rtt_est; see _rcv_space_adjust)
         self._copied = 0  # bytes the application has read (Linux copied_seq, unwrapped)

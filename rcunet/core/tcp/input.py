@@ -112,10 +112,9 @@ class InputMixin:
         self._keepalive_probes = 0
         self._probes_out = 0
         if new_ack:
-            prior_flight = ((snd_max - snd_una + HALF32) & MASK32) - HALF32  # sub
             acked = ((ack - snd_una + HALF32) & MASK32) - HALF32  # sub
             self._ack_advance(seg, now)
-            self._grow_cwnd(acked, prior_flight, now)
+            self._grow_cwnd(acked, now)
         self._update_send_window(seg, ack)  # SND.UNA =< SEG.ACK: checked above
         if ts is not None:
             self._update_ts_recent(seg, now)
@@ -376,7 +375,6 @@ class InputMixin:
             self._challenge_ack(now)
             return False
         prior_wnd = t.snd_wnd
-        prior_flight = sub(t.snd_max, t.snd_una)
         new_ack = gt(ack, t.snd_una)
         acked = sub(ack, t.snd_una) if new_ack else 0
         if new_ack:
@@ -390,8 +388,7 @@ class InputMixin:
             self.counters.add("TcpExtTCPSACKReneging")
             self.scoreboard.clear()
             newly_sacked = 0
-        self._loss_detection(seg, ack, new_ack, acked, prior_wnd, prior_flight, newly_sacked,
-                             now)
+        self._loss_detection(seg, ack, new_ack, acked, prior_wnd, newly_sacked, now)
         # state-specific ACK handling
         st = self.state
         if self._fin_acked:
