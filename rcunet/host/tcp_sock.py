@@ -25,6 +25,7 @@ import struct
 import time
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
@@ -163,7 +164,9 @@ class TcpSock(SockEntry):
         self.host = layer.host
         self.sl = SocketLock(self._do_rcv, backlog_limit=self._backlog_limit,
                              release_cb=self._release_cb, on_backlog_drop=self._backlog_drop,
-                             process_bh=self._do_rcv_bh)
+                             # a C partial, not a method of ours: one Python frame
+                             # less per segment (the lock's detach breaks the cycle)
+                             process_bh=partial(layer.deliver_bh_locked, self))
         self.conn: Connection | None = None
         self.wq = WQ_LOCK.new()
         self.wq_gates: list[Any] | None = None  # guarded-by: wq (made by _wait)
@@ -220,9 +223,6 @@ class TcpSock(SockEntry):
 
     def _do_rcv(self, item: Any) -> None:
         self.layer.process_segment_locked(self, item[0], item[1])
-
-    def _do_rcv_bh(self, item: Any) -> bool:
-        return self.layer.deliver_bh_locked(self, item[0], item[1])
 
     def _release_cb(self, work: int) -> None:
         if work & TIMER_DEFERRED:

@@ -24,10 +24,12 @@ class EngineMixin:
     hashinfo: Any
     deferred: Any
 
-    def deliver_bh_locked(self, sk: TcpSock, seg: tcp.Repr, buf: Buffer | None) -> bool:
+    def deliver_bh_locked(self, sk: TcpSock, item: tuple[tcp.Repr, Buffer | None]) -> bool:
         """tcp_v4_do_rcv from a receive worker (``slock`` held, not owned; the caller took
-        the legacy global lock): True when the socket's waiters are to be woken once
-        slock is released (``SocketLock.bh_deliver``)."""
+        the legacy global lock) for ``item`` = (segment, its buffer): True when the
+        socket's waiters are to be woken once slock is released (the socket lock's
+        ``process_bh``, called by ``SocketLock.bh_deliver``)."""
+        seg, buf = item
         conn = sk.conn
         if conn is None:
             self._free(buf)
