@@ -822,11 +822,16 @@ class TcpSock(SockEntry):
         return err
 
     def _set_rcvbuf(self, number: int) -> None:
-        self.rcvbuf = max(2304, min(number, self.host.tuning.tcp_rmem[2]) * 2)
+        """sock_setsockopt SO_RCVBUF: the value as a u32, capped by net.core.rmem_max (not
+        tcp_rmem[2], which bounds autotuning only), doubled for overhead, at least
+        SOCK_MIN_RCVBUF; autotuning stops (SOCK_RCVBUF_LOCK)."""
+        self.rcvbuf = max(2304, min(number & 0xFFFFFFFF, self.host.tuning.rmem_max) * 2)
         self.rcvbuf_locked = True
 
     def _set_sndbuf(self, number: int) -> None:
-        self.sndbuf = max(4608, min(number, self.host.tuning.tcp_wmem[2]) * 2)
+        """sock_setsockopt SO_SNDBUF: as SO_RCVBUF, with net.core.wmem_max and
+        SOCK_MIN_SNDBUF."""
+        self.sndbuf = max(4608, min(number & 0xFFFFFFFF, self.host.tuning.wmem_max) * 2)
         self.sndbuf_locked = True
 
     def conn_options(self, mss: int) -> Options:

@@ -42,24 +42,46 @@ def rtt_100ms() -> object:
 
 
 # ====================================================================== RFC 6298
-def test_rto_estimator_follows_rfc6298() -> None:
+def test_rto_estimator_follows_linux() -> None:
+    """tcp_rtt_estimator / tcp_set_rto: RTO = SRTT + max(4 mdev, rto_min), the floor on
+    the variance term (RFC 6298 §2.4 floors the sum, at 1 s)."""
     est = RtoEstimator(SECOND, 200 * MS, 120 * SECOND)
-    assert est.rto == SECOND  # §2.1
-    est.on_sample(100 * MS)  # §2.2: SRTT = R, RTTVAR = R/2, RTO = SRTT + 4 RTTVAR
+    assert est.rto == SECOND  # RFC 6298 §2.1
+    est.on_sample(100 * MS)  # SRTT = R, mdev = R/2: RTO = 3 R
     assert (est.srtt, est.rttvar, est.rto) == (100 * MS, 50 * MS, 300 * MS)
-    est.on_sample(200 * MS)  # §2.3: RTTVAR = 3/4*50 + 1/4*|100-200|; SRTT = 7/8*100 + 1/8*200
+    est.on_sample(200 * MS)  # mdev = 3/4*50 + 1/4*|200-100|; SRTT = 7/8*100 + 1/8*200
     assert est.rttvar == 62_500_000 and est.srtt == 112_500_000
     assert est.rto == 112_500_000 + 4 * 62_500_000
-    est.on_sample(1 * MS)
     for _ in range(50):
         est.on_sample(1 * MS)
-    # Linux's floor on the variance term (tcp_set_rto): SRTT + max(4 RTTVAR, 200 ms)
-    # (RFC 6298 §2.4 would say 1 s)
-    assert est.rto == est.srtt + 200 * MS
-    assert 200 * MS < est.rto < 202 * MS
+    # never below SRTT + rto_min (the variance term decays towards it)
+    assert est.srtt < 2 * MS and 0 <= est.rto - est.srtt - 200 * MS < MS
     for _ in range(20):
         est.on_timeout()
-    assert est.rto == 120 * SECOND  # §2.5 cap
+    assert est.rto == 120 * SECOND  # RFC 6298 §2.5 cap
+
+
+def test_a_steady_rtt_keeps_the_rto_at_srtt_plus_rto_min() -> None:
+    est = RtoEstimator(SECOND, 200 * MS, 120 * SECOND)
+    for _ in range(20):
+        est.on_sample(100 * MS)
+    assert est.rttvar < 5 * MS and est.rto == 300 * MS  # RFC 6298 would give 200 ms
+
+
+def test_rto_variance_term_decays_once_per_round_trip() -> None:
+    """Linux keeps the largest deviation of a round trip (mdev_max) and lowers rttvar by a
+    quarter of the excess only when SND.UNA passes the round trip's end (rtt_seq)."""
+    est = RtoEstimator(SECOND, 200 * MS, 120 * SECOND)
+    est.on_sample(100 * MS, 1000, 2000)  # rtt_seq = 2000
+    # inside the round trip: mdev = 3/4 * 50 + 1/4 * 400 ms, var = 4 mdev = 550 ms
+    est.on_sample(500 * MS, 1500, 2000)
+    assert est.rttvar == 137_500_000 and est.rto == est.srtt + 550 * MS
+    est.on_sample(150 * MS, 1800, 2000)  # still inside: the variance term stays
+    assert est.rto - est.srtt == 550 * MS
+    est.on_sample(150 * MS, 2100, 3000)  # that round trip's largest deviation was it
+    assert est.rto - est.srtt == 550 * MS
+    est.on_sample(150 * MS, 3100, 4000)  # this one's was smaller: var -= a quarter of it
+    assert 200 * MS < est.rto - est.srtt < 550 * MS
 
 
 def test_linux_retries2_time_bound() -> None:

@@ -458,10 +458,10 @@ class InputMixin:
         if t.ts_ok and seg.timestamp is not None and seg.timestamp[1]:
             rtt_ms = sub(self._ts_val(now), seg.timestamp[1])
             if rtt_ms >= 0:
-                self.rto.on_sample(max(rtt_ms, 1) * MS)
+                self.rto.on_sample(max(rtt_ms, 1) * MS, seg.ack, t.snd_max)
             return
         if self._rtt_seq is not None and ge(seg.ack, self._rtt_seq):
-            self.rto.on_sample(now - self._rtt_start)
+            self.rto.on_sample(now - self._rtt_start, seg.ack, t.snd_max)
             self._rtt_seq = None
 
     def _rtt_sample_handshake(self, seg: tcp.Repr, now: int) -> None:
@@ -469,9 +469,10 @@ class InputMixin:
         if t.ts_ok and seg.timestamp is not None and seg.timestamp[1]:
             rtt_ms = sub(self._ts_val(now), seg.timestamp[1])
             if 0 <= rtt_ms:
-                self.rto.on_sample(max(rtt_ms, 1) * MS)
+                self.rto.on_sample(max(rtt_ms, 1) * MS, seg.ack, t.snd_max)
         elif not self._syn_retransmitted and self._syn_sent_at is not None:
-            self.rto.on_sample(now - self._syn_sent_at)  # Karn: only unretransmitted SYNs
+            # Karn: only unretransmitted SYNs
+            self.rto.on_sample(now - self._syn_sent_at, seg.ack, t.snd_max)
 
     def _update_scoreboard(self, seg: tcp.Repr) -> int:
         """Fold the peer's SACK blocks in, ignoring any outside [SND.UNA, SND.MAX] (RFC 2018)."""
