@@ -781,7 +781,7 @@ class Runner:
                 self._verify_icmp(event, spec, first)
             else:
                 self._verify_tcp(event, spec, sock, frames)
-            self.verify_time(event, (first.time_ns - self.start_ns) // 1000,
+            self.verify_time(event, (frames[-1].time_ns - self.start_ns) // 1000,
                              "outbound packet")
         except DrillFailure as exc:
             actual = self._actual_text(frames, sock)
@@ -805,16 +805,16 @@ class Runner:
         if payload != spec.payload:
             raise DrillFailure(line, f"error handling packet: live packet payload: expected "
                                      f"{spec.payload} bytes vs actual {payload} bytes")
-        # aggregate_packets: the first segment's header, the last one's FIN/PSH
-        flags = first.flags | (last.flags & 0x09)
+        # aggregate_packets: the last segment's headers, the first one's seq and CWR
+        flags = (last.flags & ~0x80) | (first.flags & 0x80)
         offset = sock.local_offset
         script_flags = fr.flag_bits(spec.flags)
         seq = (first.seq - offset) & 0xFFFFFFFF
-        ack = first.ack if not first.flags & 0x10 else first.ack
-        self._check_ip(event, spec, first)
+        ack = last.ack
+        self._check_ip(event, spec, last)
         script_opts = self._script_option_bytes(spec)
         if spec.options is not None:
-            got_doff = 5 + (len(fr.build_options(first.options)) + 3) // 4
+            got_doff = 5 + (len(fr.build_options(last.options)) + 3) // 4
             want_doff = 5 + (len(script_opts) + 3) // 4
             _check(line, "tcp_data_offset", want_doff, got_doff)
         for name, bit in _TCP_FLAG_FIELDS:
@@ -824,9 +824,9 @@ class Runner:
         _check(line, "tcp_seq", spec.seq, seq)
         _check(line, "tcp_ack_seq", spec.ack or 0, ack)
         if spec.win is not None:
-            _check(line, "tcp_window", spec.win, first.win)
-        _check(line, "tcp_urg_ptr", spec.urg, first.urg)
-        self._verify_options(event, spec, sock, first)
+            _check(line, "tcp_window", spec.win, last.win)
+        _check(line, "tcp_urg_ptr", spec.urg, last.urg)
+        self._verify_options(event, spec, sock, last)
 
     def _check_ip(self, event: s.Event, spec: s.PacketSpec, frame: fr.Frame) -> None:
         if spec.ecn is not None:
