@@ -1612,8 +1612,11 @@ class Connection:
             if self._recovery == "sack":
                 self._send_sack_recovery(now)
             else:
+                sent = len(self._out)
                 while self._try_send(now, room=self._cwnd_room()):
                     pass
+                if len(self._out) > sent:
+                    self._push_last(sent)
             self._cwnd_validate()
             self._arm_persist(now)
         if self._ack_now and st is not CLOSED and st is not SYN_SENT:
@@ -1621,6 +1624,19 @@ class Connection:
         if self.timers.rto_at is None and t.snd_una != t.snd_max and st is not CLOSED \
                 and st is not TIME_WAIT:
             self.timers.rto_at = now + self.rto.rto  # RFC 6298 §5.1
+
+    def _push_last(self, first: int) -> None:
+        """PSH on the last new-data segment of a transmission burst, as Linux's segments
+        carry it: tcp_push marks the tail of each write, and the part tcp_write_xmit
+        sends when cwnd or the window cuts a write short keeps the mark (the kernel
+        selftests' slow-start and EOR scripts, and packetdrill's gtests, expect it)."""
+        out = self._out
+        for i in range(len(out) - 1, first - 1, -1):
+            seg = out[i]
+            if seg.payload and not seg.flags & (SYN | RST):
+                if not seg.flags & PSH:
+                    out[i] = seg._replace(flags=seg.flags | PSH)
+                return
 
     def _cwnd_validate(self) -> None:
         """Linux tcp_cwnd_validate (after tcp_write_xmit): remember the window's largest
