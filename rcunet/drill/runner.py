@@ -279,7 +279,7 @@ class Runner:
     def run(self) -> None:
         script = self.script
         if script.init_command is not None:
-            self._command(0, script.init_command.command)
+            self._command(script.init_command.line, script.init_command.command)
         for event in script.events:
             self.last_event, self.event = self.event, event
             self._check_time_order(event)
@@ -373,7 +373,7 @@ class Runner:
                 raise DrillFailure(pending.event.line, "runtime error: exiting while a "
                                                        "blocking system call is in progress")
         if self.script.cleanup_command is not None:
-            self._command(0, self.script.cleanup_command.command)
+            self._command(self.script.cleanup_command.line, self.script.cleanup_command.command)
 
     def _command(self, line: int, command: str) -> None:
         status = self.commands.run(line, command)
