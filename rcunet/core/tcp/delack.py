@@ -1,7 +1,7 @@
 """Linux's delayed-ACK engine: quick-ack mode, the adaptive ACK timeout (ato) and
 pingpong mode (net/ipv4/tcp_input.c tcp_event_data_recv, tcp_incr_quickack,
 tcp_enter_quickack_mode, tcp_in_quickack_mode; include/net/tcp.h tcp_dec_quickack_mode;
-net/ipv4/tcp_output.c tcp_send_delayed_ack, tcp_event_data_sent).
+net/ipv4/tcp_output.c tcp_send_delayed_ack).
 
 A connection starts in quick-ack mode: the first data it receives sets ``quick`` to
 rcv_wnd / (2 * rcv_mss) ACKs (2 at least, TCP_MAX_QUICKACKS at most), each sent at once;
@@ -22,14 +22,16 @@ _MAX_ATO = 500 * MS
 
 
 class DelayedAck:
-    __slots__ = ("quick", "ato", "lrcvtime", "pingpong", "lsndtime")
+    __slots__ = ("quick", "ato", "lrcvtime", "pingpong")
 
     def __init__(self) -> None:
         self.quick = 0  #: ACKs left to send at once (icsk_ack.quick)
         self.ato = 0  #: 0 until the first data segment (icsk_ack.ato)
         self.lrcvtime = 0  #: when data last arrived
-        self.pingpong = 0  #: interactive-session counter (icsk_ack.pingpong)
-        self.lsndtime = 0  #: when data was last sent
+        #: interactive-session mode (icsk_ack.pingpong); set by a FIN in ESTABLISHED
+        #: (tcp_fin).  Linux also counts data sent within ato of an arrival
+        #: (tcp_event_data_sent); rcunet does not yet.
+        self.pingpong = 0
 
     def incr_quickack(self, rcv_wnd: int, rcv_mss: int, max_quickacks: int) -> None:
         """tcp_incr_quickack."""
@@ -77,13 +79,6 @@ class DelayedAck:
                 self.ato = TCP_ATO_MIN  # leaving quick-ack mode: restore the ato
             else:
                 self.quick -= pkts
-
-    def data_sent(self, now: int) -> None:
-        """tcp_event_data_sent: data sent within ato of the last arrival means an
-        interactive exchange (inet_csk_inc_pingpong_cnt)."""
-        if self.ato and now - self.lrcvtime < self.ato:
-            self.pingpong = min(self.pingpong + 1, 255)
-        self.lsndtime = now
 
     def timeout(self, srtt: int | None) -> int:
         """tcp_send_delayed_ack: how long this ACK may wait."""
