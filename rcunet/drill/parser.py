@@ -108,10 +108,11 @@ class _Parser:
         if self.kind() == "BACK_QUOTED":
             # parser.y: a command before the first event is the init command
             tok = self.next()
-            script.init_command = s.CommandSpec(str(tok.value))
+            script.init_command = s.CommandSpec(str(tok.value), tok.line)
         while self.peek() is not None:
             if self.kind() == "BACK_QUOTED" and self.kind(1) == "EOF":
-                script.cleanup_command = s.CommandSpec(str(self.next().value))
+                tok = self.next()
+                script.cleanup_command = s.CommandSpec(str(tok.value), tok.line)
                 break
             script.events.append(self.event())
         if not script.events:

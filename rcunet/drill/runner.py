@@ -21,7 +21,7 @@ from rcunet.drill import script as s
 from rcunet.drill.code import CodeFailure, run_code
 from rcunet.drill.commands import Commands
 from rcunet.drill.errors import DrillError, DrillFailure, DrillUnsupported
-from rcunet.drill.syscalls import BLOCKED, Fd, Outcome, Syscalls, describe, errno_name
+from rcunet.drill.syscalls import BLOCKED, Fd, Outcome, Syscalls, errno_name
 from rcunet.host.clock import VirtualClock
 from rcunet.host.host import Host
 from rcunet.host.tcp_info import snapshot
@@ -279,7 +279,7 @@ class Runner:
     def run(self) -> None:
         script = self.script
         if script.init_command is not None:
-            self._command(0, script.init_command.command)
+            self._command(script.init_command.line, script.init_command.command)
         for event in script.events:
             self.last_event, self.event = self.event, event
             self._check_time_order(event)
@@ -373,7 +373,7 @@ class Runner:
                 raise DrillFailure(pending.event.line, "runtime error: exiting while a "
                                                        "blocking system call is in progress")
         if self.script.cleanup_command is not None:
-            self._command(0, self.script.cleanup_command.command)
+            self._command(self.script.cleanup_command.line, self.script.cleanup_command.command)
 
     def _command(self, line: int, command: str) -> None:
         status = self.commands.run(line, command)
@@ -881,7 +881,7 @@ class Runner:
         kinds = {"nop": fr.OPT_NOP, "eol": fr.OPT_EOL, "mss": fr.OPT_MSS,
                  "wscale": fr.OPT_WS, "sackOK": fr.OPT_SACKOK, "sack": fr.OPT_SACK,
                  "TS": fr.OPT_TS, "md5": fr.OPT_MD5, "FO": fr.OPT_FO, "FOEXP": fr.OPT_EXP}
-        for index, (want, got) in enumerate(zip(script, actual, strict=True)):
+        for want, got in zip(script, actual, strict=True):
             if kinds.get(want.kind) != got.kind:
                 raise DrillFailure(event.line, "bad outbound TCP options")
             expected = self._expected_option_data(want, sock)
@@ -904,9 +904,8 @@ class Runner:
                 raise DrillFailure(event.line, (
                     f"{err} in outbound TCP option (kind={got.kind}): expected: "
                     f"{fr.option_text(fr.RawOption(got.kind, expected))} actual: "
-                    f"{fr.option_text(fr.RawOption(got.kind, self._script_space(got, sock)))}"
+                    f"{fr.option_text(got)}"
                 ))
-            del index
 
     def _expected_option_data(self, opt: s.TcpOption, sock: DrillSocket) -> bytes | None:
         kind = opt.kind
@@ -923,9 +922,6 @@ class Runner:
             cookie = bytes.fromhex(str(opt.values[0])) if opt.values[0] else b""
             return cookie if kind == "FO" else struct.pack("!H", fr.FO_MAGIC) + cookie
         return None
-
-    def _script_space(self, opt: fr.RawOption, sock: DrillSocket) -> bytes:
-        return opt.data
 
     # -- printing ------------------------------------------------------------------------
     def _actual_text(self, frames: list[fr.Frame], sock: DrillSocket) -> str:
@@ -1014,5 +1010,4 @@ def run_script(script: s.Script, family: int, verbose: bool = False) -> Result:
                 if result.status == "pass":
                     result.status = "fail"
                     result.message = f"rcunet raised {type(exc).__name__} closing the Host: {exc}"
-    _ = describe
     return result

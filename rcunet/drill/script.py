@@ -132,6 +132,7 @@ class SyscallSpec:
 @dataclass(slots=True)
 class CommandSpec:
     command: str
+    line: int = 0  #: for the init and cleanup commands, which have no event
 
 
 @dataclass(slots=True)

@@ -10,6 +10,7 @@ from tcp_harness import (
     ISS_LOCAL,
     ISS_REMOTE,
     MS,
+    RST,
     SECOND,
     Impairments,
     Net,
@@ -259,13 +260,19 @@ def test_keepalive_probes_then_etimedout() -> None:
                          keepalive_intvl=SECOND, keepalive_probes=3)
     conn = established(opts)
     times = []
+    resets = []
     while conn.state is State.ESTABLISHED:
         at = conn.next_deadline()
         conn.on_timer(at)
         for out in conn.take_segments():
+            if out.flags & RST:
+                resets.append((at, out.seq, out.flags))
+                continue
             assert out.seq == ISS_LOCAL and out.flags == ACK and not out.payload
             times.append(at)
     assert times == [10 * SECOND, 11 * SECOND, 12 * SECOND]
+    # giving up sends RST (Linux tcp_keepalive_timer: tcp_send_active_reset)
+    assert resets == [(13 * SECOND, ISS_LOCAL + 1, RST | ACK)]
     assert conn.counters["TcpExtTCPKeepAlive"] == 3
     assert ConnectionFailed(errno.ETIMEDOUT) in conn.take_events()
 

@@ -12,6 +12,7 @@ from rcunet.core.tcp.common import (
     ESTABLISHED,
     FIN_WAIT_2,
     MASK32,
+    RST,
     SYN_RECEIVED,
     SYN_SENT,
     TIME_WAIT,
@@ -157,6 +158,9 @@ class TimeoutsMixin:
             self.timers.keepalive_at = self._last_rcv_at + o.keepalive_time
             return
         if self._keepalive_probes >= o.keepalive_probes:
+            # tcp_keepalive_timer gives up with tcp_send_active_reset, then tcp_write_err
+            self._emit(self._make(t.snd_nxt, RST | ACK, now))
+            self.counters.add("TcpOutRsts")
             self.counters.add("TcpExtTCPAbortOnTimeout")
             self._fail(errnos.ETIMEDOUT)
             return
