@@ -278,8 +278,13 @@ class OutputMixin:
             ack = t.rcv_nxt
             if t.sack_ok and (len(self._ofo) or self._dsack is not None):
                 limit = 3 if t.ts_ok else 4  # RFC 2018 §3: 40 bytes of option space
-                held = self._ofo.ranges()
-                if self._dsack is not None:  # RFC 2883 §4: the D-SACK block goes first
+                if payload:
+                    # a data segment carries only the blocks that fit in what its payload
+                    # leaves of snd_mss (NOP NOP kind len: 4 bytes, then 8 per block), so
+                    # header + data never exceed the MTU; pure ACKs carry them all
+                    limit = min(limit, max(0, (t.snd_mss - len(payload) - 4) // 8))
+                held = self._ofo.ranges() if limit else []
+                if self._dsack is not None and limit:  # RFC 2883 §4: D-SACK goes first
                     blocks = (self._dsack,)
                     self._dsack = None
                     limit -= 1
