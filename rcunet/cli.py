@@ -19,6 +19,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "decode": ("rcunet.cmd.decode", "print a tcpdump-style line per frame of a pcap/pcapng file"),
     "bench": ("rcunet.cmd.bench", "run a benchmark (codec, tables, ...)"),
     "lab": ("rcunet.cmd.lab", "run a seed's scenario through whole Hosts, legacy vs modern"),
+    "drill": ("rcunet.cmd.drill", "run packetdrill scripts against a Host on the virtual clock"),
     "up": ("rcunet.cmd.up", "run a Host with services on a real TAP/TUN device until SIGTERM"),
     "run": ("rcunet.cmd.run", "run an unmodified Python program on a Host of an in-process "
             "network"),

@@ -34,6 +34,8 @@ from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.timewait import TimeWait
 from rcunet.host.sockerr import oserror, wire
 from rcunet.host.socklock import BACKLOG_EXTRA, SocketLock
+from rcunet.host.tcp_info import pack as pack_tcp_info
+from rcunet.host.tcp_info import snapshot as tcp_info_snapshot
 from rcunet.host.tcp_poll import PollFd
 from rcunet.sync import lock as _lock_mod
 from rcunet.sync.deferred import Buffer
@@ -55,6 +57,7 @@ SO_ACCEPTCONN = getattr(_pysocket, "SO_ACCEPTCONN", 30)
 TCP_KEEPIDLE = getattr(_pysocket, "TCP_KEEPIDLE", 4)
 TCP_KEEPINTVL = getattr(_pysocket, "TCP_KEEPINTVL", 5)
 TCP_KEEPCNT = getattr(_pysocket, "TCP_KEEPCNT", 6)
+TCP_INFO = getattr(_pysocket, "TCP_INFO", 11)
 # Plain ints: ``flags & socket.MSG_DONTWAIT`` would go through IntFlag's Python-level
 # __rand__ on every send and recv.
 MSG_DONTWAIT = int(_pysocket.MSG_DONTWAIT)
@@ -754,6 +757,8 @@ class TcpSock(SockEntry):
     def getsockopt(self, level: int, opt: int, buflen: int | None = None) -> int | bytes:
         if level == SOL_SOCKET and opt == _pysocket.SO_LINGER:
             return _LINGER.pack(int(self.linger[0]), self.linger[1])
+        if level == SOL_TCP and opt == TCP_INFO:
+            return self.tcp_info(buflen)
         conn = self.conn
         getters: dict[int, Callable[[], int]]
         if level == SOL_SOCKET:
@@ -789,6 +794,15 @@ class TcpSock(SockEntry):
             return struct.pack("i", result)[:buflen]
         return result
 
+    def tcp_info(self, buflen: int | None = None) -> bytes:
+        """TCP_INFO: Linux's struct tcp_info (host/tcp_info.py), cut to ``buflen``."""
+        since = self._lock()
+        try:
+            values = tcp_info_snapshot(self, self.host.now())
+        finally:
+            self._unlock(since)
+        return pack_tcp_info(values, buflen)
+
     def _keepalive_setting(self, name: str, unit: int) -> int:
         """A TCP_KEEP* value: the socket's own, else what the sysctls give."""
         return int(getattr(self.conn_options(TCP_MSS_DEFAULT), name) // unit)
@@ -802,11 +816,16 @@ class TcpSock(SockEntry):
         return err
 
     def _set_rcvbuf(self, number: int) -> None:
-        self.rcvbuf = max(2304, min(number, self.host.tuning.tcp_rmem[2]) * 2)
+        """sock_setsockopt SO_RCVBUF: the value as a u32, capped by net.core.rmem_max (not
+        tcp_rmem[2], which bounds autotuning only), doubled for overhead, at least
+        SOCK_MIN_RCVBUF; autotuning stops (SOCK_RCVBUF_LOCK)."""
+        self.rcvbuf = max(2304, min(number & 0xFFFFFFFF, self.host.tuning.rmem_max) * 2)
         self.rcvbuf_locked = True
 
     def _set_sndbuf(self, number: int) -> None:
-        self.sndbuf = max(4608, min(number, self.host.tuning.tcp_wmem[2]) * 2)
+        """sock_setsockopt SO_SNDBUF: as SO_RCVBUF, with net.core.wmem_max and
+        SOCK_MIN_SNDBUF."""
+        self.sndbuf = max(4608, min(number & 0xFFFFFFFF, self.host.tuning.wmem_max) * 2)
         self.sndbuf_locked = True
 
     def conn_options(self, mss: int) -> Options:

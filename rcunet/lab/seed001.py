@@ -129,7 +129,9 @@ def run_stream(mode: str, duration: float = 1.0, *, chunk: int = 16384, work_us:
                sleep_us: int = 0, rcvbuf: int = 1 << 20) -> dict[str, Any]:
     """One run: a sender on a, the slow reader on b, ``duration`` seconds of sending."""
     # lock_stat: the sockets time their owner sections (hold per recv, lock_stats())
-    tuning = dataclasses.replace(seed_tuning(mode, "seed001"), lock_stat=True)
+    # a benchmark host raises net.core.rmem_max for the reader's SO_RCVBUF (Linux caps it)
+    tuning = dataclasses.replace(seed_tuning(mode, "seed001"), lock_stat=True,
+                                 rmem_max=max(Tuning().rmem_max, rcvbuf))
     net, a, b = Network.two_hosts(threaded=True, tuning=tuning)
     net.start()
     try:

@@ -58,8 +58,12 @@ def plain_options(**kw: object) -> Options:
 
 
 def established(options: Options | None = None, *, peer_mss: int = 1460, now: int = 0,
-                peer_window: int = 65535) -> Connection:
-    """A passive connection taken through the handshake: ESTABLISHED, nothing pending."""
+                peer_window: int = 65535, quickacks_spent: bool = False) -> Connection:
+    """A passive connection taken through the handshake: ESTABLISHED, nothing pending.
+
+    ``quickacks_spent``: as if many segments had been received already, so the delayed-ACK
+    rules of a connection past its start apply (``spend_quickacks``).
+    """
     opts = options or plain_options()
     syn = seg(seq=ISS_REMOTE, ack=0, flags=SYN, mss=peer_mss,
               window_scale=0 if opts.window_scaling else None,
@@ -71,7 +75,18 @@ def established(options: Options | None = None, *, peer_mss: int = 1460, now: in
     conn.on_segment(seg(window=peer_window, timestamp=ts), now)
     conn.take_segments()
     conn.take_events()
+    if quickacks_spent:
+        spend_quickacks(conn)
     return conn
+
+
+def spend_quickacks(conn: Connection) -> None:
+    """Leave quick-ack mode the way 16 ACKed segments would (Linux tcp_dec_quickack_mode:
+    no quick ACKs left, ato at its floor): a new connection ACKs its first segments one by
+    one (tcp_incr_quickack), and tests of the delayed-ACK rules start past that."""
+    conn._quick = 0
+    conn._ato = conn.options.delack_delay
+    conn._lrcvtime = conn._now  # as if data had just arrived
 
 
 # ------------------------------------------------------------------ the wire

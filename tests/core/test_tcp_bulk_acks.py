@@ -38,7 +38,7 @@ def test_more_than_one_receive_mss_unacked_is_acked_at_once() -> None:
     while our buffer has room beyond the window offered: the second segment is
     acknowledged at once (the window does not shrink), not after the delayed-ACK timer."""
     conn = established(plain_options(mss=BIG_MSS, rcvbuf=1 << 20, window_scaling=True),
-                       peer_mss=BIG_MSS)
+                       peer_mss=BIG_MSS, quickacks_spent=True)
     assert send(conn, seg(payload=bytes(16384))) == []
     assert conn.timers.delack_at is not None  # one segment: delayed
     out = send(conn, seg(seq=ISS_REMOTE + 1 + 16384, payload=bytes(49151)))
@@ -50,7 +50,7 @@ def test_unread_data_holds_the_ack_until_recv() -> None:
     """Linux __tcp_ack_snd_check: more than one MSS unacknowledged is ACKed on arrival only
     if the window would not shrink; while the application has not read, its recv() sends
     the ACK (tcp_cleanup_rbuf) -- the sender meanwhile fills whole segments."""
-    conn = established(plain_options(mss=BIG_MSS), peer_mss=BIG_MSS)
+    conn = established(plain_options(mss=BIG_MSS), peer_mss=BIG_MSS, quickacks_spent=True)
     assert send(conn, seg(payload=bytes(16384))) == []
     assert send(conn, seg(seq=ISS_REMOTE + 1 + 16384, payload=bytes(49151))) == []
     assert conn.timers.delack_at is not None  # the timer still bounds the wait
@@ -61,7 +61,7 @@ def test_unread_data_holds_the_ack_until_recv() -> None:
 
 
 def test_unread_data_is_acked_by_the_delayed_ack_timer() -> None:
-    conn = established()
+    conn = established(quickacks_spent=True)
     assert send(conn, seg(payload=bytes(1460))) == []
     assert send(conn, seg(seq=ISS_REMOTE + 1 + 1460, payload=bytes(1460))) == []
     deadline = conn.next_deadline()
@@ -74,7 +74,7 @@ def test_unread_data_is_acked_by_the_delayed_ack_timer() -> None:
 def test_a_reader_that_keeps_up_acks_every_second_segment() -> None:
     """RFC 5681 §4.2 with the whole buffer offered: each recv() that finds more than one
     segment unacknowledged sends the ACK (the input path held it)."""
-    conn = established()
+    conn = established(quickacks_spent=True)
     for i in range(3):
         base = ISS_REMOTE + 1 + 2920 * i
         assert send(conn, seg(seq=base, payload=bytes(1460))) == []

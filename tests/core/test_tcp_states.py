@@ -320,7 +320,7 @@ def test_synack_retransmissions_give_up() -> None:
 
 # ====================================================================== ESTABLISHED
 def test_established_receives_in_order_data() -> None:
-    conn = established()
+    conn = established(quickacks_spent=True)
     recv_nothing_after(conn, seg(payload=b"abc"))  # delayed ACK
     assert conn.take_events() == [DataReceived(3)]
     assert conn.recv(2, 0) == b"ab" and conn.recv(10, 0) == b"c"
@@ -386,10 +386,16 @@ def test_challenge_acks_are_rate_limited_per_connection() -> None:
     assert len(send(conn, seg(flags=RST, seq=R1 + 7), now=600 * MS)) == 1
 
 
-def test_ack_for_unsent_data_is_answered_and_dropped() -> None:
+def test_ack_for_unsent_data_is_dropped_silently_when_established() -> None:
+    """Linux tcp_rcv_established drops it without an answer (tcp_ack's
+    TCP_ACK_UNSENT_DATA); the other states challenge it (tcp_rcv_state_process)."""
     conn = established()
+    assert send(conn, seg(ack=L1 + 1000, payload=b"data")) == []
+    assert conn.readable == 0 and conn.tcb.snd_una == L1
+    conn.shutdown_write(0)
+    assert [o.flags for o in conn.take_segments()] == [ACK | FIN]
     out = send(conn, seg(ack=L1 + 1000, payload=b"data"))
-    assert [(o.flags, o.ack) for o in out] == [(ACK, R1)]
+    assert [(o.flags, o.seq, o.ack) for o in out] == [(ACK, L1 + 1, R1)]
     assert conn.readable == 0 and conn.tcb.snd_una == L1
 
 
@@ -705,7 +711,10 @@ def ts_syn_sent(now: int = 0, **kw: object) -> Connection:
     conn = Connection.connect(local_port=LOCAL_PORT, remote_port=REMOTE_PORT, iss=ISS_LOCAL,
                               now=now, options=plain_options(timestamps=True), ts_offset=500,
                               **kw)
-    assert recv_one(conn).timestamp == (500 + now // MS, 0)
+    # Linux tcp_syn_options: the SYN echoes TS.Recent, 0 unless TIME-WAIT reuse left one
+    inherited = kw.get("ts_recent")
+    ecr = inherited[0] if isinstance(inherited, tuple) else 0
+    assert recv_one(conn).timestamp == (500 + now // MS, ecr)
     return conn
 
 
@@ -732,6 +741,14 @@ def test_reuse_timestamps_only_with_timestamps() -> None:
     assert new.state is State.SYN_SENT
     new.on_segment(seg(seq=ISS_REMOTE + 99, ack=0, flags=SYN, timestamp=(5000, 0)), 9 * MS)
     assert new.state is State.SYN_RECEIVED
+
+
+def test_inherited_ts_recent_does_not_paws_check_a_synack() -> None:
+    """Linux tcp_rcv_synsent_state_process runs PAWS for a bare SYN only: the peer's new
+    incarnation may start its TSval clock anywhere."""
+    new = ts_syn_sent(now=8 * MS, ts_recent=(4242, 7 * MS))
+    new.on_segment(seg(seq=ISS_REMOTE, ack=L1, flags=SYN | ACK, timestamp=(100, 508)), 9 * MS)
+    assert new.state is State.ESTABLISHED and new.tcb.ts_recent == 100
 
 
 # ====================================================================== hostile data
@@ -774,7 +791,7 @@ def test_zero_window_still_processes_acks() -> None:
 
 
 def test_counters_report_deltas_and_reject_unknown_names() -> None:
-    conn = established()
+    conn = established(quickacks_spent=True)
     conn.counters.take()
     conn.on_segment(seg(payload=b"x"), 0)
     assert conn.counters.take() == {"TcpInSegs": 1}
@@ -793,8 +810,9 @@ def test_ack_acceptability_boundaries_rfc5961() -> None:
     assert conn.readable == 2
     conn.on_segment(seg(seq=R1 + 2, ack=low - 1, payload=b"no"), 600 * MS)
     assert conn.readable == 2 and conn.counters["TcpExtTCPChallengeACK"] == 1
-    conn.on_segment(seg(seq=R1 + 2, ack=L1 + 101, payload=b"no"), 1200 * MS)  # unsent
-    assert conn.readable == 2 and conn.counters["TcpExtTCPChallengeACK"] == 2
+    # unsent: dropped, and in ESTABLISHED without a challenge (tcp_rcv_established)
+    conn.on_segment(seg(seq=R1 + 2, ack=L1 + 101, payload=b"no"), 1200 * MS)
+    assert conn.readable == 2 and conn.counters["TcpExtTCPChallengeACK"] == 1
     conn.on_segment(seg(seq=R1 + 2, ack=L1 + 100, payload=b"ok"), 1300 * MS)
     assert conn.readable == 4
 

@@ -10,6 +10,7 @@ from tcp_harness import (
     ISS_LOCAL,
     ISS_REMOTE,
     MS,
+    RST,
     SECOND,
     Impairments,
     Net,
@@ -19,6 +20,7 @@ from tcp_harness import (
     recv_one,
     seg,
     send,
+    spend_quickacks,
 )
 
 from rcunet.core.tcp import ConnectionFailed, Options, SendSpaceAvailable, State
@@ -41,21 +43,46 @@ def rtt_100ms() -> object:
 
 
 # ====================================================================== RFC 6298
-def test_rto_estimator_follows_rfc6298() -> None:
+def test_rto_estimator_follows_linux() -> None:
+    """tcp_rtt_estimator / tcp_set_rto: RTO = SRTT + max(4 mdev, rto_min), the floor on
+    the variance term (RFC 6298 §2.4 floors the sum, at 1 s)."""
     est = RtoEstimator(SECOND, 200 * MS, 120 * SECOND)
-    assert est.rto == SECOND  # §2.1
-    est.on_sample(100 * MS)  # §2.2: SRTT = R, RTTVAR = R/2, RTO = SRTT + 4 RTTVAR
+    assert est.rto == SECOND  # RFC 6298 §2.1
+    est.on_sample(100 * MS)  # SRTT = R, mdev = R/2: RTO = 3 R
     assert (est.srtt, est.rttvar, est.rto) == (100 * MS, 50 * MS, 300 * MS)
-    est.on_sample(200 * MS)  # §2.3: RTTVAR = 3/4*50 + 1/4*|100-200|; SRTT = 7/8*100 + 1/8*200
+    est.on_sample(200 * MS)  # mdev = 3/4*50 + 1/4*|200-100|; SRTT = 7/8*100 + 1/8*200
     assert est.rttvar == 62_500_000 and est.srtt == 112_500_000
     assert est.rto == 112_500_000 + 4 * 62_500_000
-    est.on_sample(1 * MS)
     for _ in range(50):
         est.on_sample(1 * MS)
-    assert est.rto == 200 * MS  # Linux's floor (RFC 6298 §2.4 would say 1 s)
+    # never below SRTT + rto_min (the variance term decays towards it)
+    assert est.srtt < 2 * MS and 0 <= est.rto - est.srtt - 200 * MS < MS
     for _ in range(20):
         est.on_timeout()
-    assert est.rto == 120 * SECOND  # §2.5 cap
+    assert est.rto == 120 * SECOND  # RFC 6298 §2.5 cap
+
+
+def test_a_steady_rtt_keeps_the_rto_at_srtt_plus_rto_min() -> None:
+    est = RtoEstimator(SECOND, 200 * MS, 120 * SECOND)
+    for _ in range(20):
+        est.on_sample(100 * MS)
+    assert est.rttvar < 5 * MS and est.rto == 300 * MS  # RFC 6298 would give 200 ms
+
+
+def test_rto_variance_term_decays_once_per_round_trip() -> None:
+    """Linux keeps the largest deviation of a round trip (mdev_max) and lowers rttvar by a
+    quarter of the excess only when SND.UNA passes the round trip's end (rtt_seq)."""
+    est = RtoEstimator(SECOND, 200 * MS, 120 * SECOND)
+    est.on_sample(100 * MS, 1000, 2000)  # rtt_seq = 2000
+    # inside the round trip: mdev = 3/4 * 50 + 1/4 * 400 ms, var = 4 mdev = 550 ms
+    est.on_sample(500 * MS, 1500, 2000)
+    assert est.rttvar == 137_500_000 and est.rto == est.srtt + 550 * MS
+    est.on_sample(150 * MS, 1800, 2000)  # still inside: the variance term stays
+    assert est.rto - est.srtt == 550 * MS
+    est.on_sample(150 * MS, 2100, 3000)  # that round trip's largest deviation was it
+    assert est.rto - est.srtt == 550 * MS
+    est.on_sample(150 * MS, 3100, 4000)  # this one's was smaller: var -= a quarter of it
+    assert 200 * MS < est.rto - est.srtt < 550 * MS
 
 
 def test_linux_retries2_time_bound() -> None:
@@ -106,14 +133,21 @@ def test_timestamps_give_rtt_samples() -> None:
     assert net.client.rto.srtt == 50 * MS  # the SYN,ACK's TSecr, in milliseconds
     net.client.send(b"ping", net.now)
     net.flush()
+    net.run(until=SECOND + 100 * MS)
+    # the server's first data is ACKed at once (quick-ack mode): R = 50 ms
+    assert net.client.rto.srtt == 50 * MS
+    assert net.server is not None
+    spend_quickacks(net.server)
+    net.client.send(b"ping", net.now)  # within an RTO of the first: no new quick ACKs
+    net.flush()
     net.run(until=2 * SECOND)
-    # the ping's ACK was delayed 40 ms: R = 90 ms, SRTT = 7/8 * 50 + 1/8 * 90
+    # past quick-ack mode the ping's ACK waits 40 ms: R = 90 ms, SRTT = 7/8 * 50 + 1/8 * 90
     assert net.client.rto.srtt == 55 * MS
 
 
 # ====================================================================== delayed ACK
 def test_single_segment_is_acked_after_40ms() -> None:
-    conn = established()
+    conn = established(quickacks_spent=True)
     recv_nothing_after = send(conn, seg(payload=b"a" * 100), now=0)
     assert recv_nothing_after == []
     assert conn.next_deadline() == 40 * MS
@@ -126,7 +160,8 @@ def test_single_segment_is_acked_after_40ms() -> None:
 def test_every_second_full_segment_is_acked_at_once() -> None:
     """While the buffer has room beyond the window offered (the window does not shrink;
     with the whole buffer offered, unread data holds the ACK until recv: bulk_acks tests)."""
-    conn = established(plain_options(rcvbuf=1 << 20, window_scaling=True))
+    conn = established(plain_options(rcvbuf=1 << 20, window_scaling=True),
+                       quickacks_spent=True)
     assert send(conn, seg(payload=b"a" * 1460)) == []
     out = send(conn, seg(seq=R1 + 1460, payload=b"b" * 1460))
     assert [(o.flags, o.ack) for o in out] == [(ACK, R1 + 2920)]
@@ -225,13 +260,19 @@ def test_keepalive_probes_then_etimedout() -> None:
                          keepalive_intvl=SECOND, keepalive_probes=3)
     conn = established(opts)
     times = []
+    resets = []
     while conn.state is State.ESTABLISHED:
         at = conn.next_deadline()
         conn.on_timer(at)
         for out in conn.take_segments():
+            if out.flags & RST:
+                resets.append((at, out.seq, out.flags))
+                continue
             assert out.seq == ISS_LOCAL and out.flags == ACK and not out.payload
             times.append(at)
     assert times == [10 * SECOND, 11 * SECOND, 12 * SECOND]
+    # giving up sends RST (Linux tcp_keepalive_timer: tcp_send_active_reset)
+    assert resets == [(13 * SECOND, ISS_LOCAL + 1, RST | ACK)]
     assert conn.counters["TcpExtTCPKeepAlive"] == 3
     assert ConnectionFailed(errno.ETIMEDOUT) in conn.take_events()
 
@@ -253,6 +294,7 @@ def test_paws_drops_old_timestamps() -> None:
     conn = established(plain_options(timestamps=True))
     assert conn.tcb.ts_ok and conn.tcb.snd_mss == 1448
     conn.on_segment(seg(payload=b"new", timestamp=(2000, 0)), 0)
+    conn.take_segments()  # its quick ACK
     assert conn.tcb.ts_recent == 2000
     out = send(conn, seg(seq=R1 + 3, payload=b"old", timestamp=(1500, 0)), now=MS)
     assert [(o.flags, o.ack) for o in out] == [(ACK, R1 + 3)]

@@ -146,3 +146,13 @@ def transfer(net: Network, src: Any, dst: Any, data: bytes, timeout: float = 60.
 
     assert net.run_until(ready, timeout), f"sent {sent}, received {len(got)} of {len(data)}"
     return bytes(got)
+
+
+def spend_quickacks(sock: Any) -> None:
+    """Leave the connection's quick-ack mode as 16 ACKed segments would (Linux
+    tcp_dec_quickack_mode): a new connection ACKs its first segments one by one
+    (tcp_incr_quickack), and tests that need a delayed ACK start past that."""
+    conn = sock._sk.conn
+    conn._quick = 0
+    conn._ato = conn.options.delack_delay
+    conn._lrcvtime = conn._now  # as if data had just arrived

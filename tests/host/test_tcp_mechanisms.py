@@ -22,6 +22,7 @@ from tcp_helpers import (
     connected_pair,
     listener,
     recv_exactly,
+    spend_quickacks,
     start_connect,
     time_wait_entries,
     transfer,
@@ -258,6 +259,7 @@ def test_timer_firing_while_owned_runs_at_release() -> None:
     net, a, b = Network.two_hosts()
     srv, cli, child = connected_pair(net, a, b)
     sk = child._sk
+    spend_quickacks(child)
     cli.send(b"one segment: the ACK is delayed")
     net.run(0.005)
     assert sk.conn.timers.delack_at is not None
@@ -356,6 +358,7 @@ def test_setting_tcp_nodelay_sends_what_nagle_held() -> None:
     peer's delayed ACK (40 ms)."""
     net, a, b = Network.two_hosts()
     srv, cli, child = connected_pair(net, a, b)
+    spend_quickacks(child)
     cli.send(b"a")
     assert net.run_until(lambda: child._sk.conn.tcb.rcv_nxt != child._sk.conn.tcb.irs + 1, 1)
     cli.send(b"b")  # the first byte is unacknowledged (delayed ACK): Nagle holds this one

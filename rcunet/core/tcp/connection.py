@@ -73,6 +73,7 @@ from rcunet.core.tcp.common import (
     TS_OPTION_LEN,
 )
 from rcunet.core.tcp.counters import Counters
+from rcunet.core.tcp.delack import DelayedAckMixin
 from rcunet.core.tcp.events import (
     Closed,
     ConnectionFailed,
@@ -105,7 +106,7 @@ from rcunet.wire.seqnum import add
 
 
 class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
-                 OutputMixin, TimeoutsMixin):
+                 DelayedAckMixin, OutputMixin, TimeoutsMixin):
     """One TCP connection.  See the module docstring for how to drive it.
 
     Public state for the host: ``state``, ``tcb`` (RFC 9293 variables), ``timers``,
@@ -123,11 +124,14 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         "cc", "counters", "error", "local_addr", "local_port", "options", "passive",
         "quiet", "remote_addr", "remote_port", "rto", "scoreboard", "state", "tcb",
         "timers",
-        "_ack_now", "_challenge_count", "_challenge_window_at", "_closed_reported",
+        "_ack_now", "_ack_pushed", "_ack_sched", "_ato", "_challenge_count",
+        "_challenge_window_at", "_closed_reported", "_cwnd_limited", "_max_flight",
+        "_max_flight_seq",
         "_copied", "_dsack", "_dupacks", "_events", "_fin_offset", "_fin_queued",
         "_first_rtx_at", "_high_rxt", "_keepalive_probes", "_last_oow_ack_at",
-        "_last_rcv_at", "_now", "_ofo", "_orphaned", "_out", "_peer_ws_offered",
-        "_persist_backoff", "_probes_out", "_rcv_rtt", "_rcv_rtt_at", "_rcv_rtt_seq",
+        "_last_rcv_at", "_lrcvtime", "_now", "_ofo", "_orphaned", "_out", "_peer_ws_offered",
+        "_persist_backoff", "_pingpong", "_probes_out", "_quick", "_rcv_rtt", "_rcv_rtt_at",
+        "_rcv_rtt_seq",
         "_rcv_rtt_tsecr", "_rcv_space", "_rcv_space_at", "_rcv_space_copied",
         "_rcv_unacked", "_recover", "_recovery", "_retransmits", "_rtt_seq", "_rtt_start",
         "_rx", "_rx_blocks", "_send_blocked", "_syn_retransmitted", "_syn_sent_at", "_tx",
@@ -173,6 +177,19 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         self._dsack: tuple[int, int] | None = None  # duplicate range for the next ACK
         self._rcv_unacked = 0  # bytes received since our last ACK (delayed ACK)
         self._ack_now = False
+        # delayed-ACK engine (delack.py; Linux icsk_ack): ato 0 until the first data
+        self._ato = 0
+        self._quick = 0  # quick ACKs left (icsk_ack.quick)
+        self._pingpong = 0
+        self._lrcvtime = 0  # when in-order data last arrived
+        self._ack_sched = False
+        self._ack_pushed = 0
+        # tcp_cwnd_validate's bookkeeping for tcp_is_cwnd_limited (output.py, recovery.py):
+        # the largest flight of the current window (max_packets_out, in bytes), where that
+        # window ends (cwnd_usage_seq) and whether cwnd limited a send in it.
+        self._max_flight = 0
+        self._max_flight_seq = iss
+        self._cwnd_limited = False
         self._orphaned = False  # close() was called: nobody reads any more
         # receive-buffer autotuning (Linux rcvq_space, rcv_rtt_est; see _rcv_space_adjust)
         self._copied = 0  # bytes the application has read (Linux copied_seq, unwrapped)
@@ -654,7 +671,8 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         else:
             wscale = t.rcv_wscale if o.window_scaling else None
             sack_permitted = o.sack
-            ts = (self._ts_val(now), 0) if o.timestamps else None
+            # Linux tcp_syn_options echoes TS.Recent: 0, or what TIME-WAIT reuse inherited
+            ts = (self._ts_val(now), t.ts_recent) if o.timestamps else None
         seg = tcp.Repr(src_port=self.local_port, dst_port=self.remote_port, seq=t.iss,
                        ack=t.rcv_nxt if is_synack else 0, flags=flags, window=self._syn_window(),
                        mss=o.mss, window_scale=wscale, sack_permitted=sack_permitted,

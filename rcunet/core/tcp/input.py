@@ -112,10 +112,9 @@ class InputMixin:
         self._keepalive_probes = 0
         self._probes_out = 0
         if new_ack:
-            prior_flight = ((snd_max - snd_una + HALF32) & MASK32) - HALF32  # sub
             acked = ((ack - snd_una + HALF32) & MASK32) - HALF32  # sub
             self._ack_advance(seg, now)
-            self._grow_cwnd(acked, prior_flight, now)
+            self._grow_cwnd(acked, now)
         self._update_send_window(seg, ack)  # SND.UNA =< SEG.ACK: checked above
         if ts is not None:
             self._update_ts_recent(seg, now)
@@ -123,7 +122,7 @@ class InputMixin:
             data = memoryview(payload)
             t.rcv_mss = max(t.rcv_mss, min(len(data), self.options.mss))
             self._rcv_rtt_measure(seg, len(data), now)
-            self._deliver_in_order(data, now)
+            self._deliver_in_order(data, bool(flags & PSH), now)
         return True
 
     def _input_syn_sent(self, seg: tcp.Repr, now: int) -> None:
@@ -152,9 +151,12 @@ class InputMixin:
             return
         if not flags & SYN:
             return  # fifth: "drop the segment and return"
-        if (t.ts_recent_stamp is not None and seg.timestamp is not None
+        if (not flags & ACK and t.ts_recent_stamp is not None and seg.timestamp is not None
                 and self._paws_reject(seg, now)):
-            return  # PAWS against an inherited TS.Recent (Linux, SYN-SENT)
+            # PAWS against a TS.Recent inherited from TIME-WAIT: Linux
+            # tcp_rcv_synsent_state_process checks it for a bare SYN only (simultaneous
+            # open); a SYN,ACK's TSecr was validated above, its TSval is the new peer's.
+            return
         self._take_peer_syn(seg, now)
         if flags & ACK:
             self._rtt_sample_handshake(seg, now)
@@ -211,7 +213,9 @@ class InputMixin:
             if flags & SYN:
                 self._challenge_ack(now, syn=True)  # RFC 5961 §4.2, whatever the seq
                 return
-            if seg.payload and lt(seg.seq, t.rcv_nxt):  # old data: D-SACK it (Linux)
+            if seg.payload and lt(seg.seq, t.rcv_nxt):
+                # old data: our ACK was lost; D-SACK it and ACK quickly (tcp_send_dupack)
+                self._enter_quickack_mode()
                 end = add(seg.seq, len(seg.payload))
                 self._note_dsack(seg.seq, end if lt(end, t.rcv_nxt) else t.rcv_nxt)
             self._send_dupack(seg, now, "TcpExtTCPACKSkippedSeq")
@@ -359,15 +363,18 @@ class InputMixin:
         t = self.tcb
         ack = seg.ack
         if gt(ack, t.snd_max):
-            # "If the ACK acks something not yet sent ... send an ACK, drop the segment"
-            self._challenge_ack(now)
+            # "If the ACK acks something not yet sent ... send an ACK, drop the segment".
+            # Linux: tcp_ack returns TCP_ACK_UNSENT_DATA; tcp_rcv_state_process answers
+            # it with a challenge ACK, but tcp_rcv_established (ESTABLISHED) drops the
+            # segment silently.
+            if self.state is not ESTABLISHED:
+                self._challenge_ack(now)
             return False
         if lt(ack, (t.snd_una - t.max_snd_wnd) & MASK32):
             # RFC 5961 §5.2: older than SND.UNA - MAX.SND.WND
             self._challenge_ack(now)
             return False
         prior_wnd = t.snd_wnd
-        prior_flight = sub(t.snd_max, t.snd_una)
         new_ack = gt(ack, t.snd_una)
         acked = sub(ack, t.snd_una) if new_ack else 0
         if new_ack:
@@ -381,8 +388,7 @@ class InputMixin:
             self.counters.add("TcpExtTCPSACKReneging")
             self.scoreboard.clear()
             newly_sacked = 0
-        self._loss_detection(seg, ack, new_ack, acked, prior_wnd, prior_flight, newly_sacked,
-                             now)
+        self._loss_detection(seg, ack, new_ack, acked, prior_wnd, newly_sacked, now)
         # state-specific ACK handling
         st = self.state
         if self._fin_acked:
@@ -452,10 +458,10 @@ class InputMixin:
         if t.ts_ok and seg.timestamp is not None and seg.timestamp[1]:
             rtt_ms = sub(self._ts_val(now), seg.timestamp[1])
             if rtt_ms >= 0:
-                self.rto.on_sample(max(rtt_ms, 1) * MS)
+                self.rto.on_sample(max(rtt_ms, 1) * MS, seg.ack, t.snd_max)
             return
         if self._rtt_seq is not None and ge(seg.ack, self._rtt_seq):
-            self.rto.on_sample(now - self._rtt_start)
+            self.rto.on_sample(now - self._rtt_start, seg.ack, t.snd_max)
             self._rtt_seq = None
 
     def _rtt_sample_handshake(self, seg: tcp.Repr, now: int) -> None:
@@ -463,9 +469,10 @@ class InputMixin:
         if t.ts_ok and seg.timestamp is not None and seg.timestamp[1]:
             rtt_ms = sub(self._ts_val(now), seg.timestamp[1])
             if 0 <= rtt_ms:
-                self.rto.on_sample(max(rtt_ms, 1) * MS)
+                self.rto.on_sample(max(rtt_ms, 1) * MS, seg.ack, t.snd_max)
         elif not self._syn_retransmitted and self._syn_sent_at is not None:
-            self.rto.on_sample(now - self._syn_sent_at)  # Karn: only unretransmitted SYNs
+            # Karn: only unretransmitted SYNs
+            self.rto.on_sample(now - self._syn_sent_at, seg.ack, t.snd_max)
 
     def _update_scoreboard(self, seg: tcp.Repr) -> int:
         """Fold the peer's SACK blocks in, ignoring any outside [SND.UNA, SND.MAX] (RFC 2018)."""
@@ -508,6 +515,7 @@ class InputMixin:
             data = data[: max(0, wnd - off)]
             fin = False
             self._ack_now = True
+        gap_filled = False
         if data and self._orphaned:
             # Linux: new data after close() resets the connection (TCPAbortOnData).
             self.counters.add("TcpExtTCPAbortOnData")
@@ -518,7 +526,7 @@ class InputMixin:
             t.rcv_mss = max(t.rcv_mss, min(len(data), self.options.mss))
             if off == 0:
                 self._rcv_rtt_measure(seg, len(data), now)
-                self._deliver_in_order(data, now)
+                gap_filled = self._deliver_in_order(data, bool(seg.flags & PSH), now)
             else:
                 self._queue_out_of_order(off, data)
         if fin:
@@ -527,11 +535,13 @@ class InputMixin:
             if self._fin_offset is None and fin_off >= max((e for _, e in self._ofo.ranges()),
                                                            default=0):
                 self._fin_offset = fin_off
-        self._maybe_take_fin(now)
+        self._maybe_take_fin(gap_filled, now)
 
-    def _deliver_in_order(self, data: memoryview, now: int) -> None:
-        t = self.tcb
+    def _deliver_in_order(self, data: memoryview, psh: bool, now: int) -> bool:
+        """Queue in-order data (and what it joins from the out-of-order queue), decide
+        its ACK; True when it filled a gap."""
         had_holes = bool(len(self._ofo))
+        self._event_data_recv(len(data), psh, now)
         self._rx.append(data)
         n = len(data)
         self._advance_rcv(n)
@@ -543,14 +553,21 @@ class InputMixin:
         self._rcv_unacked += n
         if had_holes:
             self._ack_now = True  # RFC 5681 §4.2: ACK at once when a gap is (partly) filled
-        elif self._rcv_unacked > t.rcv_mss and self._free_window() >= self._offered_window():
-            # RFC 5681 §4.2: at least every second full-sized segment; Linux's test
-            # (__tcp_ack_snd_check): more than one receive MSS not yet acknowledged, and
-            # the window would not shrink -- while the application has not read, recv()
-            # sends this ACK (``_maybe_window_update``), or the delayed-ACK timer does.
+        elif self._full_segments_unacked():
             self._ack_now = True
-        elif self.timers.delack_at is None:
-            self.timers.delack_at = now + self.options.delack_delay
+        elif self._in_quickack_mode():
+            self._ack_now = True  # __tcp_ack_snd_check: "We ACK each frame"
+        else:
+            self._send_delayed_ack(now)
+        return had_holes
+
+    def _full_segments_unacked(self) -> bool:
+        """RFC 5681 §4.2: ACK at least every second full-sized segment; Linux's test
+        (__tcp_ack_snd_check): more than one receive MSS not yet acknowledged, and the
+        window would not shrink -- while the application has not read, recv() sends this
+        ACK (``_maybe_window_update``), or the delayed-ACK timer does."""
+        return (self._rcv_unacked > self.tcb.rcv_mss
+                and self._free_window() >= self._offered_window())
 
     def _advance_rcv(self, n: int) -> None:
         t = self.tcb
@@ -562,6 +579,7 @@ class InputMixin:
 
     def _queue_out_of_order(self, off: int, data: memoryview) -> None:
         added = self._ofo.add(off, data)
+        self._ack_sched = True  # tcp_data_queue_ofo: inet_csk_schedule_ack
         if added is None:
             self.counters.add("TcpExtTCPOFODrop")
         else:
@@ -584,19 +602,23 @@ class InputMixin:
             self.counters.add("TcpExtTCPDSACKOldSent")
         self._ack_now = True
 
-    def _maybe_take_fin(self, now: int) -> None:
-        """Eighth step: a FIN counts once every byte before it has arrived."""
+    def _maybe_take_fin(self, gap_filled: bool, now: int) -> None:
+        """Eighth step: a FIN counts once every byte before it has arrived (Linux
+        tcp_fin).  ``gap_filled``: the segment that completed it filled a gap."""
         if self._fin_offset != 0 or not self.state.receives_data:
             return
         t = self.tcb
         self._fin_offset = None
         t.rcv_nxt = add(t.rcv_nxt, 1)
-        self._ack_now = True
+        self._dsack = None  # tcp_fin: tcp_sack_reset (no D-SACK after the FIN)
         self._events.append(FinReceived())
         st = self.state
         if st is ESTABLISHED:
             self._set_state(CLOSE_WAIT)
-        elif st is FIN_WAIT_1:
+            self._ack_fin_in_established(gap_filled, now)
+            return
+        self._ack_now = True  # FIN-WAIT-1/2: tcp_fin sends the ACK at once (tcp_send_ack)
+        if st is FIN_WAIT_1:
             # Our FIN is not ACKed (an ACK of it moved us to FIN-WAIT-2 in the fifth step).
             self._set_state(CLOSING)  # simultaneous close
         elif st is FIN_WAIT_2:

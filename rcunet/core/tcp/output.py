@@ -33,18 +33,36 @@ class OutputMixin:
         st = self.state
         t = self.tcb
         if st.synchronized and st is not TIME_WAIT:
+            sent = len(self._out)
             recovery = self._recovery
             if recovery is None:
                 while self._try_send(now, room=self._cwnd_room()):
                     pass
             else:
                 recovery.output(self, now)
+            self._cwnd_validate(len(self._out) > sent)
             self._arm_persist(now)
         if self._ack_now and st is not CLOSED and st is not SYN_SENT:
             self._emit_pure_ack(now)
         if self.timers.rto_at is None and t.snd_una != t.snd_max and st is not CLOSED \
                 and st is not TIME_WAIT:
             self.timers.rto_at = now + self.rto.rto  # RFC 6298 §5.1
+
+    def _cwnd_validate(self, sent: bool) -> None:
+        """Linux tcp_cwnd_validate (end of tcp_write_xmit): remember whether cwnd limited
+        a send in the current window, else the window's largest flight, for
+        ``_is_cwnd_limited``; a new window starts once SND.UNA passes the last one's end."""
+        t = self.tcb
+        snd_una = t.snd_una
+        flight = ((t.snd_nxt - snd_una + HALF32) & MASK32) - HALF32  # sub, inlined
+        limited = flight >= self.cc.cwnd
+        if not (sent or limited):
+            return
+        if (limited or (snd_una - self._max_flight_seq) & MASK32 < HALF32  # ge
+                or (not self._cwnd_limited and flight > self._max_flight)):
+            self._cwnd_limited = limited
+            self._max_flight = flight
+            self._max_flight_seq = t.snd_nxt
 
     def _nagle_applies(self) -> bool:
         """Nagle (RFC 1122 §4.2.3.4): hold a segment smaller than SMSS while data is in
@@ -124,6 +142,8 @@ class OutputMixin:
         payload = self._tx.slice(off, n)
         flags = ACK | (PSH if n and n == avail else 0) | (FIN if fin else 0)
         self._emit(self._make(seq, flags, now, payload))
+        if n:
+            self._event_data_sent(now)
         end = (seq + n + (1 if fin else 0)) & MASK32
         if retransmission:
             self.counters.add("TcpRetransSegs")
@@ -173,6 +193,8 @@ class OutputMixin:
             return None
         flags = ACK | (FIN if fin else 0) | (PSH if off + n == len(self._tx) and n else 0)
         self._emit(self._make(seq, flags, now, self._tx.slice(off, n)))
+        if n:
+            self._event_data_sent(now)
         self.counters.add("TcpRetransSegs")
         end = add(seq, n + (1 if fin else 0))
         if self._rtt_seq is not None and lt(seq, self._rtt_seq):
@@ -201,7 +223,8 @@ class OutputMixin:
         t = self.tcb
         if not self.state.receives_data:
             return
-        if self.timers.delack_at is not None and self._rcv_unacked > t.rcv_mss:
+        if (self.timers.delack_at is not None and self._rcv_unacked > t.rcv_mss
+                or self._read_wants_ack()):
             self._ack_now = True
             return
         now_wnd = t.rcv_wnd
@@ -269,6 +292,7 @@ class OutputMixin:
                                 for s, e in self._rx_blocks.blocks(held, limit))
             window = self._window_field()
             t.last_ack_sent = ack
+            self._ack_sent()
             self._ack_now = False
             self._rcv_unacked = 0
             self.timers.delack_at = None

@@ -129,7 +129,7 @@ class RecoveryMixin:
     __slots__ = ()
 
     def _loss_detection(self, seg: tcp.Repr, ack: int, new_ack: bool, acked: int,
-                        prior_wnd: int, prior_flight: int, newly_sacked: int, now: int) -> None:
+                        prior_wnd: int, newly_sacked: int, now: int) -> None:
         t = self.tcb
         outstanding = t.snd_max != t.snd_una
         # RFC 5681 §2 duplicate ACK; RFC 6675 §2 also counts an ACK carrying new SACK info.
@@ -140,7 +140,7 @@ class RecoveryMixin:
         if recovery is None:
             if new_ack:
                 self._dupacks = 0
-                self._grow_cwnd(acked, prior_flight, now)
+                self._grow_cwnd(acked, now)
             elif is_dup:
                 self._dupacks += 1
             lost = t.sack_ok and outstanding and self.scoreboard.is_lost(0, t.snd_mss)
@@ -154,12 +154,21 @@ class RecoveryMixin:
             return
         recovery.on_ack(self, new_ack, is_dup, acked, now)
 
-    def _grow_cwnd(self, acked: int, prior_flight: int, now: int) -> None:
+    def _grow_cwnd(self, acked: int, now: int) -> None:
         """New data acknowledged outside recovery: congestion control grows cwnd, but
-        only while cwnd limits us (RFC 7661 §4.1 spirit; Linux tcp_is_cwnd_limited:
-        cwnd < 2 * packets in flight).  Header prediction calls it too."""
-        if self.cc.cwnd < 2 * prior_flight:
+        only while cwnd limits us (RFC 7661 §4.1 spirit; Linux tcp_cong_avoid asks
+        tcp_is_cwnd_limited).  Header prediction calls it too."""
+        if self._is_cwnd_limited():
             self.cc.on_ack(acked, now, self.rto.srtt)
+
+    def _is_cwnd_limited(self) -> bool:
+        """Linux tcp_is_cwnd_limited: cwnd limited a send in the current window, or, in
+        slow start, cwnd is below twice the window's largest flight (``_cwnd_validate``
+        keeps both), so slow start goes on while the ACKs drain the flight."""
+        if self._cwnd_limited:
+            return True
+        cc = self.cc
+        return cc.in_slow_start and cc.cwnd < 2 * self._max_flight
 
     def _enter_recovery(self, now: int) -> None:
         t = self.tcb

@@ -12,6 +12,7 @@ from rcunet.core.tcp.common import (
     ESTABLISHED,
     FIN_WAIT_2,
     MASK32,
+    RST,
     SYN_RECEIVED,
     SYN_SENT,
     TIME_WAIT,
@@ -45,6 +46,7 @@ class TimeoutsMixin:
         if tm.delack_at is not None and now >= tm.delack_at:
             tm.delack_at = None
             if self.state.synchronized or self.state is SYN_RECEIVED:
+                self._delack_timer_fired()
                 self.counters.add("TcpExtDelayedACKs")
                 self._ack_now = True
         if tm.keepalive_at is not None and now >= tm.keepalive_at:
@@ -156,6 +158,9 @@ class TimeoutsMixin:
             self.timers.keepalive_at = self._last_rcv_at + o.keepalive_time
             return
         if self._keepalive_probes >= o.keepalive_probes:
+            # tcp_keepalive_timer gives up with tcp_send_active_reset, then tcp_write_err
+            self._emit(self._make(t.snd_nxt, RST | ACK, now))
+            self.counters.add("TcpOutRsts")
             self.counters.add("TcpExtTCPAbortOnTimeout")
             self._fail(errnos.ETIMEDOUT)
             return

@@ -178,11 +178,15 @@ class TcpLayer(DemuxMixin, EngineMixin, TransmitMixin, ListenerMixin, TimeWaitMi
         now = host.now()
         laddr = wire(sk.laddr)
         iss = sk.write_seq or initial_sequence(self.secret, laddr, sk.lport, dst, port, now)
-        sk.write_seq = 0
+        # A TIME_WAIT this connect took over (tcp_twsk_unique) left its TS.Recent: the new
+        # incarnation starts with it, as tcp_v4_connect's socket does (PAWS in SYN-SENT,
+        # the SYN's TSecr).
+        ts_recent = (sk.ts_recent, sk.ts_recent_stamp) if sk.ts_recent_stamp else None
+        sk.write_seq = sk.ts_recent = sk.ts_recent_stamp = 0
         conn = Connection.connect(
             local_port=sk.lport, remote_port=port, iss=iss, now=now,
             options=sk.conn_options(mtu - (40 if len(dst) == 4 else 60)),
-            ts_offset=self._ts_offset(laddr, dst), counters=Counters())
+            ts_offset=self._ts_offset(laddr, dst), counters=Counters(), ts_recent=ts_recent)
         sk.conn = conn
         sk.tx_csum_offload = offload
         self.after_engine(sk)

@@ -46,7 +46,9 @@ class Cubic(CongestionControl):
     def on_ack(self, acked: int, now: int, srtt: int | None) -> None:
         segs = acked / self.mss
         if self.in_slow_start:
-            self._seg += min(segs, 1.0)  # RFC 5681 slow start, per §4.10
+            # Linux tcp_slow_start: every delivered segment counts (cwnd += acked, up to
+            # ssthresh), not one segment per ACK.
+            self._seg = min(self._seg + segs, max(self._seg, self.ssthresh / self.mss))
             self._sync()
             return
         if self.epoch_at is None:  # §4.2: first ACK of a new congestion-avoidance epoch

@@ -15,8 +15,9 @@ class NewReno(CongestionControl):
 
     def on_ack(self, acked: int, now: int, srtt: int | None) -> None:
         if self.in_slow_start:
-            # RFC 5681 §3.1 eq. 2: cwnd += min(N, SMSS)
-            self.cwnd += min(acked, self.mss)
+            # Linux tcp_slow_start: every delivered segment counts (cwnd += acked, up to
+            # ssthresh), not RFC 5681 §3.1's min(N, SMSS) per ACK.
+            self.cwnd = min(self.cwnd + acked, max(self.cwnd, self.ssthresh))
             return
         # Congestion avoidance: one SMSS per cwnd of bytes acknowledged (RFC 5681 §3.1).
         self._bytes_acked += acked

@@ -1,0 +1,64 @@
+"""``%{ ... }%`` blocks: Python assertions over a TCP_INFO snapshot, as packetdrill runs
+them (``code.c``: the values of ``struct tcp_info`` at that point of the script, as
+``tcpi_*`` names), in a restricted namespace: no imports, no attribute access, no
+builtins but a few pure ones."""
+
+from __future__ import annotations
+
+import ast
+
+from rcunet.drill.errors import DrillError, DrillUnsupported
+
+_SAFE_BUILTINS = {"abs": abs, "min": min, "max": max, "len": len, "int": int,
+                  "float": float, "round": round, "print": lambda *a, **k: None,
+                  "True": True, "False": False, "None": None, "range": range,
+                  "sum": sum, "all": all, "any": any}
+_ALLOWED = (ast.Module, ast.Expr, ast.Assert, ast.Assign, ast.AugAssign, ast.Name,
+            ast.Load, ast.Store, ast.Constant, ast.BinOp, ast.UnaryOp, ast.BoolOp,
+            ast.Compare, ast.Call, ast.IfExp, ast.If, ast.Tuple, ast.List, ast.operator,
+            ast.unaryop, ast.boolop, ast.cmpop, ast.keyword, ast.JoinedStr,
+            ast.FormattedValue, ast.Pass)
+
+
+#: The constants packetdrill's code.c defines for the blocks (linux/tcp.h).
+CONSTANTS = {"TCP_CA_Open": 0, "TCP_CA_Disorder": 1, "TCP_CA_CWR": 2, "TCP_CA_Recovery": 3,
+             "TCP_CA_Loss": 4, "TCPI_OPT_TIMESTAMPS": 1, "TCPI_OPT_SACK": 2,
+             "TCPI_OPT_WSCALE": 4, "TCPI_OPT_ECN": 8, "TCPI_OPT_ECN_SEEN": 16,
+             "TCPI_OPT_SYN_DATA": 32, "TCPI_OPT_USEC_TS": 64}
+
+
+class CodeFailure(Exception):
+    """An assertion of the block failed (the message says which)."""
+
+
+def run_code(line: int, text: str, values: dict[str, int]) -> None:
+    source = "\n".join(part.rstrip() for part in _dedent(text).splitlines())
+    try:
+        tree = ast.parse(source, mode="exec")
+    except SyntaxError as exc:
+        raise DrillError(line + (exc.lineno or 1) - 1, f"code block: {exc.msg}") from None
+    for node in ast.walk(tree):
+        if not isinstance(node, _ALLOWED):
+            raise DrillUnsupported(line, f"code block uses {type(node).__name__}, which "
+                                         "the restricted evaluator does not allow")
+        if isinstance(node, ast.Name) and node.id.startswith("__"):
+            raise DrillUnsupported(line, f"code block name {node.id}")
+    namespace: dict[str, object] = {"__builtins__": _SAFE_BUILTINS, **CONSTANTS, **values}
+    try:
+        exec(compile(tree, "<code>", "exec"), namespace)  # noqa: S102 - vetted AST above
+    except AssertionError as exc:
+        raise CodeFailure(f"assertion failed: {exc}" if str(exc) else
+                          "assertion failed") from None
+    except NameError as exc:
+        name = str(exc).split("'")[1] if "'" in str(exc) else str(exc)
+        raise DrillUnsupported(line, f"code block reads {name}, which rcunet's TCP_INFO "
+                                     "does not provide") from None
+    except Exception as exc:  # noqa: BLE001 - the block is input: report, never raise
+        raise DrillError(line, f"code block raised {type(exc).__name__}: {exc}") from None
+
+
+def _dedent(text: str) -> str:
+    lines = text.splitlines()
+    indents = [len(x) - len(x.lstrip()) for x in lines if x.strip()]
+    cut = min(indents) if indents else 0
+    return "\n".join(x[cut:] for x in lines)

@@ -1,0 +1,226 @@
+"""Backtick commands through a whitelist: the kernel selftests' and packetdrill's
+``defaults.sh``, ``sysctl`` (onto the Host's ``Tuning`` under Linux's names), and
+``nstat`` (onto the Host's counters).  Anything else makes the script unsupported, with
+the command named: the engine never runs a shell."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shlex
+from typing import TYPE_CHECKING
+
+from rcunet.drill.errors import DrillUnsupported
+
+if TYPE_CHECKING:
+    from rcunet.host.host import Host
+
+#: defaults.sh of the kernel selftests and of packetdrill's gtests: the sysctls it sets.
+DEFAULTS_SH = (
+    ("net.ipv4.tcp_rmem", "4096 540000 15728640"),
+    ("net.ipv4.tcp_wmem", "4096 262144 4194304"),
+    ("net.ipv4.tcp_timestamps", "1"),
+    ("net.ipv4.tcp_syn_retries", "5"),
+    ("net.ipv4.tcp_synack_retries", "5"),
+    ("net.ipv4.tcp_frto", "2"),
+    ("net.ipv4.tcp_sack", "1"),
+    ("net.ipv4.tcp_dsack", "1"),
+    ("net.ipv4.tcp_fack", "0"),
+    ("net.ipv4.tcp_reordering", "3"),
+    ("net.ipv4.tcp_congestion_control", "cubic"),
+    ("net.ipv4.tcp_slow_start_after_idle", "0"),
+    ("net.ipv4.tcp_early_retrans", "4"),
+    ("net.ipv4.tcp_recovery", "1"),
+    ("net.ipv4.tcp_tso_win_divisor", "3"),
+    ("net.ipv4.tcp_ecn", "0"),
+    ("net.ipv4.tcp_pacing_ss_ratio", "200"),
+    ("net.ipv4.tcp_pacing_ca_ratio", "120"),
+    ("net.ipv4.tcp_notsent_lowat", "4294967295"),
+    ("net.ipv4.tcp_fastopen", "0x3"),
+    ("net.ipv4.tcp_fastopen_key", "a1a1a1a1-b2b2b2b2-c3c3c3c3-d4d4d4d4"),
+    ("net.ipv4.tcp_syncookies", "1"),
+)
+
+#: sysctl name -> Tuning field and how to read the value.
+_TUNING: dict[str, tuple[str, str]] = {
+    "net.ipv4.tcp_rmem": ("tcp_rmem", "triple"),
+    "net.ipv4.tcp_wmem": ("tcp_wmem", "triple"),
+    "net.ipv4.tcp_timestamps": ("tcp_timestamps", "bool"),
+    "net.ipv4.tcp_sack": ("tcp_sack", "bool"),
+    "net.ipv4.tcp_window_scaling": ("tcp_window_scaling", "bool"),
+    "net.ipv4.tcp_syn_retries": ("tcp_syn_retries", "int"),
+    "net.ipv4.tcp_synack_retries": ("tcp_synack_retries", "int"),
+    "net.ipv4.tcp_syncookies": ("tcp_syncookies", "int"),
+    "net.ipv4.tcp_retries2": ("tcp_retries2", "int"),
+    "net.ipv4.tcp_fin_timeout": ("tcp_fin_timeout", "float"),
+    "net.ipv4.tcp_keepalive_time": ("tcp_keepalive_time", "float"),
+    "net.ipv4.tcp_keepalive_intvl": ("tcp_keepalive_intvl", "float"),
+    "net.ipv4.tcp_keepalive_probes": ("tcp_keepalive_probes", "int"),
+    "net.ipv4.tcp_tw_reuse": ("tcp_tw_reuse", "int"),
+    "net.ipv4.tcp_max_syn_backlog": ("tcp_max_syn_backlog", "int"),
+    "net.ipv4.tcp_max_tw_buckets": ("tcp_max_tw_buckets", "int"),
+    "net.ipv4.tcp_moderate_rcvbuf": ("tcp_moderate_rcvbuf", "bool"),
+    "net.ipv4.tcp_congestion_control": ("tcp_congestion_control", "cc"),
+    "net.core.somaxconn": ("somaxconn", "int"),
+    "net.core.rmem_max": ("rmem_max", "int"),
+    "net.core.wmem_max": ("wmem_max", "int"),
+    "net.ipv4.ip_local_port_range": ("ip_local_port_range", "pair"),
+}
+
+#: Linux sysctls rcunet has no switch for, with the values whose behaviour it has (or
+#: which do not apply to a single virtual link: pacing ratios, TSO, qdisc-less output).
+#: Any other value makes the script unsupported.
+_FIXED: dict[str, frozenset[str]] = {
+    "net.ipv4.tcp_dsack": frozenset({"1"}),
+    "net.ipv4.tcp_fack": frozenset({"0"}),
+    "net.ipv4.tcp_reordering": frozenset({"3"}),
+    "net.ipv4.tcp_slow_start_after_idle": frozenset({"0"}),
+    "net.ipv4.tcp_tso_win_divisor": frozenset(),
+    "net.ipv4.tcp_ecn": frozenset({"0", "2"}),
+    "net.ipv4.tcp_ecn_option": frozenset({"0", "1", "2"}),
+    "net.ipv4.tcp_pacing_ss_ratio": frozenset({"200"}),
+    "net.ipv4.tcp_pacing_ca_ratio": frozenset({"120"}),
+    "net.ipv4.tcp_notsent_lowat": frozenset({"4294967295"}),
+    # Linux defaults whose mechanisms rcunet lacks (F-RTO, RACK-TLP, Fast Open): a script
+    # that depends on them fails on the packets, which is the finding to report.
+    "net.ipv4.tcp_frto": frozenset({"2"}),
+    "net.ipv4.tcp_early_retrans": frozenset({"3", "4"}),
+    "net.ipv4.tcp_recovery": frozenset({"1"}),
+    "net.ipv4.tcp_fastopen": frozenset(),  # any value: rcunet has no Fast Open
+    "net.ipv4.tcp_fastopen_key": frozenset(),
+    "net.ipv4.tcp_fastopen_blackhole_timeout_sec": frozenset(),
+    # TSO sizing: rcunet sends MSS-sized segments, no TSO/GSO to size
+    "net.ipv4.tcp_min_tso_segs": frozenset(),
+}
+_CC = {"cubic", "reno", "newreno"}
+_REDIRECT = re.compile(r"\s*(?:[12]?>\s*/dev/null|2>&1)")
+_ARITH = re.compile(r"\$\(\(([^()]*)\)\)")
+
+
+def _arith(line: int, expr: str) -> int:
+    """The shell's $((...)) for the integer products and sums sysctl lines use."""
+    if not re.fullmatch(r"[0-9+*\- ]+", expr):
+        raise DrillUnsupported(line, f"shell arithmetic $(({expr}))")
+    total = 0
+    for term in re.findall(r"[+-]?[^+-]+", expr.replace(" ", "")):
+        product = 1
+        for factor in term.lstrip("+-").split("*"):
+            product *= int(factor)
+        total += -product if term.startswith("-") else product
+    return total
+
+
+class Commands:
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self._nstat_base: dict[str, int] = {}
+
+    def run(self, line: int, command: str) -> int:
+        """Run ``command`` (a shell line); its exit status."""
+        status = 0
+        command = re.sub(r"#[^\n]*", "", command)  # shell comments
+        for part in re.split(r"\s*(?:;|&&|\n)\s*", command.strip()):
+            if part.strip():
+                status = self._one(line, part.strip())
+                if status and "&&" in command:
+                    return status
+        return status
+
+    def _one(self, line: int, text: str) -> int:
+        quiet = _ARITH.sub(lambda m: str(_arith(line, m.group(1))),
+                           _REDIRECT.sub("", text)).strip()
+        if "|" in quiet:
+            return self._pipeline(line, quiet)
+        try:
+            words = shlex.split(quiet)
+        except ValueError:
+            raise DrillUnsupported(line, f"command `{text}`") from None
+        if not words:
+            return 0
+        name = words[0].rsplit("/", 1)[-1]
+        if name == "defaults.sh":
+            for key, value in DEFAULTS_SH:
+                self.sysctl(line, key, value)
+            return 0
+        if name == "sysctl":
+            return self._sysctl_command(line, words[1:])
+        if name == "set_sysctls.py":
+            for arg in words[1:]:
+                path, _, value = arg.partition("=")
+                key = path.removeprefix("/proc/sys/").replace("/", ".")
+                self.sysctl(line, key, value)
+            return 0
+        if name == "nstat":
+            self._nstat(words[1:])
+            return 0
+        if words[:3] == ["ip", "tcp_metrics", "flush"] or name == "tc" or (
+                name.startswith("sysctl_restore_")):
+            return 0  # no metrics cache, no qdisc, a fresh Host per run: nothing to undo
+        raise DrillUnsupported(line, f"command `{text}` is not supported")
+
+    def _pipeline(self, line: int, text: str) -> int:
+        left, _, right = text.partition("|")
+        words = shlex.split(left)
+        grep = shlex.split(right)
+        if not words or words[0] != "nstat" or len(grep) != 2 or grep[0] != "grep":
+            raise DrillUnsupported(line, f"command `{text}` is not supported")
+        shown = self._nstat(words[1:])
+        return 0 if any(grep[1] in name for name in shown) else 1
+
+    def _nstat(self, args: list[str]) -> dict[str, int]:
+        """nstat: counters changed since the last call (nonzero deltas)."""
+        now = self.host.counters.snapshot()
+        if "-a" in args or "--ignore" in args:
+            base: dict[str, int] = {}
+        else:
+            base = self._nstat_base
+        self._nstat_base = dict(now)
+        return {k: v - base.get(k, 0) for k, v in now.items() if v - base.get(k, 0)}
+
+    def _sysctl_command(self, line: int, args: list[str]) -> int:
+        for arg in args:
+            if arg.startswith("-"):
+                if arg not in ("-q", "-w", "-e"):
+                    raise DrillUnsupported(line, f"sysctl option {arg}")
+                continue
+            key, sep, value = arg.partition("=")
+            if not sep:
+                raise DrillUnsupported(line, f"sysctl read of {key}")
+            self.sysctl(line, key, value)
+        return 0
+
+    def sysctl(self, line: int, key: str, value: str) -> None:
+        key = key.replace("/", ".")
+        value = " ".join(value.split())
+        if key in _TUNING:
+            field, kind = _TUNING[key]
+            self._set(line, key, field, kind, value)
+            return
+        allowed = _FIXED.get(key)
+        if allowed is not None and (not allowed or value.lower() in allowed):
+            return
+        raise DrillUnsupported(line, f"sysctl {key}={value} (rcunet has no such setting)")
+
+    def _set(self, line: int, key: str, field: str, kind: str, value: str) -> None:
+        try:
+            parsed: object
+            if kind == "triple":
+                a, b, c = (int(x) for x in value.split())
+                parsed = (a, b, c)
+            elif kind == "pair":
+                a, b = (int(x) for x in value.split())
+                parsed = (a, b)
+            elif kind == "bool":
+                parsed = bool(int(value, 0))
+            elif kind == "int":
+                parsed = int(value, 0)
+            elif kind == "float":
+                parsed = float(value)
+            else:
+                if value not in _CC:
+                    raise DrillUnsupported(line, f"congestion control {value}")
+                parsed = "reno" if value in ("reno", "newreno") else value
+        except ValueError:
+            raise DrillUnsupported(line, f"sysctl {key}={value}: bad value") from None
+        tuning = dataclasses.replace(self.host.tuning, **{field: parsed})
+        self.host.set_tuning(tuning)

@@ -1,0 +1,179 @@
+"""The drill engine itself: the parser's reading of the language, its errors on bad
+input (each names the line, none is a traceback), and the matcher catching a stack that
+does not do what the script says."""
+
+from __future__ import annotations
+
+import pytest
+
+from rcunet.drill import script as s
+from rcunet.drill.errors import DrillError, DrillUnsupported
+from rcunet.drill.parser import parse, parse_file
+from rcunet.drill.runner import run_script
+
+PASSIVE = """0 socket(..., SOCK_STREAM, IPPROTO_TCP) = 3
++0 bind(3, ..., ...) = 0
++0 listen(3, 1) = 0
++0 < S 0:0(0) win 65535 <mss 1000,sackOK,nop,nop,nop,wscale 7>
++0 > S. 0:0(0) ack 1 <mss 1460,nop,nop,sackOK,nop,wscale 7>
++.1 < . 1:1(0) ack 1 win 257
++0 accept(3, ..., ...) = 4
+"""
+
+
+def test_times_packets_and_calls_are_read_as_packetdrill_reads_them() -> None:
+    script = parse("--tolerance_usecs=10000\n`./defaults.sh`\n" + PASSIVE +
+                   "+0.1~+0.2 > P. 1:101(100) ack 1 win 257 <nop,nop,TS val 1 ecr 2>\n"
+                   "* < [ect0] . 1:1(0) ack 101 win 257 <sack 1:2 3:4,nop,nop>\n"
+                   "+0...0.3 read(4, ..., 100) = -1 EAGAIN (Resource temporarily unavailable)\n"
+                   "+0 %{ assert tcpi_rto > 0 }%\n")
+    assert script.options == [(1, "tolerance_usecs", "10000")]
+    assert script.init_command is not None
+    events = script.events
+    assert events[5].time_type is s.TimeType.RELATIVE and events[5].time_usecs == 100000
+    ranged = events[7]
+    assert ranged.time_type is s.TimeType.RELATIVE_RANGE
+    assert (ranged.time_usecs, ranged.time_end_usecs) == (100000, 200000)
+    packet = ranged.action
+    assert isinstance(packet, s.PacketSpec)
+    assert (packet.flags, packet.seq, packet.payload, packet.ack, packet.win) == (
+        "P.", 1, 100, 1, 257)
+    assert packet.options == (s.TcpOption("nop"), s.TcpOption("nop"),
+                              s.TcpOption("TS", (1, 2)))
+    star = events[8]
+    assert star.time_type is s.TimeType.ANY
+    assert star.action.ecn == "ect0"  # type: ignore[union-attr]
+    assert star.action.options[0] == s.TcpOption("sack", ((1, 2), (3, 4)))  # type: ignore[union-attr,index]
+    call = events[9].action
+    assert isinstance(call, s.SyscallSpec)
+    assert (call.name, call.result, call.errno, call.end_usecs) == ("read", -1, "EAGAIN",
+                                                                    300000)
+    assert isinstance(events[10].action, s.CodeSpec)
+
+
+@pytest.mark.parametrize(("text", "line", "words"), [
+    ("0 socket(..., SOCK_STREAM, IPPROTO_TCP) = 3\n+0 < S 0:0(0) <mss 1000>\n", 2,
+     "window must be specified"),
+    ("0 socket(..., SOCK_STREAM, IPPROTO_TCP) = 3\n\n+0 < S. 0:10(5) win 1\n", 3,
+     "inconsistent TCP sequence numbers"),
+    ("0 < S 0:0(0) win 70000\n", 1, "TCP window out of range"),
+    ("0 < S 0:0(0) win 1 <...>\n", 1, "<...> for TCP options can only be used with outbound"),
+    ("0 < S 0:0(0) win 1 <mss 1000, bogus 3>\n", 1, "unknown TCP option"),
+    ("0 < SZ 0:0(0) win 1\n", 1, "unknown TCP flag"),
+    ("0 read(3, ..., 10\n", 1, "end of script"),
+    ("0 socket(..., SOCK_STREAM, IPPROTO_TCP) = 3\n+0 `echo", 2, "unterminated"),
+    ("0.5 socket(..., SOCK_STREAM, IPPROTO_TCP) = 3\n", 1, "first event should be at time 0"),
+    ("0 close(3) = 0\n+0 ?? = 1\n", 2, "syntax error"),
+    ("", 1, "no events"),
+])
+def test_bad_scripts_are_errors_naming_the_line(text: str, line: int, words: str) -> None:
+    with pytest.raises(DrillError) as info:
+        parse(text)
+    assert info.value.line == line
+    assert words in info.value.message
+
+
+def test_a_huge_or_binary_file_is_an_error(tmp_path: pytest.TempPathFactory) -> None:
+    huge = tmp_path / "huge.pkt"  # type: ignore[operator]
+    huge.write_text("// x\n" * 1_000_000)
+    with pytest.raises(DrillError, match="at most"):
+        parse_file(str(huge))
+    binary = tmp_path / "bin.pkt"  # type: ignore[operator]
+    binary.write_bytes(b"0 close(3) = 0\n\xff\xfe\n")
+    with pytest.raises(DrillError) as info:
+        parse_file(str(binary))
+    assert info.value.line == 2
+
+
+def _run(text: str, family: int = 4) -> tuple[str, int, str]:
+    result = run_script(parse(text, "t.pkt"), family)
+    return result.status, result.line, result.message
+
+
+def test_a_passing_exchange_passes_in_both_families() -> None:
+    for family in (4, 6):
+        assert _run(PASSIVE + "+0 write(4, ..., 10) = 10\n+0 > P. 1:11(10) ack 1 <...>\n",
+                    family)[0] == "pass"
+
+
+@pytest.mark.parametrize(("tail", "line", "words"), [
+    ("+0 write(4, ..., 10) = 10\n+0 > P. 1:12(11) ack 1 <...>\n", 9,
+     "live packet payload: expected 11 bytes"),
+    ("+0 write(4, ..., 10) = 10\n+0 > . 1:11(10) ack 1 <...>\n", 9,
+     "live packet field tcp_psh: expected: 0"),
+    ("+0 write(4, ..., 10) = 10\n+0 > P. 1:11(10) ack 2 <...>\n", 9, "tcp_ack_seq"),
+    ("+0 write(4, ..., 10) = 10\n+0 > P. 1:11(10) ack 1 <nop>\n", 9,
+     "tcp_data_offset"),
+    ("+0 write(4, ..., 10) = 10\n+.5 > P. 1:11(10) ack 1 <...>\n", 9, "timing error"),
+    ("+0 read(4, ..., 10) = 10\n", 8, "read() blocked and nothing unblocked it"),
+    ("+0 fcntl(4, F_SETFL, O_RDWR|O_NONBLOCK) = 0\n+0 read(4, ..., 10) = -1 EINTR\n", 9,
+     "Expected errno EINTR but got EAGAIN"),
+    ("+0 > . 1:1(0) ack 1 <...>\n", 8, "timed out waiting for packet"),
+    ("+0 %{ assert tcpi_snd_mss == 1, tcpi_snd_mss }%\n", 8, "assertion failed: 1000"),
+])
+def test_a_stack_that_differs_fails_with_the_evidence(tail: str, line: int, words: str) -> None:
+    status, at, message = _run(PASSIVE + tail)
+    assert (status, at) == ("fail", line), message
+    assert words in message
+
+
+@pytest.mark.parametrize(("tail", "words"), [
+    ("+0 frobnicate(4) = 0\n", "frobnicate() is not supported"),
+    ("+0 `rm -rf /`\n", "command `rm -rf /` is not supported"),
+    ("+0 `sysctl -q net.ipv4.tcp_nonsense=1`\n", "tcp_nonsense"),
+    ("+0 %{ import os }%\n", "Import"),
+    ("+0 %{ assert tcpi_unheard_of == 0 }%\n", "tcpi_unheard_of"),
+    ("+0 setsockopt(4, SOL_TCP, TCP_NODELAY, [UNKNOWN_THING], 4) = 0\n", "UNKNOWN_THING"),
+])
+def test_unsupported_features_are_named(tail: str, words: str) -> None:
+    status, _line, message = _run(PASSIVE + tail)
+    assert status == "unsupported", message
+    assert words in message
+
+
+@pytest.mark.parametrize("garbage", [
+    "+0 < . 1:1(0) ack 4294967295 win 0 <sack 4294967295:0,TS val 4294967295 ecr 0>\n",
+    "+0 < FSRPEWAU. 4294967000:4294967096(96) ack 99 win 65535 urg 65535\n",
+    "+0 < icmp unreachable frag_needed mtu 0 [1:1(0)]\n",
+    "+0 < S 0:0(0) win 1 <mss 0,wscale 255,sackOK,FO,FOEXP,md5 00>\n",
+])
+def test_nothing_a_script_injects_raises_out_of_the_host(garbage: str) -> None:
+    for family in (4, 6):
+        status, _line, message = _run(PASSIVE + garbage + "+0 close(4) = 0\n", family)
+        assert status in ("pass", "fail"), message
+        assert "RcunetRxExceptions" not in message and "raised" not in message
+
+
+def test_script_option_pins_family() -> None:
+    status, line, message = _run("--ip_version=ipv4\n" + PASSIVE, family=6)
+    assert (status, line) == ("unsupported", 1)
+    assert isinstance(DrillUnsupported(1, message), DrillError)
+
+
+def test_cli_lines_json_table_and_exit_status(tmp_path: pytest.TempPathFactory,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from rcunet.cli import main
+
+    good = tmp_path / "good.pkt"  # type: ignore[operator]
+    good.write_text(PASSIVE)
+    bad = tmp_path / "bad.pkt"  # type: ignore[operator]
+    bad.write_text(PASSIVE + "+0 > P. 1:2(1) ack 1 <...>\n")
+    broken = tmp_path / "broken.pkt"  # type: ignore[operator]
+    broken.write_text("0 < S 0:0(0)\n")
+    assert main(["drill", str(good)]) == 0
+    out = capsys.readouterr().out
+    assert "pass        ipv4" in out and "pass        ipv6" in out
+    assert main(["drill", "--family", "4", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert f"fail        ipv4 {bad}:8: timed out waiting for packet" in out
+    assert f"error       ipv4 {broken}:1: window must be specified" in out
+    assert "Traceback" not in out
+    assert main(["drill", "--json", "--family", "6", str(good)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["counts"]["pass"] == 1 and doc["results"][0]["family"] == 6
+    assert main(["drill", "--table", "--root", str(tmp_path), str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "| good.pkt | pass | pass |  |" in out
+    assert "1 of 3 scripts pass in every family run." in out
