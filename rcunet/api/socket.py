@@ -691,8 +691,3 @@ def _byte_view(data: Any) -> memoryview:
         view = view.cast("B")
     return view.toreadonly()
 
-
-# ``ctx.wrap_socket(rcunet_socket)`` gives rcunet's TLS socket, patched or not (the real
-# SSLSocket would take the readiness fd over and speak TLS into it): importing tls
-# installs the hook.  Last: tls needs Socket, defined above.
-from rcunet.api import tls as _tls  # noqa: E402, F401

@@ -22,6 +22,7 @@ from functools import partial
 from typing import Any
 
 from rcunet.host.network import Network
+from rcunet.lab import seed004_crr
 from rcunet.lab.common import run_timed, rx_exceptions, tcp_leaks, wait_until
 from rcunet.sync import lockstat
 
@@ -34,8 +35,6 @@ CHILD_TIMEOUT = 60.0
 
 def run_crr_procs(mode: str, duration: float, *, acceptors: int, clients: int,
                   request_size: int, response_size: int, tuning: Any) -> dict[str, Any]:
-    from rcunet.lab import seed004
-
     net = Network(threaded=True, tuning=tuning)
     a = net.host("a")
     b = net.host_process("b", lockstat=lockstat.enabled())
@@ -44,9 +43,9 @@ def run_crr_procs(mode: str, duration: float, *, acceptors: int, clients: int,
     try:
         b.start(_serve, acceptors, request_size, response_size)
         assert b.recv(timeout=CHILD_TIMEOUT) == "listening"
-        tally = seed004._Tally(duration, clients, acceptors, request_size, response_size)
+        tally = seed004_crr.Tally(duration, clients, acceptors, request_size, response_size)
         deadline = time.monotonic() + duration
-        transaction = partial(seed004._transaction, a, tally.request, response_size)
+        transaction = partial(seed004_crr.transaction, a, tally.request, response_size)
         workers = [threading.Thread(target=tally.transactions,
                                     args=(i, deadline, transaction), name=f"crr-client-{i}")
                    for i in range(clients)]
@@ -80,14 +79,12 @@ def _serve(child: Any, acceptors: int, request_size: int,
     """In the child: ``acceptors`` threads accept and serve until the parent says how
     many connections its clients completed and that many are served."""
     from rcunet.bench.neper import Usage
-    from rcunet.lab import seed004
-
     host = child.host
     srv: Any = host.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv.bind((SERVER, PORT))
     srv.listen(128)
     srv.settimeout(ACCEPT_POLL)
-    tally = seed004._Tally(1.0, 0, acceptors, request_size, response_size)
+    tally = seed004_crr.Tally(1.0, 0, acceptors, request_size, response_size)
     stop = threading.Event()
 
     def acceptor(index: int) -> None:
