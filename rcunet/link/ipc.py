@@ -362,7 +362,13 @@ class _RingTransport:
         os.write(self._wake_w, b"x")
 
     def close(self) -> None:
-        self.map.close()
+        try:
+            self.map.close()
+        except BufferError:
+            # A Host thread is inside pack_into/unpack_from on it at this moment (on a
+            # free-threaded build nothing orders that call with ours): the mapping is
+            # unmapped when its last user drops it, which keeps that call's memory valid.
+            pass
         for fd in (self.memfd, self.tx_bell, self.rx_bell, self._wake_r, self._wake_w):
             os.close(fd)
         self.alive.close()
