@@ -153,15 +153,7 @@ def _churn(a: Any, srv: Any, duration: float, acceptors: int, clients: int,
     stop = threading.Event()
 
     def acceptor(index: int) -> None:
-        try:
-            while not stop.is_set():
-                try:
-                    conn, _ = srv.accept()
-                except TimeoutError:
-                    continue
-                tally.serve(conn, index)
-        except BaseException as exc:  # reported by tally.result()
-            tally.errors.append(exc)
+        tally.accept_loop(srv, index, stop)
 
     servers = [threading.Thread(target=acceptor, args=(i,), name=f"acceptor-{i}")
                for i in range(acceptors)]

@@ -49,6 +49,19 @@ class Tally:
         clock = neper.ThreadClock(max(duration / 10, 0.01))
         self.flows = [neper.FlowStats(i, i, clock, keep_latency=True) for i in range(clients)]
 
+    def accept_loop(self, srv: Any, index: int, stop: Any) -> None:
+        """Acceptor thread ``index``: serve what ``srv`` accepts until ``stop`` is set
+        (``srv`` times out every ACCEPT_POLL to look at it); errors go to ``errors``."""
+        try:
+            while not stop.is_set():
+                try:
+                    conn, _ = srv.accept()
+                except TimeoutError:
+                    continue
+                self.serve(conn, index)
+        except BaseException as exc:  # reported by result(), or returned to the parent
+            self.errors.append(exc)
+
     def serve(self, conn: Any, index: int) -> None:
         serve_transaction(conn, self.request_size, self.response, IO_TIMEOUT)
         self.served[index] += 1  # owner: thread ``index``

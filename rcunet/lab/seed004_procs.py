@@ -88,15 +88,7 @@ def _serve(child: Any, acceptors: int, request_size: int,
     stop = threading.Event()
 
     def acceptor(index: int) -> None:
-        try:
-            while not stop.is_set():
-                try:
-                    conn, _ = srv.accept()
-                except TimeoutError:
-                    continue
-                tally.serve(conn, index)
-        except BaseException as exc:  # noqa: BLE001 - returned to the parent
-            tally.errors.append(exc)
+        tally.accept_loop(srv, index, stop)
 
     threads = [threading.Thread(target=acceptor, args=(i,), name=f"acceptor-{i}")
                for i in range(acceptors)]
