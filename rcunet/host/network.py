@@ -46,6 +46,8 @@ class Network:
         self.links: list[Link] = []
         self.processes: list[HostProcess] = []
         self.ipc_ends: list[IpcEndpoint] = []  # the ends this process drives
+        #: Every point-to-point inter-process link, as its (a, b) ends.
+        self.ipc_links: list[tuple[IpcEndpoint, IpcEndpoint]] = []
         self._mac_serial = itertools.count(1)
         self._seed_serial = itertools.count(seed * 1000)
         self._started = False
@@ -73,6 +75,11 @@ class Network:
         """The Host called ``name`` (case-insensitive, as DNS names are), if any."""
         wanted = name.lower().rstrip(".")
         return next((h for h in self.hosts if h.name.lower() == wanted), None)
+
+    def process_named(self, name: str) -> HostProcess | None:
+        """The HostProcess called ``name`` (case-insensitive), if any."""
+        wanted = name.lower().rstrip(".")
+        return next((p for p in self.processes if p.name.lower() == wanted), None)
 
     def _host_tuning(self, tuning: Tuning | None, forwarding: bool) -> Tuning:
         host_tuning = tuning or self.tuning
@@ -143,6 +150,7 @@ class Network:
                 b._parent_ends.append(end_a)
             if isinstance(a, HostProcess) and not isinstance(b, HostProcess):
                 a._parent_ends.append(end_b)
+            self.ipc_links.append((end_a, end_b))
             return end_a, end_b
         link = PointToPoint(kind, mtu, clock=self.clock, deliver_inline=True,
                             mac_a=mac_a, mac_b=mac_b,
@@ -172,12 +180,42 @@ class Network:
         self.links.append(segment)
         return segment
 
-    def attach(self, host: Host, segment: Segment, address: str | Iterable[str] = (), *,
-               impair: ImpairmentConfig | None = None, inline_rx: bool = False) -> Interface:
+    def attach(self, host: Host | HostProcess, segment: Segment,
+               address: str | Iterable[str] = (), *, impair: ImpairmentConfig | None = None,
+               inline_rx: bool = False, transport: str = DEFAULT_TRANSPORT,
+               ) -> Interface | None:
+        """Plug ``host`` into ``segment`` (``impair``: the frames it sends).  A Host in a
+        child process gets an inter-process link to a port of the switch, which stays in
+        this process (returns None then: the interface is the child's)."""
         mac = self._mac() if segment.kind == KIND_ETHERNET else None
-        endpoint = segment.add_endpoint(f"{host.name}-{len(host.interfaces)}", mac,
+        port_name = f"{host.name}-{len(host.interfaces)}"
+        if isinstance(host, HostProcess):
+            self._attach_to_switch(host, segment, port_name, mac, address, impair,
+                                   inline_rx, transport)
+            return None
+        endpoint = segment.add_endpoint(port_name, mac,
                                         tx_impairment=self._impairment(impair))
         return self._attach(host, endpoint, mac, address, inline_rx)
+
+    def _attach_to_switch(self, host: HostProcess, segment: Segment, port_name: str,
+                          mac: bytes | None, address: str | Iterable[str],
+                          impair: ImpairmentConfig | None, inline_rx: bool,
+                          transport: str) -> None:
+        """The switch port and the child's interface joined by an inter-process link:
+        what the child sends (impaired in the child, as an in-process port's
+        ``tx_impairment``) enters the switch through the port; what the switch sends
+        the port crosses to the child."""
+        port = segment.add_endpoint(port_name, mac)
+        end_switch, end_host = ipc_pair(
+            transport=transport, kind=segment.kind, mtu=segment.mtu, impair_ba=impair,
+            checksum_offload=segment.checksum_offload, seed=next(self._seed_serial))
+        port.set_receiver(end_switch.send)
+        end_switch.set_receiver(port.send)
+        self._attach_ipc(host, end_host, mac, address, inline_rx)
+        host._parent_ends.append(end_switch)
+        self.ipc_ends.append(end_switch)
+        if self._started:
+            end_switch.start()
 
     def _attach(self, host: Host, endpoint: Endpoint | IpcEndpoint, mac: bytes | None,
                 address: str | Iterable[str], inline_rx: bool) -> Interface:

@@ -72,6 +72,7 @@ class InterfaceSpec:
     mtu: int
     addresses: list[str]
     inline_rx: bool
+    capture: bool = False  # pcap of this interface (HostSpec.capture: of every one)
 
 
 @dataclass
@@ -174,7 +175,7 @@ def _build_host(spec: HostSpec) -> tuple[Any, dict[str, Any]]:
                                    inline_rx=ispec.inline_rx)
         iface.attach(endpoint.send)
         endpoint.set_receiver(lambda frame, iface=iface: host.receive(iface, frame))
-        if spec.capture:
+        if spec.capture or ispec.capture:
             buffer = io.BytesIO()
             linktype = LINKTYPE_ETHERNET if ispec.mac is not None else LINKTYPE_RAW
             endpoint.tap = PcapWriter(buffer, linktype=linktype)
@@ -288,6 +289,16 @@ class HostProcess:
     @property
     def interfaces(self) -> list[InterfaceSpec]:
         return self.spec.interfaces
+
+    def addresses(self) -> list[bytes]:
+        """The child Host's addresses as a name answers with them (the resolver's rule:
+        no link-local, IPv4 first)."""
+        import ipaddress
+
+        found = [ipaddress.ip_interface(text).ip.packed
+                 for ispec in self.spec.interfaces for text in ispec.addresses]
+        return sorted((a for a in found if not (len(a) == 16 and a[:2] == b"\xfe\x80")),
+                      key=len)
 
     # -- running -------------------------------------------------------------------------
     def start(self, function: Callable[..., Any], *args: Any) -> HostProcess:
