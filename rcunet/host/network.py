@@ -26,6 +26,7 @@ from rcunet.host.clock import MonotonicClock, VirtualClock
 from rcunet.host.host import Host
 from rcunet.host.interface import Interface
 from rcunet.host.procs import DEFAULT_START_METHOD, HostProcess, HostSpec, InterfaceSpec
+from rcunet.host.wakeups import deferred as deferred_wakeups
 from rcunet.link.impair import Impairment, ImpairmentConfig
 from rcunet.link.ipc import DEFAULT_TRANSPORT, IpcEndpoint, ipc_pair
 from rcunet.link.memory import KIND_ETHERNET, Endpoint, PointToPoint, Segment
@@ -171,6 +172,7 @@ class Network:
                                                  inline_rx))
             return
         self._attach(host, end, mac, addresses, inline_rx)
+        end.around_batch = deferred_wakeups
         self.ipc_ends.append(end)
         if self._started:
             end.start()
@@ -211,6 +213,7 @@ class Network:
             checksum_offload=segment.checksum_offload, seed=next(self._seed_serial))
         port.set_receiver(end_switch.send)
         end_switch.set_receiver(port.send)
+        end_switch.around_batch = deferred_wakeups  # this process's Hosts on the switch
         self._attach_ipc(host, end_host, mac, address, inline_rx)
         host._parent_ends.append(end_switch)
         self.ipc_ends.append(end_switch)

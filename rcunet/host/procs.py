@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from rcunet.host.wakeups import deferred as deferred_wakeups
 from rcunet.link.ipc import IpcEndpoint
 from rcunet.tuning import Tuning
 
@@ -175,6 +176,7 @@ def _build_host(spec: HostSpec) -> tuple[Any, dict[str, Any]]:
                                    inline_rx=ispec.inline_rx)
         iface.attach(endpoint.send)
         endpoint.set_receiver(lambda frame, iface=iface: host.receive(iface, frame))
+        endpoint.around_batch = deferred_wakeups
         if spec.capture or ispec.capture:
             buffer = io.BytesIO()
             linktype = LINKTYPE_ETHERNET if ispec.mac is not None else LINKTYPE_RAW

@@ -37,6 +37,7 @@ from rcunet.host.socklock import BACKLOG_EXTRA, SocketLock
 from rcunet.host.tcp_info import pack as pack_tcp_info
 from rcunet.host.tcp_info import snapshot as tcp_info_snapshot
 from rcunet.host.tcp_poll import PollFd
+from rcunet.host.wakeups import open_gates
 from rcunet.sync import lock as _lock_mod
 from rcunet.sync.deferred import Buffer
 from rcunet.sync.lock import LockClass
@@ -271,8 +272,7 @@ class TcpSock(SockEntry):
                 # (opened here too, it would be opened twice: "release unlocked lock").
                 gates = None
         if gates:
-            for gate in gates:
-                gate.release()
+            open_gates(gates)  # at once, or at the end of a link's receive batch
         if self.poll is not None:
             self.update_poll()
 

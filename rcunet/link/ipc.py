@@ -48,6 +48,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from rcunet.link.impair import Impairment, ImpairmentConfig
@@ -408,6 +409,10 @@ class IpcEndpoint:
         self.receiver: Receiver | None = None  # atomic: one attribute store/load
         self.tap: Tap | None = None  # atomic: one attribute store/load
         self.on_down: Callable[[str], None] | None = None  # atomic
+        #: Wraps the delivery of each received batch (a Host's ``wakeups.deferred``:
+        #: the sockets it wakes are woken when the batch is done).  Immutable once the
+        #: receive thread runs.
+        self.around_batch: Callable[[], AbstractContextManager[Any]] = nullcontext
         self.counters = dict.fromkeys(ENDPOINT_COUNTERS, 0)  # guarded-by: _lock
         self.down: str | None = None  # guarded-by: _lock (set once)
         self.last_error: Exception | None = None  # guarded-by: _lock
@@ -532,15 +537,16 @@ class IpcEndpoint:
                 counts["rx_dropped"] += len(frames)
         if receiver is None:
             return
-        for frame in frames:
-            if tap is not None:
-                tap.write(time.time_ns(), frame)
-            try:
-                receiver(frame)
-            except Exception as error:  # a wire never fails: the frame is gone
-                with self._lock:
-                    self.counters["receiver_errors"] += 1
-                    self.last_error = error
+        with self.around_batch():
+            for frame in frames:
+                if tap is not None:
+                    tap.write(time.time_ns(), frame)
+                try:
+                    receiver(frame)
+                except Exception as error:  # a wire never fails: the frame is gone
+                    with self._lock:
+                        self.counters["receiver_errors"] += 1
+                        self.last_error = error
 
     def _release_loop(self) -> None:
         """Send frames an impairment held (delay, reordering, rate) when they are due."""

@@ -1,0 +1,53 @@
+"""Wake-ups a receive batch defers to its end.
+
+A link's receive thread runs the receive path for a batch of frames (softirq context).
+When a segment makes a socket ready, ``TcpSock.wakeup`` opens the sleeping threads'
+gates.  Opened at once, a woken thread runs while the receive thread still holds the
+GIL (it goes on to send the ACK, take the next frame), so the woken thread sleeps a
+second time, on the GIL, and is woken again when the receive thread blocks: two wake-ups
+per event, and the two threads bounce the GIL between them.  Inside ``deferred()`` the
+gates are collected and opened when the batch ends, just before the receive thread
+goes back to sleep on its link: one wake-up, and the woken thread finds the GIL free.
+(Linux runs a NAPI poll's whole budget before the woken task is scheduled on that CPU,
+for the same reason.)
+
+Only the thread that entered ``deferred()`` defers (a thread-local list); every other
+waker opens gates at once.  A gate is a one-shot lock a waiter sleeps on; it is opened
+exactly once, later or sooner, and a waiter that timed out meanwhile has already left
+(``TcpSock._wait`` sees its gate gone from the list and returns: the waker owns it).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+_local = threading.local()  # .gates: the batch's collected gates, or None outside one
+
+
+def open_gates(gates: Iterable[Any]) -> None:
+    """Open ``gates`` now, or at the end of this thread's receive batch."""
+    pending = getattr(_local, "gates", None)
+    if pending is None:
+        for gate in gates:
+            gate.release()
+    else:
+        pending.extend(gates)
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """Collect the gates opened in this thread until the block ends (nested: the
+    outermost block opens them)."""
+    if getattr(_local, "gates", None) is not None:
+        yield
+        return
+    _local.gates = []
+    try:
+        yield
+    finally:
+        gates, _local.gates = _local.gates, None
+        for gate in gates:
+            gate.release()
