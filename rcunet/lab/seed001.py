@@ -22,29 +22,30 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import socket
-import struct
 import sys
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 from rcunet.api import host_socket
-from rcunet.bench import neper
 from rcunet.host.network import Network
 from rcunet.lab.common import MODES, alternate, interpreter, ratio, with_lockstat
-from rcunet.lab.report import cover_letter, extra_reports, lock_stat_lines, neper_lines, to_json
+from rcunet.lab.report import cover_letter, extra_reports, lock_stat_lines, to_json
+from rcunet.lab.seed001_stream import (
+    IO_TIMEOUT,
+    BacklogSampler,
+    deferred_counts,
+    finish_reader,
+    read_blocks,
+    send_blocks,
+)
 from rcunet.sync.lock import all_classes
 from rcunet.tuning import SEED_SWITCHES, Tuning
 
 SERVER = "10.0.0.2"
 PORT = 5001
-BLOCK = bytes(range(256)) * 256  # 64 KB
-SAMPLE_INTERVAL = 0.0005  # the backlog sampler's period (s)
-IO_TIMEOUT = 20.0
 DEFAULT_SWITCH_INTERVAL = 0.005  # CPython's sys.getswitchinterval() default
 #: ``--switch-interval auto``: with the GIL, switch threads every 100 us (not every 5 ms):
 #: the receive worker then gets to run while the reader owns the socket, as the softirq on
@@ -65,73 +66,20 @@ def seed_tuning(mode: str, seed: str) -> Tuning:
     return Tuning.modern(**{name: False for name in SEED_SWITCHES[seed]})
 
 
-def block(index: int) -> bytes:
-    """The ``index``-th 64 KB block: the pattern with the block number in front, so a
-    lost, repeated or reordered block changes the hash."""
-    return struct.pack(">Q", index) + BLOCK[8:]
-
-
-def spin(ns: int) -> None:
-    """CPU work the reader does between recv calls (a parser, say)."""
-    end = time.perf_counter_ns() + ns
-    while time.perf_counter_ns() < end:
-        pass
-
-
-class BacklogSampler:
-    """Samples the socket's backlog length every ``SAMPLE_INTERVAL`` seconds.
-
-    Concurrency: reads ``sl.owned`` and ``sl.backlog_len`` without ``slock`` — each one
-    attribute load of an int/bool (atomic), pairing with the stores the owner and the
-    receive worker make under ``slock``.  The two loads may come from different moments;
-    an average over thousands of samples does not care.
-    """
-
-    def __init__(self, sk: Any) -> None:
-        self._sl = sk.sl
-        self._stop = threading.Event()
-        self.samples = 0  # owner: the sampler thread; read after stop() joins it
-        self.owned_samples = 0  # owner: the sampler thread
-        self.owned_bytes = 0  # owner: the sampler thread
-        self._thread = threading.Thread(target=self._run, name="backlog-sampler", daemon=True)
-
-    def start(self) -> BacklogSampler:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        sl = self._sl
-        while not self._stop.wait(SAMPLE_INTERVAL):
-            self.samples += 1
-            if sl.owned:  # atomic: one attribute load
-                self.owned_samples += 1
-                self.owned_bytes += sl.backlog_len  # atomic: one attribute load
-
-    def average_while_owned(self) -> float:
-        return self.owned_bytes / self.owned_samples if self.owned_samples else 0.0
-
-
-def percentile_ns(values: list[int], p: float) -> int:
-    return int(neper.percentile(sorted(values), p))
-
-
-def _deferred_counts(layer: Any) -> dict[str, int]:
-    deferred = layer.deferred
-    return {"deferred": deferred.deferred.value(), "freed_local": deferred.freed_local.value(),
-            "drained": deferred.drained.value()}
-
-
 def run_stream(mode: str, duration: float = 1.0, *, chunk: int = 16384, work_us: int = 20,
-               sleep_us: int = 0, rcvbuf: int = 1 << 20) -> dict[str, Any]:
-    """One run: a sender on a, the slow reader on b, ``duration`` seconds of sending."""
+               sleep_us: int = 0, rcvbuf: int = 1 << 20, procs: bool = False
+               ) -> dict[str, Any]:
+    """One run: a sender on a, the slow reader on b, ``duration`` seconds of sending.
+    ``procs``: b in a child process (rcunet/lab/seed001_procs.py)."""
     # lock_stat: the sockets time their owner sections (hold per recv, lock_stats())
     # a benchmark host raises net.core.rmem_max for the reader's SO_RCVBUF (Linux caps it)
     tuning = dataclasses.replace(seed_tuning(mode, "seed001"), lock_stat=True,
                                  rmem_max=max(Tuning().rmem_max, rcvbuf))
+    if procs:
+        from rcunet.lab.seed001_procs import run_stream_procs
+
+        return run_stream_procs(mode, duration, chunk=chunk, work_us=work_us,
+                                sleep_us=sleep_us, rcvbuf=rcvbuf, tuning=tuning)
     net, a, b = Network.two_hosts(threaded=True, tuning=tuning)
     net.start()
     try:
@@ -157,7 +105,7 @@ def run_stream(mode: str, duration: float = 1.0, *, chunk: int = 16384, work_us:
             holds=stats["holds"],
             backlog_max_bytes=stats["backlog_max_bytes"],
             backlog_drops=stats["backlog_drops"],
-            buffers=_deferred_counts(b.tcp),
+            buffers=deferred_counts(b.tcp),
             nstat=b.counters.nonzero(),
         )
         return result
@@ -169,77 +117,18 @@ def _transfer(cli: Any, child: Any, duration: float, chunk: int, work_ns: int,
               sleep_s: float, sampler: BacklogSampler) -> dict[str, Any]:
     sent: dict[str, Any] = {"bytes": 0, "digest": b""}  # by the sender; read after join
     errors: list[BaseException] = []
-
-    def sender() -> None:
-        digest = hashlib.blake2b()
-        index = 0
-        deadline = time.monotonic() + duration
-        try:
-            while time.monotonic() < deadline:
-                data = block(index)
-                cli.sendall(data)
-                digest.update(data)
-                sent["bytes"] += len(data)
-                index += 1
-        except BaseException as exc:  # reported by the caller
-            errors.append(exc)
-        finally:
-            sent["digest"] = digest.digest()
-            cli.close()
-
-    clock = neper.ThreadClock(max(duration / 10, 0.01))
-    flow = neper.FlowStats(0, 0, clock, keep_latency=False)
-    digest = hashlib.blake2b()
-    received = recvs = 0
-    sk = host_socket(child)
-    holds: list[int] = []  # ns of socket-lock ownership inside each recv() call
-    recv_cpu_ns = 0  # the reader thread's CPU time inside recv()
-    thread = threading.Thread(target=sender, name="seed001-sender")
-    usage_start = neper.Usage.now()
-    began = time.perf_counter()
+    thread = threading.Thread(target=send_blocks, args=(cli, duration, sent, errors),
+                              name="seed001-sender")
     sampler.start()
     thread.start()
     try:
-        while True:
-            # hold_ns is written only by the socket's owner, which here is always this
-            # thread (in recv's release), so reading it around our own recv is exact.
-            held_before = sk.hold_ns
-            cpu_before = time.thread_time_ns()
-            data = child.recv(chunk)
-            recv_cpu_ns += time.thread_time_ns() - cpu_before
-            holds.append(sk.hold_ns - held_before)
-            if not data:
-                break
-            now = neper.monotonic_ns()
-            digest.update(data)
-            received += len(data)
-            recvs += 1
-            flow.event(now, len(data))
-            if work_ns:
-                spin(work_ns)
-            if sleep_s:
-                time.sleep(sleep_s)
+        result = read_blocks(child, chunk, work_ns, sleep_s, duration)
     finally:
-        elapsed = time.perf_counter() - began
         sampler.stop()
         thread.join(IO_TIMEOUT)
-    flow.finish(neper.monotonic_ns())
     if errors:
         raise RuntimeError(f"seed001 sender failed: {errors[0]!r}") from errors[0]
-    return {
-        "bytes_sent": sent["bytes"],
-        "bytes_received": received,
-        "hash_ok": digest.digest() == sent["digest"],
-        "recv_calls": recvs,
-        "reader_recv_cpu_us_per_mb": recv_cpu_ns / 1e3 / (received / 1e6) if received else 0.0,
-        "hold_ns_per_recv_p50": percentile_ns(holds, 50),
-        "hold_ns_per_recv_p99": percentile_ns(holds, 99),
-        "elapsed": elapsed,
-        "throughput_mbit": received * 8 / elapsed / 1e6 if elapsed else 0.0,
-        "backlog_avg_bytes": sampler.average_while_owned(),
-        "owned_share": sampler.owned_samples / sampler.samples if sampler.samples else 0.0,
-        "neper": neper_lines("tcp_stream", [flow], usage_start, neper.Usage.now()),
-    }
+    return finish_reader(result, sent, sampler)
 
 
 def _checked(run: dict[str, Any]) -> dict[str, Any]:
@@ -261,23 +150,26 @@ def lab_switch_interval(choice: float | str | None) -> float | None:
 
 def run_lab(duration: float = 1.0, rounds: int = 3, *, chunk: int = 16384, work_us: int = 20,
             sleep_us: int = 0, rcvbuf: int = 1 << 20, lockstat_duration: float | None = None,
-            switch_interval: float | str | None = None) -> dict[str, Any]:
+            switch_interval: float | str | None = None, procs: bool = False
+            ) -> dict[str, Any]:
     """Alternating legacy/modern rounds (best throughput of each kept, with that run's
     details), then one run per mode with lock statistics on; all under
-    ``lab_switch_interval(switch_interval)``."""
+    ``lab_switch_interval(switch_interval)``.  ``procs``: the reader's Host in a child
+    process (its lock statistics are the ones reported)."""
     result: dict[str, Any] = with_switch_interval(
         lab_switch_interval(switch_interval),
-        lambda: _run_lab(duration, rounds, chunk, work_us, sleep_us, rcvbuf, lockstat_duration))
+        lambda: _run_lab(duration, rounds, chunk, work_us, sleep_us, rcvbuf, lockstat_duration,
+                         procs))
     return result
 
 
 def _run_lab(duration: float, rounds: int, chunk: int, work_us: int, sleep_us: int,
-             rcvbuf: int, lockstat_duration: float | None) -> dict[str, Any]:
+             rcvbuf: int, lockstat_duration: float | None, procs: bool) -> dict[str, Any]:
     best: dict[str, dict[str, Any]] = {}
 
     def measure(mode: str) -> float:
         run = _checked(run_stream(mode, duration, chunk=chunk, work_us=work_us,
-                                  sleep_us=sleep_us, rcvbuf=rcvbuf))
+                                  sleep_us=sleep_us, rcvbuf=rcvbuf, procs=procs))
         if mode not in best or run["throughput_mbit"] > best[mode]["throughput_mbit"]:
             best[mode] = run
         return float(run["throughput_mbit"])
@@ -288,15 +180,15 @@ def _run_lab(duration: float, rounds: int, chunk: int, work_us: int, sleep_us: i
     for mode in MODES if seconds > 0 else ():
         def one(mode: str = mode) -> dict[str, Any]:
             return _checked(run_stream(mode, seconds, chunk=chunk, work_us=work_us,
-                                       sleep_us=sleep_us, rcvbuf=rcvbuf))
+                                       sleep_us=sleep_us, rcvbuf=rcvbuf, procs=procs))
 
-        _, snap = with_lockstat(one, all_classes())
-        locks[mode] = snap
+        run, snap = with_lockstat(one, all_classes())
+        locks[mode] = run["server_lockstat"] if procs else snap  # the reader's locks
     return {
         "interpreter": interpreter(),
         "params": {"switch_interval": sys.getswitchinterval(),
                    "duration": duration, "rounds": rounds, "chunk": chunk, "work_us": work_us,
-                   "sleep_us": sleep_us, "rcvbuf": rcvbuf},
+                   "sleep_us": sleep_us, "rcvbuf": rcvbuf, "procs": procs},
         "legacy": rates["legacy"],
         "modern": rates["modern"],
         "ratio": ratio(rates["modern"], rates["legacy"]),
@@ -315,7 +207,7 @@ def command_line(params: dict[str, Any]) -> str:
     return (f"rcunet lab seed001 --duration {params['duration']} --rounds {params['rounds']} "
             f"--chunk {params['chunk']} --work-us {params['work_us']} "
             f"--sleep-us {params['sleep_us']} --rcvbuf {params['rcvbuf']}"
-            + switch_interval_flag(params))
+            + (" --procs" if params.get("procs") else "") + switch_interval_flag(params))
 
 
 def report(result: dict[str, Any]) -> str:
@@ -367,6 +259,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sleep-us", type=int, default=0,
                         help="sleep of the reader between recv calls, us (default 0)")
     parser.add_argument("--rcvbuf", type=int, default=1 << 20, help="SO_RCVBUF of the reader")
+    parser.add_argument("--procs", action="store_true",
+                        help="the reader's Host (listener, reader, receive worker) in a "
+                             "child process, the sender's Host here")
     add_common_options(parser)
 
 
@@ -453,7 +348,7 @@ def run(args: argparse.Namespace) -> int:
     result = run_lab(args.duration, args.rounds, chunk=args.chunk, work_us=args.work_us,
                      sleep_us=args.sleep_us, rcvbuf=args.rcvbuf,
                      lockstat_duration=args.lockstat_duration,
-                     switch_interval=args.switch_interval)
+                     switch_interval=args.switch_interval, procs=args.procs)
     if args.json:
         print(json.dumps(to_json(result)))
     else:

@@ -205,6 +205,9 @@ def report(result: dict[str, Any]) -> str:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = (
+        'No --procs: seed 002 has one Host (threads sending through a dummy interface); '
+        'there is no client/server pair to split across processes.')
     parser.add_argument("-T", "--threads", type=int, default=4, help="sending threads")
     parser.add_argument("--duration", type=float, default=1.0, help="seconds per run")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds")

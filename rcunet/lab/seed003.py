@@ -351,6 +351,12 @@ def report(result: dict[str, Any]) -> str:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = (
+        "No --procs: seed 003's main runs are deterministic (a virtual clock drives both "
+        'Hosts, which one process only can do), and its fan-in measures sender threads '
+        "running b's receive path at once on inline links; a datagram source and its "
+        'receiver are not a client and a server whose work a process boundary would '
+        'separate.')
     parser.add_argument("--duration", type=float, default=1.0,
                         help="seconds of stack time per measurement (default 1)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
