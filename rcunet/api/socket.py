@@ -38,6 +38,12 @@ SOL_SOCKET = _pysocket.SOL_SOCKET
 MSG_TRUNC = int(_pysocket.MSG_TRUNC)
 SO_DOMAIN = getattr(_pysocket, "SO_DOMAIN", 39)
 SO_PROTOCOL = getattr(_pysocket, "SO_PROTOCOL", 38)
+#: MSG_ZEROCOPY and the error queue (Linux values; Python's socket module lacks some)
+SO_ZEROCOPY = 60
+MSG_ZEROCOPY = 0x4000000
+MSG_ERRQUEUE = 0x2000
+SO_EE_ORIGIN_ZEROCOPY = 5
+SO_EE_CODE_ZEROCOPY_COPIED = 1
 _TIMEVAL = struct.Struct("@ll")
 _RealSocket = _pysocket.socket
 
@@ -541,13 +547,32 @@ class Socket:
 
     def recvmsg(self, bufsize: int, ancbufsize: int = 0, flags: int = 0
                 ) -> tuple[bytes, list[Any], int, Any]:
-        """(data, [], msg_flags, address): no ancillary data is ever delivered; a datagram
-        longer than ``bufsize`` sets MSG_TRUNC."""
+        """(data, [], msg_flags, address): no ancillary data comes with data; a datagram
+        longer than ``bufsize`` sets MSG_TRUNC.  With MSG_ERRQUEUE: the oldest entry of
+        the error queue (a TCP socket's MSG_ZEROCOPY notifications) with its
+        ``IP_RECVERR``/``IPV6_RECVERR`` control message, as Linux's ``ip_recv_error``
+        gives it; EAGAIN when the queue is empty (it never blocks)."""
         if ancbufsize < 0:
             raise ValueError("negative buffer size in recvmsg()")
+        if flags & MSG_ERRQUEUE:
+            return self._recv_errqueue(bufsize, ancbufsize)
         data, address, size = self._recvfrom(bufsize, flags)
         msg_flags = MSG_TRUNC if self.type == SOCK_DGRAM and size > len(data) else 0
         return data, [], msg_flags, address
+
+    def _recv_errqueue(self, bufsize: int, ancbufsize: int
+                       ) -> tuple[bytes, list[Any], int, Any]:
+        self._check_open()
+        if bufsize < 0:
+            raise ValueError("negative buffersize in recvmsg")
+        take = getattr(self._sk, "recv_errqueue", None)
+        if take is None:  # a UDP socket: rcunet queues no errors for it
+            raise _oserror(errno.EAGAIN)
+        try:
+            data, ancdata, msg_flags = take(bufsize, ancbufsize)
+        except OSError as exc:
+            raise as_python_error(exc) from None
+        return data, ancdata, msg_flags, None
 
     def recvmsg_into(self, buffers: Any, ancbufsize: int = 0, flags: int = 0
                      ) -> tuple[int, list[Any], int, Any]:

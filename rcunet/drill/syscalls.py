@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rcunet.core.tcp import State as CState
+from rcunet.drill import cmsg
 from rcunet.drill import script as s
 from rcunet.drill.errors import DrillError, DrillUnsupported
 from rcunet.tables.entry import AF_INET, AF_INET6, State
@@ -58,7 +59,11 @@ LINUX_SYMBOLS: dict[str, int] = {
     "MSG_OOB": 1, "MSG_PEEK": 2, "MSG_DONTROUTE": 4, "MSG_TRUNC": 0x20,
     "MSG_DONTWAIT": 0x40, "MSG_EOR": 0x80, "MSG_WAITALL": 0x100, "MSG_NOSIGNAL": 0x4000,
     "MSG_MORE": 0x8000, "MSG_ERRQUEUE": 0x2000, "MSG_ZEROCOPY": 0x4000000,
-    "MSG_FASTOPEN": 0x20000000,
+    "MSG_FASTOPEN": 0x20000000, "MSG_CTRUNC": 0x8,
+    "SO_EE_ORIGIN_NONE": 0, "SO_EE_ORIGIN_LOCAL": 1, "SO_EE_ORIGIN_ICMP": 2,
+    "SO_EE_ORIGIN_ICMP6": 3, "SO_EE_ORIGIN_TXSTATUS": 4, "SO_EE_ORIGIN_TIMESTAMPING": 4,
+    "SO_EE_ORIGIN_ZEROCOPY": 5, "SO_EE_CODE_ZEROCOPY_COPIED": 1,
+    "SCM_TSTAMP_SND": 0, "SCM_TSTAMP_SCHED": 1, "SCM_TSTAMP_ACK": 2,
     "SHUT_RD": 0, "SHUT_WR": 1, "SHUT_RDWR": 2,
     "POLLIN": 0x1, "POLLPRI": 0x2, "POLLOUT": 0x4, "POLLERR": 0x8, "POLLHUP": 0x10,
     "POLLNVAL": 0x20, "POLLRDNORM": 0x40, "POLLRDBAND": 0x80, "POLLWRNORM": 0x100,
@@ -75,6 +80,12 @@ LINUX_SYMBOLS: dict[str, int] = {
     "TCP_CA_Open": 0, "TCP_CA_Disorder": 1, "TCP_CA_CWR": 2, "TCP_CA_Recovery": 3,
     "TCP_CA_Loss": 4,
     "NULL": 0,
+}
+#: What the runners define per family for the error queue's control message
+#: (run_all.py and the kernel's ksft_runner.sh: ``-D CMSG_LEVEL_IP=SOL_IP`` ...).
+FAMILY_SYMBOLS: dict[int, dict[str, int]] = {
+    2: {"CMSG_LEVEL_IP": 0, "CMSG_TYPE_RECVERR": 11},
+    10: {"CMSG_LEVEL_IP": 41, "CMSG_TYPE_RECVERR": 25},
 }
 ERRNO_NAMES = {name: code for code, name in _errno.errorcode.items()}
 ERRNO_NAMES.update({"EAGAIN": _errno.EAGAIN, "EWOULDBLOCK": _errno.EAGAIN})
@@ -172,6 +183,9 @@ class Syscalls:
             name = expr.name
             if name in LINUX_SYMBOLS:
                 return LINUX_SYMBOLS[name]
+            family_value = FAMILY_SYMBOLS[self.family].get(name)
+            if family_value is not None:
+                return family_value
             if name in ERRNO_NAMES:
                 return ERRNO_NAMES[name]
             raise DrillUnsupported(0, f"unknown symbol {name}")
@@ -331,15 +345,19 @@ class Syscalls:
     # -- data -------------------------------------------------------------------------
     def _send(self, fd: Fd, n: int, flags: int) -> Outcome | object:
         if flags & ~(LINUX_SYMBOLS["MSG_DONTWAIT"] | LINUX_SYMBOLS["MSG_NOSIGNAL"]
-                     | LINUX_SYMBOLS["MSG_MORE"] | LINUX_SYMBOLS["MSG_EOR"]):
+                     | LINUX_SYMBOLS["MSG_MORE"] | LINUX_SYMBOLS["MSG_EOR"]
+                     | LINUX_SYMBOLS["MSG_ZEROCOPY"]):
             raise DrillUnsupported(0, f"send flags {flags:#x}")
         if flags & LINUX_SYMBOLS["MSG_MORE"]:
             raise DrillUnsupported(0, "MSG_MORE is not supported by rcunet's send()")
         pending = getattr(fd, "_send_left", None)
         left = n if pending is None else pending
         data = bytes(left)
+        zerocopy = flags & LINUX_SYMBOLS["MSG_ZEROCOPY"]
         try:
-            sent = fd.sk.send(data, 0.0, 0) if left else 0
+            # a retried blocking send continues its MSG_ZEROCOPY range (one id per call)
+            sent = fd.sk.send(data, 0.0, zerocopy, zc_more=pending is not None
+                              and left < n) if left else 0
         except BlockingIOError:
             if self._blocking(fd, flags):
                 fd._send_left = left  # type: ignore[attr-defined]
@@ -440,10 +458,34 @@ class Syscalls:
             raise DrillError(0, "recvmsg() needs a msghdr {...}")
         control = msg.field("msg_control")
         fd = self._fd(args[0])
+        flags = self.int_value(args[2])
+        size = self._iov_len(msg.field("msg_iov"))
+        if flags & LINUX_SYMBOLS["MSG_ERRQUEUE"]:
+            return self._recv_errqueue(fd, msg, size, flags)
         if isinstance(control, s.Array) and control.items:
             raise DrillUnsupported(0, "recvmsg() with control messages (TCP_CM_INQ, "
                                       "timestamps)")
-        return self._recv(fd, self._iov_len(msg.field("msg_iov")), self.int_value(args[2]))
+        return self._recv(fd, size, flags)
+
+    def _recv_errqueue(self, fd: Fd, msg: s.Struct, size: int, flags: int) -> Outcome:
+        """recvmsg(MSG_ERRQUEUE): never blocks; on success msg_flags and the control
+        messages are checked as syscall_recvmsg checks them (drill/cmsg.py)."""
+        if flags & ~(LINUX_SYMBOLS["MSG_ERRQUEUE"] | LINUX_SYMBOLS["MSG_DONTWAIT"]):
+            raise DrillUnsupported(0, f"recvmsg flags {flags:#x} with MSG_ERRQUEUE")
+        expected = cmsg.expected_cmsgs(msg.field("msg_control"), self.int_value)
+        # packetdrill's buffer holds exactly the expected control messages
+        room = sum(cmsg.CMSG_HDR + ((len(c.data) + 7) & ~7) for c in expected or [])
+        data, got, msg_flags = fd.sk.recv_errqueue(size, room)
+        out = Outcome(len(data))
+        want_flags = msg.field("msg_flags")
+        want = 0 if want_flags is None else self.int_value(want_flags)
+        if msg_flags != want:
+            out.problems.append(f"Expected msg_flags 0x{want:08X} but got 0x{msg_flags:08X}")
+            return out
+        problem = cmsg.compare(expected, [cmsg.Cmsg(*c) for c in got])
+        if problem:
+            out.problems.append(problem)
+        return out
 
     # -- lifecycle --------------------------------------------------------------------
     def sys_close(self, args: tuple[Any, ...], spec: s.SyscallSpec) -> Outcome:
@@ -549,11 +591,12 @@ class Syscalls:
         if sk.state == State.LISTEN:
             return pollin if sk.acceptq else 0
         if conn is None:
-            return 0x10 | 0x4 | 0x100  # TCP_CLOSE: EPOLLOUT | EPOLLHUP (unconnected)
+            # TCP_CLOSE: EPOLLOUT | EPOLLHUP (unconnected), EPOLLERR with an error queued
+            return 0x10 | 0x4 | 0x100 | (0x8 if sk.errq else 0)
         st = conn.state
         mask = 0
-        if conn.error is not None or sk.soft_err:
-            mask |= 0x8
+        if conn.error is not None or sk.soft_err or sk.errq:
+            mask |= 0x8  # sk_err, or a non-empty error queue (tcp_poll)
         shut_rd = sk.shutdown_rd or st.fin_received
         shutdown_both = st is CState.CLOSED or (shut_rd and st in (
             CState.LAST_ACK, CState.CLOSING, CState.TIME_WAIT))

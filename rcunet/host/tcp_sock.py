@@ -28,10 +28,12 @@ from functools import partial
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
+from rcunet.core.errqueue import ErrorQueue, Zerocopy
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.core.tcp import Connection, Options
 from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.timewait import TimeWait
+from rcunet.host import tcp_errq
 from rcunet.host.sockerr import oserror, wire
 from rcunet.host.socklock import BACKLOG_EXTRA, SocketLock
 from rcunet.host.tcp_info import pack as pack_tcp_info
@@ -138,7 +140,7 @@ class TcpSock(SockEntry):
         "hold_count", "hold_max_ns", "soft_err", "mtu_info", "held_err", "xmit", "tx_csum_offload",
         "dst",
         "sndbuf_locked",
-        "rcvbuf_locked",
+        "rcvbuf_locked", "zerocopy", "zc", "errq", "err_reports",
         base=SockEntry,
     )
 
@@ -197,6 +199,10 @@ class TcpSock(SockEntry):
         self.tx_csum_offload = False  # the route's link offloads checksums (set at connect)
         # sk_dst_cache: the pinned route (one reference held), guarded-by: xmit
         self.dst: DstEntry | None = None
+        # SO_ZEROCOPY, its ranges in flight, sk_error_queue, sk_error_report count: host/tcp_errq
+        self.zerocopy, self.err_reports = False, 0
+        self.zc: Zerocopy | None = None
+        self.errq: ErrorQueue | None = None
 
     # ------------------------------------------------------------------ socket lock
     def _backlog_limit(self) -> int:
@@ -287,8 +293,9 @@ class TcpSock(SockEntry):
         if self.state == State.LISTEN or self.listen_closed:
             return bool(self.acceptq) or self.listen_closed, False
         conn = self.conn
-        if conn is None:
-            return True, True  # TCP_CLOSE: EPOLLHUP, which select() reports as both
+        errq = self.errq  # atomic: attribute load, then len() of a deque
+        if conn is None or errq:
+            return True, True  # EPOLLHUP (TCP_CLOSE) or EPOLLERR: select() reports both
         st = conn.state
         if st is CState.SYN_SENT or st is CState.SYN_RECEIVED:
             return False, False
@@ -425,20 +432,24 @@ class TcpSock(SockEntry):
             self._block_or_fail(seen, timeout, deadline)
 
     # ------------------------------------------------------------------ data
-    def send(self, data: bytes | memoryview, timeout: float | None, flags: int = 0) -> int:
+    def send(self, data: bytes | memoryview, timeout: float | None, flags: int = 0,
+             zc_more: bool = False) -> int:
+        """``zc_more``: goes on with a MSG_ZEROCOPY send that queued bytes (no new id)."""
         if flags & MSG_DONTWAIT:
             timeout = 0.0
         view = memoryview(data)
         total = len(view)
         deadline = None if timeout == 0.0 else self._deadline(timeout)
         sent = 0
+        zerocopy = bool(flags & tcp_errq.MSG_ZEROCOPY) and total > 0
         while True:
             # atomic: one attribute load (wake_seq is stored under wq by wakeup); _wait
             # compares again under wq, so a stale value costs one retry, never a lost wakeup
             seen = self.wake_seq
             since = self._lock()
             try:
-                sent += self._send_locked(view[sent:])
+                zc = 0 if not zerocopy else 2 if zc_more or sent else 1
+                sent += self._send_locked(view[sent:], zc)
             except OSError as exc:
                 if not sent:
                     raise
@@ -457,7 +468,8 @@ class TcpSock(SockEntry):
                     return sent
                 raise
 
-    def _send_locked(self, view: memoryview) -> int:
+    def _send_locked(self, view: memoryview, zc: int = 0) -> int:
+        """One round of a send; ``zc``: MSG_ZEROCOPY, its first (1) or a later round (2)."""
         if self.held_err:
             err, self.held_err = self.held_err, 0
             raise oserror(err)
@@ -468,7 +480,10 @@ class TcpSock(SockEntry):
             err, self.soft_err = self.soft_err, 0
             raise oserror(err)
         now = self.host.now()
-        n = conn.send(view, now) if len(view) else 0
+        if zc and self.zerocopy and len(view):  # Linux ignores the flag without SO_ZEROCOPY
+            n = tcp_errq.send_zerocopy(self, conn, view, now, zc == 1)
+        else:
+            n = conn.send(view, now) if len(view) else 0
         if n and conn.quiet and self.poll is None:
             return n  # the bytes joined a segment Nagle holds: nothing to collect
         self.layer.after_engine(self)
@@ -615,6 +630,16 @@ class TcpSock(SockEntry):
                 head[1] -= n
                 n = 0
 
+    def recv_errqueue(self, bufsize: int, ancbufsize: int
+                      ) -> tuple[bytes, list[tuple[int, int, bytes]], int]:
+        """``recvmsg(MSG_ERRQUEUE)`` (``tcp_errq.recv_errqueue``): never waits."""
+        since = self._lock()
+        try:
+            result = tcp_errq.recv_errqueue(self, bufsize, ancbufsize)
+        finally:
+            self._unlock(since)
+        return result
+
     def _take_error(self) -> int:
         conn = self.conn
         if conn is not None and conn.error is not None:
@@ -725,6 +750,7 @@ class TcpSock(SockEntry):
                 _pysocket.SO_KEEPALIVE: lambda: setattr(self, "keepalive", bool(number)),
                 _pysocket.SO_RCVBUF: lambda: self._set_rcvbuf(number),
                 _pysocket.SO_SNDBUF: lambda: self._set_sndbuf(number),
+                tcp_errq.SO_ZEROCOPY: lambda: tcp_errq.set_zerocopy(self, number),
             }
         elif level == SOL_TCP:
             number = _int(value)
@@ -770,6 +796,7 @@ class TcpSock(SockEntry):
                 _pysocket.SO_SNDBUF: lambda: self.sndbuf,
                 _pysocket.SO_ERROR: self._so_error,
                 _pysocket.SO_TYPE: lambda: _pysocket.SOCK_STREAM,
+                tcp_errq.SO_ZEROCOPY: lambda: int(self.zerocopy),
                 SO_ACCEPTCONN: lambda: int(self.state == State.LISTEN),
             }
         elif level == SOL_TCP:
@@ -868,6 +895,7 @@ class TcpSock(SockEntry):
             listener.keepidle, listener.keepintvl, listener.keepcnt)
         self.user_mss, self.linger = listener.user_mss, listener.linger
         self.reuseaddr, self.bound_dev = listener.reuseaddr, listener.bound_dev
+        self.zerocopy = listener.zerocopy
 
 
 def _int(value: int | bytes) -> int:

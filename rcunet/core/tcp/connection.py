@@ -345,6 +345,17 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         return len(self._tx)
 
     @property
+    def write_seq(self) -> int:
+        """The sequence number the next byte written will take (Linux ``tp->write_seq``)."""
+        return (self._tx_seq + len(self._tx)) & MASK32
+
+    @property
+    def una_seq(self) -> int:
+        """The first data byte the peer has not acknowledged: every byte before it has
+        left the send queue (``tcp_clean_rtx_queue``)."""
+        return self._tx_seq
+
+    @property
     def at_eof(self) -> bool:
         """The peer's FIN has been received and every byte before it read."""
         return self.state.fin_received and not self._rx

@@ -11,6 +11,7 @@ from typing import Any
 from rcunet.core.tcp import Closed, DataReceived, Established, TimeWaitEntered
 from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.timewait import TimeWait
+from rcunet.host import tcp_errq
 from rcunet.host.tcp.common import TABLE_STATE
 from rcunet.host.tcp_sock import TIMER_DEFERRED, TcpSock, Teardown
 from rcunet.sync.deferred import Buffer
@@ -91,12 +92,15 @@ class EngineMixin:
             shard = self.host.counters.shard()
             for name, n in conn.counters.take().items():
                 shard[name] = shard.get(name, 0) + n  # owner: this thread only
-        if events and wake:
+        # MSG_ZEROCOPY ranges the peer acknowledged: notifications, sk_error_report
+        reported = sk.zc is not None and tcp_errq.zerocopy_collect(sk, conn)
+        if (events or reported) and wake:
             sk.wakeup()
         elif sk.poll is not None:
             sk.update_poll()
         self.arm_timer_locked(sk)
-        return bool(events) and not wake  # the caller wakes the socket after unlocking
+        # the caller wakes the socket after unlocking
+        return (bool(events) or reported) and not wake
 
     def update_options_locked(self, sk: TcpSock) -> None:
         """setsockopt reached a live connection: the engine takes the socket's options

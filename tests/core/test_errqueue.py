@@ -1,0 +1,131 @@
+"""The error queue and MSG_ZEROCOPY's id/range rules (rcunet.core.errqueue), against
+Linux's msg_zerocopy_realloc, __msg_zerocopy_callback and skb_zerocopy_notify_extend."""
+
+from __future__ import annotations
+
+from rcunet.core.errqueue import (
+    SO_EE_CODE_ZEROCOPY_COPIED,
+    SO_EE_ORIGIN_ZEROCOPY,
+    ZC_BYTE_LIMIT,
+    ErrEntry,
+    ErrorQueue,
+    ExtendedErr,
+    Zerocopy,
+)
+
+
+def _ranges(q: ErrorQueue) -> list[tuple[int, int]]:
+    out = []
+    while (entry := q.dequeue()) is not None:
+        assert entry.ee.ee_origin == SO_EE_ORIGIN_ZEROCOPY
+        assert entry.ee.ee_code == SO_EE_CODE_ZEROCOPY_COPIED
+        out.append((entry.ee.ee_info, entry.ee.ee_data))
+    return out
+
+
+def test_extended_err_layout_is_linux_struct() -> None:
+    ee = ExtendedErr(ee_errno=110, ee_origin=2, ee_type=3, ee_code=1, ee_info=7,
+                     ee_data=0xFFFFFFFF)
+    raw = ee.pack()
+    assert len(raw) == 16
+    assert raw == (110).to_bytes(4, "little") + bytes([2, 3, 1, 0]) + \
+        (7).to_bytes(4, "little") + b"\xff\xff\xff\xff"
+    assert ExtendedErr.unpack(raw) == ee
+
+
+def test_consecutive_completions_merge_into_the_tail() -> None:
+    q = ErrorQueue()
+    q.zerocopy_done(0, 1)
+    q.zerocopy_done(1, 2)
+    q.zerocopy_done(3, 1)
+    assert len(q) == 1
+    assert _ranges(q) == [(0, 3)]
+
+
+def test_a_gap_or_another_origin_starts_a_new_entry() -> None:
+    q = ErrorQueue()
+    q.zerocopy_done(0, 1)
+    q.zerocopy_done(2, 1)  # id 1 not done yet
+    q.queue(ErrEntry(ExtendedErr(ee_errno=111, ee_origin=2)))
+    q.zerocopy_done(3, 1)  # the tail is an ICMP error: no merge across it
+    assert len(q) == 4
+    ranges = []
+    while (e := q.dequeue()) is not None:
+        ranges.append((e.ee.ee_origin, e.ee.ee_info, e.ee.ee_data))
+    assert ranges == [(5, 0, 0), (5, 2, 2), (2, 0, 0), (5, 3, 3)]
+
+
+def test_read_entry_is_not_extended() -> None:
+    q = ErrorQueue()
+    q.zerocopy_done(0, 1)
+    assert _ranges(q) == [(0, 0)]
+    q.zerocopy_done(1, 1)
+    assert _ranges(q) == [(1, 1)]
+
+
+def test_ids_wrap_at_32_bits() -> None:
+    q = ErrorQueue()
+    q.zerocopy_done(0xFFFFFFFF, 1)
+    q.zerocopy_done(0, 1)
+    assert _ranges(q) == [(0xFFFFFFFF, 0)]
+
+
+def test_empty_range_queues_nothing() -> None:
+    q = ErrorQueue()
+    q.zerocopy_done(5, 0)
+    assert not q
+
+
+def test_ids_complete_when_their_last_byte_is_acked() -> None:
+    zc, q = Zerocopy(), ErrorQueue()
+    zc.sent(1000, end_seq=1001, tail_unsent=False, first=True)
+    zc.sent(1000, end_seq=2001, tail_unsent=False, first=True)
+    assert not zc.acked(1000, q)  # one byte of id 0 unacknowledged
+    assert zc.acked(1001, q)
+    assert _ranges(q) == [(0, 0)]
+    assert zc.acked(5000, q)
+    assert _ranges(q) == [(1, 1)]
+    assert zc.key == 2 and not zc.pending
+
+
+def test_acked_compares_sequence_numbers_modulo_2_32() -> None:
+    zc, q = Zerocopy(), ErrorQueue()
+    zc.sent(100, end_seq=0x10, tail_unsent=False, first=True)  # wrapped past 2**32
+    assert not zc.acked(0xFFFFFFF0, q)
+    assert zc.acked(0x10, q)
+
+
+def test_send_onto_an_unsent_tail_extends_the_range() -> None:
+    zc, q = Zerocopy(), ErrorQueue()
+    zc.sent(10, end_seq=11, tail_unsent=False, first=True)
+    zc.sent(10, end_seq=21, tail_unsent=True, first=True)  # same skb: same uarg
+    assert len(zc.pending) == 1 and zc.key == 2
+    assert not zc.acked(11, q)  # the extended range waits for its last byte
+    assert zc.acked(21, q)
+    assert _ranges(q) == [(0, 1)]
+
+
+def test_extension_stops_at_the_byte_limit() -> None:
+    zc = Zerocopy()
+    zc.sent(ZC_BYTE_LIMIT, end_seq=ZC_BYTE_LIMIT, tail_unsent=False, first=True)
+    zc.sent(1, end_seq=ZC_BYTE_LIMIT + 1, tail_unsent=True, first=True)
+    assert [(r.lo, r.count) for r in zc.pending] == [(0, 1), (1, 1)]
+
+
+def test_later_rounds_of_one_call_take_no_id() -> None:
+    zc = Zerocopy()
+    zc.sent(100, end_seq=100, tail_unsent=False, first=True)
+    zc.sent(100, end_seq=200, tail_unsent=False, first=False)
+    assert zc.key == 1
+    assert [(r.lo, r.count, r.nbytes, r.end_seq) for r in zc.pending] == [(0, 1, 200, 200)]
+
+
+def test_purge_completes_everything_unless_the_socket_is_dead() -> None:
+    zc, q = Zerocopy(), ErrorQueue()
+    zc.sent(10, end_seq=10, tail_unsent=False, first=True)
+    zc.sent(10, end_seq=20, tail_unsent=False, first=True)
+    assert zc.purge(q)
+    assert _ranges(q) == [(0, 1)]
+    zc.sent(10, end_seq=30, tail_unsent=False, first=True)
+    assert not zc.purge(None)
+    assert not zc.pending and not q
