@@ -129,6 +129,11 @@ class EpollFd:
     interest: dict[int, tuple[int, int]] = field(default_factory=dict)  #: fd -> (events, data)
     #: edge-triggered bookkeeping: the readiness last reported per fd
     last: dict[int, int] = field(default_factory=dict)
+    #: per fd: the socket's error-report count when last looked at (sk_error_report
+    #: wakes an edge-triggered item even when EPOLLERR was already set)
+    err_seen: dict[int, int] = field(default_factory=dict)
+    #: EPOLLONESHOT items that reported and wait for EPOLL_CTL_MOD
+    disarmed: set[int] = field(default_factory=set)
 
 
 class Syscalls:
@@ -661,6 +666,7 @@ class Syscalls:
         if op == 2:
             if ep.interest.pop(target, None) is None:
                 raise SyscallError(_errno.ENOENT)
+            ep.disarmed.discard(target)
             return Outcome(0)
         event = args[3]
         if not isinstance(event, s.Struct):
@@ -673,6 +679,8 @@ class Syscalls:
             raise SyscallError(_errno.ENOENT)
         ep.interest[target] = (events, self.int_value(data))
         ep.last.pop(target, None)
+        ep.disarmed.discard(target)  # EPOLL_CTL_MOD re-arms an EPOLLONESHOT item
+        ep.err_seen[target] = self._fd(target).sk.err_reports
         return Outcome(0)
 
     def sys_epoll_wait(self, args: tuple[Any, ...], spec: s.SyscallSpec) -> Outcome | object:
@@ -686,14 +694,15 @@ class Syscalls:
             obj = self.fds.get(target)
             if not isinstance(obj, Fd):
                 continue
+            if target in ep.disarmed:
+                continue
             mask = self.poll_mask(obj) & (events | 0x8 | 0x10)
             if events & LINUX_SYMBOLS["EPOLLET"]:
-                # edge-triggered: report a readiness bit only when it newly appears
-                fresh = mask & ~ep.last.get(target, 0)
-                ep.last[target] = mask
-                mask = fresh
+                mask = self._edge(ep, target, obj, mask)
             if mask:
                 got.append((mask, data))
+                if events & LINUX_SYMBOLS["EPOLLONESHOT"]:
+                    ep.disarmed.add(target)  # ep_send_events: until EPOLL_CTL_MOD
         if not got and timeout != 0:
             if timeout > 0:
                 self.block_deadline_ms = timeout
@@ -710,6 +719,20 @@ class Syscalls:
                         out.problems.append(f"epoll events: expected {w:#x} actual "
                                             f"{got[i][0]:#x}")
         return out
+
+
+    @staticmethod
+    def _edge(ep: EpollFd, target: int, obj: Fd, mask: int) -> int:
+        """Edge-triggered: a readiness bit is reported when it newly appears; an error
+        report (sk_error_report: an error-queue entry queued or extended) wakes the item
+        even when EPOLLERR was already set, and a woken item reports its whole mask
+        (ep_poll_callback, then ep_item_poll)."""
+        reports = obj.sk.err_reports
+        woken = reports != ep.err_seen.get(target, reports) and mask & 0x8
+        ep.err_seen[target] = reports
+        fresh = mask & ~ep.last.get(target, 0)
+        ep.last[target] = mask
+        return mask if woken else fresh
 
 
 def describe(expr: Any) -> str:
