@@ -57,6 +57,7 @@ RSKQ_LOCK = LockClass("rskq_lock")
 SOL_TCP = _pysocket.IPPROTO_TCP
 SOL_SOCKET = _pysocket.SOL_SOCKET
 SO_ACCEPTCONN = getattr(_pysocket, "SO_ACCEPTCONN", 30)
+SO_MARK = getattr(_pysocket, "SO_MARK", 36)
 TCP_KEEPIDLE = getattr(_pysocket, "TCP_KEEPIDLE", 4)
 TCP_KEEPINTVL = getattr(_pysocket, "TCP_KEEPINTVL", 5)
 TCP_KEEPCNT = getattr(_pysocket, "TCP_KEEPCNT", 6)
@@ -140,7 +141,7 @@ class TcpSock(SockEntry):
         "hold_count", "hold_max_ns", "soft_err", "mtu_info", "held_err", "xmit", "tx_csum_offload",
         "dst",
         "sndbuf_locked",
-        "rcvbuf_locked", "zerocopy", "zc", "errq", "err_reports",
+        "rcvbuf_locked", "zerocopy", "zc", "errq", "err_reports", "mark",
         base=SockEntry,
     )
 
@@ -203,6 +204,7 @@ class TcpSock(SockEntry):
         self.zerocopy, self.err_reports = False, 0
         self.zc: Zerocopy | None = None
         self.errq: ErrorQueue | None = None
+        self.mark = 0  # SO_MARK: kept and reported (rcunet has no policy routing)
 
     # ------------------------------------------------------------------ socket lock
     def _backlog_limit(self) -> int:
@@ -751,6 +753,7 @@ class TcpSock(SockEntry):
                 _pysocket.SO_RCVBUF: lambda: self._set_rcvbuf(number),
                 _pysocket.SO_SNDBUF: lambda: self._set_sndbuf(number),
                 tcp_errq.SO_ZEROCOPY: lambda: tcp_errq.set_zerocopy(self, number),
+                SO_MARK: lambda: setattr(self, "mark", number & 0xFFFFFFFF),
             }
         elif level == SOL_TCP:
             number = _int(value)
@@ -797,6 +800,7 @@ class TcpSock(SockEntry):
                 _pysocket.SO_ERROR: self._so_error,
                 _pysocket.SO_TYPE: lambda: _pysocket.SOCK_STREAM,
                 tcp_errq.SO_ZEROCOPY: lambda: int(self.zerocopy),
+                SO_MARK: lambda: self.mark,
                 SO_ACCEPTCONN: lambda: int(self.state == State.LISTEN),
             }
         elif level == SOL_TCP:
