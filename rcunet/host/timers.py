@@ -33,7 +33,8 @@ def _jiffy_ceil(at: int) -> int:
 
 class Timer:
     """A handle: ``cancel()`` it, or read ``at``.  Cancelled timers stay in the heap
-    until their deadline pops (lazy deletion), but drop their callback at once: a
+    until their deadline pops (lazy deletion), but drop their callback at once (and a
+    fired one drops it when it runs): a
     callback usually holds its socket, which would otherwise live (and be traced by the
     garbage collector) until a long-cancelled retransmission deadline."""
 
@@ -105,6 +106,11 @@ class Timers:
         for timer in self.pop_due(now):
             callback = timer.callback  # atomic: one load (cancel() may clear it meanwhile)
             if callback is not None:
+                # Fired: the handle lets go of its callback, as cancel() does.  The
+                # owner often keeps the handle (a TIME_WAIT entry's ``timer``) while
+                # the callback holds the owner: a cycle only the cyclic collector
+                # would free, one per connection, long after the entry went.
+                timer.callback = None
                 callback(now)
                 fired += 1
         return fired
