@@ -36,6 +36,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help=f"services NAME:PORT,... (default {DEFAULT_SERVE}; "
                         "names: echo, discard, udp-echo, udp-discard, http, neper); "
                         "'' for none")
+    parser.add_argument("--neper", metavar="FLAGS", default="",
+                        help="for --serve neper: a neper server's own flags, as its binary "
+                        "takes them (-T, -F, -P, --num-ports, -Q/-R, -B, -M/-r/-w, -D, "
+                        "--no-delay, --magic, -l), e.g. --neper '-T 2 --num-ports 2'; each "
+                        "applies to the workloads that have it")
     parser.add_argument("--preset", choices=("modern", "legacy"), default="modern",
                         help="tuning preset (default modern)")
     parser.add_argument("--lockstat", action="store_true",
@@ -110,13 +115,21 @@ def _validate(args: argparse.Namespace) -> list[tuple[str, str | None, bool]]:
         raise _usage("--queues must be 1..16")
     if not 68 <= args.mtu <= 65535:
         raise _usage("--mtu must be 68..65535")
-    from rcunet.services import parse_specs
+    from rcunet.services import check_flags, parse_specs
 
     try:
-        parse_specs(args.serve)
+        specs = parse_specs(args.serve)
     except ValueError as exc:
         raise _usage(f"--serve: {exc}") from None
+    try:
+        check_flags(specs, _service_flags(args))
+    except ValueError as exc:
+        raise _usage(str(exc)) from None
     return [parse_route(words) for words in args.route]
+
+
+def _service_flags(args: argparse.Namespace) -> dict[str, str]:
+    return {"neper": args.neper} if getattr(args, "neper", "").strip() else {}
 
 
 def _fail(message: str) -> int:
@@ -126,6 +139,12 @@ def _fail(message: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     routes = _validate(args)
+    from rcunet.control.memory import MemoryTracer
+
+    try:
+        args.trace_frames = MemoryTracer.frames_from_env()
+    except ValueError as exc:
+        raise _usage(str(exc)) from None
     mac = _parse_mac(args.mac)
     mode, name = ("tap", args.tap) if args.tap else ("tun", args.tun)
     if not has_net_admin():
@@ -190,15 +209,20 @@ def _run_on(device: Any, args: argparse.Namespace,
         host.start()
         device.start()
         try:
-            services = start_services(host, args.serve)
+            services = start_services(host, args.serve, _service_flags(args))
         except OSError as exc:
             return _fail(f"cannot start services: {exc}")
         control_path = _control_path(args, device.name)
         if control_path is not None:
+            from rcunet.control.memory import MemoryTracer
             from rcunet.control.server import ControlError, ControlServer
 
+            tracer = None
+            if getattr(args, "trace_frames", 0):
+                tracer = MemoryTracer()
+                tracer.start(args.trace_frames)
             try:
-                control = ControlServer(host, control_path).start()
+                control = ControlServer(host, control_path, tracer).start()
             except (ControlError, OSError) as exc:
                 return _fail(f"control socket: {exc}")
             print(f"rcunet up: control socket {control_path} (rcunet ss/nstat/lockstat "
@@ -227,12 +251,12 @@ def _run_on(device: Any, args: argparse.Namespace,
 def _control_path(args: argparse.Namespace, device_name: str) -> str | None:
     if args.control == "none":
         return None
-    if args.control:
-        return str(args.control)
     from rcunet.control.client import RUN_DIR, default_path
 
-    os.makedirs(RUN_DIR, mode=0o700, exist_ok=True)
-    return default_path(device_name)
+    path = str(args.control) if args.control else default_path(device_name)
+    if os.path.dirname(os.path.abspath(path)) == RUN_DIR:  # /run is a tmpfs: made at boot
+        os.makedirs(RUN_DIR, mode=0o700, exist_ok=True)
+    return path
 
 
 def _announce(device: Any, iface: Any, services: list[str]) -> None:

@@ -1,7 +1,8 @@
 """The control socket of a running Host (``rcunet up --control PATH``).
 
 Protocol: the client sends one line naming what it wants (``ss``, ``nstat``,
-``lockstat``) and reads the answer until EOF: one line of JSON on success, or one line
+``lockstat``, ``tracemalloc`` when ``RCUNET_TRACEMALLOC`` is set: see
+``rcunet.control.memory``) and reads the answer until EOF: one line of JSON on success, or one line
 ``error: ...`` (anything it does not know, a line too long, a client too slow).  The
 socket is created mode 0600 (root, like the daemon); a stale file from a dead daemon is
 replaced, a live daemon's is not.
@@ -26,7 +27,7 @@ from rcunet.control import snapshot
 
 MAX_REQUEST = 256
 CLIENT_TIMEOUT = 5.0
-REQUESTS = ("ss", "nstat", "lockstat")
+REQUESTS = ("ss", "nstat", "lockstat", "tracemalloc")
 
 
 class ControlError(Exception):
@@ -51,8 +52,9 @@ def _claim(path: str) -> None:
 
 
 class ControlServer:
-    def __init__(self, host: Any, path: str) -> None:
+    def __init__(self, host: Any, path: str, tracer: Any = None) -> None:
         self.host = host
+        self.tracer = tracer  # a control.memory.MemoryTracer, or None
         self.path = path
         self.refused = 0  # requests answered with an error; owner: the serving thread
         self._sock: socket.socket | None = None
@@ -114,8 +116,6 @@ class ControlServer:
             conn.sendall(f"error: internal: {type(exc).__name__}: {exc}\n".encode())
         _drain(conn)
 
-
-
     def reply(self, request: str) -> str:
         """The answer to one request line (JSON), or ControlError."""
         word = request.strip()
@@ -129,6 +129,12 @@ class ControlServer:
                 raise ControlError("lock statistics are off (start rcunet up with "
                                    "--lockstat)")
             return json.dumps({"lock_stat": text})
+        if word == "tracemalloc":
+            diff = self.tracer.diff() if self.tracer is not None else None
+            if diff is None:
+                raise ControlError("allocation tracing is off (start rcunet up with "
+                                   "RCUNET_TRACEMALLOC=FRAMES)")
+            return json.dumps(diff)
         shown = word if len(word) <= 40 and word.isprintable() else f"{word[:40]!r}..."
         raise ControlError(f"unknown request {shown!r} (known: {', '.join(REQUESTS)})")
 

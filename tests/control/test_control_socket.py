@@ -4,14 +4,17 @@ TAP needed here; tests/interop/test_up.py covers ``rcunet up`` creating it)."""
 
 from __future__ import annotations
 
+import json
 import re
 import socket
+import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from rcunet.cli import main
+from rcunet.control.memory import MemoryTracer
 from rcunet.control.server import ControlError, ControlServer
 from rcunet.host.network import Network
 from rcunet.services import start_services
@@ -153,3 +156,59 @@ def test_a_live_control_socket_is_not_taken_over_and_a_stale_one_is(running,
 def test_no_daemon_is_one_line(capsys, tmp_path: Path) -> None:
     status, _out, err = run(capsys, "ss", "--control", str(tmp_path / "none.sock"))
     assert status == 1 and err.count("\n") == 1 and "no rcunet up listens there" in err
+
+
+def _ask(path: str, line: bytes) -> bytes:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
+        raw.settimeout(10)
+        raw.connect(path)
+        raw.sendall(line)
+        raw.shutdown(socket.SHUT_WR)
+        answer = b""
+        while chunk := raw.recv(65536):
+            answer += chunk
+    return answer
+
+
+def test_tracemalloc_is_refused_in_one_line_when_tracing_is_off(running) -> None:
+    _server, path, _conn = running
+    answer = _ask(path, b"tracemalloc\n")
+    assert answer == (b"error: allocation tracing is off (start rcunet up with "
+                      b"RCUNET_TRACEMALLOC=FRAMES)\n")
+
+
+def test_tracemalloc_diffs_allocations_between_requests(tmp_path: Path) -> None:
+    network = Network(threaded=True)
+    client, server = network.host("a"), network.host("b")
+    network.link(client, server, ["10.0.0.1/24"], ["10.0.0.2/24"])
+    network.start()
+    path = str(tmp_path / "t.sock")
+    tracer = MemoryTracer()
+    tracer.start(1)
+    control = ControlServer(server, path, tracer).start()
+    try:
+        kept = [bytearray(4096) for _ in range(64)]  # 256 KB that stay between requests
+        first = json.loads(_ask(path, b"tracemalloc\n"))
+        here = f"{Path(__file__).name}:"
+        grown = [row for row in first["top"] if here in row["site"]]
+        assert grown and grown[0]["size_diff"] >= 64 * 4096 and grown[0]["count_diff"] >= 64
+        second = json.loads(_ask(path, b"tracemalloc\n"))  # nothing new: not among the top
+        assert not [row for row in second["top"]
+                    if here in row["site"] and row["size_diff"] >= 64 * 4096]
+        assert first["traced"] > 0 and first["peak"] >= first["traced"]
+        del kept
+    finally:
+        control.stop()
+        tracemalloc.stop()
+        network.close()
+
+
+@pytest.mark.parametrize(("value", "frames"), [("", 0), ("1", 1), ("25", 25)])
+def test_the_tracemalloc_switch_reads_a_frame_count(value: str, frames: int) -> None:
+    assert MemoryTracer.frames_from_env({"RCUNET_TRACEMALLOC": value}) == frames
+
+
+@pytest.mark.parametrize("value", ["yes", "0", "-1", "999"])
+def test_a_bad_tracemalloc_switch_is_one_error(value: str) -> None:
+    with pytest.raises(ValueError, match="RCUNET_TRACEMALLOC"):
+        MemoryTracer.frames_from_env({"RCUNET_TRACEMALLOC": value})

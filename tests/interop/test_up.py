@@ -172,7 +172,8 @@ def test_up_answers_ss_nstat_and_lockstat_on_its_control_socket(tmp_path) -> Non
         assert lock_stat.startswith("lock_stat version 0.4\n")
         garbage = subprocess.run(["socat", "-", f"UNIX-CONNECT:{control}"], input=b"HELO\n",
                                  capture_output=True, timeout=30).stdout
-        assert garbage == b"error: unknown request 'HELO' (known: ss, nstat, lockstat)\n"
+        assert garbage == (b"error: unknown request 'HELO' (known: ss, nstat, lockstat, "
+                       b"tracemalloc)\n")
         daemon.process.send_signal(signal.SIGTERM)
         code, output = daemon.finish()
         assert code == 0, output
