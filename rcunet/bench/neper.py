@@ -30,12 +30,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from rcunet.bench import tap_target
+
 VERSION = "1.1.0"
 RR_WORKLOADS = ("tcp_rr", "tcp_crr", "udp_rr")
 STREAM_WORKLOADS = ("tcp_stream", "udp_stream")
 TCP_WORKLOADS = ("tcp_rr", "tcp_crr", "tcp_stream")
 WORKLOADS = RR_WORKLOADS + STREAM_WORKLOADS
-TARGETS = ("mem", "kernel", "procs", "pmd-pytcp", "pmd-pytcp-blocking")
+TARGETS = ("mem", "kernel", "procs", "tap", "pmd-pytcp", "pmd-pytcp-blocking")
 UDP_MAX_PAYLOAD = {4: 65507, 6: 65527}  # 65535 - IP header (v4 only) - UDP header
 MIN_SAMPLES_PER_RUN = 5  # neper: fewer than 5 snapshots in the test shrinks -I to 0.2 s
 SHORT_INTERVAL = 0.2
@@ -219,7 +221,8 @@ def configure(parser: argparse.ArgumentParser, workload: str) -> None:
                         help="mem: two rcunet Hosts on an in-memory link in this process "
                              "(default); kernel: the same code on Linux sockets; procs: "
                              "the server's Host in a child process (rcunet/bench/procs.py); "
-                             "pmd-pytcp "
+                             "tap: -c on an rcunet Host on a TAP device (--tap, "
+                             "--tap-address; root) against a server beyond it; pmd-pytcp "
                              "(-blocking): the peer stack pmd-pytcp as the server on a TAP "
                              "device (root), the kernel as the client")
     parser.add_argument("--tuning", choices=("modern", "legacy"), default="modern",
@@ -227,6 +230,7 @@ def configure(parser: argparse.ArgumentParser, workload: str) -> None:
                              "lock-heavy 'before'; default modern)")
     parser.add_argument("--server", action="store_true",
                         help="run only the server side (waits for a client's -c -H run)")
+    tap_target.configure(parser)
     _negative_numbers_are_values(parser)
     # keys the shared code reads, for workloads that do not take the flag
     parser.set_defaults(neper_workload=workload, percentiles=(), request_size=1,
@@ -324,12 +328,13 @@ def validate(opts: argparse.Namespace) -> None:
     if opts.host and not (opts.client or opts.server):
         problems.append("-H is the server's address for -c, or the address --server "
                         "binds; an in-process run (neither) picks its own.")
-    if (opts.client or opts.server) and opts.target != "kernel":
+    if (opts.client or opts.server) and opts.target not in ("kernel", "tap"):
         problems.append(f"--target {opts.target} runs both sides in this process; "
-                        "-c/--server need --target kernel.")
-    if opts.tuning != "modern" and opts.target not in ("mem", "procs"):
-        problems.append("--tuning picks rcunet's mechanisms: it needs --target mem or "
-                        "procs.")
+                        "-c/--server need --target kernel (or tap for -c).")
+    if opts.tuning != "modern" and opts.target not in ("mem", "procs", "tap"):
+        problems.append("--tuning picks rcunet's mechanisms: it needs --target mem, "
+                        "procs or tap.")
+    problems.extend(tap_target.problems(opts))
     if opts.suicide_length < 0:
         problems.append("Suicide length must not be negative.")
     if opts.num_flows > 4096:

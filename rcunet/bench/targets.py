@@ -17,7 +17,8 @@ Runs:
   the measuring side's (the client's for RR, the reader's — the server — for stream),
   with ``remote_throughput`` taken from the other side as neper's control connection
   would carry it;
-* ``-c -H ADDR`` (kernel): the client, against a neper server on ADDR (neper's own
+* ``-c -H ADDR`` (kernel, or tap: an rcunet Host on a TAP device,
+  ``rcunet.bench.tap_target``): the client, against a neper server on ADDR (neper's own
   binary, ``rcunet bench WORKLOAD --server`` or ``rcunet up --serve neper``);
 * ``--server`` (kernel): the server; its data ports open first, then one client run
   (connections with another test's secret are counted and closed meanwhile), then it
@@ -173,10 +174,13 @@ def run(opts: argparse.Namespace) -> int:
         from rcunet.lab.common import interpreter
 
         log.info(f"{opts.neper_workload} on --target {opts.target}"
-                 + (f" --tuning {opts.tuning}" if opts.target in ("mem", "procs") else "")
+                 + (f" --tuning {opts.tuning}" if opts.target in ("mem", "procs", "tap")
+                    else "")
                  + f" ({interpreter()})")
         if opts.server:
             status = _run_server(opts, log)
+        elif opts.client and opts.target == "tap":
+            status = _run_client_on_tap(opts, log)
         elif opts.client:
             status = _run_client(opts, log)
         else:
@@ -399,6 +403,21 @@ def _run_client(opts: argparse.Namespace, log: neper.Log,
             raise NeperError(f"control connection: final handshake: {exc}") from None
     return _print_results(opts, client.run.usage_start, client.run.usage_end, summary,
                           remote, plan.client_measures, interrupted)
+
+
+def _run_client_on_tap(opts: argparse.Namespace, log: neper.Log) -> int:
+    """``-c --target tap``: the same client on an rcunet Host on a TAP device
+    (``rcunet.bench.tap_target``), which lives as long as the run."""
+    from rcunet.bench.tap_target import TapTarget, TapTargetError
+
+    try:
+        target = TapTarget(opts)
+    except TapTargetError as exc:
+        raise NeperError(str(exc)) from None
+    try:
+        return _run_client(opts, log, target.client_socket)
+    finally:
+        target.close()
 
 
 def _accept_client(listener: Any, workload: str, log: neper.Log) -> tuple[Any, int]:

@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from iop_support import Peer, used
+from iop_support import Peer, unique_names, used
 
 from rcunet.bench import neper, targets
 from rcunet.services import start_services
@@ -70,3 +70,45 @@ def test_rcunet_client_against_a_kernel_neper_server(peer: Peer, workload: str,
     if workload.endswith("rr") and workload != "tcp_crr":
         assert client["num_transactions"] == kernel["num_transactions"] == "50"
     used("rcunet bench (kernel server)")
+
+
+@pytest.mark.parametrize("workload", ["tcp_rr", "udp_stream"])
+def test_rcunet_bench_target_tap_drives_a_kernel_neper_server(peer: Peer, workload: str) -> None:
+    # the CLI path: `rcunet bench W --target tap -c` builds its own Host on a TAP device
+    # of its own (here with --tap-peer configuring the kernel's side) in the namespace
+    _ns_name, ifname = unique_names()
+    server = peer.ns.spawn([sys.executable, "-m", "rcunet", "bench", workload, "--server",
+                            "--target", "kernel", "--logtostderr"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert server.stderr is not None
+    for line in server.stderr:
+        if b"listening on" in line:
+            break
+    else:
+        pytest.fail(f"the server in the namespace did not start: {server.wait()}")
+    length = ["-l", "-50"] if workload.endswith("rr") else ["-l", "1"]
+    result = peer.ns.run([sys.executable, "-m", "rcunet", "bench", workload, "--target", "tap",
+                          "--tap", ifname, "--tap-address", "10.79.0.2/24", "--tap-peer",
+                          "10.79.0.1/24", "-c", "-H", "10.79.0.1", "--nolog", *length],
+                         timeout=60, check=False)
+    assert result.returncode == 0, result.stdout.decode() + result.stderr.decode()
+    assert b"--target tap" in result.stderr
+    client = fields_of(result.stdout.decode())
+    out, err = server.communicate(timeout=30)
+    assert server.returncode == 0, err.decode()
+    kernel = fields_of(out.decode())
+    assert client["remote_throughput"] == kernel["local_throughput"]  # from SER_BYE
+    assert kernel["remote_throughput"] == client["local_throughput"]  # from CLI_DONE
+    if workload == "tcp_rr":
+        assert client["num_transactions"] == kernel["num_transactions"] == "50"
+    else:
+        assert int(kernel["local_throughput"]) > 0  # the kernel read what rcunet wrote
+    used("rcunet bench --target tap (kernel server)")
+
+
+def test_rcunet_bench_target_tap_refuses_a_server_run_in_one_line() -> None:
+    result = subprocess.run([sys.executable, "-m", "rcunet", "bench", "tcp_rr", "--target",
+                             "tap", "--server", "--tap", "x", "--tap-address", "10.0.0.1/24"],
+                            capture_output=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.count(b"\n") == 1 and b"rcunet up --serve neper" in result.stderr
