@@ -4,7 +4,8 @@
 
     echo:7,discard:9,udp-echo:7,udp-discard:9,http:80,neper:12866
 
-``start_services(host, "echo:7,http:80")`` starts them (IPv4 and IPv6 each) and returns
+``start_services(host, "echo:7,http:80")`` starts them (``flags={"neper": "-T 2"}``:
+a neper server's own flags, ``rcunet up --neper``) (IPv4 and IPv6 each) and returns
 a ``ServiceSet`` whose ``stop()`` closes every socket and connection.
 """
 
@@ -56,11 +57,34 @@ def parse_specs(text: str) -> list[ServiceSpec]:
     return specs
 
 
-def make_service(host: Host, spec: ServiceSpec) -> Service:
+def make_service(host: Host, spec: ServiceSpec, flags: str = "") -> Service:
+    """The service ``spec`` names; ``flags`` are its own (only neper takes any: a neper
+    server's flags, ``rcunet.services.neper_flags``)."""
     module_name, class_name, _help = SERVICES[spec.name]
     cls = getattr(importlib.import_module(module_name), class_name)
-    service: Service = cls(host, spec.port)
+    service: Service = cls(host, spec.port, flags) if flags else cls(host, spec.port)
     return service
+
+
+def check_flags(specs: list[ServiceSpec], flags: dict[str, str]) -> None:
+    """ValueError (one line) for flags of a service not served, or flags it refuses."""
+    served = {spec.name for spec in specs}
+    for name, text in flags.items():
+        if name not in FLAGGED:
+            raise ValueError(f"{name} takes no flags")
+        if name not in served:
+            raise ValueError(f"--{name} given, but --serve has no {name}:PORT")
+        FLAGGED[name](text)
+
+
+def _parse_neper(text: str) -> None:
+    from rcunet.services.neper_flags import parse
+
+    parse(text)
+
+
+#: Services that take flags of their own -> their parser (ValueError on bad flags).
+FLAGGED = {"neper": _parse_neper}
 
 
 class ServiceSet:
@@ -83,15 +107,19 @@ class ServiceSet:
         return [f"{s.name} {s.proto}/{s.port}" for s in self.services]
 
 
-def start_services(host: Host, specs: str | list[ServiceSpec]) -> ServiceSet:
-    """Start every service; if one cannot bind, the ones started are stopped and the
-    OSError propagates."""
+def start_services(host: Host, specs: str | list[ServiceSpec],
+                   flags: dict[str, str] | None = None) -> ServiceSet:
+    """Start every service (``flags``: a service name -> its own flags, as
+    ``{"neper": "-T 2 --num-ports 2"}``); if one cannot bind, the ones started are
+    stopped and the OSError propagates (bad flags: ValueError, nothing started)."""
     if isinstance(specs, str):
         specs = parse_specs(specs)
+    flags = flags or {}
+    check_flags(specs, flags)
     started: list[Service] = []
     try:
         for spec in specs:
-            started.append(make_service(host, spec).start())
+            started.append(make_service(host, spec, flags.get(spec.name, "")).start())
     except BaseException:
         ServiceSet(started).stop()
         raise

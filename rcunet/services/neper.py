@@ -10,10 +10,12 @@ rcunet with the command it would use against a neper server::
     tcp_crr -c -H 10.77.0.2 -l 5          (neper)
     rcunet bench tcp_crr -c -H 10.77.0.2   (rcunet, Linux sockets)
 
-What the server cannot learn from CLI_HELLO it takes from neper's server defaults, as a
-neper server started without flags would: ``-Q 1 -R 1`` for the RR tests, a reading
-tcp_stream server (no ``-M``), ``-B`` per workload.  Clients run one after another; a
-control connection that sends garbage, a short struct or another secret is counted
+What the server cannot learn from CLI_HELLO it takes from its own flags, as a neper
+server binary does (``rcunet up --serve neper:12866 --neper '-T 2 --num-ports 2 -R 64'``,
+``rcunet.services.neper_flags``), and without flags from neper's server defaults:
+``-Q 1 -R 1`` for the RR tests, a reading tcp_stream server (no ``-M``), ``-B`` per
+workload, data on the control port + 1, the client's ``-T`` (capped).  Clients run one
+after another; a control connection that sends garbage, a short struct or another secret is counted
 (``invalid_secrets``) and closed, one that vanishes mid-run is counted (``abandoned``)
 and its data plane stopped; the next client is served either way.
 """
@@ -26,6 +28,7 @@ from typing import Any
 
 from rcunet.bench import control, neper
 from rcunet.bench.workloads import ConnectError, Plan, Server
+from rcunet.services import neper_flags
 from rcunet.services.base import Service
 
 WORKLOADS = ("tcp_rr", "tcp_crr", "tcp_stream", "udp_rr", "udp_stream")
@@ -51,8 +54,9 @@ class NeperServer(Service):
 
     name = "neper"
 
-    def __init__(self, host: Any, port: int) -> None:
+    def __init__(self, host: Any, port: int, flags: str = "") -> None:
         super().__init__(host, port)
+        self.flags = neper_flags.parse(flags) if flags.strip() else None
         self.data_port = port + 1
         self._run_lock = threading.Lock()
         self._stats_lock = threading.Lock()
@@ -76,9 +80,16 @@ class NeperServer(Service):
 
     def _run(self, conn: Any, workload: str, hello: control.HsMsg) -> None:
         family = socket.AF_INET6 if ":" in conn.getsockname()[0] else socket.AF_INET
-        plan = plan_for(workload, hello, family)
+        magic, data_port = control.DEFAULT_MAGIC, self.data_port
+        if self.flags is None:
+            plan = plan_for(workload, hello, family)
+        else:
+            plan = neper_flags.plan_with(self.flags, workload, family, hello.num_threads,
+                                         MAX_THREADS)
+            magic = self.flags.magic(workload)
+            data_port = self.flags.data_port(workload, self.port)
         bind_host = conn.getsockname()[0]
-        server = Server(plan, self.host.socket, bind_host, self.data_port)
+        server = Server(plan, self.host.socket, bind_host, data_port)
         try:
             server.open()
         except ConnectError:
@@ -87,10 +98,10 @@ class NeperServer(Service):
         server.start()
         remote: int | None = None
         try:
-            control.send_ack(conn, control.ServerSide(plan.num_threads, 1,
-                                                      SERVER_TEST_LENGTH))
+            control.send_ack(conn, control.ServerSide(plan.num_threads, plan.num_flows,
+                                                      plan.test_length, magic))
             conn.settimeout(None)  # a run lasts as long as the client says
-            remote = control.wait_done(conn, control.DEFAULT_MAGIC)
+            remote = control.wait_done(conn, magic)
         except OSError:
             pass
         finally:
@@ -102,7 +113,7 @@ class NeperServer(Service):
         if plan.server_measures:
             summary = neper.summarize(server.run.flows, plan.rr, False)
         try:
-            control.send_bye(conn, control.DEFAULT_MAGIC, neper.local_throughput(workload, summary))
+            control.send_bye(conn, magic, neper.local_throughput(workload, summary))
         except OSError:
             pass
         self._bump("runs")

@@ -231,3 +231,81 @@ def test_more_data_ports_than_the_server_opened_is_one_clear_error(
         opts = client_opts("tcp_rr", "-l", "-5", "-F", "2", "--num-ports", "2")
         with pytest.raises(ConnectError, match="port 12868: connection refused"):
             targets._run_client(opts, neper.Log(opts), client_host.socket)  # type: ignore[attr-defined]
+
+
+# ------------------------------------------------------------------------------ server flags
+def test_server_flags_set_threads_ports_sizes_and_magic(
+        hosts: tuple[object, object], capsys: pytest.CaptureFixture[str]) -> None:
+    # rcunet up --serve neper:12866 --neper '-T 2 --num-ports 2 -R 3 --magic 7 -P 13000'
+    client_host, server_host = hosts
+    flags = {"neper": "-T 2 --num-ports 2 -R 3 --magic 7 -P 13000"}
+    with start_services(server_host, "neper:12866", flags) as services:  # type: ignore[arg-type]
+        service = services.services[0]
+        status, values = run_client(client_host, "tcp_rr", "-l", "-40", "-F", "2", "-R", "3",
+                                    "--num-ports", "2", "--magic", "7", "-P", "13000",
+                                    capsys=capsys)
+        assert status == 0 and values["num_transactions"] == "40"
+        assert service.runs == 1  # type: ignore[attr-defined]
+        # SER_ACK carries the server's own -T
+        with _connect(client_host) as ctl:
+            ctl.sendall(control.Hello("tcp_rr", 1, 1, 10, magic=7).message().encode())
+            ack = control.HsMsg.decode(control.recv_msg(ctl))
+            assert (ack.type, ack.magic, ack.num_threads) == (control.SER_ACK, 7, 2)
+
+
+def test_the_servers_magic_mismatch_is_one_line_on_the_client(
+        hosts: tuple[object, object], capsys: pytest.CaptureFixture[str]) -> None:
+    client_host, server_host = hosts
+    with start_services(server_host, "neper:12866", {"neper": "--magic 7"}):  # type: ignore[arg-type]
+        opts = client_opts("tcp_rr", "-l", "-5")
+        with pytest.raises(neper.NeperError, match="the server's magic is 7, ours 42"):
+            targets._run_client(opts, neper.Log(opts), client_host.socket)  # type: ignore[attr-defined]
+
+
+def test_a_flag_applies_to_the_workloads_that_have_it(
+        hosts: tuple[object, object], capsys: pytest.CaptureFixture[str]) -> None:
+    # -M (tcp_stream only): the server writes and the client reads; udp_rr ignores it
+    client_host, server_host = hosts
+    with start_services(server_host, "neper:12866", {"neper": "-M"}):  # type: ignore[arg-type]
+        status, values = run_client(client_host, "tcp_stream", "-l", "1", "-M",
+                                    capsys=capsys)
+        assert status == 0 and int(values["local_throughput"]) > 0  # the client read
+        status, values = run_client(client_host, "udp_rr", "-l", "-10", capsys=capsys)
+        assert status == 0 and values["num_transactions"] == "10"
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    ("--bogus 3", "no neper server takes --bogus"),
+    ("-T 0", "There must be at least 1 thread"),
+    ("-c", "-c: a server's flags"),
+    ("-H 10.0.0.9", "-H: rcunet up serves on its --address"),
+    ("-C 1234", "the control port is --serve neper:PORT"),
+    ("-Q x", "invalid int value"),
+    ("'-T 2", "No closing quotation"),
+])
+def test_bad_server_flags_are_one_error_and_start_nothing(
+        hosts: tuple[object, object], flags: str, message: str) -> None:
+    _client_host, server_host = hosts
+    with pytest.raises(ValueError, match=re.escape(message)):
+        start_services(server_host, "http:80,neper:12866", {"neper": flags})  # type: ignore[arg-type]
+    with start_services(server_host, "http:80,neper:12866"):  # type: ignore[arg-type]
+        pass  # nothing was left bound
+
+
+def test_flags_for_a_service_not_served_are_refused() -> None:
+    from rcunet.services import check_flags, parse_specs
+
+    with pytest.raises(ValueError, match="--serve has no neper:PORT"):
+        check_flags(parse_specs("http:80"), {"neper": "-T 2"})
+    with pytest.raises(ValueError, match="http takes no flags"):
+        check_flags(parse_specs("http:80"), {"http": "-x"})
+
+
+def test_rcunet_up_refuses_neper_flags_without_neper_in_one_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from rcunet.cli import main
+
+    status = main(["up", "--tap", "nepx0", "--address", "10.9.0.1/24", "--serve",
+                   "http:80", "--neper", "-T 2"])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and "--serve has no neper:PORT" in err
