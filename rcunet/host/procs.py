@@ -22,6 +22,10 @@ The child (``_child_main``):
   * builds the Host, attaches the links, starts the Host's threads;
   * runs ``function(child, *args)``; ``child`` (a ``Child``) has the Host, a ``stopping``
     event the parent's ``stop()`` sets, and ``report()``/``recv()`` for messages;
+  * when the function returns, lets the connections it closed deliver what they still
+    hold (a kernel keeps sending an orphan's queued data and FIN after the program
+    exits; closing the Host at once would reset them and lose that data), for at most
+    ``exit_linger`` seconds or until ``stop()``;
   * closes the Host and sends back an ``Outcome``: the result (or the exception's
     traceback), the Host's counters, each link's counters, pcap captures and lock
     statistics when asked for.
@@ -45,6 +49,7 @@ import os
 import queue
 import signal
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -89,6 +94,7 @@ class HostSpec:
     capture: bool = False  # pcap of every interface, returned in the outcome
     lockstat: bool = False  # lock statistics on, returned in the outcome
     lockdep: bool = False  # lock-order checking on; its reports come back in the outcome
+    exit_linger: float = 30.0  # seconds closed connections may deliver after the function
 
 
 @dataclass
@@ -187,6 +193,19 @@ def _build_host(spec: HostSpec) -> tuple[Any, dict[str, Any]]:
     return host, captures
 
 
+#: How often the exiting child looks whether its closed connections are done.
+_ORPHAN_POLL = 0.01
+
+
+def _let_orphans_finish(host: Any, child: Child, linger: float) -> None:
+    """Wait until no connection the function closed still has data or a FIN to deliver,
+    ``linger`` seconds at most, or until the parent's ``stop()``."""
+    deadline = time.monotonic() + linger
+    while host.tcp.orphans_delivering() and time.monotonic() < deadline:
+        if child.stopping.wait(_ORPHAN_POLL):
+            return
+
+
 def _child_main(spec: HostSpec, ctl: Connection, function: Callable[..., Any],
                 args: tuple[Any, ...]) -> None:
     _die_with_parent()
@@ -211,6 +230,7 @@ def _child_main(spec: HostSpec, ctl: Connection, function: Callable[..., Any],
         for endpoint in endpoints:
             endpoint.start()
         outcome.result = function(child, *args)
+        _let_orphans_finish(host, child, spec.exit_linger)
     except BaseException:  # reported to the parent, which decides what it means
         outcome.error = traceback.format_exc()
     finally:

@@ -62,6 +62,25 @@ def serve_bulk(child: Any, family: int, address: str, port: int, size: int,
     return {"received": received, "sent": hashlib.sha256(data).hexdigest()}
 
 
+def send_close_return(child: Any, family: int, address: str, port: int, size: int,
+                      seed: int) -> int:
+    """Accept one connection, queue ``size`` bytes of ``payload(seed, size)`` (a send
+    buffer that holds them all: SO_SNDBUF is doubled), close and return at once: what
+    is still queued must reach the peer all the same, as a kernel delivers a closed
+    socket's data after its program exits."""
+    server = child.host.socket(family, socket.SOCK_STREAM)
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, size)  # accepted sockets inherit it
+    server.bind((address, port))
+    server.listen(1)
+    child.report(("listening", port))
+    conn, _peer = server.accept()
+    conn.sendall(payload(seed, size))
+    conn.close()
+    server.close()
+    child.report(("closed", size))
+    return size
+
+
 def serve_sink(child: Any, family: int, address: str, port: int) -> int:
     """Accept one connection and read until EOF or the parent's stop(); the count."""
     server = listen(child, family, address, port)

@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 
 #: Address pairs whose timestamp offset ``_ts_offset`` remembers.
 TS_OFFSET_CACHE = 4096
+#: States of a closed socket that still has queued data or its FIN to deliver (Linux
+#: keeps sending them after close() returns, and after the program exits).
+DELIVERING = frozenset({State.FIN_WAIT1, State.CLOSING, State.LAST_ACK})
 
 
 class TcpLayer(DemuxMixin, EngineMixin, TransmitMixin, ListenerMixin, TimeWaitMixin,
@@ -138,6 +141,15 @@ class TcpLayer(DemuxMixin, EngineMixin, TransmitMixin, ListenerMixin, TimeWaitMi
         with self._global():
             self.hashinfo.close(sk)
         sk.finished = True
+
+    def orphans_delivering(self) -> int:
+        """Connections their program has closed that still have data or a FIN in flight
+        (FIN_WAIT1, CLOSING, LAST_ACK): what a kernel keeps sending after the program
+        exits.  Advisory: each ``user_closed`` and ``state`` is one attribute load
+        (atomic), paired with the stores made under the socket's lock."""
+        with self._sockets_lock:
+            sockets = list(self.sockets)
+        return sum(1 for sk in sockets if sk.user_closed and sk.state in DELIVERING)
 
     def close_all(self) -> None:
         """Host shutdown: abort every connection, close listeners, drop TIME_WAIT."""
