@@ -505,7 +505,7 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
 
     def _abort(self, now: int) -> None:
         if self.state in ABORT_SENDS_RST:
-            self._emit(self._make(self.tcb.snd_nxt, RST | ACK, now))
+            self._emit(self._make(self._acceptable_seq(), RST | ACK, now))
             self.counters.add("TcpOutRsts")
         self._tx.clear()
         self._rx.clear()

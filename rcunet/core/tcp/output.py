@@ -95,7 +95,23 @@ class OutputMixin:
         return sum(max(0, min(e, limit) - s) for s, e in self.scoreboard.ranges())
 
     def _emit_pure_ack(self, now: int) -> None:
-        self._emit(self._make(self.tcb.snd_nxt, ACK, now))
+        self._emit(self._make(self._acceptable_seq(), ACK, now))
+
+    def _acceptable_seq(self) -> int:
+        """The sequence number of a segment that carries no data (an ACK, a RST): the
+        highest one sent, as Linux's tcp_acceptable_seq (its snd_nxt never moves back;
+        BSD's tcp_output uses snd_max), or the send window's right edge if that is
+        lower.  Not SND.NXT: after an RTO rolled it back, the peer already holds the
+        bytes above it, finds such an ACK below RCV.NXT and drops it unread; with both
+        ends in go-back-N each dropped the other's ACKs for ever."""
+        t = self.tcb
+        snd_max = t.snd_max
+        wnd_end = (t.snd_una + t.snd_wnd) & MASK32
+        # not lt(wnd_end, snd_max), or past it by less than one window unit (Linux)
+        if (wnd_end - snd_max) & MASK32 < HALF32 \
+                or (snd_max - wnd_end) & MASK32 < 1 << t.rcv_wscale:
+            return snd_max
+        return wnd_end
 
     def _try_send(self, now: int, room: int, force: bool = False) -> bool:
         """Send one segment from SND.NXT if the windows, Nagle and SWS rules allow it.

@@ -159,7 +159,7 @@ class TimeoutsMixin:
             return
         if self._keepalive_probes >= o.keepalive_probes:
             # tcp_keepalive_timer gives up with tcp_send_active_reset, then tcp_write_err
-            self._emit(self._make(t.snd_nxt, RST | ACK, now))
+            self._emit(self._make(self._acceptable_seq(), RST | ACK, now))
             self.counters.add("TcpOutRsts")
             self.counters.add("TcpExtTCPAbortOnTimeout")
             self._fail(errnos.ETIMEDOUT)
