@@ -20,7 +20,19 @@ merged into it (``skb_zerocopy_notify_extend``).  rcunet copies (or, for immutab
 ``bytes``, references) the data, so every notification carries
 ``SO_EE_CODE_ZEROCOPY_COPIED``, as Linux's does when the skb had to be copied.
 
-Pure: sequence numbers and ids are plain ints; the host calls these under the socket lock.
+SO_TIMESTAMPING on a byte stream (``Documentation/networking/timestamping.rst``): a write
+asks for timestamps of its last byte (``tcp_tx_timestamp``: the skb holding it gets the
+request, ``shinfo->tskey``; one request per skb, a later write into the same unsent skb
+moves it).  SCM_TSTAMP_SCHED and SCM_TSTAMP_SND are reported each time a segment
+carrying that byte is handed to the device (``__dev_queue_xmit``, ``skb_tx_timestamp``:
+rcunet has no qdisc, both happen at transmission), SCM_TSTAMP_ACK once, when the
+cumulative ACK first passes it (``tcp_ack_tstamp``).  Each is an error-queue entry with
+``ee_errno = ENOMSG``, ``ee_origin = SO_EE_ORIGIN_TIMESTAMPING``, ``ee_info`` the type and,
+with SOF_TIMESTAMPING_OPT_ID, ``ee_data`` the byte's offset from the key set at setsockopt
+(``sk->sk_tskey``), and the time it happened.
+
+Pure: sequence numbers, ids and times are plain ints; the host calls these under the
+socket lock.
 """
 
 from __future__ import annotations
@@ -47,6 +59,17 @@ ZC_MAX_IDS = 0xFFFF - 1
 ZC_BYTE_LIMIT = 1 << 19
 _MASK32 = 0xFFFFFFFF
 _HALF32 = 1 << 31
+ENOMSG = 42
+#: linux/net_tstamp.h (SOF_TIMESTAMPING_*) and linux/errqueue.h (SCM_TSTAMP_*)
+SOF_TX_SOFTWARE = 1 << 1
+SOF_SOFTWARE = 1 << 4
+SOF_OPT_ID = 1 << 7
+SOF_TX_SCHED = 1 << 8
+SOF_TX_ACK = 1 << 9
+SOF_OPT_TSONLY = 1 << 11
+SOF_OPT_ID_TCP = 1 << 16
+SOF_MASK = (1 << 18) - 1  #: up to SOF_TIMESTAMPING_OPT_RX_FILTER
+SCM_TSTAMP_SND, SCM_TSTAMP_SCHED, SCM_TSTAMP_ACK = 0, 1, 2
 
 
 @dataclass(slots=True)
@@ -77,6 +100,8 @@ class ErrEntry:
 
     ee: ExtendedErr
     payload: bytes = b""
+    #: the software timestamp (ns) of a timestamping entry, None for others
+    tstamp_ns: int | None = None
 
 
 class ErrorQueue:
@@ -185,3 +210,76 @@ class Zerocopy:
                 errq.zerocopy_done(rng.lo, rng.count)
                 done = True
         return done
+
+
+@dataclass(slots=True)
+class TsRequest:
+    """One skb's timestamp request: its last byte (``tskey``) and the SOF_* flags of the
+    write that asked."""
+
+    tskey: int
+    flags: int
+    #: the payload of the segment that last carried it (what the error queue returns
+    #: with each timestamp unless SOF_TIMESTAMPING_OPT_TSONLY)
+    payload: bytes = b""
+
+
+class TxTimestamps:
+    """A TCP socket's SO_TIMESTAMPING transmit side: the flags, the OPT_ID key base
+    (``sk_tskey``) and the requests whose last byte is not yet acknowledged, in order."""
+
+    __slots__ = lockfree_read_slots("flags", "key_base", "requests")
+
+    def __init__(self) -> None:
+        self.flags = 0
+        self.key_base = 0
+        self.requests: deque[TsRequest] = deque()
+
+    def wrote(self, last_byte: int, tail_unsent: bool) -> None:
+        """A write ended at ``last_byte`` (``tcp_tx_timestamp``).  ``tail_unsent``: the bytes
+        before it are still unsent, so they share its skb, whose request moves to the new
+        last byte ("a single timestamp per packet")."""
+        flags = self.flags & (SOF_TX_SCHED | SOF_TX_SOFTWARE | SOF_TX_ACK | SOF_OPT_ID
+                              | SOF_OPT_TSONLY)
+        if not flags & (SOF_TX_SCHED | SOF_TX_SOFTWARE | SOF_TX_ACK):
+            return
+        if tail_unsent and self.requests:
+            last = self.requests[-1]
+            last.tskey, last.flags = last_byte, flags
+            return
+        self.requests.append(TsRequest(last_byte, flags))
+
+    def transmitted(self, seq: int, end: int, payload: bytes, now: int,
+                    errq: ErrorQueue) -> bool:
+        """A segment [seq, end) left: SCHED then SND for each request it carries."""
+        done = False
+        for req in self.requests:
+            off = (req.tskey - seq) & _MASK32
+            if off >= (end - seq) & _MASK32:
+                continue
+            if not req.flags & SOF_OPT_TSONLY:
+                req.payload = payload
+            for sof, kind in ((SOF_TX_SCHED, SCM_TSTAMP_SCHED),
+                              (SOF_TX_SOFTWARE, SCM_TSTAMP_SND)):
+                if req.flags & sof:
+                    errq.queue(self._entry(req, kind, req.payload, now))
+                    done = True
+        return done
+
+    def acked(self, snd_una: int, now: int, errq: ErrorQueue) -> bool:
+        """The cumulative ACK reached ``snd_una``: requests below it are done, with an
+        ACK timestamp for those that asked (SACKed bytes do not count)."""
+        done = False
+        requests = self.requests
+        while requests and ((snd_una - requests[0].tskey + _HALF32) & _MASK32) - _HALF32 > 0:
+            req = requests.popleft()
+            if req.flags & SOF_TX_ACK:
+                errq.queue(self._entry(req, SCM_TSTAMP_ACK, req.payload, now))
+                done = True
+        return done
+
+    def _entry(self, req: TsRequest, kind: int, payload: bytes, now: int) -> ErrEntry:
+        key = (req.tskey - self.key_base) & _MASK32 if req.flags & SOF_OPT_ID else 0
+        return ErrEntry(ExtendedErr(ee_errno=ENOMSG, ee_origin=SO_EE_ORIGIN_TIMESTAMPING,
+                                    ee_info=kind, ee_data=key),
+                        payload, now)

@@ -189,11 +189,13 @@ class Runner:
                                  self.remote_ip, config.bind_port, config.connect_port,
                                  self._on_socket_event)
         self.commands = Commands(self.host)
+        self.syscalls.tolerance_usecs = config.tolerance_usecs
         self.sut: DrillSocket | None = None
         self.sockets: list[DrillSocket] = []
         self.pending: Pending | None = None
         self.deferred: DrillFailure | None = None
         self.start_ns = self.clock.now()
+        self.syscalls.live_start_ns = self.start_ns
         self.event: s.Event | None = None
         self.last_event: s.Event | None = None
         self._next_port = 48000

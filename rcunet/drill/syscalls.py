@@ -64,6 +64,15 @@ LINUX_SYMBOLS: dict[str, int] = {
     "SO_EE_ORIGIN_ICMP6": 3, "SO_EE_ORIGIN_TXSTATUS": 4, "SO_EE_ORIGIN_TIMESTAMPING": 4,
     "SO_EE_ORIGIN_ZEROCOPY": 5, "SO_EE_CODE_ZEROCOPY_COPIED": 1,
     "SCM_TSTAMP_SND": 0, "SCM_TSTAMP_SCHED": 1, "SCM_TSTAMP_ACK": 2,
+    "SCM_TIMESTAMPING": 37, "SCM_TIMESTAMPING_OPT_STATS": 54,
+    "SOF_TIMESTAMPING_TX_HARDWARE": 1 << 0, "SOF_TIMESTAMPING_TX_SOFTWARE": 1 << 1,
+    "SOF_TIMESTAMPING_RX_HARDWARE": 1 << 2, "SOF_TIMESTAMPING_RX_SOFTWARE": 1 << 3,
+    "SOF_TIMESTAMPING_SOFTWARE": 1 << 4, "SOF_TIMESTAMPING_SYS_HARDWARE": 1 << 5,
+    "SOF_TIMESTAMPING_RAW_HARDWARE": 1 << 6, "SOF_TIMESTAMPING_OPT_ID": 1 << 7,
+    "SOF_TIMESTAMPING_TX_SCHED": 1 << 8, "SOF_TIMESTAMPING_TX_ACK": 1 << 9,
+    "SOF_TIMESTAMPING_OPT_CMSG": 1 << 10, "SOF_TIMESTAMPING_OPT_TSONLY": 1 << 11,
+    "SOF_TIMESTAMPING_OPT_STATS": 1 << 12, "SOF_TIMESTAMPING_OPT_PKTINFO": 1 << 13,
+    "SOF_TIMESTAMPING_OPT_TX_SWHW": 1 << 14, "SOF_TIMESTAMPING_OPT_ID_TCP": 1 << 16,
     "SHUT_RD": 0, "SHUT_WR": 1, "SHUT_RDWR": 2,
     "POLLIN": 0x1, "POLLPRI": 0x2, "POLLOUT": 0x4, "POLLERR": 0x8, "POLLHUP": 0x10,
     "POLLNVAL": 0x20, "POLLRDNORM": 0x40, "POLLRDBAND": 0x80, "POLLWRNORM": 0x100,
@@ -157,6 +166,10 @@ class Syscalls:
         #: (ms after its start) it gives up on its own (poll/epoll_wait timeouts)
         self.elapsed_ms = 0
         self.block_deadline_ms: int | None = None
+        #: for timestamps in control messages: the live time of script time 0 (ns) and
+        #: the tolerance (the runner sets both)
+        self.live_start_ns = 0
+        self.tolerance_usecs = 4000
 
     # -- descriptors ------------------------------------------------------------------
     def _new_fd(self, obj: Fd | EpollFd) -> int:
@@ -487,7 +500,8 @@ class Syscalls:
         if msg_flags != want:
             out.problems.append(f"Expected msg_flags 0x{want:08X} but got 0x{msg_flags:08X}")
             return out
-        problem = cmsg.compare(expected, [cmsg.Cmsg(*c) for c in got])
+        problem = cmsg.compare(expected, [cmsg.Cmsg(*c) for c in got],
+                               self.live_start_ns // 1000, self.tolerance_usecs)
         if problem:
             out.problems.append(problem)
         return out

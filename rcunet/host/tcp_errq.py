@@ -4,16 +4,26 @@
 (``tcp_clean_rtx_queue`` freeing the skbs, then ``__msg_zerocopy_callback``), and
 ``recvmsg(MSG_ERRQUEUE)`` (``inet_recv_error``: ``ip_recv_error``/``ipv6_recv_error``).
 
-The rules themselves (ids, ranges, coalescing) are ``rcunet.core.errqueue``; this module
-keeps them on the socket.  Every function here runs with the socket lock held.
+SO_TIMESTAMPING's transmit timestamps for a byte stream use the same queue: the request a
+write makes (``tcp_tx_timestamp``), the SCHED/SND timestamps when the segment carrying
+its last byte leaves, the ACK timestamp when the cumulative ACK passes it
+(``tcp_ack_tstamp``), reported with an SCM_TIMESTAMPING control message before the
+extended error (``sock_recv_timestamp``, then ``ip_recv_error``).
+
+The rules themselves (ids, ranges, coalescing, requests) are ``rcunet.core.errqueue``;
+this module keeps them on the socket.  Every function here runs with the socket lock
+held.
 """
 
 from __future__ import annotations
 
 import errno
+import struct
+import time
 from typing import TYPE_CHECKING
 
-from rcunet.core.errqueue import ErrorQueue, Zerocopy
+from rcunet.core import errqueue as eq
+from rcunet.core.errqueue import ErrorQueue, TxTimestamps, Zerocopy
 from rcunet.core.tcp import State as CState
 from rcunet.host.sockerr import oserror
 from rcunet.tables.entry import AF_INET
@@ -21,6 +31,7 @@ from rcunet.tables.entry import AF_INET
 if TYPE_CHECKING:
     from rcunet.core.tcp import Connection
     from rcunet.host.tcp_sock import TcpSock
+    from rcunet.wire import tcp
 
 #: Linux values (asm-generic/socket.h, linux/socket.h, linux/in.h, linux/in6.h)
 SO_ZEROCOPY = 60
@@ -34,6 +45,12 @@ SOL_IPV6, IPV6_RECVERR = 41, 25
 #: a sockaddr_in (16 bytes) or sockaddr_in6 (28), zero unless the origin is ICMP
 _OFFENDER_LEN = {True: 16, False: 28}
 CMSG_HDR_LEN = 16  #: CMSG_LEN(0) on LP64: struct cmsghdr
+SO_TIMESTAMPING = 37  #: SO_TIMESTAMPING_OLD, also the SCM_TIMESTAMPING cmsg type
+SOL_SOCKET = 1
+_SCM_TIMESTAMPING = struct.Struct("=qqqqqq")  #: struct scm_timestamping: 3 timespecs
+#: CLOCK_REALTIME - CLOCK_MONOTONIC: a timestamp reports the wall clock, as Linux's
+#: software timestamps do (a deterministic Host's virtual clock is reported as it is)
+_REALTIME_OFFSET = time.time_ns() - time.monotonic_ns()
 
 
 def set_zerocopy(sk: TcpSock, value: int) -> None:
@@ -43,30 +60,85 @@ def set_zerocopy(sk: TcpSock, value: int) -> None:
     sk.zerocopy = bool(value)
 
 
-def send_zerocopy(sk: TcpSock, conn: Connection, view: memoryview, now: int,
-                  first: bool) -> int:
-    """One round of a MSG_ZEROCOPY send (``first``: its call's first): the bytes are
-    queued as any send's, and the range they belong to is recorded.  The range of the
-    previous such send is extended when its bytes are still the unsent tail of the write
-    queue (``tcp_write_queue_tail`` is an skb of that uarg: ``msg_zerocopy_realloc``)."""
+def send_noted(sk: TcpSock, conn: Connection, view: memoryview, now: int, zc_round: int,
+               partial_ends: bool) -> int:
+    """One round of a send whose bytes the error queue will report on: queued as any
+    send's, then noted before the segments leave.
+
+    ``zc_round`` (MSG_ZEROCOPY with SO_ZEROCOPY set; Linux ignores the flag without it):
+    1, the call's first round, takes an id; 2, a later round, extends its range.  The
+    range of the previous such send is extended when its bytes are still the unsent tail
+    of the write queue (``tcp_write_queue_tail`` is an skb of that uarg:
+    ``msg_zerocopy_realloc``).  With SO_TIMESTAMPING, the call's last round asks for the
+    timestamps of its last byte (``tcp_tx_timestamp``); ``partial_ends``: queueing part
+    of ``view`` ends the call."""
     start = conn.write_seq
     tail_unsent = start != conn.tcb.snd_nxt
     n = conn.send(view, now)
-    if n:
+    if not n:
+        return 0
+    if zc_round and sk.zerocopy:
         zc = sk.zc
         if zc is None:
             zc = sk.zc = Zerocopy()
         last = zc.pending[-1] if zc.pending else None
         joins = tail_unsent and last is not None and last.end_seq == start
-        zc.sent(n, conn.write_seq, joins, first)
+        zc.sent(n, conn.write_seq, joins, zc_round == 1)
+    ts = sk.ts
+    if ts is not None and (partial_ends or n == len(view)):
+        ts.wrote((conn.write_seq - 1) & 0xFFFFFFFF, tail_unsent)
     return n
 
 
+def set_timestamping(sk: TcpSock, value: int) -> None:
+    """``SO_TIMESTAMPING`` (``sock_set_timestamping``): unknown bits or OPT_ID_TCP without
+    OPT_ID are EINVAL; turning OPT_ID on sets the key base to snd_una (write_seq with
+    OPT_ID_TCP), which a closed or listening TCP socket does not have (EINVAL)."""
+    if value & ~eq.SOF_MASK or (value & eq.SOF_OPT_ID_TCP and not value & eq.SOF_OPT_ID):
+        raise oserror(errno.EINVAL, "bad SO_TIMESTAMPING flags")
+    ts = sk.ts
+    if ts is None:
+        ts = sk.ts = TxTimestamps()
+    if value & eq.SOF_OPT_ID and not ts.flags & eq.SOF_OPT_ID:
+        conn = sk.conn
+        if conn is None or conn.state is CState.CLOSED:
+            raise oserror(errno.EINVAL, "SOF_TIMESTAMPING_OPT_ID needs a connection")
+        ts.key_base = conn.write_seq if value & eq.SOF_OPT_ID_TCP else conn.una_seq
+    ts.flags = value
+
+
+def realtime(sk: TcpSock) -> int:
+    host = sk.host
+    now: int = host.now()
+    return now if host.deterministic else now + _REALTIME_OFFSET
+
+
+def collect(sk: TcpSock, conn: Connection, segments: list[tcp.Repr]) -> bool:
+    """After the engine ran: zerocopy completions, then the timestamps of the segments it
+    produced (they are transmitted next) and of the bytes acknowledged.  True when an
+    entry was queued (the caller reports it: ``sk_error_report``)."""
+    done = zerocopy_collect(sk, conn)
+    ts = sk.ts
+    if ts is not None and ts.requests and not sk.user_closed:
+        errq = error_queue(sk)
+        now = realtime(sk)
+        stamped = False
+        for seg in segments:
+            n = len(seg.payload)
+            if n:
+                stamped |= ts.transmitted(seg.seq, (seg.seq + n) & 0xFFFFFFFF,
+                                          bytes(seg.payload), now, errq)
+        stamped |= ts.acked(conn.una_seq, now, errq)
+        if stamped:
+            sk.err_reports += 1
+            done = True
+    return done
+
+
 def zerocopy_collect(sk: TcpSock, conn: Connection) -> bool:
-    """After the engine ran: complete the ranges the peer acknowledged, or all of them when
-    the send queue was dropped (the connection closed: ``tcp_write_queue_purge``).  A
-    closed socket (``SOCK_DEAD``) gets no notification.  True when one was queued (the
-    caller reports it: ``sk_error_report``)."""
+    """Complete the MSG_ZEROCOPY ranges the peer acknowledged, or all of them when the
+    send queue was dropped (the connection closed: ``tcp_write_queue_purge``).  A closed
+    socket (``SOCK_DEAD``) gets no notification.  True when one was queued."""
     zc = sk.zc
     if zc is None or not zc.pending:
         return False
@@ -93,11 +165,12 @@ def error_queue(sk: TcpSock) -> ErrorQueue:
 def recv_errqueue(sk: TcpSock, bufsize: int, ancbufsize: int
                   ) -> tuple[bytes, list[tuple[int, int, bytes]], int]:
     """``recvmsg(MSG_ERRQUEUE)``: the oldest entry as (payload, [(level, type, data)],
-    msg_flags); EAGAIN when the queue is empty (never waits: ``inet_recv_error``).  The
-    control message is ``SOL_IP``/``IP_RECVERR`` for an AF_INET socket, else
-    ``SOL_IPV6``/``IPV6_RECVERR``; its data the extended error and a zero offender
-    address.  ``ancbufsize`` < the control message's length truncates it (``put_cmsg``:
-    MSG_CTRUNC); None: no limit."""
+    msg_flags); EAGAIN when the queue is empty (never waits: ``inet_recv_error``).  A
+    timestamp comes first as SOL_SOCKET/SCM_TIMESTAMPING when SOF_TIMESTAMPING_SOFTWARE
+    asks for software timestamps (``__sock_recv_timestamp``); then ``SOL_IP``/
+    ``IP_RECVERR`` for an AF_INET socket, else ``SOL_IPV6``/``IPV6_RECVERR``, the
+    extended error and a zero offender address.  Control messages that do not fit in
+    ``ancbufsize`` are cut as ``put_cmsg`` cuts them (MSG_CTRUNC)."""
     errq = sk.errq
     entry = errq.dequeue() if errq is not None else None
     if entry is None:
@@ -113,11 +186,30 @@ def recv_errqueue(sk: TcpSock, bufsize: int, ancbufsize: int
         data = data[:bufsize]
         flags |= MSG_TRUNC
     v4 = sk.family == AF_INET
+    cmsgs = []
+    ts = sk.ts
+    if entry.tstamp_ns is not None and ts is not None and ts.flags & eq.SOF_SOFTWARE:
+        sec, nsec = divmod(entry.tstamp_ns, 1_000_000_000)
+        cmsgs.append((SOL_SOCKET, SO_TIMESTAMPING, _SCM_TIMESTAMPING.pack(sec, nsec, 0, 0,
+                                                                           0, 0)))
     level, kind = (SOL_IP, IP_RECVERR) if v4 else (SOL_IPV6, IPV6_RECVERR)
-    cdata = entry.ee.pack() + bytes(_OFFENDER_LEN[v4])
-    if ancbufsize < CMSG_HDR_LEN + len(cdata):
-        flags |= MSG_CTRUNC
-        if ancbufsize < CMSG_HDR_LEN:
-            return data, [], flags
-        cdata = cdata[: ancbufsize - CMSG_HDR_LEN]
-    return data, [(level, kind, cdata)], flags
+    cmsgs.append((level, kind, entry.ee.pack() + bytes(_OFFENDER_LEN[v4])))
+    out, cut = _put_cmsgs(cmsgs, ancbufsize)
+    return data, out, flags | (MSG_CTRUNC if cut else 0)
+
+
+def _put_cmsgs(cmsgs: list[tuple[int, int, bytes]], room: int
+               ) -> tuple[list[tuple[int, int, bytes]], bool]:
+    """``put_cmsg`` for each in turn: a message needs its header's room, is cut to what is
+    left, and takes CMSG_SPACE (8-byte aligned) of the buffer."""
+    out: list[tuple[int, int, bytes]] = []
+    for level, kind, cdata in cmsgs:
+        if room < CMSG_HDR_LEN:
+            return out, True
+        whole = CMSG_HDR_LEN + len(cdata)
+        if room < whole:
+            out.append((level, kind, cdata[: room - CMSG_HDR_LEN]))
+            return out, True
+        out.append((level, kind, cdata))
+        room -= min((whole + 7) & ~7, room)
+    return out, False

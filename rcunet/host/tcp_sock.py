@@ -28,7 +28,7 @@ from functools import partial
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
-from rcunet.core.errqueue import ErrorQueue, Zerocopy
+from rcunet.core.errqueue import ErrorQueue, TxTimestamps, Zerocopy
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.core.tcp import Connection, Options
 from rcunet.core.tcp import State as CState
@@ -141,7 +141,7 @@ class TcpSock(SockEntry):
         "hold_count", "hold_max_ns", "soft_err", "mtu_info", "held_err", "xmit", "tx_csum_offload",
         "dst",
         "sndbuf_locked",
-        "rcvbuf_locked", "zerocopy", "zc", "errq", "err_reports", "mark",
+        "rcvbuf_locked", "zerocopy", "zc", "errq", "err_reports", "ts", "mark",
         base=SockEntry,
     )
 
@@ -204,6 +204,7 @@ class TcpSock(SockEntry):
         self.zerocopy, self.err_reports = False, 0
         self.zc: Zerocopy | None = None
         self.errq: ErrorQueue | None = None
+        self.ts: TxTimestamps | None = None  # SO_TIMESTAMPING (host/tcp_errq)
         self.mark = 0  # SO_MARK: kept and reported (rcunet has no policy routing)
 
     # ------------------------------------------------------------------ socket lock
@@ -451,7 +452,7 @@ class TcpSock(SockEntry):
             since = self._lock()
             try:
                 zc = 0 if not zerocopy else 2 if zc_more or sent else 1
-                sent += self._send_locked(view[sent:], zc)
+                sent += self._send_locked(view[sent:], zc, timeout is not None)
             except OSError as exc:
                 if not sent:
                     raise
@@ -470,8 +471,9 @@ class TcpSock(SockEntry):
                     return sent
                 raise
 
-    def _send_locked(self, view: memoryview, zc: int = 0) -> int:
-        """One round of a send; ``zc``: MSG_ZEROCOPY, its first (1) or a later round (2)."""
+    def _send_locked(self, view: memoryview, zc: int = 0, partial_ends: bool = True) -> int:
+        """One round of a send; ``zc``: MSG_ZEROCOPY, its first (1) or a later round (2);
+        ``partial_ends``: queueing part of ``view`` ends the call (a timestamp request)."""
         if self.held_err:
             err, self.held_err = self.held_err, 0
             raise oserror(err)
@@ -482,8 +484,8 @@ class TcpSock(SockEntry):
             err, self.soft_err = self.soft_err, 0
             raise oserror(err)
         now = self.host.now()
-        if zc and self.zerocopy and len(view):  # Linux ignores the flag without SO_ZEROCOPY
-            n = tcp_errq.send_zerocopy(self, conn, view, now, zc == 1)
+        if (zc and self.zerocopy or self.ts is not None) and len(view):
+            n = tcp_errq.send_noted(self, conn, view, now, zc, partial_ends)
         else:
             n = conn.send(view, now) if len(view) else 0
         if n and conn.quiet and self.poll is None:
@@ -753,6 +755,7 @@ class TcpSock(SockEntry):
                 _pysocket.SO_RCVBUF: lambda: self._set_rcvbuf(number),
                 _pysocket.SO_SNDBUF: lambda: self._set_sndbuf(number),
                 tcp_errq.SO_ZEROCOPY: lambda: tcp_errq.set_zerocopy(self, number),
+                tcp_errq.SO_TIMESTAMPING: lambda: tcp_errq.set_timestamping(self, number),
                 SO_MARK: lambda: setattr(self, "mark", number & 0xFFFFFFFF),
             }
         elif level == SOL_TCP:
@@ -800,6 +803,7 @@ class TcpSock(SockEntry):
                 _pysocket.SO_ERROR: self._so_error,
                 _pysocket.SO_TYPE: lambda: _pysocket.SOCK_STREAM,
                 tcp_errq.SO_ZEROCOPY: lambda: int(self.zerocopy),
+                tcp_errq.SO_TIMESTAMPING: lambda: self.ts.flags if self.ts else 0,
                 SO_MARK: lambda: self.mark,
                 SO_ACCEPTCONN: lambda: int(self.state == State.LISTEN),
             }

@@ -4,12 +4,23 @@ Linux's msg_zerocopy_realloc, __msg_zerocopy_callback and skb_zerocopy_notify_ex
 from __future__ import annotations
 
 from rcunet.core.errqueue import (
+    ENOMSG,
+    SCM_TSTAMP_ACK,
+    SCM_TSTAMP_SCHED,
+    SCM_TSTAMP_SND,
     SO_EE_CODE_ZEROCOPY_COPIED,
+    SO_EE_ORIGIN_TIMESTAMPING,
     SO_EE_ORIGIN_ZEROCOPY,
+    SOF_OPT_ID,
+    SOF_OPT_TSONLY,
+    SOF_TX_ACK,
+    SOF_TX_SCHED,
+    SOF_TX_SOFTWARE,
     ZC_BYTE_LIMIT,
     ErrEntry,
     ErrorQueue,
     ExtendedErr,
+    TxTimestamps,
     Zerocopy,
 )
 
@@ -129,3 +140,72 @@ def test_purge_completes_everything_unless_the_socket_is_dead() -> None:
     zc.sent(10, end_seq=30, tail_unsent=False, first=True)
     assert not zc.purge(None)
     assert not zc.pending and not q
+
+
+# -- SO_TIMESTAMPING (TxTimestamps) ------------------------------------------------------
+TX_ALL = SOF_TX_SCHED | SOF_TX_SOFTWARE | SOF_TX_ACK | SOF_OPT_ID
+
+
+def _stamps(q: ErrorQueue) -> list[tuple[int, int, int, int]]:
+    out = []
+    while (e := q.dequeue()) is not None:
+        assert (e.ee.ee_errno, e.ee.ee_origin) == (ENOMSG, SO_EE_ORIGIN_TIMESTAMPING)
+        assert e.tstamp_ns is not None
+        out.append((e.ee.ee_info, e.ee.ee_data, e.tstamp_ns, len(e.payload)))
+    return out
+
+
+def _ts(flags: int = TX_ALL, base: int = 1000) -> TxTimestamps:
+    ts = TxTimestamps()
+    ts.flags, ts.key_base = flags, base
+    return ts
+
+
+def test_the_segment_carrying_the_last_byte_is_stamped_sched_then_snd() -> None:
+    ts, q = _ts(), ErrorQueue()
+    ts.wrote(1000 + 2999, tail_unsent=False)
+    assert not ts.transmitted(1000, 2000, b"x" * 1000, 5, q)  # not the last byte
+    assert ts.transmitted(3000, 4000, b"y" * 1000, 7, q)
+    assert _stamps(q) == [(SCM_TSTAMP_SCHED, 2999, 7, 1000), (SCM_TSTAMP_SND, 2999, 7, 1000)]
+
+
+def test_ack_stamp_once_the_cumulative_ack_passes_the_byte() -> None:
+    ts, q = _ts(), ErrorQueue()
+    ts.wrote(1099, tail_unsent=False)
+    ts.transmitted(1000, 1100, b"z" * 100, 1, q)
+    _stamps(q)
+    assert not ts.acked(1099, 2, q)  # the byte itself is not acknowledged yet
+    assert ts.acked(1100, 3, q)
+    assert _stamps(q) == [(SCM_TSTAMP_ACK, 99, 3, 100)]
+    assert not ts.acked(5000, 4, q) and not ts.requests
+
+
+def test_a_write_into_the_same_unsent_skb_moves_the_request() -> None:
+    ts = _ts()
+    ts.wrote(1009, tail_unsent=False)
+    ts.wrote(1019, tail_unsent=True)
+    assert [r.tskey for r in ts.requests] == [1019]
+    ts.wrote(1029, tail_unsent=False)  # the bytes before had left: a request of its own
+    assert [r.tskey for r in ts.requests] == [1019, 1029]
+
+
+def test_without_opt_id_the_key_is_zero_and_tsonly_drops_the_payload() -> None:
+    ts, q = _ts(SOF_TX_SOFTWARE | SOF_OPT_TSONLY), ErrorQueue()
+    ts.wrote(1499, tail_unsent=False)
+    ts.transmitted(1000, 1500, b"p" * 500, 9, q)
+    assert _stamps(q) == [(SCM_TSTAMP_SND, 0, 9, 0)]
+
+
+def test_no_transmit_flags_no_request() -> None:
+    ts = _ts(SOF_OPT_ID)
+    ts.wrote(1499, tail_unsent=False)
+    assert not ts.requests
+
+
+def test_sequence_wrap() -> None:
+    ts, q = _ts(TX_ALL, base=0xFFFFFF00), ErrorQueue()
+    ts.wrote(0x10, tail_unsent=False)
+    assert ts.transmitted(0xFFFFFFF0, 0x20, b"w" * 0x30, 1, q)
+    assert _stamps(q)[0][1] == 0x110
+    assert not ts.acked(0xFFFFFFFF, 2, q)
+    assert ts.acked(0x11, 3, q)

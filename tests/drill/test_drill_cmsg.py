@@ -4,6 +4,8 @@ stack whose error queue differs from the script fails with packetdrill's message
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
 from rcunet.drill import cmsg
@@ -96,3 +98,21 @@ def test_the_entry_is_consumed() -> None:
     again = _errqueue_call().replace("= 0\n", "= -1 EAGAIN (Resource temporarily unavailable)\n")
     status, message = _run(PASSIVE_ZC + _errqueue_call() + again)
     assert status == "pass", message
+
+
+def test_timestamps_are_compared_within_the_tolerance() -> None:
+    expr = s.Array((s.Struct((
+        s.Assign("cmsg_level", None, 1), s.Assign("cmsg_type", None, 37),
+        s.Assign("cmsg_data", None, s.Struct((s.Assign("scm_sec", None, 0),
+                                              s.Assign("scm_nsec", None, 20_000_000)))))),))
+    [want] = cmsg.expected_cmsgs(expr, _value) or []
+    assert want.cmsg_len == 16 + 48
+    start = 1_000_000  # usecs of script time 0
+
+    def got(usecs: int) -> cmsg.Cmsg:
+        sec, rest = divmod(usecs, 1_000_000)
+        return cmsg.Cmsg(1, 37, struct.pack("=qqqqqq", sec, rest * 1000, 0, 0, 0, 0))
+
+    assert cmsg.compare([want], [got(start + 20_000 + 3_000)], start, 4000) is None
+    problem = cmsg.compare([want], [got(start + 30_000)], start, 4000)
+    assert problem is not None and problem.startswith("Bad timestamp 0 in scm_timestamping 0")

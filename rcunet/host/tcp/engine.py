@@ -92,8 +92,9 @@ class EngineMixin:
             shard = self.host.counters.shard()
             for name, n in conn.counters.take().items():
                 shard[name] = shard.get(name, 0) + n  # owner: this thread only
-        # MSG_ZEROCOPY ranges the peer acknowledged: notifications, sk_error_report
-        reported = sk.zc is not None and tcp_errq.zerocopy_collect(sk, conn)
+        # MSG_ZEROCOPY completions, transmit timestamps: sk_error_report
+        reported = (sk.zc is not None or sk.ts is not None) and tcp_errq.collect(
+            sk, conn, segments)
         if (events or reported) and wake:
             sk.wakeup()
         elif sk.poll is not None:
