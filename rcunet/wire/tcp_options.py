@@ -7,6 +7,9 @@ so a segment Linux sent re-encodes byte for byte:
     MSS | SACK-permitted+timestamps packed in one word (or NOP NOP TS, or NOP NOP
     SACK-permitted) | NOP window-scale | NOP NOP SACK blocks | unknown options | EOL pad
 
+A Fast Open option (kind 34, RFC 7413) whose length leaves two bytes of its last word is
+followed by NOP NOP, as tcp_options_write pads it (an 8-byte cookie: 10 + 2).
+
 Known kinds with a length other than their fixed one are kept as unknown options (Linux
 ignores them the same way), so nothing is lost and parse never guesses.
 """
@@ -25,6 +28,7 @@ WINDOW_SCALE = 3
 SACK_PERMITTED = 4
 SACK = 5
 TIMESTAMP = 8
+FAST_OPEN = 34
 
 MAX_OPTIONS_LEN = 40
 MAX_SACK_BLOCKS = 4
@@ -135,6 +139,8 @@ def build_options(
                                 "bytes")
             out += bytes((kind, len(data) + 2))
             out += data
+            if kind == FAST_OPEN and (len(data) + 2) & 3 == 2:
+                out += bytes((NOP, NOP))
     except WireError:
         raise
     except (struct.error, ValueError, TypeError) as err:

@@ -581,3 +581,18 @@ def test_mutated_segments_only_raise_wire_error(
 def test_option_parser_is_exposed_for_raw_option_bytes() -> None:
     parsed = tcp_options.parse_options(bytes.fromhex("020405b4010303070402"), 0, 10)
     assert parsed == (1460, 7, True, (), None, ())
+
+
+def test_fast_open_option_is_padded_with_nops_as_linux() -> None:
+    """RFC 7413's option with an 8-byte cookie is 10 bytes: Linux's tcp_options_write
+    completes its word with NOP NOP (not EOL), and parse reads it back."""
+    from rcunet.wire import tcp_options
+
+    cookie = bytes(range(8))
+    raw = tcp_options.build_options(1460, None, False, (), None, ((34, cookie),))
+    assert raw == bytes((2, 4, 0x05, 0xB4, 34, 10)) + cookie + bytes((1, 1))
+    parsed = tcp_options.parse_options(raw, 0, len(raw))
+    assert parsed[5] == ((34, cookie),)
+    exp = tcp_options.build_options(None, None, False, (), None,
+                                    ((254, b"\xf9\x89" + cookie),))
+    assert len(exp) == 12  # 4 + 8: a whole number of words, no padding
