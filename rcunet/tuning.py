@@ -62,6 +62,13 @@ class Tuning:
     tcp_window_scaling: bool = True
     tcp_syncookies: int = 1
     tcp_max_syn_backlog: int = 4096
+    #: TCP Fast Open (RFC 7413) bits, Linux's net.ipv4.tcp_fastopen: 0x1 client, 0x2
+    #: server, 0x4 client without cookie, 0x200 server without cookie, 0x400 every
+    #: listener without TCP_FASTOPEN (rcunet.core.tcp.fastopen).  Linux's default: 0x1.
+    tcp_fastopen: int = 1
+    #: net.ipv4.tcp_fastopen_key: the primary key (and an optional backup), 16 bytes
+    #: each; empty: the Host's own random key (Linux draws one on first use).
+    tcp_fastopen_key: tuple[bytes, ...] = ()
     somaxconn: int = 4096
     tcp_max_tw_buckets: int = 262144
     tcp_fin_timeout: float = 60.0

@@ -77,6 +77,7 @@ from rcunet.core.tcp.delack import DelayedAckMixin
 from rcunet.core.tcp.events import (
     Closed,
     ConnectionFailed,
+    DataReceived,
     Established,
     Event,
     TimeWaitEntered,
@@ -121,9 +122,9 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
     # child, then the thread that accepted it - and there a slot read of a value another
     # thread made takes the instance's lock on every read.
     __slots__ = lockfree_read_slots(
-        "cc", "counters", "error", "local_addr", "local_port", "options", "passive",
-        "quiet", "remote_addr", "remote_port", "rto", "scoreboard", "state", "tcb",
-        "timers",
+        "cc", "counters", "error", "fastopen_child", "local_addr", "local_port", "options",
+        "passive", "quiet", "remote_addr", "remote_port", "rto", "scoreboard", "state",
+        "syn_data_acked", "tcb", "timers",
         "_ack_now", "_ack_pushed", "_ack_sched", "_ato", "_challenge_count",
         "_challenge_window_at", "_closed_reported", "_cwnd_limited", "_max_flight",
         "_max_flight_seq",
@@ -232,6 +233,12 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         self.quiet = False
         self._closed_reported = False
         self._now = 0
+        #: A passive Fast Open child (Linux tp->fastopen_rsk): it took the SYN's data,
+        #: may send in SYN-RECEIVED, and a RST there is ECONNRESET (RFC 7413 §4.2).
+        self.fastopen_child = False
+        #: The SYN's data was acknowledged by the SYN-ACK (Linux tp->syn_data_acked:
+        #: TCP_INFO's TCPI_OPT_SYN_DATA).
+        self.syn_data_acked = False
 
     @classmethod
     def connect(cls, *, local_port: int, remote_port: int, iss: int, now: int,
@@ -259,11 +266,17 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
     @classmethod
     def accept_syn(cls, syn: tcp.Repr, *, iss: int, now: int, options: Options | None = None,
                    ts_offset: int = 0, counters: Counters | None = None,
-                   local_addr: bytes = b"", remote_addr: bytes = b"") -> Connection:
+                   local_addr: bytes = b"", remote_addr: bytes = b"", fastopen: bool = False,
+                   synack_options: tuple[tuple[int, bytes], ...] = ()) -> Connection:
         """A listener took ``syn`` (``listen_action`` said SYN): SYN-RECEIVED, SYN,ACK pending.
 
-        RFC 9293 §3.10.7.2 third check.  Data carried by the SYN is dropped (no TCP Fast
-        Open), as Linux does; the peer retransmits it.
+        RFC 9293 §3.10.7.2 third check.  Without ``fastopen`` data carried by the SYN is
+        dropped, as Linux does; the peer retransmits it.  With ``fastopen`` (the
+        listener's Fast Open decision, ``fastopen.server_decision``) the connection is a
+        Fast Open child (Linux tcp_fastopen_create_child): the SYN's data is queued for
+        the application at once and the SYN,ACK acknowledges it (RFC 7413 §4.2.2).
+        ``synack_options`` go into the first SYN,ACK only (a Fast Open cookie: Linux's
+        request socket does not keep it for retransmissions).
         """
         if listen_action(syn) is not ListenAction.SYN:
             raise ValueError("accept_syn needs a SYN without ACK, RST or FIN")
@@ -273,8 +286,22 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         conn._now = now
         conn._take_peer_syn(syn, now)
         conn._set_state(SYN_RECEIVED)
-        conn._send_syn(now)
+        if fastopen:
+            conn._take_syn_data(syn)
+        conn._send_syn(now, extra=synack_options)
         return conn
+
+    def _take_syn_data(self, syn: tcp.Repr) -> None:
+        """tcp_fastopen_create_child: the SYN's payload joins the receive queue (a copy:
+        the SYN's buffer goes back to its pool) and RCV.NXT moves past it."""
+        self.fastopen_child = True
+        data = bytes(syn.payload)
+        if not data:
+            return
+        self._rx.append(memoryview(data))
+        self._advance_rcv(len(data))
+        self._events.append(DataReceived(len(data)))
+        self.syn_data_acked = True
 
     @classmethod
     def from_cookie(cls, ack: tcp.Repr, *, mss: int, wscale: int | None, sack_ok: bool,
@@ -480,6 +507,14 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
             self.counters.add("TcpExtTCPAbortOnData")  # Linux counts a linger-0 close here
             self._abort(now)
 
+    def fail(self, err: int, now: int) -> None:
+        """The connection dies with ``err`` and sends nothing (an ICMP error in
+        SYN-RECEIVED of a Fast Open child: Linux tcp_v4_err sets sk_err and calls
+        tcp_done).  Data already received stays readable; then ``err``."""
+        self._now = now
+        if self.state is not CLOSED:
+            self._fail(err)
+
     def update_options(self, now: int, **changes: object) -> None:
         """setsockopt(): TCP_NODELAY, SO_KEEPALIVE, TCP_KEEPIDLE/INTVL/CNT, timeouts...
 
@@ -561,7 +596,8 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         self._events.append(Established())
         if self._fin_queued:
             self._set_state(FIN_WAIT_1)
-        t.snd_nxt = t.snd_max = t.snd_una
+        if not self.fastopen_child:  # a Fast Open child may have data in flight
+            t.snd_nxt = t.snd_max = t.snd_una
 
     def _enter_time_wait(self, now: int) -> None:
         self._set_state(TIME_WAIT)
@@ -668,8 +704,10 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
     def _syn_window(self) -> int:
         return min(self.options.rcvbuf, 0xFFFF)
 
-    def _send_syn(self, now: int, retransmit: bool = False, rearm: bool = True) -> None:
-        """SYN (SYN-SENT) or SYN,ACK (SYN-RECEIVED) with our options."""
+    def _send_syn(self, now: int, retransmit: bool = False, rearm: bool = True,
+                  extra: tuple[tuple[int, bytes], ...] = ()) -> None:
+        """SYN (SYN-SENT) or SYN,ACK (SYN-RECEIVED) with our options (and ``extra``
+        ones after them: a Fast Open cookie)."""
         t = self.tcb
         o = self.options
         is_synack = self.state is SYN_RECEIVED
@@ -687,13 +725,16 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         seg = tcp.Repr(src_port=self.local_port, dst_port=self.remote_port, seq=t.iss,
                        ack=t.rcv_nxt if is_synack else 0, flags=flags, window=self._syn_window(),
                        mss=o.mss, window_scale=wscale, sack_permitted=sack_permitted,
-                       timestamp=ts)
+                       timestamp=ts, unknown_options=extra)
         if is_synack:
             t.last_ack_sent = t.rcv_nxt
         self._emit(seg)
         if not retransmit and self._syn_sent_at is None:
             self._syn_sent_at = now
-        t.snd_nxt = t.snd_max = add(t.iss, 1)
+        if not (retransmit and self.fastopen_child):
+            # (a Fast Open child retransmits only its SYN,ACK: data it sent in
+            # SYN-RECEIVED stays in flight, tcp_fastopen_synack_timer)
+            t.snd_nxt = t.snd_max = add(t.iss, 1)
         if rearm or self.timers.rto_at is None:
             self.timers.rto_at = now + self.rto.rto
 

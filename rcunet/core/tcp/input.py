@@ -244,6 +244,10 @@ class InputMixin:
                 self.counters.add("TcpOutRsts")
                 return
             self._rtt_sample_handshake(seg, now)
+            if self.fastopen_child and gt(seg.ack, add(t.iss, 1)):
+                # it also acknowledges data a Fast Open child sent in SYN-RECEIVED
+                t.snd_una = add(t.iss, 1)
+                self._ack_advance(seg, now)
             t.snd_una = seg.ack
             t.snd_wnd = seg.window << t.snd_wscale
             t.max_snd_wnd = max(t.max_snd_wnd, t.snd_wnd)
@@ -347,10 +351,10 @@ class InputMixin:
         self._events.append(ResetReceived())
         if st in (ESTABLISHED, CLOSE_WAIT):
             self.counters.add("TcpEstabResets")
-        if st is SYN_RECEIVED and self.passive:
+        if st is SYN_RECEIVED and self.passive and not self.fastopen_child:
             self._enter_closed()  # RFC 9293: "return this connection to LISTEN"
-        elif st is SYN_RECEIVED:
-            self._fail(errnos.ECONNREFUSED)
+        elif st is SYN_RECEIVED and not self.fastopen_child:
+            self._fail(errnos.ECONNREFUSED)  # an active open (simultaneous)
         elif st is CLOSE_WAIT:
             self._fail(errnos.EPIPE)
         elif st in (CLOSING, LAST_ACK, TIME_WAIT):

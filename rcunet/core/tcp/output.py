@@ -15,6 +15,7 @@ from rcunet.core.tcp.common import (
     MS,
     PSH,
     RST,
+    SYN_RECEIVED,
     SYN_SENT,
     TIME_WAIT,
     segment_repr,
@@ -32,7 +33,10 @@ class OutputMixin:
         """Generate whatever the state allows: data, FIN, ACKs; then arm the timers."""
         st = self.state
         t = self.tcb
-        if st.synchronized and st is not TIME_WAIT:
+        if (st.synchronized and st is not TIME_WAIT) or (
+                self.fastopen_child and st is SYN_RECEIVED):
+            # (a Fast Open child sends before the handshake completes: tcp_sendmsg's
+            # tcp_passive_fastopen exception, RFC 7413 §4.2.2)
             sent = len(self._out)
             recovery = self._recovery
             if recovery is None:
@@ -71,6 +75,11 @@ class OutputMixin:
         tcp_sendmsg).  The one copy of the rule: ``_try_send`` and ``send``'s shortcut
         (``_nagle_holds_tail``) both ask it."""
         t = self.tcb
+        if self.fastopen_child and self.state is SYN_RECEIVED:
+            # Linux's SYN,ACK of a Fast Open child is its request socket's, not in the
+            # write queue: only data counts as in flight (tcp_nagle_check's packets_out)
+            return (not self.options.nodelay and t.snd_max != add(t.iss, 1)
+                    and not self._send_blocked)
         return not self.options.nodelay and t.snd_una != t.snd_max and not self._send_blocked
 
     def _cwnd_room(self) -> int:
