@@ -25,6 +25,7 @@ LINUX_STATE = {
     CState.CLOSE_WAIT: 8, CState.LAST_ACK: 9, CState.LISTEN: 10, CState.CLOSING: 11,
 }
 TCPI_OPT_TIMESTAMPS, TCPI_OPT_SACK, TCPI_OPT_WSCALE = 1, 2, 4
+TCPI_OPT_SYN_DATA = 32  #: the SYN's data was acknowledged (Fast Open: tp->syn_data_acked)
 TCP_CA_OPEN, TCP_CA_RECOVERY, TCP_CA_LOSS = 0, 3, 4
 
 #: struct tcp_info up to tcpi_rcv_wnd (Linux 6.x): name, struct code, in layout order.
@@ -75,6 +76,8 @@ def snapshot(sk: TcpSock, now: int) -> dict[str, int]:
         options |= TCPI_OPT_SACK
     if t.rcv_wscale or t.snd_wscale or conn._peer_ws_offered:
         options |= TCPI_OPT_WSCALE
+    if conn.syn_data_acked:
+        options |= TCPI_OPT_SYN_DATA
     recovery = conn._recovery
     ca_state = TCP_CA_LOSS if conn._retransmits else (
         TCP_CA_RECOVERY if recovery is not None else TCP_CA_OPEN)

@@ -33,7 +33,7 @@ from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.core.tcp import Connection, Options
 from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.timewait import TimeWait
-from rcunet.host import tcp_errq
+from rcunet.host import tcp_errq, tcp_fastopen
 from rcunet.host.sockerr import oserror, wire
 from rcunet.host.socklock import BACKLOG_EXTRA, SocketLock
 from rcunet.host.tcp_info import pack as pack_tcp_info
@@ -142,6 +142,8 @@ class TcpSock(SockEntry):
         "dst",
         "sndbuf_locked",
         "rcvbuf_locked", "zerocopy", "zc", "errq", "err_reports", "ts", "mark",
+        "fastopen_max_qlen", "fastopen_qlen", "fastopen_keys", "fastopen_no_cookie",
+        "fastopen_connect", "tfo_listener",
         base=SockEntry,
     )
 
@@ -206,6 +208,12 @@ class TcpSock(SockEntry):
         self.errq: ErrorQueue | None = None
         self.ts: TxTimestamps | None = None  # SO_TIMESTAMPING (host/tcp_errq)
         self.mark = 0  # SO_MARK: kept and reported (rcunet has no policy routing)
+        # Fast Open (host/tcp_fastopen.py): queue limit, count (guarded-by rskq_lock),
+        # TCP_FASTOPEN_KEY keys; a Fast Open child's listener until its handshake ends.
+        self.fastopen_max_qlen = self.fastopen_qlen = 0
+        self.fastopen_keys: tuple[bytes, ...] = ()
+        self.fastopen_no_cookie = self.fastopen_connect = False
+        self.tfo_listener: TcpSock | None = None
 
     # ------------------------------------------------------------------ socket lock
     def _backlog_limit(self) -> int:
@@ -381,6 +389,7 @@ class TcpSock(SockEntry):
             with self.rskq_lock:
                 self.max_ack_backlog = max(0, min(backlog, somaxconn))
             if self.state != State.LISTEN:
+                tcp_fastopen.on_listen(self, backlog)
                 self.layer.sync_tuning()
                 self.layer.hashinfo.listen_socket(self)
         finally:
@@ -759,6 +768,9 @@ class TcpSock(SockEntry):
                 SO_MARK: lambda: setattr(self, "mark", number & 0xFFFFFFFF),
             }
         elif level == SOL_TCP:
+            if opt in tcp_fastopen.FASTOPEN_OPTIONS:
+                tcp_fastopen.setsockopt(self, opt, value)
+                return
             number = _int(value)
             setters = {
                 _pysocket.TCP_NODELAY: lambda: setattr(self, "nodelay", bool(number)),
@@ -791,6 +803,8 @@ class TcpSock(SockEntry):
             return _LINGER.pack(int(self.linger[0]), self.linger[1])
         if level == SOL_TCP and opt == TCP_INFO:
             return self.tcp_info(buflen)
+        if level == SOL_TCP and opt in tcp_fastopen.FASTOPEN_OPTIONS:
+            return tcp_fastopen.getsockopt(self, opt, buflen)
         conn = self.conn
         getters: dict[int, Callable[[], int]]
         if level == SOL_SOCKET:

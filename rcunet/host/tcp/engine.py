@@ -76,6 +76,8 @@ class EngineMixin:
             elif kind is Established:
                 if sk.listener is not None:
                     self._publish_child(sk)
+                elif sk.tfo_listener is not None:
+                    self.fastopen_release(sk)  # reqsk_fastopen_remove
             elif kind is TimeWaitEntered:
                 sk.teardown = Teardown.TIME_WAIT
                 sk.time_wait = TimeWait.of(conn)
@@ -191,6 +193,8 @@ class EngineMixin:
         with self._global():
             self.hashinfo.close(sk)
         self._leave_syn_queue(sk)
+        if sk.tfo_listener is not None:
+            self.fastopen_release(sk)
         sk.wakeup()
         if sk.user_closed:
             self.forget(sk)

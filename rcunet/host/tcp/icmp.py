@@ -47,6 +47,8 @@ class IcmpMixin:
                     found.sl.bh_defer(MTU_REDUCED_DEFERRED,
                                      partial(self.mtu_reduced_locked, found))
                     self.post(found)
+            elif not self._icmp_in_window(found, _quoted_seq(flow)):
+                self.host.counters.inc("TcpExtOutOfWindowIcmps")
             else:
                 err = _icmp_errno(family, kind, code)
                 found.soft_err = err  # one store; a hard error also aborts SYN_SENT below
@@ -73,11 +75,40 @@ class IcmpMixin:
         if conn.mtu_reduced(mtu - headers, self.host.now()):
             self.after_engine(sk)
 
+    @staticmethod
+    def _icmp_in_window(sk: TcpSock, seq: int | None) -> bool:
+        """tcp_v4_err: an error must quote a sequence number in [SND.UNA, SND.NXT]
+        (the ISN for a Fast Open child, whose SYN,ACK SND.UNA does not cover yet).
+        Lockless: the connection and its two sequence numbers are single attribute
+        loads; a stale value misjudges one ICMP error, as a racing ACK would."""
+        conn = sk.conn
+        if seq is None or conn is None:
+            return True
+        t = conn.tcb
+        start = t.iss if conn.state is CState.SYN_RECEIVED else t.snd_una
+        return le(start, seq) and le(seq, t.snd_nxt)
+
     def _icmp_locked(self, sk: TcpSock, err: int) -> None:
         conn = sk.conn
         if conn is not None and conn.state is CState.SYN_SENT and err in _HARD_ERRORS:
             conn.abort(self.host.now())
             self.after_engine(sk)
+        elif conn is not None and conn.fastopen_child and conn.state is CState.SYN_RECEIVED \
+                and self._fastopen_unaccepted(sk):
+            # tcp_v4_err for a Fast Open child nobody accepted yet: sk_err, then
+            # tcp_done (no RST); read() reports the error after the SYN's data
+            sk.soft_err = 0
+            conn.fail(err, self.host.now())
+            self.after_engine(sk)
+
+    @staticmethod
+    def _fastopen_unaccepted(sk: TcpSock) -> bool:
+        """Still on its listener's accept queue (Linux: fastopen_rsk->sk still set)."""
+        lsk = sk.tfo_listener
+        if lsk is None:
+            return False
+        with lsk.rskq_lock:
+            return sk in lsk.acceptq
 
 
 def _quoted_seq(flow: icmpv4.QuotedFlow | icmpv6.QuotedFlow) -> int | None:

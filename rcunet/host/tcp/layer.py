@@ -17,6 +17,7 @@ from rcunet.host.tcp.buffers import BuffersMixin
 from rcunet.host.tcp.common import TCBINFO_LOCK, family_form, offloads
 from rcunet.host.tcp.demux import DemuxMixin
 from rcunet.host.tcp.engine import EngineMixin
+from rcunet.host.tcp.fastopen import FastOpenMixin
 from rcunet.host.tcp.icmp import IcmpMixin
 from rcunet.host.tcp.listener import ListenerMixin
 from rcunet.host.tcp.timewait import TcpTimeWait, TimeWaitMixin
@@ -38,8 +39,8 @@ TS_OFFSET_CACHE = 4096
 DELIVERING = frozenset({State.FIN_WAIT1, State.CLOSING, State.LAST_ACK})
 
 
-class TcpLayer(DemuxMixin, EngineMixin, TransmitMixin, ListenerMixin, TimeWaitMixin,
-               IcmpMixin, BuffersMixin):
+class TcpLayer(DemuxMixin, EngineMixin, TransmitMixin, ListenerMixin, FastOpenMixin,
+               TimeWaitMixin, IcmpMixin, BuffersMixin):
     """The Host's TCP.  One class (a segment's path crosses every part of it, and a
     method found through the class costs what a local one does), written as one mixin
     per responsibility.

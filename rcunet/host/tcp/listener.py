@@ -132,15 +132,22 @@ class ListenerMixin:
                                    seg.src_port, now)
         child = TcpSock(self, lsk.family)
         child.inherit_from(lsk)
-        conn = Connection.accept_syn(seg, iss=iss, now=now, options=child.conn_options(mss),
-                                     ts_offset=ts_offset, counters=Counters())
-        return self._adopt_child(lsk, conn, info, seg.src_port, child)
+        decision = self.fastopen_decision(lsk, seg, info)
+        conn = Connection.accept_syn(
+            seg, iss=iss, now=now, options=child.conn_options(mss), ts_offset=ts_offset,
+            counters=Counters(), fastopen=decision.fastopen,
+            synack_options=(decision.reply,) if decision.reply is not None else ())
+        return self._adopt_child(lsk, conn, info, seg.src_port, child,
+                                 fastopen=decision.fastopen)
 
     def _adopt_child(self, lsk: TcpSock, conn: Connection, info: Delivery, fport: int,
-                     child: TcpSock | None = None) -> TcpSock | None:
+                     child: TcpSock | None = None, fastopen: bool = False) -> TcpSock | None:
         """Give the child its identity and port, count it in the SYN queue, publish it in
         ehash, then let it run (a cookie child is ESTABLISHED already and goes straight
-        on to the accept queue).  The caller transmits (``post``) after its locks."""
+        on to the accept queue).  The caller transmits (``post``) after its locks.
+
+        A Fast Open child counts in the listener's Fast Open queue instead, and goes on
+        to the accept queue at once, in SYN_RECV (tcp_fastopen_create_child)."""
         if child is None:
             child = TcpSock(self, lsk.family)
             child.inherit_from(lsk)
@@ -148,13 +155,16 @@ class ListenerMixin:
                       family_form(lsk.family, info.src), fport)
         child.conn = conn
         child.state = TABLE_STATE[conn.state]
-        child.listener = lsk
         child.tx_csum_offload = self._tx_offload(info.src)
         with lsk.rskq_lock:
             if lsk.listen_closed:
                 return None
-            lsk.embryos.add(child)  # before ehash: the final ACK may race us
-            lsk.syn_qlen += 1
+            if fastopen:
+                self.fastopen_charge(lsk, child)
+            else:
+                child.listener = lsk
+                lsk.embryos.add(child)  # before ehash: the final ACK may race us
+                lsk.syn_qlen += 1
         with self._sockets_lock:
             self.sockets.add(child)
         yield_point("tcp.child.before_hash")
@@ -162,12 +172,31 @@ class ListenerMixin:
             self.hashinfo.bind.unbind(child)
             child.user_closed = True
             self._leave_syn_queue(child)
+            self.fastopen_release(child)
             child.finished = True
             self.forget(child)
             return None
         with child.sl.slock:
             self.after_engine(child)
+            if fastopen:
+                self._enqueue_fastopen_child(lsk, child)
         return child
+
+    def _enqueue_fastopen_child(self, lsk: TcpSock, child: TcpSock) -> None:
+        """inet_csk_reqsk_queue_add for a Fast Open child (its socket lock held): it is
+        acceptable before its handshake completes, with the SYN's data readable."""
+        with lsk.rskq_lock:
+            closed = lsk.listen_closed
+            if not closed:
+                lsk.acceptq.append(child)
+        if closed:  # the listener closed meanwhile: nobody will accept the child
+            child.user_closed = True
+            conn = child.conn
+            if conn is not None:
+                conn.abort(self.host.now())
+                self.after_engine(child)
+            return
+        lsk.wakeup()
 
     def _inherit_port(self, child: TcpSock, lsk: TcpSock) -> bool:
         """__inet_inherit_port (``BindTables.inherit_port``): the child joins the
