@@ -51,6 +51,19 @@ _ICMP4_CODES = {"net_unreachable": 0, "host_unreachable": 1, "protocol_unreachab
                 "host_prohibited": 10, "ttl_exceeded": 0, "": 0}
 
 
+#: The -D definitions the corpora's runners pass (the kernel's ksft_runner.sh, google's
+#: run_all.py): the Fast Open cookies Linux computes for the runner's addresses with
+#: defaults.sh's key (TFO_COOKIE) and with the all-zero key (TFO_COOKIE_ZERO), and the
+#: ICMP code run_all.py gives its IPv4 runs.  A script's own -D lines override them.
+RUNNER_DEFINES = {
+    4: {"TFO_COOKIE": "3021b9d889017eeb", "TFO_COOKIE_ZERO": "b7c12350a90dc8f5",
+        "CODE": "host_unreachable", "CMSG_LEVEL_IP": "SOL_IP",
+        "CMSG_TYPE_RECVERR": "IP_RECVERR"},
+    6: {"TFO_COOKIE": "c1d1e9742a47a9bc", "TFO_COOKIE_ZERO": "82af1a8f9a205c34",
+        "CMSG_LEVEL_IP": "SOL_IPV6", "CMSG_TYPE_RECVERR": "IPV6_RECVERR"},
+}
+
+
 @dataclass
 class Config:
     family: int = 4
@@ -97,9 +110,22 @@ class DrillSocket:
 
     @property
     def local_offset(self) -> int:
-        """script -> live for our sequence space (local_seq_script_to_live_offset)."""
+        """script -> live for our sequence space in a SYN (local_seq_script_to_live_offset
+        with is_syn): the script's ISN stands for the live one."""
         return 0 if self.live_local_isn is None else (
             self.live_local_isn - self.script_local_isn) & 0xFFFFFFFF
+
+    def local_off(self, syn: bool) -> int:
+        """local_seq_script_to_live_offset: in a SYN the script's ISN stands for the live
+        one; in any other segment the script's numbers count from the live ISN."""
+        if syn:
+            return self.local_offset
+        return 0 if self.live_local_isn is None else self.live_local_isn
+
+    def remote_off(self, syn: bool) -> int:
+        """remote_seq_script_to_live_offset: the peer's numbers are the script's own in a
+        SYN, and count from the peer's ISN after it."""
+        return 0 if syn else self.remote_isn
 
 
 @dataclass
@@ -613,7 +639,9 @@ class Runner:
             sock.state = "syn_acked"
         elif sock.state == "synack_sent" and "." in spec.flags:
             sock.state = "synack_acked"
-        offset = sock.local_offset
+        syn = "S" in spec.flags
+        offset = sock.local_off(syn)
+        seq_base = sock.remote_off(syn)
         ack = spec.ack or 0
         if "." in spec.flags:
             ack = (ack + offset) & 0xFFFFFFFF
@@ -628,7 +656,7 @@ class Runner:
             last = index == len(pieces) - 1
             piece_flags = flags if last else flags & ~0x09  # FIN and PSH on the last one
             l4 = fr.tcp_segment(self.remote, self.local, sport, dport,
-                                (spec.seq + start) & 0xFFFFFFFF, ack, piece_flags,
+                                (spec.seq + seq_base + start) & 0xFFFFFFFF, ack, piece_flags,
                                 spec.win or 0, options, bytes(length), spec.urg)
             packet = fr.ip_packet(self.remote, self.local, fr.PROTO_TCP, l4,
                                   ecn=fr.ECN_BITS.get(spec.ecn or "noecn", 0), tos=spec.tos,
@@ -666,11 +694,7 @@ class Runner:
                     ecr = self._live_ecr(event, sock, ecr)
                 raw.append(fr.RawOption(fr.OPT_TS, struct.pack("!II", val, ecr)))
             elif kind in ("FO", "FOEXP"):
-                try:
-                    cookie = bytes.fromhex(str(opt.values[0]))
-                except ValueError:
-                    raise DrillError(event.line, f"bad Fast Open cookie {opt.values[0]}"
-                                     ) from None
+                cookie = self._cookie(event.line, opt.values[0])
                 if kind == "FO":
                     raw.append(fr.RawOption(fr.OPT_FO, cookie))
                 else:
@@ -696,12 +720,12 @@ class Runner:
 
     def _icmp_packet(self, event: s.Event, spec: s.PacketSpec, sock: DrillSocket) -> bytes:
         family = self.config.family
-        code_name = spec.icmp_code
+        code_name = self.config.defines.get(spec.icmp_code, spec.icmp_code)
         if spec.icmp_type not in _ICMP4 or code_name not in _ICMP4_CODES:
             raise DrillUnsupported(event.line, f"ICMP {spec.icmp_type} {code_name}")
         echoed_seq = 0
         if spec.echoed is not None and spec.echoed[0] == "tcp":
-            echoed_seq = (spec.echoed[1] + sock.local_offset) & 0xFFFFFFFF
+            echoed_seq = (spec.echoed[1] + sock.local_off(False)) & 0xFFFFFFFF
         quoted_l4 = struct.pack("!HHI", sock.local_port, sock.remote_port, echoed_seq)
         inner = fr.ip_packet(self.local, self.remote, fr.PROTO_TCP,
                              quoted_l4 + bytes(12))[:(20 if family == 4 else 40) + 8]
@@ -809,10 +833,11 @@ class Runner:
                                      f"{spec.payload} bytes vs actual {payload} bytes")
         # aggregate_packets: the last segment's headers, the first one's seq and CWR
         flags = (last.flags & ~0x80) | (first.flags & 0x80)
-        offset = sock.local_offset
+        syn = bool(first.flags & 0x02)
+        offset = sock.local_off(syn)
         script_flags = fr.flag_bits(spec.flags)
         seq = (first.seq - offset) & 0xFFFFFFFF
-        ack = last.ack
+        ack = (last.ack - sock.remote_off(syn)) & 0xFFFFFFFF if last.flags & 0x10 else last.ack
         self._check_ip(event, spec, last)
         script_opts = self._script_option_bytes(spec)
         if spec.options is not None:
@@ -918,12 +943,24 @@ class Runner:
         if kind == "wscale":
             return bytes((opt.values[0],))
         if kind == "sack":
-            # SACK blocks are in the remote's sequence space: no offset for us
-            return b"".join(struct.pack("!II", a, b) for a, b in opt.values)
+            # SACK blocks are in the remote's sequence space, counted from its ISN
+            base = sock.remote_off(False)
+            return b"".join(struct.pack("!II", (a + base) & 0xFFFFFFFF,
+                                        (b + base) & 0xFFFFFFFF) for a, b in opt.values)
         if kind in ("FO", "FOEXP"):
-            cookie = bytes.fromhex(str(opt.values[0])) if opt.values[0] else b""
+            cookie = self._cookie(0, opt.values[0])
             return cookie if kind == "FO" else struct.pack("!H", fr.FO_MAGIC) + cookie
         return None
+
+    def _cookie(self, line: int, value: object) -> bytes:
+        """A Fast Open cookie written in hex, or the name of a -D definition of one
+        (TFO_COOKIE), as packetdrill's parser resolves it."""
+        text = str(value) if value else ""
+        text = self.config.defines.get(text, text)
+        try:
+            return bytes.fromhex(text)
+        except ValueError:
+            raise DrillError(line, f"bad Fast Open cookie {value}") from None
 
     # -- printing ------------------------------------------------------------------------
     def _actual_text(self, frames: list[fr.Frame], sock: DrillSocket) -> str:
@@ -992,7 +1029,8 @@ def run_script(script: s.Script, family: int, verbose: bool = False) -> Result:
     runner: Runner | None = None
     script = copy.deepcopy(script)  # the runner anchors relative times in place
     try:
-        config = apply_options(script, Config(family=family))
+        config = apply_options(script, Config(family=family,
+                                              defines=dict(RUNNER_DEFINES[family])))
         runner = Runner(script, config, verbose)
         runner.run()
     except DrillUnsupported as exc:
