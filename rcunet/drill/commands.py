@@ -10,6 +10,7 @@ import re
 import shlex
 from typing import TYPE_CHECKING
 
+from rcunet.core.tcp import fastopen
 from rcunet.drill.errors import DrillUnsupported
 
 if TYPE_CHECKING:
@@ -41,6 +42,12 @@ DEFAULTS_SH = (
     ("net.ipv4.tcp_syncookies", "1"),
 )
 
+#: google/packetdrill's gtests/net/common/defaults.sh differs from the kernel's in these:
+#: Fast Open for every listener (0x400) with cookies, and 0x70000 (ignored by Linux).
+GTESTS_DEFAULTS_SH = tuple(
+    (key, "0x70403" if key == "net.ipv4.tcp_fastopen" else value)
+    for key, value in DEFAULTS_SH)
+
 #: sysctl name -> Tuning field and how to read the value.
 _TUNING: dict[str, tuple[str, str]] = {
     "net.ipv4.tcp_rmem": ("tcp_rmem", "triple"),
@@ -65,6 +72,8 @@ _TUNING: dict[str, tuple[str, str]] = {
     "net.core.rmem_max": ("rmem_max", "int"),
     "net.core.wmem_max": ("wmem_max", "int"),
     "net.ipv4.ip_local_port_range": ("ip_local_port_range", "pair"),
+    "net.ipv4.tcp_fastopen": ("tcp_fastopen", "int"),
+    "net.ipv4.tcp_fastopen_key": ("tcp_fastopen_key", "tfo_key"),
 }
 
 #: Linux sysctls rcunet has no switch for, with the values whose behaviour it has (or
@@ -86,8 +95,6 @@ _FIXED: dict[str, frozenset[str]] = {
     "net.ipv4.tcp_frto": frozenset({"2"}),
     "net.ipv4.tcp_early_retrans": frozenset({"3", "4"}),
     "net.ipv4.tcp_recovery": frozenset({"1"}),
-    "net.ipv4.tcp_fastopen": frozenset(),  # any value: rcunet has no Fast Open
-    "net.ipv4.tcp_fastopen_key": frozenset(),
     "net.ipv4.tcp_fastopen_blackhole_timeout_sec": frozenset(),
     # TSO sizing: rcunet sends MSS-sized segments, no TSO/GSO to size
     "net.ipv4.tcp_min_tso_segs": frozenset(),
@@ -139,7 +146,8 @@ class Commands:
             return 0
         name = words[0].rsplit("/", 1)[-1]
         if name == "defaults.sh":
-            for key, value in DEFAULTS_SH:
+            gtests = words[0].endswith("common/defaults.sh")
+            for key, value in GTESTS_DEFAULTS_SH if gtests else DEFAULTS_SH:
                 self.sysctl(line, key, value)
             return 0
         if name == "sysctl":
@@ -216,6 +224,8 @@ class Commands:
                 parsed = int(value, 0)
             elif kind == "float":
                 parsed = float(value)
+            elif kind == "tfo_key":
+                parsed = fastopen.parse_key_text(value)
             else:
                 if value not in _CC:
                     raise DrillUnsupported(line, f"congestion control {value}")

@@ -62,8 +62,19 @@ class Token:
 
 
 def _unquote(text: str) -> str:
+    r"""The string's characters, with C's escapes as packetdrill's parser decodes them
+    (unescape_cstring_expression): ``\xHH``, octal ``\NNN`` and the single letters."""
     body = text[1:-1]
-    return re.sub(r"\\([\s\S])", lambda m: _ESCAPES.get(m.group(1), m.group(1)), body)
+    return re.sub(r"\\(x[0-9a-fA-F]{1,2}|[0-7]{1,3}|[\s\S])", _unescape, body)
+
+
+def _unescape(match: re.Match[str]) -> str:
+    code = match.group(1)
+    if code[0] == "x" and len(code) > 1:
+        return chr(int(code[1:], 16))
+    if code[0] in "01234567":
+        return chr(int(code, 8) & 0xFF)
+    return _ESCAPES.get(code, code)
 
 
 def tokenize(text: str) -> list[Token]:

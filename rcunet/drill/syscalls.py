@@ -571,6 +571,13 @@ class Syscalls:
         if isinstance(value, s.Struct) and value.field("onoff") is not None:
             raw: int | bytes = struct.pack("ii", self.int_value(value.field("onoff")),
                                            self.int_value(value.field("linger")))
+        elif isinstance(value, s.Bytes) and name == LINUX_SYMBOLS["TCP_FASTOPEN_KEY"]:
+            # the string's bytes cut or NUL-padded to optlen, as the kernel copies them
+            optlen = self.int_value(args[4])
+            if not 0 <= optlen <= 4096:
+                raise DrillError(0, f"setsockopt() optlen out of range: {optlen}")
+            data = value.text.encode("latin-1", "replace")
+            raw = (data + bytes(max(0, optlen - len(data))))[:optlen]
         elif isinstance(value, s.Bytes):
             raise DrillUnsupported(0, f"setsockopt() with a string value ({value.text!r})")
         else:
