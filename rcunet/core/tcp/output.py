@@ -324,7 +324,9 @@ class OutputMixin:
         else:
             ack, window = 0, 0
         if flags & RST:
-            window, blocks = 0, ()
+            # an active reset (tcp_send_active_reset) goes out through tcp_transmit_skb,
+            # which gives it the receive window like any segment: no SACK blocks, though
+            blocks = ()
         return segment_repr(self.local_port, self.remote_port, seq & MASK32, ack, flags,
                             window, payload, blocks, ts)
 
