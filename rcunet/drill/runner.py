@@ -448,6 +448,10 @@ class Runner:
             if sock is not None:
                 sock.state = "connecting"
                 sock.remote_port = self.config.connect_port
+                # a new connection (also of a socket connect(AF_UNSPEC) disconnected):
+                # its ISNs and timestamps are learnt anew
+                sock.live_local_isn, sock.remote_isn = None, 0
+                sock.ts_map, sock.first_ts = {}, None
                 self.sut = sock
         elif kind == "accept" and child is not None:
             for sock in self.sockets:

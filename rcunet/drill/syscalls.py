@@ -323,6 +323,12 @@ class Syscalls:
     def sys_connect(self, args: tuple[Any, ...], spec: s.SyscallSpec) -> Outcome | object:
         self._args(args, 3, "connect")
         fd = self._fd(args[0])
+        if isinstance(args[1], s.Symbol) and args[1].name == "AF_UNSPEC":
+            if fd.sk.state == State.LISTEN:  # inet_csk_listen_stop: no longer listening
+                raise DrillUnsupported(0, "connect(AF_UNSPEC) on a listener")
+            fd.sk.layer.disconnect(fd.sk)  # tcp_disconnect
+            fd.state = "new"
+            return Outcome(0)
         addr, port = self._sockaddr(args[1], self.remote_ip, self.connect_port)
         sk = fd.sk
         conn = sk.conn

@@ -507,6 +507,14 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
             self.counters.add("TcpExtTCPAbortOnData")  # Linux counts a linger-0 close here
             self._abort(now)
 
+    def disconnect(self, now: int) -> None:
+        """connect(AF_UNSPEC), Linux tcp_disconnect: drop the connection at once, with a
+        RST in the states tcp_need_reset names (SYN-RECEIVED, ESTABLISHED, FIN-WAIT-1/2,
+        CLOSE-WAIT); nothing is queued or readable afterwards."""
+        self._now = now
+        if self.state is not CLOSED:
+            self._abort(now)
+
     def fail(self, err: int, now: int) -> None:
         """The connection dies with ``err`` and sends nothing (an ICMP error in
         SYN-RECEIVED of a Fast Open child: Linux tcp_v4_err sets sk_err and calls

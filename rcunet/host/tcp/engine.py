@@ -115,6 +115,24 @@ class EngineMixin:
         conn.update_options(self.host.now(), **sk.live_options())
         self.after_engine(sk)
 
+    def disconnect(self, sk: TcpSock) -> None:
+        """connect(AF_UNSPEC) on a connection, Linux tcp_disconnect: the engine drops the
+        connection (RST where due); the teardown after the unlock unhashes it and frees
+        its port (and its place in a Fast Open queue), and connect() may start anew."""
+        unread: list[Buffer] = []
+        since = sk._lock()
+        try:
+            conn = sk.conn
+            if conn is not None and conn.state is not CState.CLOSED:
+                conn.disconnect(self.host.now())
+                self.after_engine(sk)
+            sk.shutdown_rd = False
+            unread = [skb[0] for skb in sk.rx_skbs if skb[0] is not None]
+            sk.rx_skbs.clear()
+        finally:
+            sk._unlock(since)
+        self.free_buffers_deferred(unread)
+
     def post(self, sk: TcpSock) -> None:
         """After a socket-lock section: transmit, then any teardown the engine asked for
         (only when nobody owns the socket; the owner's own ``post`` does it)."""
