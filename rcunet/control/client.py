@@ -34,9 +34,9 @@ def find_path(given: str | None) -> str:
                              "give --control PATH")
 
 
-def request(path: str, word: str) -> dict[str, Any]:
+def request(path: str, word: str, timeout: float = TIMEOUT) -> dict[str, Any]:
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(TIMEOUT)
+        sock.settimeout(timeout)
         try:
             sock.connect(path)
             sock.sendall(word.encode() + b"\n")
