@@ -235,7 +235,8 @@ class Lock:
     Concurrency:
       ``_lock`` is the real lock.  ``acquire``/``release``/``_enter``/``_exit`` are instance
       attributes re-pointed by ``_set_mode`` under ``_registry_lock`` (fast: the raw
-      lock's bound methods; instrumented: this object's methods).  The bookkeeping fields
+      lock's bound methods; instrumented: handles that call this object's methods
+      through a weak reference, so a lock is never a cycle with itself).  The bookkeeping fields
       (``_owner``, ``_acquired_at``, ``_site``...) are written only by the holder.
     """
 
@@ -297,18 +298,24 @@ class Lock:
         self._exit = raw.__exit__
 
     def _use_instrumented(self) -> None:
-        self.acquire = self._acquire_instrumented
-        self.release = self._release_instrumented
-        self._enter = self._acquire_instrumented
-        self._exit = self._exit_instrumented
+        # Not this lock's bound methods: stored on the lock they would make every lock a
+        # reference cycle (lock -> method -> lock), freed only by the cyclic collector,
+        # long after its socket went.  The handles hold the lock weakly.
+        ref = weakref.ref(self)
+        self.acquire = self._enter = _InstrumentedAcquire(ref)
+        self.release = _InstrumentedRelease(ref)
+        self._exit = _InstrumentedExit(ref)
 
     # -- instrumented path ---------------------------------------------------------------
-    def _acquire_instrumented(self, blocking: bool = True, timeout: float = -1) -> bool:
+    def _acquire_instrumented(self, blocking: bool = True, timeout: float = -1,
+                              depth: int = 1) -> bool:
+        """``depth``: how many frames up the acquiring call site is (the site lock
+        statistics and lockdep record)."""
         if not blocking and timeout != -1:
             raise ValueError("can't specify a timeout for a non-blocking call")
         stats = _stats_on
         checks = _checks_on
-        frame: FrameType = sys._getframe(1)
+        frame: FrameType = sys._getframe(depth)
         if checks and blocking:
             _lockdep.check_acquire(self, frame)  # OSError(EDEADLK) on a certain self-deadlock
         yield_point(ACQUIRE)
@@ -361,8 +368,48 @@ class Lock:
             _lockdep.pop(self)
         self._lock.release()  # RuntimeError on an unlocked lock, as threading.Lock
 
-    def _exit_instrumented(self, *exc: object) -> None:
-        self._release_instrumented()
+
+class _InstrumentedAcquire:
+    """An instrumented lock's ``acquire`` and ``__enter__``.  The weak reference is dead
+    only for a lock nothing refers to any more (``with CLASS.new():`` keeps the handles,
+    not the lock): no other thread can reach it, so taking it is a no-op, as is the
+    matching release."""
+
+    __slots__ = ("_ref",)
+
+    def __init__(self, ref: weakref.ref[Lock]) -> None:
+        self._ref = ref  # immutable
+
+    def __call__(self, blocking: bool = True, timeout: float = -1) -> bool:
+        lock = self._ref()
+        if lock is None:
+            return True
+        return lock._acquire_instrumented(blocking, timeout, 2)  # the site: our caller
+
+
+class _InstrumentedRelease:
+    """An instrumented lock's ``release`` (see ``_InstrumentedAcquire``)."""
+
+    __slots__ = ("_ref",)
+
+    def __init__(self, ref: weakref.ref[Lock]) -> None:
+        self._ref = ref  # immutable
+
+    def __call__(self) -> None:
+        lock = self._ref()
+        if lock is not None:
+            lock._release_instrumented()
+
+
+class _InstrumentedExit(_InstrumentedRelease):
+    """An instrumented lock's ``__exit__``."""
+
+    __slots__ = ()
+
+    def __call__(self, *exc: object) -> None:  # type: ignore[override]
+        lock = self._ref()
+        if lock is not None:
+            lock._release_instrumented()
 
 
 _registry_lock = threading.Lock()

@@ -70,7 +70,8 @@ def test_37_foreign_free_is_queued_to_the_owner_and_drained_there(owner):
     defer = DeferredFreeList(defer_max=64)
     a = owner(defer)
     buf = a.pool.alloc()
-    with SK_LOCK.new():  # the consumer's socket lock section
+    sk_lock = SK_LOCK.new()  # kept: a lock nobody refers to is not tracked while held
+    with sk_lock:  # the consumer's socket lock section
         assert defer.free(buf, "A") is True
     assert defer.queued("A") == 1
     assert a.pool.free_count() == 0 and a.recycled_on == []  # not freed on B
@@ -119,7 +120,8 @@ def test_legacy_free_now_recycles_under_the_callers_lock_from_the_foreign_thread
     defer = DeferredFreeList()
     a = owner(defer)
     buf = a.pool.alloc()
-    with SK_LOCK.new():
+    sk_lock = SK_LOCK.new()
+    with sk_lock:
         defer.free_now(buf, "A")
     assert a.recycled_on == [("MainThread", ["t_sk_lock"])]
     assert a.pool.recycled_foreign.value() == 1

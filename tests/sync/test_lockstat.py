@@ -9,7 +9,9 @@ the fast mode really is the bare lock; Condition compatibility; assert_held.
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 
 import pytest
 
@@ -175,7 +177,7 @@ def test_fast_mode_is_the_bare_lock():
             assert raw.locked()
         assert not raw.locked()
         lockstat.enable()  # switching re-points existing instances
-        assert lk.acquire.__self__ is lk
+        assert lk.acquire._ref() is lk and lk.release._ref() is lk
         lockstat.disable()
         assert lk.acquire.__self__ is raw
     finally:
@@ -435,3 +437,28 @@ def test_perf_lock_report_matches_the_example_exactly():
     assert by_contended.splitlines()[2].split()[0] == "conn_table_lock"
     with pytest.raises(ValueError):
         lockstat.format_perf_lock_report(snap, sort="bogus")
+
+
+def test_an_instrumented_lock_is_no_cycle_with_itself():
+    # lockdep or lockstat on: each lock's acquire/release used to be its own bound
+    # methods, a cycle per lock (several per socket) that only the cyclic collector freed
+    lockstat.enable()
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        lk = LockClass("t_nocycle").new()
+        with lk:
+            assert lk.locked()
+        probe = weakref.ref(lk)
+        del lk
+        assert probe() is None  # freed by reference counting alone
+    finally:
+        if was_enabled:
+            gc.enable()
+        lockstat.disable()
+
+
+def test_a_temporary_lock_in_a_with_statement_still_works_when_instrumented():
+    # `with CLASS.new():` keeps the handles, not the lock: nothing else can reach it
+    with LockClass("t_temp").new():
+        pass
