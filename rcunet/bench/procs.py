@@ -55,6 +55,7 @@ class ProcsTarget:
                           [f"{MEM_CLIENT[4]}/24", f"{MEM_CLIENT[6]}/64"],
                           [f"{MEM_SERVER[4]}/24", f"{MEM_SERVER[6]}/64"], inline_rx=True,
                           mtu=LOOPBACK_MTU,
+                          busy_poll=os.environ.get("RCUNET_IPC_BUSY_POLL", "1") != "0",
                           transport=(transport or os.environ.get("RCUNET_IPC_TRANSPORT")
                                      or DEFAULT_TRANSPORT))
         self.network.start()

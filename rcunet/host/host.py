@@ -28,6 +28,7 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from rcunet.core.route import PmtuStore, Route, RoutingTable
 from rcunet.host.clock import MonotonicClock, VirtualClock
@@ -36,6 +37,9 @@ from rcunet.host.interface import Address, Interface, link_local_from_mac, parse
 from rcunet.host.timers import Timers
 from rcunet.sync.lock import LockClass
 from rcunet.tuning import Tuning
+
+if TYPE_CHECKING:
+    from rcunet.host.busypoll import BusyPoller
 
 Clock = MonotonicClock | VirtualClock
 
@@ -113,6 +117,9 @@ class Host:
         self._report_lock = threading.Lock()
         self.closed = False
         self.network: object | None = None  # the Network that built us (its resolver)
+        #: Busy polling on an inter-process link (host/busypoll.py): set once, before
+        #: the Host's threads start; None: sleepers sleep on their gates.
+        self.busy_poller: BusyPoller | None = None
         self.ip = IpLayer(self)
         self.dst_cache = DstCache(self)
         self.udp = UdpLayer(self)

@@ -22,6 +22,7 @@ import itertools
 import time
 from collections.abc import Callable, Iterable
 
+from rcunet.host.busypoll import BusyPoller
 from rcunet.host.clock import MonotonicClock, VirtualClock
 from rcunet.host.host import Host
 from rcunet.host.interface import Interface
@@ -129,12 +130,15 @@ class Network:
         impair_ba: ImpairmentConfig | None = None,
         inline_rx: bool = False,
         transport: str = DEFAULT_TRANSPORT,
+        busy_poll: bool = False,
     ) -> PointToPoint | tuple[IpcEndpoint, IpcEndpoint]:
         """A point-to-point link between ``a`` and ``b`` (``impair`` applies to both
         directions unless ``impair_ba`` is given for b->a).  In memory between two
         Hosts of this process; between processes (``transport``: ``seqpacket`` or
         ``ring``, rcunet/link/ipc.py) when either end is a ``HostProcess``: then the
-        two ``IpcEndpoint`` ends are returned."""
+        two ``IpcEndpoint`` ends are returned.  ``busy_poll`` (inter-process and
+        ``inline_rx`` only): threads about to sleep on a socket poll the link themselves
+        (host/busypoll.py), at both ends."""
         ethernet = kind == KIND_ETHERNET
         mac_a = self._mac() if ethernet else None
         mac_b = self._mac() if ethernet else None
@@ -145,7 +149,7 @@ class Network:
                 seed=next(self._seed_serial))
             for host, end, mac, address in ((a, end_a, mac_a, a_address),
                                             (b, end_b, mac_b, b_address)):
-                self._attach_ipc(host, end, mac, address, inline_rx)
+                self._attach_ipc(host, end, mac, address, inline_rx, busy_poll)
             # a child's death takes the other end down at once (its monitor sees it)
             if isinstance(b, HostProcess) and not isinstance(a, HostProcess):
                 b._parent_ends.append(end_a)
@@ -163,16 +167,19 @@ class Network:
         return link
 
     def _attach_ipc(self, host: Host | HostProcess, end: IpcEndpoint, mac: bytes | None,
-                    address: str | Iterable[str], inline_rx: bool) -> None:
+                    address: str | Iterable[str], inline_rx: bool,
+                    busy_poll: bool = False) -> None:
         addresses = [address] if isinstance(address, str) else list(address)
         if isinstance(host, HostProcess):
             host._check_not_started()
             name = f"eth{len(host.interfaces)}"
             host.interfaces.append(InterfaceSpec(name, end, mac, end.mtu, addresses,
-                                                 inline_rx))
+                                                 inline_rx, busy_poll=busy_poll))
             return
         self._attach(host, end, mac, addresses, inline_rx)
         end.around_batch = deferred_wakeups
+        if busy_poll and inline_rx:
+            host.busy_poller = BusyPoller(end)
         self.ipc_ends.append(end)
         if self._started:
             end.start()

@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from rcunet.host.busypoll import BusyPoller
 from rcunet.host.wakeups import deferred as deferred_wakeups
 from rcunet.link.ipc import IpcEndpoint
 from rcunet.tuning import Tuning
@@ -79,6 +80,7 @@ class InterfaceSpec:
     addresses: list[str]
     inline_rx: bool
     capture: bool = False  # pcap of this interface (HostSpec.capture: of every one)
+    busy_poll: bool = False  # sleepers poll this link (host/busypoll.py; inline_rx only)
 
 
 @dataclass
@@ -183,6 +185,8 @@ def _build_host(spec: HostSpec) -> tuple[Any, dict[str, Any]]:
         iface.attach(endpoint.send)
         endpoint.set_receiver(lambda frame, iface=iface: host.receive(iface, frame))
         endpoint.around_batch = deferred_wakeups
+        if ispec.busy_poll and ispec.inline_rx:
+            host.busy_poller = BusyPoller(endpoint)
         if spec.capture or ispec.capture:
             buffer = io.BytesIO()
             linktype = LINKTYPE_ETHERNET if ispec.mac is not None else LINKTYPE_RAW

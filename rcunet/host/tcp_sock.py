@@ -328,6 +328,11 @@ class TcpSock(SockEntry):
 
     def _wait(self, seen: int, deadline: float | None) -> bool:
         """Sleep until ``wake_seq`` moves past ``seen``; False at the deadline."""
+        poller = self.host.busy_poller  # atomic: attribute load, stored before start()
+        if poller is not None:
+            polled = poller.wait(self, seen, deadline)
+            if polled is not None:
+                return polled
         gate = _thread.allocate_lock()
         gate.acquire()
         with self.wq:

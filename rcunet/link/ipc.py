@@ -68,10 +68,17 @@ RING_BYTES = 4 * 1024 * 1024
 RING_MAX_SLEEP = 0.001
 #: How long a receive thread blocks between checks that its endpoint is closing.
 _POLL_SLICE_MS = 200
+#: Busy polling (``busy_poll``): how long the receive thread leaves the link alone after
+#: an application thread stopped polling it (Linux's ``gro_flush_timeout`` with
+#: ``napi_defer_hard_irqs``: the device interrupt stays masked while the application
+#: keeps polling, and a timer hands the queue back if it stops).  A frame that arrives
+#: while nobody polls waits at most this long.
+BUSY_POLL_DEFER = 0.002
 
 ENDPOINT_COUNTERS = ("tx_packets", "tx_bytes", "tx_dropped", "rx_packets", "rx_bytes",
                      "rx_dropped", "mtu_drops", "rx_length_errors", "tx_queue_full",
-                     "tx_carrier_errors", "receiver_errors", "wakeups", "doorbells")
+                     "tx_carrier_errors", "receiver_errors", "wakeups", "doorbells",
+                     "busy_claims")
 
 Receiver = Callable[[bytes], None]
 
@@ -110,7 +117,7 @@ class _SeqpacketTransport:
     def __init__(self, sock: socket.socket, largest: int) -> None:
         self.sock = sock
         self.largest = largest  # immutable
-        self._wake_r, self._wake_w = os.pipe()  # close() wakes the receive thread
+        self._wake_r, self._wake_w = _wake_pipe()  # wake(): the link's poller returns
         self._poller = select.poll()
         self._poller.register(sock.fileno(), select.POLLIN)
         self._poller.register(self._wake_r, select.POLLIN)
@@ -143,15 +150,17 @@ class _SeqpacketTransport:
             return "down"
         return "full"
 
-    def take(self, counts: dict[str, int]) -> list[bytes] | None:
-        """Wait for frames and return them (a batch: what is queued now); [] on a quiet
-        slice or a torn message; None when the peer is gone or the end is closing."""
-        events = self._poller.poll(_POLL_SLICE_MS)
+    def take(self, counts: dict[str, int],
+             timeout_ms: float = _POLL_SLICE_MS) -> list[bytes] | None:
+        """Wait up to ``timeout_ms`` for frames and return them (a batch: what is queued
+        now); [] on a quiet slice, a ``wake()`` or a torn message; None when the peer is
+        gone.  One caller at a time (the endpoint's receiver)."""
+        events = self._poller.poll(timeout_ms)
         if not events:
             return []
         for fd, _event in events:
             if fd == self._wake_r:
-                return None
+                _drain_wake(fd)
         frames: list[bytes] = []
         sock, bufsize = self.sock, self.largest + 1
         while True:
@@ -169,7 +178,7 @@ class _SeqpacketTransport:
             frames.append(data)
 
     def wake(self) -> None:
-        os.write(self._wake_w, b"x")
+        _poke(self._wake_w)
 
     def close(self) -> None:
         self.sock.close()
@@ -299,7 +308,7 @@ class _RingTransport:
         self.tx = _Ring(self.map, side * span, ring_bytes)
         self.rx = _Ring(self.map, (1 - side) * span, ring_bytes)
         self._tx_lock = threading.Lock()
-        self._wake_r, self._wake_w = os.pipe()
+        self._wake_r, self._wake_w = _wake_pipe()
         self._poller = select.poll()
         self._poller.register(rx_bell, select.POLLIN)
         self._poller.register(alive.fileno(), select.POLLIN)
@@ -332,7 +341,11 @@ class _RingTransport:
                 return "full"
             time.sleep(0.0002)
 
-    def take(self, counts: dict[str, int]) -> list[bytes] | None:
+    def take(self, counts: dict[str, int],
+             timeout_ms: float = _POLL_SLICE_MS) -> list[bytes] | None:
+        """As the seqpacket transport's; the consumer never sleeps longer than
+        RING_MAX_SLEEP (see ``_Ring``).  One caller at a time (the endpoint's
+        receiver)."""
         rx = self.rx
         frames = rx.consume(self.largest, counts)
         if frames:
@@ -341,14 +354,14 @@ class _RingTransport:
         if not rx.empty():  # a frame published before the producer saw us sleeping
             rx.set_sleeping(False)
             return rx.consume(self.largest, counts)
-        events = self._poller.poll(RING_MAX_SLEEP * 1000)
+        events = self._poller.poll(min(timeout_ms, RING_MAX_SLEEP * 1000))
         rx.set_sleeping(False)
         for fd, _event in events:
             if fd == self.rx_bell:
                 os.eventfd_read(self.rx_bell)
                 counts["doorbells"] += 1
             elif fd == self._wake_r:
-                return None
+                _drain_wake(fd)
             elif fd == self.alive.fileno():
                 try:
                     if not self.alive.recv(1, socket.MSG_DONTWAIT):
@@ -360,7 +373,7 @@ class _RingTransport:
         return rx.consume(self.largest, counts)
 
     def wake(self) -> None:
-        os.write(self._wake_w, b"x")
+        _poke(self._wake_w)
 
     def close(self) -> None:
         try:
@@ -376,6 +389,28 @@ class _RingTransport:
 
 
 _Transport = _SeqpacketTransport | _RingTransport
+
+
+def _wake_pipe() -> tuple[int, int]:
+    """A non-blocking pipe whose readability makes the link's poller return."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    os.set_blocking(write_end, False)
+    return read_end, write_end
+
+
+def _poke(fd: int) -> None:
+    try:
+        os.write(fd, b"x")
+    except BlockingIOError:
+        pass  # the pipe is full of wake-ups already: the poller will return
+
+
+def _drain_wake(fd: int) -> None:
+    try:
+        os.read(fd, 512)
+    except BlockingIOError:
+        pass  # another wake-up's read took it
 
 
 # ============================================================================ endpoint
@@ -421,6 +456,13 @@ class IpcEndpoint:
         self._threads: list[threading.Thread] = []
         self._closing = False  # guarded-by: _lock
         self._started = False
+        # Receiving: whoever holds ``_receiver`` takes frames and delivers them (the
+        # receive thread, or an application thread busy polling, see ``claim``), so
+        # frames are delivered in order and the transport has one consumer.
+        self._receiver = threading.Lock()
+        self._scratch = dict.fromkeys(ENDPOINT_COUNTERS, 0)  # guarded-by: _receiver
+        self._defer_until = 0.0  # guarded-by: _lock; the receive thread keeps off till then
+        self._parked = threading.Event()  # set by close(): a parked receive thread returns
 
     # -- the Endpoint surface ------------------------------------------------------------
     @property
@@ -505,25 +547,86 @@ class IpcEndpoint:
         thread.start()
 
     def _receive_loop(self) -> None:
-        transport = self.transport
-        scratch = dict.fromkeys(ENDPOINT_COUNTERS, 0)  # owner: this thread
         while True:
-            frames = transport.take(scratch)
-            if frames is None:
-                with self._lock:
-                    closing = self._closing
-                if not closing:
-                    self._went_down("the peer process closed its end (exited or died)")
+            with self._lock:
+                closing, defer_until = self._closing, self._defer_until
+            if closing:
                 return
+            wait = defer_until - time.monotonic()
+            if wait > 0:  # an application thread polls the link: keep off for a while
+                self._parked.wait(min(wait, BUSY_POLL_DEFER))  # inf while one holds it
+                continue
+            if not self._receiver.acquire(blocking=False):
+                self._parked.wait(BUSY_POLL_DEFER)  # a poller has it right now
+                continue
+            try:
+                alive = self._receive_once(_POLL_SLICE_MS)
+            finally:
+                self._receiver.release()
+            if not alive:
+                return
+
+    def _receive_once(self, timeout_ms: float) -> bool:
+        """Take what the link has (waiting up to ``timeout_ms``) and deliver it; False
+        once the link is down or closing.  The caller holds ``_receiver``."""
+        scratch = self._scratch
+        frames = self.transport.take(scratch, timeout_ms)
+        with self._lock:
+            closing = self._closing
             if scratch["rx_length_errors"] or scratch["doorbells"]:
-                with self._lock:
-                    for name in ("rx_length_errors", "doorbells"):
-                        self.counters[name] += scratch[name]
-                        if name == "rx_length_errors":
-                            self.counters["rx_dropped"] += scratch[name]
-                        scratch[name] = 0
-            if frames:
-                self._deliver(frames)
+                self.counters["rx_length_errors"] += scratch["rx_length_errors"]
+                self.counters["rx_dropped"] += scratch["rx_length_errors"]
+                self.counters["doorbells"] += scratch["doorbells"]
+                scratch["rx_length_errors"] = scratch["doorbells"] = 0
+        if frames is None:
+            if not closing:
+                self._went_down("the peer process closed its end (exited or died)")
+            return False
+        if frames:
+            self._deliver(frames)
+        return not closing
+
+    # -- busy polling (an application thread runs the receive path while it waits) ----
+    def claim(self, timeout: float = 0.05) -> bool:
+        """Make the calling thread the link's receiver (``SO_BUSY_POLL``-like: a thread
+        about to sleep on a socket polls the link itself, so a frame wakes one thread
+        instead of the receive thread and then the sleeper).  The receive thread is
+        kicked out of its poll and keeps off until ``BUSY_POLL_DEFER`` after
+        ``unclaim``.  False (sleep as usual) when the link is down or closing, or the
+        receiver did not come free within ``timeout``."""
+        with self._lock:
+            if self._closing or self.down is not None:
+                return False
+            self._defer_until = float("inf")
+        if self._receiver.acquire(blocking=False) or self._take_from_receive_thread(timeout):
+            with self._lock:
+                self.counters["busy_claims"] += 1
+            return True
+        self._defer_from_now()
+        return False
+
+    def _take_from_receive_thread(self, timeout: float) -> bool:
+        self.transport.wake()  # the receive thread sleeps in take(): make it let go
+        return self._receiver.acquire(timeout=timeout)
+
+    def poll_once(self, timeout_ms: float) -> bool:
+        """The claimed receiver: one wait of up to ``timeout_ms`` on the link (a
+        ``kick()`` ends it early) and delivery of what came; False once the link is down
+        or closing."""
+        return self._receive_once(timeout_ms)
+
+    def kick(self) -> None:
+        """End the claimed receiver's wait in ``poll_once`` (another thread woke the
+        socket it waits on)."""
+        self.transport.wake()
+
+    def unclaim(self) -> None:
+        self._defer_from_now()
+        self._receiver.release()
+
+    def _defer_from_now(self) -> None:
+        with self._lock:
+            self._defer_until = time.monotonic() + BUSY_POLL_DEFER
 
     def _deliver(self, frames: list[bytes]) -> None:
         receiver = self.receiver  # atomic: one attribute load (pairs with set_receiver)
@@ -590,11 +693,16 @@ class IpcEndpoint:
                 return
             self._closing = True
             self._release_cv.notify_all()
+        self._parked.set()
         self.transport.wake()
         for thread in self._threads:
             if thread is not threading.current_thread():
                 thread.join(timeout=5)
+        # a busy poller inside poll_once returns on the wake-up and sees ``_closing``
+        owned = self._receiver.acquire(timeout=5)
         self.transport.close()
+        if owned:
+            self._receiver.release()
 
     # -- crossing to a child process -----------------------------------------------------
     def __reduce__(self) -> tuple[Any, ...]:

@@ -1,0 +1,90 @@
+"""Busy polling on an inter-process link: a thread about to sleep on a socket runs the
+link's receive path itself until its socket is woken (Linux's ``SO_BUSY_POLL`` with
+``SO_PREFER_BUSY_POLL``: the application polls the device queue, and the interrupt
+stays masked while it keeps doing so).
+
+Why: on an ``inline_rx`` link (rcunet/link/ipc.py) the link's receive thread runs the
+receive path and opens the sleeper's gate, so every frame that ends a wait costs two
+wake-ups (the receive thread's, then the sleeper's) and a GIL hand-over between them.
+A busy-polling sleeper is woken once, by the frame itself, and runs the receive path
+in its own thread; the receive thread stays parked while application threads keep
+polling (``BUSY_POLL_DEFER`` after the last one let go, it takes the link back).
+
+One thread polls at a time (``IpcEndpoint.claim``); the others sleep on their gates as
+usual and are woken by the poller's delivery like by the receive thread's.  A wake-up
+from elsewhere (a timer, another thread's close) reaches the poller through a
+``_KickGate`` on its socket's wait list, which ends the poller's wait on the link.
+
+Off by default, as ``net.core.busy_poll`` is 0 on Linux: ``Network.link(...,
+busy_poll=True)`` on an ``inline_rx`` link turns it on for the Hosts at its ends
+(``rcunet bench --target procs`` does).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rcunet.link.ipc import IpcEndpoint
+
+#: Longest single wait on the link before the poller re-checks its socket (a kick ends
+#: it sooner; this only bounds a kick that raced the wait's start).
+POLL_SLICE_MS = 50.0
+
+
+class _KickGate:
+    """What a busy poller puts on its socket's wait list instead of a lock: opening it
+    ends the poller's wait on the link.  Opened by the poller itself (its own delivery
+    woke the socket) it does nothing: the poller checks its socket after each batch.
+    Immutable."""
+
+    def __init__(self, endpoint: IpcEndpoint) -> None:
+        self.endpoint = endpoint
+        self.owner = threading.get_ident()
+
+    def release(self) -> None:
+        if threading.get_ident() != self.owner:
+            self.endpoint.kick()
+
+
+class BusyPoller:
+    """A Host's busy polling on one link end (``Host.busy_poller``)."""
+
+    def __init__(self, endpoint: IpcEndpoint) -> None:
+        self.endpoint = endpoint  # immutable
+
+    def wait(self, sk: Any, seen: int, deadline: float | None) -> bool | None:
+        """``TcpSock._wait`` by polling the link: True once ``sk.wake_seq`` moved past
+        ``seen``, False at ``deadline``, None when the link is not ours to poll (another
+        thread polls it, or it is down): the caller sleeps on its gate then."""
+        endpoint = self.endpoint
+        if not endpoint.claim():
+            return None
+        gate = _KickGate(endpoint)
+        try:
+            with sk.wq:
+                if sk.wake_seq != seen:
+                    return True
+                if sk.wq_gates is None:
+                    sk.wq_gates = []
+                sk.wq_gates.append(gate)
+            while True:
+                # atomic: one attribute load; wake_seq is stored under wq by wakeup(),
+                # which opens our gate after the store (a kick ends the poll below)
+                if sk.wake_seq != seen:
+                    return True
+                slice_ms = POLL_SLICE_MS
+                if deadline is not None:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return False
+                    slice_ms = min(slice_ms, remaining * 1000)
+                if not endpoint.poll_once(slice_ms):
+                    return None if sk.wake_seq == seen else True
+        finally:
+            with sk.wq:
+                if sk.wq_gates and gate in sk.wq_gates:
+                    sk.wq_gates.remove(gate)
+            endpoint.unclaim()
