@@ -17,6 +17,7 @@ socket's timeout.
 from __future__ import annotations
 
 import errno
+import functools
 import operator
 import os
 import socket as _pysocket
@@ -495,13 +496,18 @@ class Socket:
     def sendmsg(self, buffers: Any, ancdata: Any = (), flags: int = 0,
                 address: Any = None) -> int:
         """Gathers ``buffers``; no ancillary data applies to rcunet's sockets (Linux:
-        EINVAL for an unknown control message)."""
+        EINVAL for an unknown control message).  A MSG_ZEROCOPY send on TCP passes the
+        buffers' lengths on: each is a page frag of its own in Linux's skbs."""
         self._check_open()
-        data = b"".join(_byte_view(b) for b in buffers)
+        views = [_byte_view(b) for b in buffers]
+        data = b"".join(views)
         if list(ancdata):
             raise _oserror(errno.EINVAL, "rcunet sockets take no ancillary data")
         if address is not None and self.type == SOCK_DGRAM:
             return self.sendto(data, flags, address)
+        if self.type == SOCK_STREAM and flags & MSG_ZEROCOPY and len(views) > 1:
+            send = functools.partial(self._sk.send, iov=tuple(len(v) for v in views))
+            return int(self._call(send, self._sndtimeo, _byte_view(data), flags))
         return self.send(data, flags)
 
     # -- receive ----------

@@ -57,6 +57,11 @@ EXTENDED_ERR = struct.Struct("=IBBBBII")
 #: 512 KB of bytes ("limit to a few TSO")
 ZC_MAX_IDS = 0xFFFF - 1
 ZC_BYTE_LIMIT = 1 << 19
+#: A zerocopy skb holds at most MAX_SKB_FRAGS user pages (__zerocopy_sg_from_iter fails
+#: with EMSGSIZE, tcp_sendmsg_locked then starts a new skb); each iovec element is at
+#: least one page frag of its own (separate buffers do not coalesce)
+MAX_SKB_FRAGS = 17
+PAGE_SIZE = 4096
 _MASK32 = 0xFFFFFFFF
 _HALF32 = 1 << 31
 ENOMSG = 42
@@ -156,15 +161,59 @@ class ZcRange:
     end_seq: int
 
 
-class Zerocopy:
-    """A socket's MSG_ZEROCOPY bookkeeping: the next id (``sk_zckey``) and the ranges whose
-    bytes are still queued, oldest first.  Sequence numbers are TCP's (mod 2**32)."""
+def skb_ends(iov: tuple[int, ...], nbytes: int, frags: int) -> tuple[tuple[int, ...], int]:
+    """Where the skbs of a zerocopy send of ``iov`` (its first ``nbytes``) end: offsets at
+    which MAX_SKB_FRAGS page frags are full, starting with ``frags`` already in the tail
+    skb; and the frags in the last skb after it.  An element takes one frag per page it
+    touches (taken page-aligned here: buffer alignment is not known)."""
+    ends = []
+    off = 0
+    for length in iov:
+        length = min(length, nbytes - off)
+        while length > 0:
+            if frags == MAX_SKB_FRAGS:
+                ends.append(off)
+                frags = 0
+            take = min(length, (MAX_SKB_FRAGS - frags) * PAGE_SIZE)
+            frags += -(-take // PAGE_SIZE)
+            off += take
+            length -= take
+        if off >= nbytes:
+            break
+    return tuple(ends), frags
 
-    __slots__ = lockfree_read_slots("key", "pending")
+
+def iov_after(iov: tuple[int, ...], skip: int) -> tuple[int, ...]:
+    """The buffer lengths of ``iov`` left after its first ``skip`` bytes were sent."""
+    out = []
+    for length in iov:
+        if skip >= length:
+            skip -= length
+            continue
+        out.append(length - skip)
+        skip = 0
+    return tuple(out)
+
+
+class Zerocopy:
+    """A socket's MSG_ZEROCOPY bookkeeping: the next id (``sk_zckey``), the ranges whose
+    bytes are still queued, oldest first, and the page frags in the last range's last
+    skb.  Sequence numbers are TCP's (mod 2**32)."""
+
+    __slots__ = lockfree_read_slots("key", "pending", "tail_frags")
 
     def __init__(self) -> None:
         self.key = 0
         self.pending: deque[ZcRange] = deque()
+        self.tail_frags = 0
+
+    def extends(self, nbytes: int, tail_unsent: bool) -> bool:
+        """Would a send of ``nbytes`` whose tail skb is the last range's, still unsent,
+        extend that range (``msg_zerocopy_realloc``) rather than take a new uarg?"""
+        last = self.pending[-1] if self.pending else None
+        return (last is not None and tail_unsent and last.count < ZC_MAX_IDS
+                and last.nbytes + nbytes <= ZC_BYTE_LIMIT
+                and (last.lo + last.count) & _MASK32 == self.key)
 
     def sent(self, nbytes: int, end_seq: int, tail_unsent: bool, first: bool) -> None:
         """A MSG_ZEROCOPY send queued ``nbytes`` more, its data now ending at
@@ -178,9 +227,7 @@ class Zerocopy:
             last.nbytes += nbytes
             last.end_seq = end_seq
             return
-        if (last is not None and tail_unsent and last.count < ZC_MAX_IDS
-                and last.nbytes + nbytes <= ZC_BYTE_LIMIT
-                and (last.lo + last.count) & _MASK32 == self.key):
+        if last is not None and self.extends(nbytes, tail_unsent):
             last.count += 1
             last.nbytes += nbytes
             last.end_seq = end_seq

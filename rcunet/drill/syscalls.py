@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rcunet.core.errqueue import iov_after
 from rcunet.core.tcp import State as CState
 from rcunet.drill import cmsg
 from rcunet.drill import script as s
@@ -367,7 +368,8 @@ class Syscalls:
         return self.call(spec)
 
     # -- data -------------------------------------------------------------------------
-    def _send(self, fd: Fd, n: int, flags: int) -> Outcome | object:
+    def _send(self, fd: Fd, n: int, flags: int,
+              iov: tuple[int, ...] | None = None) -> Outcome | object:
         if flags & ~(LINUX_SYMBOLS["MSG_DONTWAIT"] | LINUX_SYMBOLS["MSG_NOSIGNAL"]
                      | LINUX_SYMBOLS["MSG_MORE"] | LINUX_SYMBOLS["MSG_EOR"]
                      | LINUX_SYMBOLS["MSG_ZEROCOPY"]):
@@ -380,8 +382,8 @@ class Syscalls:
         zerocopy = flags & LINUX_SYMBOLS["MSG_ZEROCOPY"]
         try:
             # a retried blocking send continues its MSG_ZEROCOPY range (one id per call)
-            sent = fd.sk.send(data, 0.0, zerocopy, zc_more=pending is not None
-                              and left < n) if left else 0
+            sent = fd.sk.send(data, 0.0, zerocopy, zc_more=pending is not None and left < n,
+                              iov=iov_after(iov, n - left) if iov else None) if left else 0
         except BlockingIOError:
             if self._blocking(fd, flags):
                 fd._send_left = left  # type: ignore[attr-defined]
@@ -443,18 +445,21 @@ class Syscalls:
         control = msg.field("msg_control")
         if isinstance(control, s.Array) and control.items:
             raise DrillUnsupported(0, "sendmsg() with control messages")
-        return self._send(self._fd(args[0]), self._iov_len(msg.field("msg_iov")),
-                          self.int_value(args[2]))
+        lengths = self._iov_lengths(msg.field("msg_iov"))
+        return self._send(self._fd(args[0]), sum(lengths), self.int_value(args[2]), lengths)
 
     def _iov_len(self, iov: Any) -> int:
+        return sum(self._iov_lengths(iov))
+
+    def _iov_lengths(self, iov: Any) -> tuple[int, ...]:
         if not isinstance(iov, s.Array):
             raise DrillError(0, f"expected an iovec array, got {describe(iov)}")
-        total = 0
+        lengths = []
         for item in iov.items:
             if not isinstance(item, s.Struct) or len(item.items) != 2:
                 raise DrillError(0, f"expected {{..., len}} in an iovec, got {describe(item)}")
-            total += self._count(item.items[1])
-        return total
+            lengths.append(self._count(item.items[1]))
+        return tuple(lengths)
 
     def sys_read(self, args: tuple[Any, ...], spec: s.SyscallSpec) -> Outcome | object:
         self._args(args, 3, "read")

@@ -61,7 +61,7 @@ def set_zerocopy(sk: TcpSock, value: int) -> None:
 
 
 def send_noted(sk: TcpSock, conn: Connection, view: memoryview, now: int, zc_round: int,
-               partial_ends: bool) -> int:
+               partial_ends: bool, iov: tuple[int, ...] | None = None) -> int:
     """One round of a send whose bytes the error queue will report on: queued as any
     send's, then noted before the segments leave.
 
@@ -69,21 +69,34 @@ def send_noted(sk: TcpSock, conn: Connection, view: memoryview, now: int, zc_rou
     1, the call's first round, takes an id; 2, a later round, extends its range.  The
     range of the previous such send is extended when its bytes are still the unsent tail
     of the write queue (``tcp_write_queue_tail`` is an skb of that uarg:
-    ``msg_zerocopy_realloc``).  With SO_TIMESTAMPING, the call's last round asks for the
-    timestamps of its last byte (``tcp_tx_timestamp``); ``partial_ends``: queueing part
-    of ``view`` ends the call."""
+    ``msg_zerocopy_realloc``).  The skbs of a zerocopy send end where ``iov`` (the
+    lengths of its buffers; None: one buffer) fills MAX_SKB_FRAGS page frags, and a send
+    that does not extend the tail skb's range starts an skb of its own
+    (``skb_zerocopy_iter_stream``: EMSGSIZE / EEXIST).  With SO_TIMESTAMPING, the call's
+    last round asks for the timestamps of its last byte (``tcp_tx_timestamp``);
+    ``partial_ends``: queueing part of ``view`` ends the call."""
     start = conn.write_seq
     tail_unsent = start != conn.tcb.snd_nxt
-    n = conn.send(view, now)
-    if not n:
-        return 0
+    zc = None
+    tail_is_last = False
+    ends: tuple[int, ...] = ()
     if zc_round and sk.zerocopy:
         zc = sk.zc
         if zc is None:
             zc = sk.zc = Zerocopy()
         last = zc.pending[-1] if zc.pending else None
-        joins = tail_unsent and last is not None and last.end_seq == start
-        zc.sent(n, conn.write_seq, joins, zc_round == 1)
+        tail_is_last = tail_unsent and last is not None and last.end_seq == start
+        joins = tail_is_last and (zc_round == 2 or zc.extends(len(view), True))
+        frags = zc.tail_frags if joins else 0
+        ends, zc.tail_frags = eq.skb_ends(iov or (len(view),), min(len(view),
+                                                                   conn.send_space), frags)
+        if tail_is_last and not joins:
+            ends = (0, *ends)  # another uarg's skb: this send starts a new one
+    n = conn.send(view, now, ends) if ends else conn.send(view, now)
+    if not n:
+        return 0
+    if zc is not None:
+        zc.sent(n, conn.write_seq, tail_is_last, zc_round == 1)
     ts = sk.ts
     if ts is not None and (partial_ends or n == len(view)):
         ts.wrote((conn.write_seq - 1) & 0xFFFFFFFF, tail_unsent)

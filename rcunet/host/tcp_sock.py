@@ -28,7 +28,7 @@ from functools import partial
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
-from rcunet.core.errqueue import ErrorQueue, TxTimestamps, Zerocopy
+from rcunet.core.errqueue import ErrorQueue, TxTimestamps, Zerocopy, iov_after
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.core.tcp import Connection, Options
 from rcunet.core.tcp import State as CState
@@ -450,8 +450,9 @@ class TcpSock(SockEntry):
 
     # ------------------------------------------------------------------ data
     def send(self, data: bytes | memoryview, timeout: float | None, flags: int = 0,
-             zc_more: bool = False) -> int:
-        """``zc_more``: goes on with a MSG_ZEROCOPY send that queued bytes (no new id)."""
+             zc_more: bool = False, iov: tuple[int, ...] | None = None) -> int:
+        """``zc_more``: goes on with a MSG_ZEROCOPY send that queued bytes (no new id);
+        ``iov``: the lengths of the buffers ``data`` gathers (sendmsg)."""
         if flags & MSG_DONTWAIT:
             timeout = 0.0
         view = memoryview(data)
@@ -466,7 +467,8 @@ class TcpSock(SockEntry):
             since = self._lock()
             try:
                 zc = 0 if not zerocopy else 2 if zc_more or sent else 1
-                sent += self._send_locked(view[sent:], zc, timeout is not None)
+                sent += self._send_locked(view[sent:], zc, timeout is not None,
+                                          iov_after(iov, sent) if iov and sent else iov)
             except OSError as exc:
                 if not sent:
                     raise
@@ -485,7 +487,8 @@ class TcpSock(SockEntry):
                     return sent
                 raise
 
-    def _send_locked(self, view: memoryview, zc: int = 0, partial_ends: bool = True) -> int:
+    def _send_locked(self, view: memoryview, zc: int = 0, partial_ends: bool = True,
+                     iov: tuple[int, ...] | None = None) -> int:
         """One round of a send; ``zc``: MSG_ZEROCOPY, its first (1) or a later round (2);
         ``partial_ends``: queueing part of ``view`` ends the call (a timestamp request)."""
         if self.held_err:
@@ -499,7 +502,7 @@ class TcpSock(SockEntry):
             raise oserror(err)
         now = self.host.now()
         if (zc and self.zerocopy or self.ts is not None) and len(view):
-            n = tcp_errq.send_noted(self, conn, view, now, zc, partial_ends)
+            n = tcp_errq.send_noted(self, conn, view, now, zc, partial_ends, iov)
         else:
             n = conn.send(view, now) if len(view) else 0
         if n and conn.quiet and self.poll is None:

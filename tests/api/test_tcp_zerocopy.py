@@ -123,3 +123,15 @@ def test_short_control_buffer_truncates(pair: Any) -> None:
     _data, ancdata, flags, _addr = cli.recvmsg(0, 24, MSG_ERRQUEUE)
     assert flags & socket.MSG_CTRUNC
     assert len(ancdata[0][2]) == 8  # 24 bytes of room: the header and 8 bytes of data
+
+
+def test_sendmsg_of_many_buffers_completes_as_one_send(pair: Any) -> None:
+    cli, child = pair
+    cli.setsockopt(socket.SOL_SOCKET, SO_ZEROCOPY, 1)
+    parts = [bytes([65 + i]) * 3 for i in range(20)]  # 20 buffers: two skbs on Linux
+    assert cli.sendmsg(parts, (), MSG_ZEROCOPY) == 60
+    got = b""
+    while len(got) < 60:
+        got += child.recv(60 - len(got))
+    assert got == b"".join(parts)
+    assert _notifications(cli, 0) == [(0, 0)]  # one id for the call

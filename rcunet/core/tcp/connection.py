@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno as errnos
+from collections import deque
 
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.core.tcp import congestion
@@ -136,7 +137,7 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         "_rcv_rtt_tsecr", "_rcv_space", "_rcv_space_at", "_rcv_space_copied",
         "_rcv_unacked", "_recover", "_recovery", "_retransmits", "_rtt_seq", "_rtt_start",
         "_rx", "_rx_blocks", "_send_blocked", "_syn_retransmitted", "_syn_sent_at", "_tx",
-        "_tx_seq",
+        "_tx_seq", "_skb_ends",
     )
 
     def __init__(self, *, local_port: int, remote_port: int, iss: int,
@@ -170,6 +171,10 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         self._tx_seq = add(t.iss, 1)
         self._fin_queued = False  # the application shut down its direction
         self._send_blocked = False  # send() refused bytes: report SendSpaceAvailable
+        # Sequence numbers where a send-queue skb ends before the data does (Linux's
+        # MSG_ZEROCOPY skbs: MAX_SKB_FRAGS user pages, one uarg): no segment crosses
+        # one (tcp_write_xmit sends skbs).  Empty for ordinary writes.
+        self._skb_ends: deque[int] = deque()
         # receive side
         self._rx = RecvQueue()  # in-order bytes the application has not read yet
         self._ofo = Assembler(options.ofo_max_ranges)
@@ -387,8 +392,12 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         """The peer's FIN has been received and every byte before it read."""
         return self.state.fin_received and not self._rx
 
-    def send(self, data: bytes | bytearray | memoryview, now: int) -> int:
-        """Queue ``data``; return how many bytes the send buffer took (0 when full)."""
+    def send(self, data: bytes | bytearray | memoryview, now: int,
+             skb_ends: tuple[int, ...] = ()) -> int:
+        """Queue ``data``; return how many bytes the send buffer took (0 when full).
+        ``skb_ends``: offsets into ``data`` where an skb ends (no segment crosses one;
+        0 ends the skb the bytes before ``data`` are in); those past what was taken are
+        dropped."""
         self._now = now
         self.quiet = False
         self._raise_pending_error()
@@ -398,6 +407,9 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         if n < len(data):
             self._send_blocked = True
         if n:
+            if skb_ends:
+                start = (self._tx_seq + len(self._tx)) & MASK32
+                self._skb_ends.extend((start + off) & MASK32 for off in skb_ends if off <= n)
             self._tx.append(memoryview(data)[:n] if n < len(data) else data)
             if self._nagle_holds_tail():
                 self.quiet = True

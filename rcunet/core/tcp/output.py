@@ -142,6 +142,10 @@ class OutputMixin:
         fin_pending = self._fin_queued and self.state in (
             FIN_WAIT_1, CLOSING, LAST_ACK) and le(snd_nxt, data_end) \
             and not self._fin_acked
+        if self._skb_ends:  # an skb ends before the data: this segment stops there
+            bound = self._skb_bound(snd_nxt)
+            if bound is not None and bound < avail:
+                avail, fin_pending = bound, False
         win_room = ((t.snd_una + t.snd_wnd - snd_nxt + HALF32) & MASK32) - HALF32
         n = min(avail, t.snd_mss, win_room, room)
         if sacked_limit is not None:
@@ -182,6 +186,19 @@ class OutputMixin:
         self.timers.persist_at = None
         return True
 
+    def _skb_bound(self, seq: int) -> int | None:
+        """Bytes from ``seq`` to the next skb end after it (None: none before the data's
+        end); ends the peer acknowledged are dropped first."""
+        ends = self._skb_ends
+        una = self.tcb.snd_una
+        while ends and (una - ends[0]) & MASK32 < HALF32:  # le(end, snd_una)
+            ends.popleft()
+        for end in ends:
+            d = ((end - seq + HALF32) & MASK32) - HALF32
+            if d > 0:
+                return d
+        return None
+
     def _skip_sacked(self) -> int | None:
         """Go-back-N after an RTO skips what the peer SACKed since (RFC 6675 §5.1).
 
@@ -210,13 +227,17 @@ class OutputMixin:
         if off < 0:
             return None
         limit = t.snd_mss if max_len is None else min(max_len, t.snd_mss)
+        bound = self._skb_bound(seq) if self._skb_ends else None
+        if bound is not None:
+            limit = min(limit, bound)
         n = max(0, min(limit, len(self._tx) - off))
         fin = (self._fin_queued and off + n == len(self._tx)
                and self.state in (FIN_WAIT_1, CLOSING, LAST_ACK)
                and lt(add(seq, n), t.snd_max))
         if n == 0 and not fin:
             return None
-        flags = ACK | (FIN if fin else 0) | (PSH if off + n == len(self._tx) and n else 0)
+        flags = ACK | (FIN if fin else 0) | (
+            PSH if n and (off + n == len(self._tx) or n == bound) else 0)
         self._emit(self._make(seq, flags, now, self._tx.slice(off, n)))
         if n:
             self._event_data_sent(now)
