@@ -39,8 +39,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--neper", metavar="FLAGS", default="",
                         help="for --serve neper: a neper server's own flags, as its binary "
                         "takes them (-T, -F, -P, --num-ports, -Q/-R, -B, -M/-r/-w, -D, "
-                        "--no-delay, --magic, -l), e.g. --neper '-T 2 --num-ports 2'; each "
-                        "applies to the workloads that have it")
+                        "--no-delay, --magic, -l), e.g. --neper '-T 2 --num-ports 2' (one "
+                        "flag alone: --neper=-M); each applies to the workloads that "
+                        "have it")
     parser.add_argument("--preset", choices=("modern", "legacy"), default="modern",
                         help="tuning preset (default modern)")
     parser.add_argument("--lockstat", action="store_true",
