@@ -4,8 +4,9 @@ Off unless ``rcunet up`` starts with ``RCUNET_TRACEMALLOC=N`` in its environment
 (tracemalloc keeps N frames per allocation; it slows the daemon and costs memory of its
 own, so it is a diagnosis switch, never a default).  The control socket's ``tracemalloc``
 request then takes a snapshot and answers the allocation sites whose live size changed
-most since the previous request (the first answers against the snapshot taken at start),
-grouped by source line, tracemalloc's own frames left out::
+most since the previous request (the first answers against the snapshot taken at start)
+and the sites holding the most now, grouped by source line, tracemalloc's own frames
+left out::
 
     RCUNET_TRACEMALLOC=1 rcunet up --tap tap0 ...   # later, between load rounds:
     rcunet up --control ... ; printf 'tracemalloc\\n' | socat - UNIX:/run/rcunet/tap0.sock
@@ -55,7 +56,8 @@ class MemoryTracer:
              tracemalloc.Filter(False, "<unknown>")))
 
     def diff(self, top: int = TOP) -> dict[str, Any] | None:
-        """The ``top`` sites by size change since the last call, or None when off."""
+        """The ``top`` sites by size change since the last call (``top``) and by live size
+    now (``live``), or None when off."""
         if not tracemalloc.is_tracing():
             return None
         with self._lock:
@@ -71,4 +73,7 @@ class MemoryTracer:
                          "size_diff": getattr(stat, "size_diff", stat.size),
                          "count": stat.count,
                          "count_diff": getattr(stat, "count_diff", stat.count)})
-        return {"traced": traced, "peak": peak, "top": rows}
+        live = [{"site": f"{s.traceback[0].filename}:{s.traceback[0].lineno}",
+                 "size": s.size, "count": s.count}
+                for s in current.statistics("lineno")[:top]]
+        return {"traced": traced, "peak": peak, "top": rows, "live": live}

@@ -196,6 +196,8 @@ def test_tracemalloc_diffs_allocations_between_requests(tmp_path: Path) -> None:
         assert not [row for row in second["top"]
                     if here in row["site"] and row["size_diff"] >= 64 * 4096]
         assert first["traced"] > 0 and first["peak"] >= first["traced"]
+        holding = [row for row in second["live"] if here in row["site"]]
+        assert holding and holding[0]["size"] >= 64 * 4096  # still live: among the largest
         del kept
     finally:
         control.stop()
