@@ -153,3 +153,55 @@ def test_fastopen_child_reset_is_econnreset_after_data() -> None:
     assert conn.recv(100, 1) == b"hello"
     with pytest.raises(ConnectionResetError):
         conn.recv(100, 1)
+
+
+def test_syn_data_space_is_the_mss_minus_option_room() -> None:
+    assert fo.syn_data_space(1460, None, 5000) == 1420  # MAX_TCP_OPTION_SPACE kept free
+    assert fo.syn_data_space(1460, 940, 5000) == 900  # bounded by the cached server MSS
+    assert fo.syn_data_space(1460, None, 300) == 300
+
+
+def test_client_cookie_check_and_cache_update() -> None:
+    ok, opt, mss = fo.client_cookie(None, no_cookie=False)
+    assert not ok and opt == fo.SynCookie(b"", False) and mss is None  # a request
+    assert fo.client_cookie(None, no_cookie=True) == (True, None, None)
+    asked = fo.ActiveOpen(option_sent=True, exp=False, data_len=0, answered=True,
+                          peer_mss=1400, cookie=fo.SynCookie(b"abcd", True))
+    entry = fo.cache_update(None, asked)
+    assert entry == fo.CachedCookie(1400, b"abcd", True, 0)
+    assert fo.client_cookie(entry, no_cookie=False) == (True, fo.SynCookie(b"abcd", True),
+                                                         1400)
+    # a request answered without a cookie: try the experimental option next time
+    unanswered = fo.ActiveOpen(option_sent=True, exp=False, data_len=0, answered=True)
+    entry = fo.cache_update(None, unanswered)
+    assert entry.try_exp == 1
+    assert fo.client_cookie(entry, no_cookie=False)[1] == fo.SynCookie(b"", True)
+
+
+def test_syn_with_data_and_synack_acking_part_of_it() -> None:
+    conn = Connection.connect(local_port=40000, remote_port=80, iss=100, now=0,
+                              syn_data=b"x" * 50,
+                              fastopen_option=fo.cookie_option(b"abcd", False))
+    (syn_seg,) = conn.take_segments()
+    assert len(syn_seg.payload) == 50 and syn_seg.unknown_options == ((34, b"abcd"),)
+    synack = tcp.Repr(src_port=80, dst_port=40000, seq=7000, ack=121, flags=tcp.SYN | tcp.ACK,
+                      window=30000, mss=1460,
+                      unknown_options=((34, b"wxyz"),))
+    conn.on_segment(synack, 1_000_000)
+    attempt = conn.fastopen_active
+    assert attempt is not None and attempt.data_acked == 20
+    assert attempt.cookie == fo.SynCookie(b"wxyz", False)
+    assert not conn.syn_data_acked
+    (rest,) = conn.take_segments()  # the 30 bytes not acknowledged go again, with the ACK
+    assert rest.seq == 121 and len(rest.payload) == 30 and rest.flags & tcp.ACK
+
+
+def test_syn_retransmission_carries_neither_data_nor_option() -> None:
+    conn = Connection.connect(local_port=40000, remote_port=80, iss=100, now=0,
+                              syn_data=b"y" * 10,
+                              fastopen_option=fo.cookie_option(b"abcd", False))
+    conn.take_segments()
+    conn.on_timer(conn.next_deadline() or 0)
+    (again,) = conn.take_segments()
+    assert again.flags == tcp.SYN and not again.payload and again.unknown_options == ()
+    assert conn.tcb.snd_max == 111  # the data stays in flight behind the SYN

@@ -83,6 +83,7 @@ from rcunet.core.tcp.events import (
     Event,
     TimeWaitEntered,
 )
+from rcunet.core.tcp.fastopen import OPT_EXP, ActiveOpen
 from rcunet.core.tcp.input import InputMixin
 from rcunet.core.tcp.listen import (
     MAX_WSCALE,
@@ -123,7 +124,8 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
     # child, then the thread that accepted it - and there a slot read of a value another
     # thread made takes the instance's lock on every read.
     __slots__ = lockfree_read_slots(
-        "cc", "counters", "error", "fastopen_child", "local_addr", "local_port", "options",
+        "cc", "counters", "error", "fastopen_active", "fastopen_child", "local_addr",
+        "local_port", "options",
         "passive", "quiet", "remote_addr", "remote_port", "rto", "scoreboard", "state",
         "syn_data_acked", "tcb", "timers",
         "_ack_now", "_ack_pushed", "_ack_sched", "_ato", "_challenge_count",
@@ -241,6 +243,8 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         #: A passive Fast Open child (Linux tp->fastopen_rsk): it took the SYN's data,
         #: may send in SYN-RECEIVED, and a RST there is ECONNRESET (RFC 7413 §4.2).
         self.fastopen_child = False
+        #: An active Fast Open (the SYN carried a Fast Open option or data), else None.
+        self.fastopen_active: ActiveOpen | None = None
         #: The SYN's data was acknowledged by the SYN-ACK (Linux tp->syn_data_acked:
         #: TCP_INFO's TCPI_OPT_SYN_DATA).
         self.syn_data_acked = False
@@ -250,12 +254,19 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
                 options: Options | None = None, ts_offset: int = 0,
                 counters: Counters | None = None,
                 ts_recent: tuple[int, int] | None = None,
-                local_addr: bytes = b"", remote_addr: bytes = b"") -> Connection:
+                local_addr: bytes = b"", remote_addr: bytes = b"",
+                syn_data: bytes = b"", fastopen_option: tuple[int, bytes] | None = None
+                ) -> Connection:
         """Active OPEN (RFC 9293 §3.10.1): CLOSED -> SYN-SENT, SYN pending.
 
         ``ts_recent`` is (TS.Recent, stamp) inherited from a TIME-WAIT connection this one
         replaces (``reuse_timestamps()`` of the old one; Linux tcp_twsk_unique copies them), so
         PAWS rejects old duplicates of the previous incarnation.
+
+        TCP Fast Open (RFC 7413, Linux tcp_send_syn_data): ``syn_data`` rides in the SYN
+        (it is also the first bytes of the send queue) and ``fastopen_option`` (a cookie,
+        or a cookie request) among its options.  A retransmitted SYN carries neither; data
+        the SYN-ACK does not acknowledge is sent again once the connection is open.
         """
         conn = cls(local_port=local_port, remote_port=remote_port, iss=iss, options=options,
                    ts_offset=ts_offset, counters=counters, local_addr=local_addr,
@@ -265,7 +276,17 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
             conn.tcb.ts_recent, conn.tcb.ts_recent_stamp = ts_recent
         conn.counters.add("TcpActiveOpens")
         conn._set_state(SYN_SENT)
-        conn._send_syn(now)
+        extra: tuple[tuple[int, bytes], ...] = ()
+        if syn_data or fastopen_option is not None:
+            conn.fastopen_active = ActiveOpen(
+                option_sent=fastopen_option is not None,
+                exp=fastopen_option is not None and fastopen_option[0] == OPT_EXP,
+                data_len=len(syn_data))
+            if fastopen_option is not None:
+                extra = (fastopen_option,)
+            if syn_data:
+                conn._tx.append(memoryview(bytes(syn_data)))
+        conn._send_syn(now, extra=extra, payload=bytes(syn_data))
         return conn
 
     @classmethod
@@ -725,7 +746,7 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         return min(self.options.rcvbuf, 0xFFFF)
 
     def _send_syn(self, now: int, retransmit: bool = False, rearm: bool = True,
-                  extra: tuple[tuple[int, bytes], ...] = ()) -> None:
+                  extra: tuple[tuple[int, bytes], ...] = (), payload: bytes = b"") -> None:
         """SYN (SYN-SENT) or SYN,ACK (SYN-RECEIVED) with our options (and ``extra``
         ones after them: a Fast Open cookie)."""
         t = self.tcb
@@ -745,16 +766,17 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         seg = tcp.Repr(src_port=self.local_port, dst_port=self.remote_port, seq=t.iss,
                        ack=t.rcv_nxt if is_synack else 0, flags=flags, window=self._syn_window(),
                        mss=o.mss, window_scale=wscale, sack_permitted=sack_permitted,
-                       timestamp=ts, unknown_options=extra)
+                       timestamp=ts, unknown_options=extra, payload=payload)
         if is_synack:
             t.last_ack_sent = t.rcv_nxt
         self._emit(seg)
         if not retransmit and self._syn_sent_at is None:
             self._syn_sent_at = now
-        if not (retransmit and self.fastopen_child):
+        if not (retransmit and (self.fastopen_child or self.fastopen_active is not None)):
             # (a Fast Open child retransmits only its SYN,ACK: data it sent in
-            # SYN-RECEIVED stays in flight, tcp_fastopen_synack_timer)
-            t.snd_nxt = t.snd_max = add(t.iss, 1)
+            # SYN-RECEIVED stays in flight, tcp_fastopen_synack_timer; a Fast Open
+            # client's SYN data stays in flight behind a data-less SYN)
+            t.snd_nxt = t.snd_max = add(t.iss, 1 + len(payload))
         if rearm or self.timers.rto_at is None:
             self.timers.rto_at = now + self.rto.rto
 

@@ -23,6 +23,7 @@ NAMES = (
     "TcpExtTCPWinProbe", "TcpExtTCPKeepAlive", "TcpExtTCPAbortOnTimeout",
     "TcpExtTCPAbortOnData", "TcpExtTCPAbortOnClose",
     "TcpExtSyncookiesSent", "TcpExtSyncookiesRecv", "TcpExtSyncookiesFailed", "TcpExtTW",
+    "TcpExtTCPFastOpenActive", "TcpExtTCPFastOpenActiveFail",
 )
 _KNOWN = frozenset(NAMES)
 

@@ -184,3 +184,72 @@ def server_decision(*, sysctl: int, no_cookie: bool, queue_ok: bool, syn_data: b
         counters.append("TcpExtTCPFastOpenPassiveAltKey")
         return ServerDecision(True, cookie_option(valid, exp), tuple(counters))
     return ServerDecision(True, None, tuple(counters))
+
+
+@dataclass(slots=True)
+class ActiveOpen:
+    """A client's Fast Open attempt (Linux tp->fastopen_req, syn_fastopen, syn_data):
+    what the SYN carried and what the SYN-ACK answered (``tcp_rcv_fastopen_synack``)."""
+
+    option_sent: bool  #: the SYN carried a Fast Open option (tp->syn_fastopen)
+    exp: bool  #: in the experimental format (tp->syn_fastopen_exp)
+    data_len: int  #: bytes of data in the SYN (tp->syn_data)
+    #: filled in from the SYN-ACK: its cookie (None: none or an unsolicited one), its
+    #: MSS, whether SYNs were retransmitted first, and how much SYN data it acknowledged
+    cookie: SynCookie | None = None
+    peer_mss: int | None = None
+    retransmitted: bool = False
+    data_acked: int = 0
+    answered: bool = False
+
+
+def syn_data_space(path_mss: int, cached_mss: int | None, size: int) -> int:
+    """How much data a SYN carries (tcp_send_syn_data): the MSS of the path, bounded by
+    the MSS the server announced last time, minus the 40 bytes of option space Linux
+    keeps free for middleboxes (MAX_TCP_OPTION_SPACE), and no more than was written."""
+    mss = min(path_mss, cached_mss) if cached_mss else path_mss
+    return max(0, min(mss - 40, size))
+
+
+@dataclass(frozen=True, slots=True)
+class CachedCookie:
+    """What a client remembers per server address (Linux tcp_fastopen_metrics in the
+    tcp_metrics cache): the server's MSS, its cookie (empty: none) and format, and
+    which option format to try for a request next (try_exp: 1 experimental, 2 RFC)."""
+
+    mss: int = 0
+    cookie: bytes = b""
+    exp: bool = False
+    try_exp: int = 0
+
+
+def client_cookie(entry: CachedCookie | None, *, no_cookie: bool
+                  ) -> tuple[bool, SynCookie | None, int | None]:
+    """tcp_fastopen_cookie_check: (may the SYN carry data, the Fast Open option to send
+    -- a cookie, or an empty one asking for a cookie, or None for none --, the cached
+    MSS).  Without a cookie the SYN asks for one (in the experimental format when the
+    last request in the RFC one went unanswered: try_exp 1)."""
+    mss = entry.mss if entry is not None and entry.mss else None
+    if no_cookie:
+        return True, None, mss
+    if entry is not None and entry.cookie:
+        return True, SynCookie(entry.cookie, entry.exp), mss
+    exp = entry is not None and (entry.exp or entry.try_exp == 1)
+    return False, SynCookie(b"", exp), mss
+
+
+def cache_update(entry: CachedCookie | None, attempt: ActiveOpen) -> CachedCookie:
+    """tcp_rcv_fastopen_synack + tcp_fastopen_cache_set: remember the server's MSS and
+    any cookie it gave; a request answered without a cookie (no SYN retransmitted)
+    switches the next request's format (try_exp)."""
+    old = entry if entry is not None else CachedCookie()
+    try_exp = 0
+    if (attempt.option_sent and not attempt.retransmitted and attempt.cookie is None
+            and not attempt.data_len):
+        try_exp = 2 if attempt.exp else 1
+    mss = attempt.peer_mss or old.mss
+    if attempt.cookie is not None:
+        return CachedCookie(mss, attempt.cookie.value, attempt.cookie.exp, old.try_exp)
+    if try_exp > old.try_exp and not old.cookie and not old.exp:
+        return CachedCookie(mss, old.cookie, old.exp, try_exp)
+    return CachedCookie(mss, old.cookie, old.exp, old.try_exp)

@@ -36,6 +36,7 @@ from rcunet.core.tcp.events import (
     ResetReceived,
     SendSpaceAvailable,
 )
+from rcunet.core.tcp.fastopen import syn_cookie
 from rcunet.core.tcp.listen import (
     reset_for,
     seg_len,
@@ -160,6 +161,8 @@ class InputMixin:
         self._take_peer_syn(seg, now)
         if flags & ACK:
             self._rtt_sample_handshake(seg, now)
+            if self.fastopen_active is not None:
+                self._fastopen_synack(seg)
             t.snd_una = seg.ack
             self._set_state(ESTABLISHED)
             self._on_established(now)
@@ -170,6 +173,31 @@ class InputMixin:
             # Text in the SYN is dropped (the peer retransmits it once synchronized).
             self._set_state(SYN_RECEIVED)
             self._send_syn(now)
+
+    def _fastopen_synack(self, seg: tcp.Repr) -> None:
+        """Linux tcp_rcv_fastopen_synack: note the SYN-ACK's cookie (only if we sent the
+        option) and MSS for the host's cookie cache, and take the SYN data it
+        acknowledged off the send queue; the rest goes again once the connection is
+        open (tcp_non_congestion_loss_retransmit)."""
+        fo = self.fastopen_active
+        assert fo is not None
+        t = self.tcb
+        fo.answered = True
+        fo.peer_mss = seg.mss
+        fo.retransmitted = self._syn_retransmitted
+        found = syn_cookie(seg.unknown_options) if fo.option_sent else None
+        fo.cookie = found if found is not None and found.value else None
+        acked = min(max(sub(seg.ack, add(t.iss, 1)), 0), fo.data_len)
+        fo.data_acked = acked
+        if acked:
+            self._tx.drop(acked)
+            self._tx_seq = add(self._tx_seq, acked)
+        if fo.data_len:
+            if acked == fo.data_len:
+                self.syn_data_acked = True
+                self.counters.add("TcpExtTCPFastOpenActive")
+            else:
+                self.counters.add("TcpExtTCPFastOpenActiveFail")
 
     def _synack_tsecr_invalid(self, seg: tcp.Repr, now: int) -> bool:
         """TSecr of a SYN,ACK must echo a TSval we sent since our first SYN."""
