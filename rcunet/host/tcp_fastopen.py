@@ -11,8 +11,9 @@ import socket as _pysocket
 import struct
 from typing import TYPE_CHECKING
 
+from rcunet.core.tcp import State as CState
 from rcunet.core.tcp import fastopen
-from rcunet.host.sockerr import oserror
+from rcunet.host.sockerr import oserror, wire
 from rcunet.tables.entry import State
 
 if TYPE_CHECKING:
@@ -94,3 +95,56 @@ def _number(value: int | bytes) -> int:
     if isinstance(value, bytes | bytearray) and len(value) >= 4:
         return int(struct.unpack_from("i", value)[0])
     raise oserror(errno.EINVAL)
+
+
+# -- the client side (Linux tcp_sendmsg_fastopen, tcp_fastopen_defer_connect) ------------
+def sendto(sk: TcpSock, data: bytes, target: tuple[bytes, int] | None) -> int | None:
+    """sendto(MSG_FASTOPEN) (tcp_sendmsg_fastopen): connect to ``target`` (None:
+    AF_UNSPEC) with a SYN carrying what ``data`` it may (a cached cookie, or no cookie
+    needed; otherwise a SYN asking for one).  Returns the bytes the SYN carries, raises
+    EINPROGRESS when none; None when the socket is connected already (the caller sends
+    as usual).  Never waits: a blocking caller waits for the connection itself."""
+    if not sk.host.tuning.tcp_fastopen & fastopen.TFO_CLIENT_ENABLE or target is None:
+        raise oserror(errno.EOPNOTSUPP)
+    since = sk._lock()
+    try:
+        conn = sk.conn
+        if sk.state == State.LISTEN:
+            raise oserror(errno.EPIPE)
+        if sk.fastopen_defer is not None:
+            target, sk.fastopen_defer = sk.fastopen_defer, None
+        elif conn is not None and conn.state is not CState.CLOSED:
+            if conn.state is CState.SYN_SENT:
+                raise oserror(errno.EALREADY)  # another connect is in progress
+            return None
+        elif conn is not None:
+            if not sk.finished:
+                raise oserror(errno.EALREADY)  # the failed attempt is still tearing down
+            sk.conn, sk.finished = None, False
+        n = sk.layer.connect_locked(sk, target[0], target[1], fastopen=bytes(data))
+    finally:
+        sk._unlock(since)
+    if not n:
+        raise oserror(errno.EINPROGRESS)
+    return n
+
+
+def defer_connect_locked(sk: TcpSock, addr: bytes, port: int) -> bool:
+    """tcp_fastopen_defer_connect (connect() with TCP_FASTOPEN_CONNECT, socket lock
+    held): with a cookie cached for the server (or none needed) the SYN waits for the
+    first write, which it carries; connect() returns 0 at once."""
+    if not sk.fastopen_connect or not sk.layer.fastopen_may_defer(sk, wire(addr)):
+        return False
+    sk.fastopen_defer = (addr, port)
+    return True
+
+
+def send_deferred_locked(sk: TcpSock, view: memoryview) -> int:
+    """The first write on a deferred connect (tcp_sendmsg_locked's DEFER_CONNECT case):
+    the SYN goes now, with as much of the data as it may carry."""
+    target, sk.fastopen_defer = sk.fastopen_defer, None
+    assert target is not None
+    n = sk.layer.connect_locked(sk, target[0], target[1], fastopen=bytes(view))
+    if not n:
+        raise oserror(errno.EINPROGRESS)
+    return n

@@ -143,7 +143,7 @@ class TcpSock(SockEntry):
         "sndbuf_locked",
         "rcvbuf_locked", "zerocopy", "zc", "errq", "err_reports", "ts", "mark",
         "fastopen_max_qlen", "fastopen_qlen", "fastopen_keys", "fastopen_no_cookie",
-        "fastopen_connect", "tfo_listener",
+        "fastopen_connect", "tfo_listener", "fastopen_defer",
         base=SockEntry,
     )
 
@@ -214,6 +214,7 @@ class TcpSock(SockEntry):
         self.fastopen_keys: tuple[bytes, ...] = ()
         self.fastopen_no_cookie = self.fastopen_connect = False
         self.tfo_listener: TcpSock | None = None
+        self.fastopen_defer: tuple[bytes, int] | None = None  # connect() left to a write
 
     # ------------------------------------------------------------------ socket lock
     def _backlog_limit(self) -> int:
@@ -305,6 +306,8 @@ class TcpSock(SockEntry):
             return bool(self.acceptq) or self.listen_closed, False
         conn = self.conn
         errq = self.errq  # atomic: attribute load, then len() of a deque
+        if conn is None and not errq and self.fastopen_defer is not None:
+            return False, True  # tcp_poll: a deferred Fast Open connect is writable
         if conn is None or errq:
             return True, True  # EPOLLHUP (TCP_CLOSE) or EPOLLERR: select() reports both
         st = conn.state
@@ -415,7 +418,12 @@ class TcpSock(SockEntry):
                     raise oserror(errno.EALREADY)  # the failed attempt is still tearing down
                 self.conn = None  # a failed attempt: start over (tcp_disconnect)
                 self.finished = False
-            self.layer.connect_locked(self, addr, port)
+            if self.fastopen_defer is not None:
+                raise oserror(errno.EISCONN)
+            if tcp_fastopen.defer_connect_locked(self, addr, port):
+                return  # TCP_FASTOPEN_CONNECT: the first write sends the SYN
+            self.layer.connect_locked(self, addr, port,
+                                      fastopen=b"" if self.fastopen_connect else None)
             with self.wq:
                 seen = self.wake_seq
         finally:
@@ -495,11 +503,15 @@ class TcpSock(SockEntry):
             err, self.held_err = self.held_err, 0
             raise oserror(err)
         conn = self.conn
+        if conn is None and self.fastopen_defer is not None:
+            return tcp_fastopen.send_deferred_locked(self, view)
         if conn is None or self.state == State.LISTEN:
             raise oserror(errno.EPIPE)
         if self.soft_err and conn.state is CState.CLOSED:
             err, self.soft_err = self.soft_err, 0
             raise oserror(err)
+        if conn.state is CState.SYN_SENT and conn.error is None:
+            return 0  # sk_stream_wait_connect: nothing is queued before the handshake
         now = self.host.now()
         if (zc and self.zerocopy or self.ts is not None) and len(view):
             n = tcp_errq.send_noted(self, conn, view, now, zc, partial_ends, iov)
@@ -601,6 +613,8 @@ class TcpSock(SockEntry):
             err, self.held_err = self.held_err, 0
             raise oserror(err)
         conn = self.conn
+        if conn is None and self.fastopen_defer is not None:
+            raise oserror(errno.EAGAIN)  # SYN_SENT, the SYN not sent yet
         if conn is None or self.state == State.LISTEN:
             raise oserror(errno.ENOTCONN)
         if self.shutdown_rd and not conn.readable:

@@ -78,6 +78,8 @@ class EngineMixin:
                     self._publish_child(sk)
                 elif sk.tfo_listener is not None:
                     self.fastopen_release(sk)  # reqsk_fastopen_remove
+                elif conn.fastopen_active is not None:
+                    self.fastopen_synack_seen(sk, conn)  # tcp_fastopen_cache_set
             elif kind is TimeWaitEntered:
                 sk.teardown = Teardown.TIME_WAIT
                 sk.time_wait = TimeWait.of(conn)

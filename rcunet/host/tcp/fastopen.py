@@ -16,6 +16,7 @@ from typing import Any
 
 from rcunet.core.tcp import fastopen
 from rcunet.host.ip import Delivery
+from rcunet.host.sockerr import wire
 from rcunet.host.tcp_fastopen import host_key
 from rcunet.host.tcp_sock import TcpSock
 from rcunet.wire import tcp
@@ -26,6 +27,8 @@ class FastOpenMixin:
 
     host: Any
     secret: bytes
+    #: The client's cookie cache (Linux tcp_metrics' Fast Open part), by server address.
+    fastopen_cache: dict[bytes, fastopen.CachedCookie]
 
     def fastopen_keys(self, lsk: TcpSock) -> tuple[bytes, ...]:
         """tcp_fastopen_get_ctx: the listener's own keys (TCP_FASTOPEN_KEY), else the
@@ -77,6 +80,57 @@ class FastOpenMixin:
         with lsk.rskq_lock:
             if lsk.fastopen_qlen > 0:
                 lsk.fastopen_qlen -= 1
+
+
+    # -- the client side (Linux tcp_send_syn_data, tcp_fastopen_cookie_check,
+    # tcp_fastopen_cache_get/set) ------------------------------------------------------
+    def fastopen_syn(self, sk: TcpSock, daddr: bytes, path_mss: int,
+                     data: bytes) -> tuple[bytes, tuple[int, bytes] | None]:
+        """tcp_send_syn_data: the data a SYN to ``daddr`` carries and its Fast Open
+        option.  Without a cached cookie (and cookies required) the SYN carries no data
+        and asks for a cookie (the fallback's 'regular SYN with Fast Open cookie request
+        option')."""
+        no_cookie = bool(self.host.tuning.tcp_fastopen & fastopen.TFO_CLIENT_NO_COOKIE
+                         or sk.fastopen_no_cookie)
+        # atomic: dict subscript (the cache's entries are immutable, replaced whole)
+        try:
+            entry: fastopen.CachedCookie | None = self.fastopen_cache[daddr]
+        except KeyError:
+            entry = None
+        ok, option, cached_mss = fastopen.client_cookie(entry, no_cookie=no_cookie)
+        if not ok:
+            assert option is not None
+            return b"", fastopen.cookie_option(b"", option.exp)
+        if sk.user_mss:
+            path_mss = min(path_mss, sk.user_mss)
+        n = fastopen.syn_data_space(path_mss, cached_mss, len(data))
+        return data[:n], (fastopen.cookie_option(option.value, option.exp)
+                          if option is not None else None)
+
+    def fastopen_may_defer(self, sk: TcpSock, daddr: bytes) -> bool:
+        """tcp_fastopen_defer_connect's test: a cookie is cached for ``daddr`` (or none is
+        needed), so connect() may leave the SYN to the first write, which it carries."""
+        no_cookie = bool(self.host.tuning.tcp_fastopen & fastopen.TFO_CLIENT_NO_COOKIE
+                         or sk.fastopen_no_cookie)
+        try:
+            entry: fastopen.CachedCookie | None = self.fastopen_cache[daddr]  # atomic
+        except KeyError:
+            entry = None
+        return fastopen.client_cookie(entry, no_cookie=no_cookie)[0]
+
+    def fastopen_synack_seen(self, sk: TcpSock, conn: Any) -> None:
+        """tcp_fastopen_cache_set after the SYN-ACK of an active Fast Open: remember the
+        server's MSS and cookie for its address (socket lock held; one dict store of an
+        immutable entry, so a racing reader sees the old or the new one)."""
+        attempt = conn.fastopen_active
+        if attempt is None or not attempt.answered:
+            return
+        daddr = wire(sk.faddr)
+        try:
+            old: fastopen.CachedCookie | None = self.fastopen_cache[daddr]  # atomic
+        except KeyError:
+            old = None
+        self.fastopen_cache[daddr] = fastopen.cache_update(old, attempt)
 
 
 _NO_FASTOPEN = fastopen.ServerDecision(False, None, ())

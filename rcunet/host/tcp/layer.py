@@ -66,6 +66,7 @@ class TcpLayer(DemuxMixin, EngineMixin, TransmitMixin, ListenerMixin, FastOpenMi
         self._pool_ids = itertools.count()
         self.tcbinfo = TCBINFO_LOCK.new()
         self._ts_offsets: dict[tuple[bytes, bytes], int] = {}  # see _ts_offset
+        self.fastopen_cache = {}  # Fast Open cookies by server (host/tcp/fastopen.py)
         self.lock_hold_ns = PerThreadCounter()
         self.lock_holds = PerThreadCounter()
         host.ip.handlers[tcp.PROTOCOL] = self.input
@@ -169,8 +170,12 @@ class TcpLayer(DemuxMixin, EngineMixin, TransmitMixin, ListenerMixin, FastOpenMi
             if isinstance(entry, TcpTimeWait):
                 self._tw_kill(entry)
 
-    def connect_locked(self, sk: TcpSock, addr: bytes, port: int) -> None:
-        """tcp_v4_connect / tcp_v6_connect: route, source port, SYN.  Socket lock owned."""
+    def connect_locked(self, sk: TcpSock, addr: bytes, port: int,
+                       fastopen: bytes | None = None) -> int:
+        """tcp_v4_connect / tcp_v6_connect: route, source port, SYN.  Socket lock owned.
+
+        ``fastopen``: a Fast Open connect (MSG_FASTOPEN or TCP_FASTOPEN_CONNECT) with
+        these bytes to send (tcp_send_syn_data); returns how many the SYN carries."""
         self.sync_tuning()
         host = self.host
         dst = wire(addr)
@@ -196,10 +201,16 @@ class TcpLayer(DemuxMixin, EngineMixin, TransmitMixin, ListenerMixin, FastOpenMi
         # the SYN's TSecr).
         ts_recent = (sk.ts_recent, sk.ts_recent_stamp) if sk.ts_recent_stamp else None
         sk.write_seq = sk.ts_recent = sk.ts_recent_stamp = 0
+        path_mss = mtu - (40 if len(dst) == 4 else 60)
+        syn_data, option = b"", None
+        if fastopen is not None:
+            syn_data, option = self.fastopen_syn(sk, dst, path_mss, fastopen)
         conn = Connection.connect(
             local_port=sk.lport, remote_port=port, iss=iss, now=now,
-            options=sk.conn_options(mtu - (40 if len(dst) == 4 else 60)),
-            ts_offset=self._ts_offset(laddr, dst), counters=Counters(), ts_recent=ts_recent)
+            options=sk.conn_options(path_mss),
+            ts_offset=self._ts_offset(laddr, dst), counters=Counters(), ts_recent=ts_recent,
+            syn_data=syn_data, fastopen_option=option)
         sk.conn = conn
         sk.tx_csum_offload = offload
         self.after_engine(sk)
+        return len(syn_data)
