@@ -100,7 +100,7 @@ _FIXED: dict[str, frozenset[str]] = {
     "net.ipv4.tcp_min_tso_segs": frozenset(),
 }
 _CC = {"cubic", "reno", "newreno"}
-_REDIRECT = re.compile(r"\s*(?:[12]?>\s*/dev/null|2>&1)")
+_REDIRECT = re.compile(r"\s*(?:[12&]?>\s*/dev/null|2>&1)")
 _ARITH = re.compile(r"\$\(\(([^()]*)\)\)")
 
 
@@ -126,12 +126,25 @@ class Commands:
         """Run ``command`` (a shell line); its exit status."""
         status = 0
         command = re.sub(r"#[^\n]*", "", command)  # shell comments
+        command = command.replace("\\\n", " ")
         for part in re.split(r"\s*(?:;|&&|\n)\s*", command.strip()):
             if part.strip():
-                status = self._one(line, part.strip())
+                status = self._either(line, part.strip())
                 if status and "&&" in command:
                     return status
         return status
+
+    def _either(self, line: int, part: str) -> int:
+        """``a || b``: b runs when a fails, or when a is something rcunet has no
+        setting for (the shell would have seen it fail)."""
+        first, sep, rest = part.partition("||")
+        if not sep:
+            return self._one(line, part)
+        try:
+            status = self._one(line, first.strip())
+        except DrillUnsupported:
+            status = 1
+        return status if status == 0 else self._either(line, rest.strip())
 
     def _one(self, line: int, text: str) -> int:
         quiet = _ARITH.sub(lambda m: str(_arith(line, m.group(1))),
@@ -161,9 +174,11 @@ class Commands:
         if name == "nstat":
             self._nstat(words[1:])
             return 0
-        if words[:3] == ["ip", "tcp_metrics", "flush"] or name == "tc" or (
-                name.startswith("sysctl_restore_")):
-            return 0  # no metrics cache, no qdisc, a fresh Host per run: nothing to undo
+        if words[:3] == ["ip", "tcp_metrics", "flush"]:
+            self.host.tcp.fastopen_cache.clear()  # the metrics rcunet keeps: Fast Open's
+            return 0
+        if name == "tc" or name.startswith("sysctl_restore_"):
+            return 0  # no qdisc, a fresh Host per run: nothing to undo
         raise DrillUnsupported(line, f"command `{text}` is not supported")
 
     def _pipeline(self, line: int, text: str) -> int:

@@ -20,6 +20,7 @@ from rcunet.core.tcp import State as CState
 from rcunet.drill import cmsg
 from rcunet.drill import script as s
 from rcunet.drill.errors import DrillError, DrillUnsupported
+from rcunet.host import tcp_fastopen
 from rcunet.tables.entry import AF_INET, AF_INET6, State
 
 if TYPE_CHECKING:
@@ -99,6 +100,9 @@ FAMILY_SYMBOLS: dict[int, dict[str, int]] = {
 }
 ERRNO_NAMES = {name: code for code, name in _errno.errorcode.items()}
 ERRNO_NAMES.update({"EAGAIN": _errno.EAGAIN, "EWOULDBLOCK": _errno.EAGAIN})
+# every alias too (errorcode keeps one name per value: ENOTSUP for EOPNOTSUPP's 95)
+ERRNO_NAMES.update({name: getattr(_errno, name) for name in dir(_errno)
+                    if name.startswith("E") and isinstance(getattr(_errno, name), int)})
 
 _STATE_NUMBERS = {
     CState.ESTABLISHED: 1, CState.SYN_SENT: 2, CState.SYN_RECEIVED: 3,
@@ -369,13 +373,29 @@ class Syscalls:
 
     # -- data -------------------------------------------------------------------------
     def _send(self, fd: Fd, n: int, flags: int,
-              iov: tuple[int, ...] | None = None) -> Outcome | object:
+              iov: tuple[int, ...] | None = None, to: Any = None) -> Outcome | object:
         if flags & ~(LINUX_SYMBOLS["MSG_DONTWAIT"] | LINUX_SYMBOLS["MSG_NOSIGNAL"]
                      | LINUX_SYMBOLS["MSG_MORE"] | LINUX_SYMBOLS["MSG_EOR"]
-                     | LINUX_SYMBOLS["MSG_ZEROCOPY"]):
+                     | LINUX_SYMBOLS["MSG_ZEROCOPY"] | LINUX_SYMBOLS["MSG_FASTOPEN"]):
             raise DrillUnsupported(0, f"send flags {flags:#x}")
         if flags & LINUX_SYMBOLS["MSG_MORE"]:
             raise DrillUnsupported(0, "MSG_MORE is not supported by rcunet's send()")
+        if getattr(fd, "_fastopen_wait", False):
+            # a blocking Fast Open send returns once the connection is open
+            # (inet_wait_for_connect), then queues what the SYN did not carry
+            conn = fd.sk.conn
+            if conn is not None and conn.state is CState.SYN_SENT:
+                return BLOCKED
+            fd._fastopen_wait = False  # type: ignore[attr-defined]
+            if conn is not None and conn.state is CState.CLOSED:
+                fd._send_left = None  # type: ignore[attr-defined]
+                raise SyscallError(fd.sk._take_error() or _errno.ECONNREFUSED)
+            if getattr(fd, "_send_left", None) is None:
+                return Outcome(n)  # the SYN carried it all
+        elif flags & LINUX_SYMBOLS["MSG_FASTOPEN"]:
+            started = self._fastopen_send(fd, n, flags, to)
+            if started is not None:
+                return started
         pending = getattr(fd, "_send_left", None)
         left = n if pending is None else pending
         data = bytes(left)
@@ -398,6 +418,27 @@ class Syscalls:
             return BLOCKED
         fd._send_left = None  # type: ignore[attr-defined]
         return Outcome(n - left)
+
+    def _fastopen_send(self, fd: Fd, n: int, flags: int, to: Any) -> Outcome | object | None:
+        """sendto(MSG_FASTOPEN) (tcp_sendmsg_fastopen); None: the socket is connected,
+        the call is a plain send."""
+        if flags & LINUX_SYMBOLS["MSG_ZEROCOPY"]:
+            raise DrillUnsupported(0, "MSG_FASTOPEN with MSG_ZEROCOPY")
+        target = None
+        if not (isinstance(to, s.Symbol) and to.name == "AF_UNSPEC"):
+            target = self._sockaddr(to, self.remote_ip, self.connect_port)
+        sk = fd.sk
+        if sk.conn is None and target is not None and sk.fastopen_defer is None:
+            fd.state = "connecting"
+            self.notify("connect", fd, None)
+        carried = tcp_fastopen.sendto(sk, bytes(n), target)
+        if carried is None:
+            return None
+        if self._blocking(fd, flags):
+            fd._send_left = n - carried if n > carried else None  # type: ignore[attr-defined]
+            fd._fastopen_wait = True  # type: ignore[attr-defined]
+            return BLOCKED
+        return Outcome(carried)
 
     def _recv(self, fd: Fd, n: int, flags: int) -> Outcome | object:
         allowed = (LINUX_SYMBOLS["MSG_DONTWAIT"] | LINUX_SYMBOLS["MSG_PEEK"]
@@ -431,7 +472,8 @@ class Syscalls:
     def sys_sendto(self, args: tuple[Any, ...], spec: s.SyscallSpec) -> Outcome | object:
         self._args(args, 6, "sendto")
         self._buffer(args[1])
-        return self._send(self._fd(args[0]), self._count(args[2]), self.int_value(args[3]))
+        return self._send(self._fd(args[0]), self._count(args[2]), self.int_value(args[3]),
+                          to=args[4])
 
     def sys_writev(self, args: tuple[Any, ...], spec: s.SyscallSpec) -> Outcome | object:
         self._args(args, 3, "writev")
@@ -627,6 +669,8 @@ class Syscalls:
         pollout = 0x4 | 0x100
         if sk.state == State.LISTEN:
             return pollin if sk.acceptq else 0
+        if conn is None and sk.fastopen_defer is not None:
+            return pollout  # SYN_SENT with DEFER_CONNECT: writable, so write() sends the SYN
         if conn is None:
             # TCP_CLOSE: EPOLLOUT | EPOLLHUP (unconnected), EPOLLERR with an error queued
             return 0x10 | 0x4 | 0x100 | (0x8 if sk.errq else 0)
@@ -634,7 +678,8 @@ class Syscalls:
         mask = 0
         if conn.error is not None or sk.soft_err or sk.errq:
             mask |= 0x8  # sk_err, or a non-empty error queue (tcp_poll)
-        shut_rd = sk.shutdown_rd or st.fin_received
+        # tcp_done sets SHUTDOWN_MASK: a closed connection is read-shut too (EPOLLIN)
+        shut_rd = sk.shutdown_rd or st.fin_received or st is CState.CLOSED
         shutdown_both = st is CState.CLOSED or (shut_rd and st in (
             CState.LAST_ACK, CState.CLOSING, CState.TIME_WAIT))
         if shutdown_both:
