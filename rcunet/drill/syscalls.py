@@ -146,6 +146,9 @@ class EpollFd:
     #: per fd: the socket's error-report count when last looked at (sk_error_report
     #: wakes an edge-triggered item even when EPOLLERR was already set)
     err_seen: dict[int, int] = field(default_factory=dict)
+    #: per fd: RCV.NXT when last looked at (in-order data or a FIN arrived since:
+    #: sk_data_ready / sk_state_change woke the item)
+    rx_seen: dict[int, int | None] = field(default_factory=dict)
     #: EPOLLONESHOT items that reported and wait for EPOLL_CTL_MOD
     disarmed: set[int] = field(default_factory=set)
 
@@ -757,7 +760,9 @@ class Syscalls:
         ep.interest[target] = (events, self.int_value(data))
         ep.last.pop(target, None)
         ep.disarmed.discard(target)  # EPOLL_CTL_MOD re-arms an EPOLLONESHOT item
-        ep.err_seen[target] = self._fd(target).sk.err_reports
+        sk = self._fd(target).sk
+        ep.err_seen[target] = sk.err_reports
+        ep.rx_seen[target] = _rcv_nxt(sk)
         return Outcome(0)
 
     def sys_epoll_wait(self, args: tuple[Any, ...], spec: s.SyscallSpec) -> Outcome | object:
@@ -775,7 +780,7 @@ class Syscalls:
                 continue
             mask = self.poll_mask(obj) & (events | 0x8 | 0x10)
             if events & LINUX_SYMBOLS["EPOLLET"]:
-                mask = self._edge(ep, target, obj, mask)
+                mask = self._edge(ep, target, obj, mask, events)
             if mask:
                 got.append((mask, data))
                 if events & LINUX_SYMBOLS["EPOLLONESHOT"]:
@@ -797,19 +802,31 @@ class Syscalls:
                                             f"{got[i][0]:#x}")
         return out
 
-
     @staticmethod
-    def _edge(ep: EpollFd, target: int, obj: Fd, mask: int) -> int:
-        """Edge-triggered: a readiness bit is reported when it newly appears; an error
-        report (sk_error_report: an error-queue entry queued or extended) wakes the item
-        even when EPOLLERR was already set, and a woken item reports its whole mask
-        (ep_poll_callback, then ep_item_poll)."""
-        reports = obj.sk.err_reports
+    def _edge(ep: EpollFd, target: int, obj: Fd, mask: int, events: int) -> int:
+        """Edge-triggered: a readiness bit is reported when it newly appears, and a woken
+        item reports its whole mask (ep_poll_callback, then ep_item_poll), also with the
+        bits it reported before: woken by in-order data or a FIN (sk_data_ready,
+        sk_state_change: RCV.NXT moved) when it waits for EPOLLIN, by an error report
+        (sk_error_report: an error-queue entry queued or extended) when EPOLLERR is set."""
+        sk = obj.sk
+        reports = sk.err_reports
         woken = reports != ep.err_seen.get(target, reports) and mask & 0x8
         ep.err_seen[target] = reports
+        rcv_nxt = _rcv_nxt(sk)
+        if rcv_nxt != ep.rx_seen.get(target, rcv_nxt) and mask and (
+                events & 0xC1  # sk_data_ready's key: EPOLLIN | EPOLLRDNORM | EPOLLRDBAND
+                or sk.conn is not None and sk.conn.state.fin_received):  # key 0: all
+            woken = True
+        ep.rx_seen[target] = rcv_nxt
         fresh = mask & ~ep.last.get(target, 0)
         ep.last[target] = mask
         return mask if woken else fresh
+
+
+def _rcv_nxt(sk: TcpSock) -> int | None:
+    conn = sk.conn
+    return None if conn is None else conn.tcb.rcv_nxt
 
 
 def describe(expr: Any) -> str:
