@@ -26,6 +26,7 @@ from rcunet.core import errqueue as eq
 from rcunet.core.errqueue import ErrorQueue, TxTimestamps, Zerocopy
 from rcunet.core.tcp import State as CState
 from rcunet.host.sockerr import oserror
+from rcunet.host.tcp_life import USER_CLOSED
 from rcunet.tables.entry import AF_INET
 
 if TYPE_CHECKING:
@@ -132,7 +133,7 @@ def collect(sk: TcpSock, conn: Connection, segments: list[tcp.Repr]) -> bool:
     entry was queued (the caller reports it: ``sk_error_report``)."""
     done = zerocopy_collect(sk, conn)
     ts = sk.ts
-    if ts is not None and ts.requests and not sk.user_closed:
+    if ts is not None and ts.requests and not sk.life & USER_CLOSED:  # atomic: one load
         errq = error_queue(sk)
         now = realtime(sk)
         stamped = False
@@ -155,7 +156,7 @@ def zerocopy_collect(sk: TcpSock, conn: Connection) -> bool:
     zc = sk.zc
     if zc is None or not zc.pending:
         return False
-    if sk.user_closed:
+    if sk.life & USER_CLOSED:  # atomic: one load, paired with advance in TcpSock.close
         zc.purge(None)
         return False
     errq = error_queue(sk)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from rcunet.core.tcp import State as CState
 from rcunet.core.tcp import fastopen
 from rcunet.host.sockerr import oserror, wire
+from rcunet.host.tcp_life import reopen
 from rcunet.tables.entry import State
 
 if TYPE_CHECKING:
@@ -118,9 +119,9 @@ def sendto(sk: TcpSock, data: bytes, target: tuple[bytes, int] | None) -> int | 
                 raise oserror(errno.EALREADY)  # another connect is in progress
             return None
         elif conn is not None:
-            if not sk.finished:
+            if not reopen(sk):  # a failed attempt: start over (tcp_disconnect)
                 raise oserror(errno.EALREADY)  # the failed attempt is still tearing down
-            sk.conn, sk.finished = None, False
+            sk.conn = None
         n = sk.layer.connect_locked(sk, target[0], target[1], fastopen=bytes(data))
     finally:
         sk._unlock(since)

@@ -38,6 +38,7 @@ from rcunet.host.sockerr import oserror, wire
 from rcunet.host.socklock import BACKLOG_EXTRA, SocketLock
 from rcunet.host.tcp_info import pack as pack_tcp_info
 from rcunet.host.tcp_info import snapshot as tcp_info_snapshot
+from rcunet.host.tcp_life import FINISHED, LISTEN_CLOSED, USER_CLOSED, advance, reopen
 from rcunet.host.tcp_poll import PollFd
 from rcunet.host.wakeups import open_gates
 from rcunet.sync import lock as _lock_mod
@@ -106,17 +107,18 @@ class TcpSock(SockEntry):
                   receive/timer path, via ``bh_deliver``/``bh_defer``).
       conn, rx_skbs, timer, teardown, time_wait, user options   guarded by the socket
                   lock.
-      user_closed, finished, forgotten, listen_closed   the socket's life: four flags, not
-                  one state, because each is set under a different lock (the socket
-                  lock, slock in ``post``, the layer's _sockets_lock, rskq_lock) and they
-                  are independent (a user may close before or after the engine finishes).
+      life        the socket's life: an int of steps (USER_CLOSED, LISTEN_CLOSED,
+                  FINISHED, FORGOTTEN), each taken once, in the order
+                  ``rcunet.host.tcp_life.REQUIRES`` allows, by ``tcp_life.advance``
+                  under wq; read without a lock (one attribute load, see tcp_life).
       outbox      deque of segments to transmit: appended under the socket lock, drained
                   by ``TcpLayer.flush`` with ``popleft`` (both atomic).
       dst         the pinned route (sk_dst_cache), guarded-by: xmit (the transmitter);
-                  released by the transmitter once ``finished`` is set.
-      acceptq, embryos, syn_qlen, listen_closed      guarded-by: rskq_lock (a leaf),
+                  released by the transmitter once the life is FINISHED.
+      acceptq, embryos, syn_qlen     guarded-by: rskq_lock (a leaf but for wq),
                   which ``listen`` makes under the socket lock before the socket is
-                  hashed as a listener (no other socket ever takes it).
+                  hashed as a listener (no other socket ever takes it).  LISTEN_CLOSED
+                  is taken, and read, under it too.
       wake_seq    guarded-by: wq (a leaf lock); a waiter sleeps on a gate of its own (a
                   held raw lock) listed in ``wq_gates`` (guarded-by wq; None until the
                   first waiter: a socket that never blocks allocates nothing) until it
@@ -134,10 +136,9 @@ class TcpSock(SockEntry):
     __slots__ = lockfree_read_slots(
         "layer", "host", "sl", "conn", "wq", "wq_gates", "wake_seq", "outbox",
         "rx_skbs", "timer", "teardown", "time_wait", "listener", "acceptq", "embryos", "syn_qlen",
-        "max_ack_backlog",
-        "listen_closed", "rskq_lock", "last_overflow_at", "rcvbuf", "sndbuf", "nodelay",
+        "max_ack_backlog", "life", "rskq_lock", "last_overflow_at", "rcvbuf", "sndbuf", "nodelay",
         "keepalive", "keepidle", "keepintvl", "keepcnt", "user_mss", "linger",
-        "user_closed", "finished", "forgotten", "shutdown_rd", "poll", "hold_ns",
+        "shutdown_rd", "poll", "hold_ns",
         "hold_count", "hold_max_ns", "soft_err", "mtu_info", "held_err", "xmit", "tx_csum_offload",
         "dst",
         "sndbuf_locked",
@@ -172,7 +173,7 @@ class TcpSock(SockEntry):
         self.embryos: set[TcpSock] = set()
         self.syn_qlen = 0
         self.max_ack_backlog = 0
-        self.listen_closed = False
+        self.life = 0  # tcp_life's steps; written by tcp_life.advance/reopen under wq
         self.rskq_lock: Any = None  # a listener's: made by listen()
         self.last_overflow_at: int | None = None
         tuning = layer.host.tuning
@@ -187,9 +188,6 @@ class TcpSock(SockEntry):
         self.keepcnt: int | None = None
         self.user_mss = 0
         self.linger: tuple[bool, int] = (False, 0)
-        self.user_closed = False
-        self.finished = False  # out of every table; no timer will be armed again
-        self.forgotten = False  # guarded-by: layer._sockets_lock
         self.shutdown_rd = False
         self.poll: PollFd | None = None
         self.hold_ns = 0  # guarded-by: wq
@@ -302,8 +300,10 @@ class TcpSock(SockEntry):
     def poll_levels(self) -> tuple[bool, bool]:
         """(readable, writable) as tcp_poll reports them.  Lockless reads of single
         attributes; a stale answer is corrected by the next wakeup."""
-        if self.state == State.LISTEN or self.listen_closed:
-            return bool(self.acceptq) or self.listen_closed, False
+        # atomic: one load of life, paired with advance(LISTEN_CLOSED) in close_listener
+        listen_closed = bool(self.life & LISTEN_CLOSED)
+        if listen_closed or self.state == State.LISTEN:
+            return bool(self.acceptq) or listen_closed, False
         conn = self.conn
         errq = self.errq  # atomic: attribute load, then len() of a deque
         if conn is None and not errq and self.fastopen_defer is not None:
@@ -414,10 +414,9 @@ class TcpSock(SockEntry):
                     raise oserror(errno.EALREADY)
                 if conn.state is not CState.CLOSED:
                     raise oserror(errno.EISCONN)
-                if not self.finished:
+                if not reopen(self):  # a failed attempt: start over (tcp_disconnect)
                     raise oserror(errno.EALREADY)  # the failed attempt is still tearing down
-                self.conn = None  # a failed attempt: start over (tcp_disconnect)
-                self.finished = False
+                self.conn = None
             if self.fastopen_defer is not None:
                 raise oserror(errno.EISCONN)
             if tcp_fastopen.defer_connect_locked(self, addr, port):
@@ -452,7 +451,8 @@ class TcpSock(SockEntry):
             child = self.layer.accept_dequeue(self)
             if child is not None:
                 return child
-            if self.listen_closed or self.state != State.LISTEN:
+            # atomic: one load of life, paired with advance(LISTEN_CLOSED) in close_listener
+            if self.life & LISTEN_CLOSED or self.state != State.LISTEN:
                 raise oserror(errno.EINVAL, "the listener was closed")
             self._block_or_fail(seen, timeout, deadline)
 
@@ -706,16 +706,19 @@ class TcpSock(SockEntry):
             self._unlock(since)
 
     def close(self) -> None:
-        if self.user_closed:
+        # atomic: one load of life; a close racing this one on the same socket is the
+        # user's own race (the socket lock below orders them)
+        life = self.life
+        if life & USER_CLOSED:
             return
-        if self.state == State.LISTEN or self.listen_closed:
-            self.user_closed = True
+        if life & LISTEN_CLOSED or self.state == State.LISTEN:
+            advance(self, USER_CLOSED)
             self.layer.close_listener(self, forget=True)
             return
         unread: list[Buffer] = []
         since = self._lock()
         try:
-            self.user_closed = True
+            advance(self, USER_CLOSED)
             conn = self.conn
             if conn is not None:
                 now = self.host.now()
@@ -735,17 +738,18 @@ class TcpSock(SockEntry):
             self.layer.release_unconnected(self)
         elif self.linger[0] and self.linger[1] > 0 and not self.host.deterministic:
             self._linger_wait(self.linger[1])
-        # The teardown stores ``finished`` before it reads ``user_closed``; we stored
-        # ``user_closed`` before reading ``finished``: at least one side sees the other
-        # and releases the socket (``forget`` is idempotent).
-        if self.finished:
+        # The teardown takes FINISHED before it reads USER_CLOSED; we took USER_CLOSED
+        # before reading FINISHED (both under wq, so the later taker sees the earlier):
+        # at least one side releases the socket (``forget`` takes FORGOTTEN once).
+        if self.life & FINISHED:
             self.layer.forget(self)
 
     def _linger_wait(self, seconds: int) -> None:
         """SO_LINGER {1, t}: close() waits until the FIN is acknowledged, or t seconds."""
         conn = self.conn
         deadline = time.monotonic() + seconds
-        while conn is not None and not self.finished and conn.state not in (
+        # atomic: one load of life per round, paired with advance(FINISHED) in post
+        while conn is not None and not self.life & FINISHED and conn.state not in (
                 CState.FIN_WAIT_2, CState.TIME_WAIT, CState.CLOSED):
             with self.wq:
                 seen = self.wake_seq

@@ -57,6 +57,7 @@ from rcunet.api import host_socket
 from rcunet.bench import neper
 from rcunet.bench.tables_seed000 import Workload
 from rcunet.host.network import Network
+from rcunet.host.tcp_life import FORGOTTEN
 from rcunet.lab.common import (
     MODES,
     Series,
@@ -471,8 +472,8 @@ class CrrScenario:
                     raise ConnectionError("a held flow's client sent data")
                 conn.close()
             ended = [host_socket(sock) for pair in batch for sock in pair]
-            # sk.forgotten: one attribute load (atomic), stored once under the layer's
-            # _sockets_lock when the socket leaves it (TcpLayer.forget)
+            # sk.life: one attribute load (atomic), FORGOTTEN taken once (tcp_life.advance,
+            # under the socket's wq) when the socket leaves the layer (TcpLayer.forget)
             if not wait_until(partial(all_forgotten, ended)):
                 return False
         return not a.tcp.sockets and b.tcp.sockets == {host_socket(self.srv)}
@@ -537,7 +538,7 @@ class CrrScenario:
 
 
 def all_forgotten(sockets: Sequence[Any]) -> bool:
-    return all(sk.forgotten for sk in sockets)
+    return all(sk.life & FORGOTTEN for sk in sockets)
 
 
 def check_problems(c: dict[str, Any], errors: Sequence[BaseException] = ()) -> list[str]:

@@ -13,6 +13,7 @@ from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.timewait import TimeWait
 from rcunet.host import tcp_errq
 from rcunet.host.tcp.common import TABLE_STATE
+from rcunet.host.tcp_life import FINISHED, USER_CLOSED, advance
 from rcunet.host.tcp_sock import TIMER_DEFERRED, TcpSock, Teardown
 from rcunet.sync.deferred import Buffer
 from rcunet.wire import tcp
@@ -88,7 +89,7 @@ class EngineMixin:
                     sk.teardown = Teardown.CLOSE
         if buf is not None:
             self.deferred.free(buf, buf.owner)
-        if not sk.finished:
+        if not sk.life & FINISHED:  # atomic: one load; FINISHED is taken in post
             sk.state = TABLE_STATE[conn.state]
         if conn.counters.values:  # a dict's truth: no take() when nothing was counted
             # the engine's counts to the host's: Counters.inc per name, with the shard
@@ -151,13 +152,10 @@ class EngineMixin:
                 # answering our ACK of a retransmitted FIN) can make the engine ask for
                 # a close too.  Linux has no such window (tcp_time_wait runs under the
                 # socket lock); the later request is dropped, as RFC 1337 would drop
-                # that RST in TIME_WAIT.  ``finished`` is stored under slock, where
-                # every taker reads it.
-                if todo is not None:
-                    if sk.finished:
-                        todo = None
-                    else:
-                        sk.finished = True
+                # that RST in TIME_WAIT.  Whoever takes FINISHED (``advance``: once)
+                # does the teardown.
+                if todo is not None and not advance(sk, FINISHED):
+                    todo = None
             if todo is not None:
                 if todo is Teardown.TIME_WAIT and tw_state is not None:
                     self._enter_time_wait(sk, tw_state)
@@ -169,7 +167,7 @@ class EngineMixin:
         keeps the armed (earlier) timer, which fires, finds nothing due and re-arms
         (Linux's sk_reset_timer is as lazy); only an earlier one schedules anew."""
         conn = sk.conn
-        if sk.finished or conn is None:
+        if sk.life & FINISHED or conn is None:  # atomic: one load, paired with post's
             return
         at = conn.timers.next_at()  # conn.next_deadline(), one call less per segment
         if at is None:
@@ -191,7 +189,7 @@ class EngineMixin:
         if timer is not None and timer.at <= now:
             sk.timer = None
         conn = sk.conn
-        if sk.finished or conn is None:
+        if sk.life & FINISHED or conn is None:  # atomic: one load, paired with post's
             return
         due = conn.next_deadline()
         if due is not None and due <= now:
@@ -207,7 +205,7 @@ class EngineMixin:
 
     def _finish(self, sk: TcpSock) -> None:
         """tcp_done: the connection reached CLOSED; unhash it and release its port.
-        ``post`` stored ``finished`` when it took this teardown."""
+        ``post`` took FINISHED when it took this teardown."""
         self.flush(sk)  # releases the pinned route (or leaves it to the transmitter)
         self._cancel_timer(sk)
         with self._global():
@@ -216,7 +214,7 @@ class EngineMixin:
         if sk.tfo_listener is not None:
             self.fastopen_release(sk)
         sk.wakeup()
-        if sk.user_closed:
+        if sk.life & USER_CLOSED:  # atomic: see TcpSock.close, which pairs with this
             self.forget(sk)
 
     def _leave_syn_queue(self, sk: TcpSock) -> None:
@@ -230,4 +228,4 @@ class EngineMixin:
             if sk in listener.embryos:
                 listener.embryos.discard(sk)
                 listener.syn_qlen -= 1
-        sk.user_closed = True
+        advance(sk, USER_CLOSED)

@@ -22,6 +22,7 @@ from rcunet.host.tcp.icmp import IcmpMixin
 from rcunet.host.tcp.listener import ListenerMixin
 from rcunet.host.tcp.timewait import TcpTimeWait, TimeWaitMixin
 from rcunet.host.tcp.transmit import TransmitMixin
+from rcunet.host.tcp_life import FINISHED, FORGOTTEN, LISTEN_CLOSED, USER_CLOSED, advance
 from rcunet.host.tcp_sock import TcpSock, oserror, wire
 from rcunet.sync.deferred import DeferredFreeList, PerThreadCounter
 from rcunet.tables import TcpHashInfo
@@ -128,10 +129,9 @@ class TcpLayer(DemuxMixin, EngineMixin, TransmitMixin, ListenerMixin, FastOpenMi
 
     def forget(self, sk: TcpSock) -> None:
         """Drop the owner's reference of a socket that is out of every table."""
+        if not advance(sk, FORGOTTEN):
+            return
         with self._sockets_lock:
-            if sk.forgotten:
-                return
-            sk.forgotten = True
             self.sockets.discard(sk)
         leftovers = [skb[0] for skb in sk.rx_skbs if skb[0] is not None]
         sk.rx_skbs.clear()
@@ -142,26 +142,27 @@ class TcpLayer(DemuxMixin, EngineMixin, TransmitMixin, ListenerMixin, FastOpenMi
     def release_unconnected(self, sk: TcpSock) -> None:
         with self._global():
             self.hashinfo.close(sk)
-        sk.finished = True
+        advance(sk, FINISHED)
 
     def orphans_delivering(self) -> int:
         """Connections their program has closed that still have data or a FIN in flight
         (FIN_WAIT1, CLOSING, LAST_ACK): what a kernel keeps sending after the program
-        exits.  Advisory: each ``user_closed`` and ``state`` is one attribute load
-        (atomic), paired with the stores made under the socket's lock."""
+        exits.  Advisory: each ``life`` and ``state`` is one attribute load (atomic),
+        paired with advance(USER_CLOSED) and the stores made under the socket's lock."""
         with self._sockets_lock:
             sockets = list(self.sockets)
-        return sum(1 for sk in sockets if sk.user_closed and sk.state in DELIVERING)
+        return sum(1 for sk in sockets if sk.life & USER_CLOSED and sk.state in DELIVERING)
 
     def close_all(self) -> None:
         """Host shutdown: abort every connection, close listeners, drop TIME_WAIT."""
         with self._sockets_lock:
             sockets = list(self.sockets)
         for sk in sockets:
-            if sk.state == State.LISTEN or sk.listen_closed:
-                sk.user_closed = True
+            life = sk.life  # atomic: one attribute load, paired with the stores in advance
+            if sk.state == State.LISTEN or life & LISTEN_CLOSED:
+                advance(sk, USER_CLOSED)
                 self.close_listener(sk, forget=True)
-            elif not sk.user_closed:
+            elif not life & USER_CLOSED:
                 sk.linger = (True, 0)
                 sk.close()
             else:

@@ -14,6 +14,7 @@ from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.isn import initial_sequence
 from rcunet.host.ip import Delivery
 from rcunet.host.tcp.common import TABLE_STATE, family_form
+from rcunet.host.tcp_life import FINISHED, LISTEN_CLOSED, USER_CLOSED, advance
 from rcunet.host.tcp_sock import TcpSock
 from rcunet.sync.hooks import yield_point
 from rcunet.wire import tcp
@@ -48,7 +49,8 @@ class ListenerMixin:
             return
         tuning = self.host.tuning
         with lsk.rskq_lock:
-            qlen, max_backlog, closed = lsk.syn_qlen, lsk.max_ack_backlog, lsk.listen_closed
+            qlen, max_backlog = lsk.syn_qlen, lsk.max_ack_backlog
+            closed = lsk.life & LISTEN_CLOSED
         if closed:
             return
         want_cookie = False
@@ -157,7 +159,7 @@ class ListenerMixin:
         child.state = TABLE_STATE[conn.state]
         child.tx_csum_offload = self._tx_offload(info.src)
         with lsk.rskq_lock:
-            if lsk.listen_closed:
+            if lsk.life & LISTEN_CLOSED:
                 return None
             if fastopen:
                 self.fastopen_charge(lsk, child)
@@ -170,10 +172,10 @@ class ListenerMixin:
         yield_point("tcp.child.before_hash")
         if not self._inherit_port(child, lsk) or not self.hashinfo.ehash.insert(child):
             self.hashinfo.bind.unbind(child)
-            child.user_closed = True
+            advance(child, USER_CLOSED)
             self._leave_syn_queue(child)
             self.fastopen_release(child)
-            child.finished = True
+            advance(child, FINISHED)
             self.forget(child)
             return None
         with child.sl.slock:
@@ -186,17 +188,23 @@ class ListenerMixin:
         """inet_csk_reqsk_queue_add for a Fast Open child (its socket lock held): it is
         acceptable before its handshake completes, with the SYN's data readable."""
         with lsk.rskq_lock:
-            closed = lsk.listen_closed
+            closed = lsk.life & LISTEN_CLOSED
             if not closed:
                 lsk.acceptq.append(child)
         if closed:  # the listener closed meanwhile: nobody will accept the child
-            child.user_closed = True
-            conn = child.conn
-            if conn is not None:
-                conn.abort(self.host.now())
-                self.after_engine(child)
+            self._abort_unaccepted(child)
             return
         lsk.wakeup()
+
+    def _abort_unaccepted(self, child: TcpSock) -> None:
+        """A child whose listener closed before it reached the accept queue: nobody will
+        accept it, so it is an orphan, reset (inet_csk_listen_stop's abort).  The child's
+        socket lock held."""
+        advance(child, USER_CLOSED)
+        conn = child.conn
+        if conn is not None:
+            conn.abort(self.host.now())
+            self.after_engine(child)
 
     def _inherit_port(self, child: TcpSock, lsk: TcpSock) -> bool:
         """__inet_inherit_port (``BindTables.inherit_port``): the child joins the
@@ -219,15 +227,11 @@ class ListenerMixin:
             if child in lsk.embryos:
                 lsk.embryos.discard(child)
                 lsk.syn_qlen -= 1
-            closed = lsk.listen_closed
+            closed = lsk.life & LISTEN_CLOSED
             if not closed:
                 lsk.acceptq.append(child)
         if closed:
-            child.user_closed = True
-            conn = child.conn
-            if conn is not None:
-                conn.abort(self.host.now())
-                self.after_engine(child)
+            self._abort_unaccepted(child)
             return
         lsk.wakeup()
 
@@ -243,7 +247,7 @@ class ListenerMixin:
     def close_listener(self, lsk: TcpSock, *, forget: bool) -> None:
         """Stop listening: unhash, abort queued and embryonic children (RST)."""
         with lsk.rskq_lock:
-            lsk.listen_closed = True
+            advance(lsk, LISTEN_CLOSED)
             children = list(lsk.acceptq) + list(lsk.embryos)
             lsk.acceptq.clear()
             lsk.embryos.clear()
@@ -252,7 +256,7 @@ class ListenerMixin:
         try:
             with self._global():
                 self.hashinfo.close(lsk)
-            lsk.finished = True
+            advance(lsk, FINISHED)
         finally:
             lsk._unlock(since)
         for child in children:
@@ -265,14 +269,15 @@ class ListenerMixin:
     def _abort_orphan(self, sk: TcpSock) -> None:
         since = sk._lock()
         try:
-            sk.user_closed = True
+            advance(sk, USER_CLOSED)
             conn = sk.conn
             if conn is not None and conn.state is not CState.CLOSED:
                 conn.abort(self.host.now())
                 self.after_engine(sk)
         finally:
             sk._unlock(since)
-        if sk.finished or sk.conn is None or sk.conn.state is CState.CLOSED:
-            if not sk.finished:
+        # atomic: loads of life (paired with advance(FINISHED) in post) and conn
+        if sk.life & FINISHED or sk.conn is None or sk.conn.state is CState.CLOSED:
+            if not sk.life & FINISHED:
                 self._finish(sk)
             self.forget(sk)

@@ -10,6 +10,7 @@ from typing import Any
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.core.tcp.timewait import TimeWait, TwAction
 from rcunet.host.ip import Delivery
+from rcunet.host.tcp_life import USER_CLOSED
 from rcunet.host.tcp_sock import TcpSock
 from rcunet.tables.entry import TableEntry, TimeWaitEntry
 from rcunet.wire import tcp
@@ -36,8 +37,8 @@ class TimeWaitMixin:
 
     def _enter_time_wait(self, sk: TcpSock, state: TimeWait) -> None:
         """tcp_time_wait: a light TcpTimeWait entry replaces sk in ehash and among its
-        port's owners in one publication (``TcpHashInfo.time_wait``).  ``post`` stored
-        ``finished`` when it took this teardown."""
+        port's owners in one publication (``TcpHashInfo.time_wait``).  ``post`` took
+        FINISHED when it took this teardown."""
         self.flush(sk)  # releases the pinned route (or leaves it to the transmitter)
         self._cancel_timer(sk)
         self.sync_tuning()  # tcp_max_tw_buckets as the Host has it now
@@ -48,7 +49,7 @@ class TimeWaitMixin:
                                                      partial(self._tw_expired, tw))
         self._leave_syn_queue(sk)
         sk.wakeup()
-        if sk.user_closed:
+        if sk.life & USER_CLOSED:  # atomic: see TcpSock.close, which pairs with this
             self.forget(sk)
 
     def _tw_expired(self, tw: TcpTimeWait, now: int) -> None:

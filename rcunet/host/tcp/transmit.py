@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from rcunet.core.tcp import reset_for
 from rcunet.host.ip import LIMITED_BROADCAST, Delivery, is_multicast
 from rcunet.host.tcp.common import MAPPED, offloads
+from rcunet.host.tcp_life import FINISHED
 from rcunet.host.tcp_sock import TcpSock
 from rcunet.wire import tcp
 
@@ -30,17 +31,18 @@ class TransmitMixin:
         sk_dst_cache): each segment goes out through it while the route cache has not
         been invalidated since (``DstCache.current``), with no lookup and no refcount
         traffic; a stale entry is dropped and looked up again.  Once the socket is
-        ``finished`` the route is released, by whoever transmits last: a transmitter
+        FINISHED the route is released, by whoever transmits last: a transmitter
         re-checks after letting go of ``xmit`` (``_finish`` may have found it busy)."""
         outbox = sk.outbox
         xmit = sk.xmit
-        while outbox or (sk.finished and sk.dst is not None):  # atomic: attribute loads
+        # atomic: attribute loads; life pairs with advance(FINISHED) in post
+        while outbox or (sk.life & FINISHED and sk.dst is not None):
             if not xmit.acquire(False):
                 return
             try:
                 if outbox:
                     self._transmit_outbox_xmit(sk, outbox)
-                if sk.finished:
+                if sk.life & FINISHED:
                     self._drop_route_xmit(sk)
             finally:
                 xmit.release()
@@ -60,9 +62,10 @@ class TransmitMixin:
                 seg = outbox.popleft()  # atomic: deque.popleft
             except IndexError:
                 break
-            # _route_xmit's keep-the-pinned-route test, inlined (once per segment)
+            # _route_xmit's keep-the-pinned-route test, inlined (once per segment; life:
+            # one attribute load, paired with advance(FINISHED) in post)
             route = sk.dst
-            if route is None or route.dst != dst or sk.finished \
+            if route is None or route.dst != dst or sk.life & FINISHED \
                     or not dst_cache.current(route):
                 route = self._route_xmit(sk, dst)
             if route is None:
@@ -81,11 +84,12 @@ class TransmitMixin:
         take the per-packet path).  ``sk.xmit`` held."""
         entry = sk.dst
         if entry is not None:
-            if entry.dst == dst and not sk.finished and self.host.dst_cache.current(entry):
+            if entry.dst == dst and not sk.life & FINISHED \
+                    and self.host.dst_cache.current(entry):
                 return entry
             sk.dst = None
             entry.release()
-        if sk.finished or self.host.ip.is_local(dst) or is_multicast(dst) \
+        if sk.life & FINISHED or self.host.ip.is_local(dst) or is_multicast(dst) \
                 or dst == LIMITED_BROADCAST:
             return None
         entry = self.host.dst_cache.lookup(dst, sk.bound_dev)

@@ -1,0 +1,125 @@
+"""A TCP socket's life (rcunet.host.tcp_life): the steps real sockets take, in order, and
+the transitions the table forbids."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+from tcp_helpers import connected_pair
+
+from rcunet.api import host_socket
+from rcunet.host.network import Network
+from rcunet.host.tcp_life import (
+    FINISHED,
+    FORGOTTEN,
+    LISTEN_CLOSED,
+    USER_CLOSED,
+    LifeError,
+    advance,
+    describe,
+    reopen,
+)
+
+
+class _Sock:
+    """What tcp_life needs of a socket: its life and the wq lock that guards it."""
+
+    def __init__(self, life: int = 0) -> None:
+        self.life = life
+        self.wq = threading.Lock()
+
+
+def test_each_step_is_taken_once():
+    sk = _Sock()
+    assert advance(sk, USER_CLOSED)
+    assert not advance(sk, USER_CLOSED)
+    assert advance(sk, FINISHED)
+    assert advance(sk, FORGOTTEN)
+    assert not advance(sk, FORGOTTEN)
+    assert describe(sk.life) == "USER_CLOSED|FINISHED|FORGOTTEN"
+
+
+@pytest.mark.parametrize("life", [0, USER_CLOSED, FINISHED, LISTEN_CLOSED | FINISHED])
+def test_forgotten_needs_user_closed_and_finished(life):
+    sk = _Sock(life)
+    with pytest.raises(LifeError, match="FORGOTTEN"):
+        advance(sk, FORGOTTEN)
+    assert sk.life == life
+
+
+def test_reopen_only_from_finished():
+    sk = _Sock()
+    assert not reopen(sk)  # still tearing down: connect() says EALREADY
+    advance(sk, FINISHED)
+    assert reopen(sk)
+    assert sk.life == 0
+    closed = _Sock(USER_CLOSED | FINISHED)
+    with pytest.raises(LifeError):
+        reopen(closed)
+
+
+def test_concurrent_takers_one_wins():
+    """Every step taken by several threads at once: exactly one taker of each, and no
+    step lost (four threads read-modify-write the same int)."""
+    for _ in range(200):
+        sk = _Sock()
+        wins: list[int] = []
+        barrier = threading.Barrier(4)
+
+        def take(step: int, sk: _Sock = sk, barrier: threading.Barrier = barrier,
+                 wins: list[int] = wins) -> None:
+            barrier.wait()
+            if advance(sk, step):
+                wins.append(step)
+
+        threads = [threading.Thread(target=take, args=(step,))
+                   for step in (USER_CLOSED, FINISHED, USER_CLOSED, FINISHED)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(wins) == [USER_CLOSED, FINISHED]
+        assert sk.life == USER_CLOSED | FINISHED
+
+
+def test_connection_life_user_closes_first():
+    net, a, b = Network.two_hosts()
+    srv, cli, child = connected_pair(net, a, b)
+    sk_cli, sk_child, sk_srv = host_socket(cli), host_socket(child), host_socket(srv)
+    assert sk_cli.life == sk_child.life == sk_srv.life == 0
+    cli.close()  # active close: FIN_WAIT, then TIME_WAIT takes the socket's place
+    assert sk_cli.life & USER_CLOSED
+    child.close()
+    assert net.run_until(lambda: sk_cli.life & FORGOTTEN and sk_child.life & FORGOTTEN, 5)
+    assert sk_cli.life == sk_child.life == USER_CLOSED | FINISHED | FORGOTTEN
+    srv.close()
+    assert sk_srv.life == USER_CLOSED | LISTEN_CLOSED | FINISHED | FORGOTTEN
+
+
+def test_connection_life_engine_finishes_first():
+    """The peer resets the connection: the engine finishes while the user still holds
+    the socket, which the user's close() then releases."""
+    net, a, b = Network.two_hosts()
+    srv, cli, child = connected_pair(net, a, b)
+    sk_cli = host_socket(cli)
+    child.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\0\0\0\0\0\0\0")
+    child.close()  # linger {1, 0}: RST
+    assert net.run_until(lambda: sk_cli.life & FINISHED, 5)
+    assert sk_cli.life == FINISHED
+    cli.close()
+    assert sk_cli.life == USER_CLOSED | FINISHED | FORGOTTEN
+    srv.close()
+
+
+def test_listener_shutdown_then_close():
+    net, a, b = Network.two_hosts()
+    srv = b.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("10.0.0.2", 8080))
+    srv.listen(4)
+    sk = host_socket(srv)
+    srv.shutdown(socket.SHUT_RD)  # the listener stops listening; the user still holds it
+    assert sk.life == LISTEN_CLOSED | FINISHED
+    srv.close()
+    assert sk.life == USER_CLOSED | LISTEN_CLOSED | FINISHED | FORGOTTEN
