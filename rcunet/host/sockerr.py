@@ -1,14 +1,17 @@
-"""The two helpers every socket layer shares: ``OSError`` as CPython raises it for an
-errno (the subclass and the strerror text), and the v4-mapped address conversions."""
+"""The helpers every socket layer shares: ``OSError`` as CPython raises it for an errno
+(the subclass and the strerror text), the v4-mapped address conversions, and the integer
+value of a setsockopt argument."""
 
 from __future__ import annotations
 
 import errno
 import os
+import struct
 
 from rcunet.tables.entry import is_v4mapped
 
 _V4MAPPED_PREFIX = b"\0" * 10 + b"\xff\xff"
+_C_INT = struct.Struct("i")
 
 #: The OSError subclass CPython raises for an errno (the rest raise OSError itself).
 OSERROR_CLASSES: dict[int, type[OSError]] = {
@@ -48,3 +51,23 @@ def wire(addr: bytes) -> bytes:
 def v4mapped(addr: bytes) -> bytes:
     """An IPv4 address as an AF_INET6 socket sees it (``::ffff:a.b.c.d``); IPv6 as is."""
     return _V4MAPPED_PREFIX + addr if len(addr) == 4 else addr
+
+
+def int_option(value: int | bytes) -> int:
+    """A setsockopt argument as the int Linux's do_*_setsockopt reads from it: an int, a
+    C int's bytes (the first four), or a single byte (which Linux takes for the
+    byte-wide IP options); anything else is EINVAL."""
+    if isinstance(value, bool | int):
+        return int(value)
+    if isinstance(value, bytes | bytearray) and len(value) >= 4:
+        return int(_C_INT.unpack_from(value)[0])
+    if isinstance(value, bytes | bytearray) and len(value) == 1:
+        return value[0]
+    raise oserror(errno.EINVAL)
+
+
+def ranged(value: int, low: int, high: int) -> int:
+    """``value`` if it lies in [low, high], else EINVAL."""
+    if not low <= value <= high:
+        raise oserror(errno.EINVAL, f"value must be {low}..{high}")
+    return value

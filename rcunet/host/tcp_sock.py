@@ -34,7 +34,7 @@ from rcunet.core.tcp import Connection, Options
 from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.timewait import TimeWait
 from rcunet.host import tcp_errq, tcp_fastopen
-from rcunet.host.sockerr import oserror, wire
+from rcunet.host.sockerr import int_option, oserror, ranged, wire
 from rcunet.host.socklock import BACKLOG_EXTRA, SocketLock
 from rcunet.host.tcp_info import pack as pack_tcp_info
 from rcunet.host.tcp_info import snapshot as tcp_info_snapshot
@@ -480,8 +480,8 @@ class TcpSock(SockEntry):
             except OSError as exc:
                 if not sent:
                     raise
-                self.held_err = exc.errno or errno.EIO  # bytes were queued: count them now,
-                return sent  # report the error on the next call (sk_err stays set)
+                self._hold_err(exc)  # bytes were queued: count them now, report the
+                return sent  # error on the next call (sk_err stays set)
             finally:
                 self._unlock(since)
             # Blocking send queues everything (Linux); with a timeout or non-blocking,
@@ -495,13 +495,21 @@ class TcpSock(SockEntry):
                     return sent
                 raise
 
+    def _hold_err(self, exc: OSError) -> None:
+        """A call that had moved data met ``exc``: it returns what it moved, and the next
+        call reports the error (``_raise_held_err``)."""
+        self.held_err = exc.errno or errno.EIO
+
+    def _raise_held_err(self) -> None:
+        err, self.held_err = self.held_err, 0
+        raise oserror(err)
+
     def _send_locked(self, view: memoryview, zc: int = 0, partial_ends: bool = True,
                      iov: tuple[int, ...] | None = None) -> int:
         """One round of a send; ``zc``: MSG_ZEROCOPY, its first (1) or a later round (2);
         ``partial_ends``: queueing part of ``view`` ends the call (a timestamp request)."""
         if self.held_err:
-            err, self.held_err = self.held_err, 0
-            raise oserror(err)
+            self._raise_held_err()
         conn = self.conn
         if conn is None and self.fastopen_defer is not None:
             return tcp_fastopen.send_deferred_locked(self, view)
@@ -572,7 +580,7 @@ class TcpSock(SockEntry):
             except OSError as exc:
                 if not got:
                     raise
-                self.held_err = exc.errno or errno.EIO  # reported by the next call
+                self._hold_err(exc)
                 break
             if not chunk:
                 break
@@ -610,8 +618,7 @@ class TcpSock(SockEntry):
         """The connection a read takes bytes from, after a held error (ENOTCONN when
         there is none); None: reading was shut down and nothing is left queued."""
         if self.held_err:
-            err, self.held_err = self.held_err, 0
-            raise oserror(err)
+            self._raise_held_err()
         conn = self.conn
         if conn is None and self.fastopen_defer is not None:
             raise oserror(errno.EAGAIN)  # SYN_SENT, the SYN not sent yet
@@ -782,7 +789,7 @@ class TcpSock(SockEntry):
                 onoff, seconds = _LINGER.unpack_from(value)
                 self.linger = (bool(onoff), max(0, seconds))
                 return
-            number = _int(value)
+            number = int_option(value)
             setters: dict[int, Callable[[], None]] = {
                 _pysocket.SO_REUSEADDR: lambda: setattr(self, "reuseaddr", bool(number)),
                 _pysocket.SO_REUSEPORT: lambda: setattr(self, "reuseport", bool(number)),
@@ -797,19 +804,19 @@ class TcpSock(SockEntry):
             if opt in tcp_fastopen.FASTOPEN_OPTIONS:
                 tcp_fastopen.setsockopt(self, opt, value)
                 return
-            number = _int(value)
+            number = int_option(value)
             setters = {
                 _pysocket.TCP_NODELAY: lambda: setattr(self, "nodelay", bool(number)),
                 _pysocket.TCP_MAXSEG: lambda: self._set_maxseg(number),
-                TCP_KEEPIDLE: lambda: setattr(self, "keepidle", _ranged(number, 1, 32767)),
-                TCP_KEEPINTVL: lambda: setattr(self, "keepintvl", _ranged(number, 1, 32767)),
-                TCP_KEEPCNT: lambda: setattr(self, "keepcnt", _ranged(number, 1, 127)),
+                TCP_KEEPIDLE: lambda: setattr(self, "keepidle", ranged(number, 1, 32767)),
+                TCP_KEEPINTVL: lambda: setattr(self, "keepintvl", ranged(number, 1, 32767)),
+                TCP_KEEPCNT: lambda: setattr(self, "keepcnt", ranged(number, 1, 127)),
             }
         elif level in (_pysocket.IPPROTO_IP, _pysocket.IPPROTO_IPV6):
             if level == _pysocket.IPPROTO_IPV6 and opt == _pysocket.IPV6_V6ONLY:
                 if self.tb is not None:
                     raise oserror(errno.EINVAL)
-                self.v6only = bool(_int(value))
+                self.v6only = bool(int_option(value))
                 return
             raise oserror(errno.ENOPROTOOPT)
         else:
@@ -945,18 +952,3 @@ class TcpSock(SockEntry):
         self.reuseaddr, self.bound_dev = listener.reuseaddr, listener.bound_dev
         self.zerocopy = listener.zerocopy
 
-
-def _int(value: int | bytes) -> int:
-    if isinstance(value, bool | int):
-        return int(value)
-    if isinstance(value, bytes | bytearray) and len(value) >= 4:
-        return int(struct.unpack_from("i", value)[0])
-    if isinstance(value, bytes | bytearray) and len(value) == 1:
-        return value[0]
-    raise oserror(errno.EINVAL)
-
-
-def _ranged(value: int, low: int, high: int) -> int:
-    if not low <= value <= high:
-        raise oserror(errno.EINVAL, f"value must be {low}..{high}")
-    return value

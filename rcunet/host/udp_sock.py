@@ -17,7 +17,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from rcunet.host.sockerr import oserror, v4mapped, wire
+from rcunet.host.sockerr import int_option, oserror, ranged, v4mapped, wire
 from rcunet.sync.lock import LockClass
 from rcunet.sync.shared import lockfree_read_slots
 from rcunet.tables.entry import AF_INET, AF_INET6, ANY4, ANY6
@@ -306,7 +306,7 @@ class UdpSock(UdpEntry):
             raise oserror(errno.ENOPROTOOPT)
 
     def _set_socket_level(self, optname: int, value: int | bytes) -> None:
-        number = _int_value(value)
+        number = int_option(value)
         tuning = self.host.tuning
         if optname == _pysocket.SO_REUSEADDR:
             self.reuseaddr = bool(number)
@@ -341,13 +341,13 @@ class UdpSock(UdpEntry):
             else:
                 udp.leave_group(self, group, ifindex)
         elif optname == _pysocket.IP_MULTICAST_TTL:
-            self.multicast_ttl = _ranged(_int_value(value), 0, 255)
+            self.multicast_ttl = ranged(int_option(value), 0, 255)
         elif optname == _pysocket.IP_MULTICAST_LOOP:
-            self.multicast_loop = bool(_int_value(value))
+            self.multicast_loop = bool(int_option(value))
         elif optname == _pysocket.IP_TTL:
-            self.ttl = _ranged(_int_value(value), 1, 255)
+            self.ttl = ranged(int_option(value), 1, 255)
         elif optname == IP_MULTICAST_ALL:
-            self.mc_all = bool(_int_value(value))
+            self.mc_all = bool(int_option(value))
         elif optname == _pysocket.IP_MULTICAST_IF:
             if not isinstance(value, bytes) or len(value) < 4:
                 raise oserror(errno.EINVAL)
@@ -382,17 +382,17 @@ class UdpSock(UdpEntry):
         elif optname == _pysocket.IPV6_V6ONLY:
             if self.hashed:
                 raise oserror(errno.EINVAL)
-            self.v6only = bool(_int_value(value))
+            self.v6only = bool(int_option(value))
         elif optname == _pysocket.IPV6_MULTICAST_HOPS:
-            hops = _int_value(value)
-            self.multicast_ttl = 1 if hops == -1 else _ranged(hops, 0, 255)
+            hops = int_option(value)
+            self.multicast_ttl = 1 if hops == -1 else ranged(hops, 0, 255)
         elif optname == _pysocket.IPV6_MULTICAST_LOOP:
-            self.multicast_loop = bool(_int_value(value))
+            self.multicast_loop = bool(int_option(value))
         elif optname == _pysocket.IPV6_UNICAST_HOPS:
-            hops = _int_value(value)
-            self.ttl = None if hops == -1 else _ranged(hops, 1, 255)
+            hops = int_option(value)
+            self.ttl = None if hops == -1 else ranged(hops, 1, 255)
         elif optname == _pysocket.IPV6_MULTICAST_IF:
-            self.multicast_if = _int_value(value)
+            self.multicast_if = int_option(value)
         else:
             raise oserror(errno.ENOPROTOOPT)
 
@@ -431,18 +431,3 @@ class UdpSock(UdpEntry):
             }
         return {}
 
-
-def _int_value(value: int | bytes) -> int:
-    if isinstance(value, bool | int):
-        return int(value)
-    if isinstance(value, bytes) and len(value) >= 4:
-        return int(_INT.unpack_from(value)[0])
-    if isinstance(value, bytes) and len(value) == 1:
-        return value[0]
-    raise oserror(errno.EINVAL)
-
-
-def _ranged(value: int, low: int, high: int) -> int:
-    if not low <= value <= high:
-        raise oserror(errno.EINVAL, f"value must be {low}..{high}")
-    return value
