@@ -15,6 +15,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rcunet.api import host_socket
     from rcunet.host.network import Network
     from rcunet.link.pcap import LINKTYPE_ETHERNET, PcapWriter
     from rcunet.wire.pretty import line
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
     closed.setblocking(False)
     closed.connect(("10.2.0.2", 9999))
     closed.send(b"anyone?")
-    net.run_until(lambda: bool(closed._sk.err), timeout=5.0)
+    net.run_until(lambda: bool(host_socket(closed).err), timeout=5.0)
     try:
         closed.recv(100)
         outcome = "no error"

@@ -21,6 +21,7 @@ import time
 from functools import partial
 from typing import Any
 
+from rcunet.api import host_socket
 from rcunet.host.network import Network
 from rcunet.lab import seed004_crr
 from rcunet.lab.common import run_timed, rx_exceptions, tcp_leaks, wait_until
@@ -104,7 +105,7 @@ def _serve(child: Any, acceptors: int, request_size: int,
     end = Usage.now()
     if tally.errors:
         raise RuntimeError(f"acceptor failed: {tally.errors[0]!r}") from tally.errors[0]
-    settled = wait_until(lambda: host.tcp.sockets == {srv._sk})
+    settled = wait_until(lambda: host.tcp.sockets == {host_socket(srv)})
     nstat = dict(host.counters.nonzero())
     passive_opens = host.counters.get("TcpPassiveOpens")
     srv.close()
