@@ -425,8 +425,6 @@ class Syscalls:
     def _fastopen_send(self, fd: Fd, n: int, flags: int, to: Any) -> Outcome | object | None:
         """sendto(MSG_FASTOPEN) (tcp_sendmsg_fastopen); None: the socket is connected,
         the call is a plain send."""
-        if flags & LINUX_SYMBOLS["MSG_ZEROCOPY"]:
-            raise DrillUnsupported(0, "MSG_FASTOPEN with MSG_ZEROCOPY")
         target = None
         if not (isinstance(to, s.Symbol) and to.name == "AF_UNSPEC"):
             target = self._sockaddr(to, self.remote_ip, self.connect_port)
@@ -434,7 +432,8 @@ class Syscalls:
         if sk.conn is None and target is not None and sk.fastopen_defer is None:
             fd.state = "connecting"
             self.notify("connect", fd, None)
-        carried = tcp_fastopen.sendto(sk, bytes(n), target)
+        carried = tcp_fastopen.sendto(sk, bytes(n), target,
+                                      bool(flags & LINUX_SYMBOLS["MSG_ZEROCOPY"]))
         if carried is None:
             return None
         if self._blocking(fd, flags):

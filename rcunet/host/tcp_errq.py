@@ -149,6 +149,17 @@ def collect(sk: TcpSock, conn: Connection, segments: list[tcp.Repr]) -> bool:
     return done
 
 
+def zerocopy_syn_data(sk: TcpSock, conn: Connection, n: int) -> None:
+    """A Fast Open SYN carries ``n`` bytes of a MSG_ZEROCOPY send: they take its id and
+    complete when the SYN-ACK (or a later ACK) acknowledges them."""
+    if not sk.zerocopy:
+        return
+    zc = sk.zc
+    if zc is None:
+        zc = sk.zc = Zerocopy()
+    zc.sent(n, conn.write_seq, False, True)
+
+
 def zerocopy_collect(sk: TcpSock, conn: Connection) -> bool:
     """Complete the MSG_ZEROCOPY ranges the peer acknowledged, or all of them when the
     send queue was dropped (the connection closed: ``tcp_write_queue_purge``).  A closed

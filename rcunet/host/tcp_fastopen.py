@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from rcunet.core.tcp import State as CState
 from rcunet.core.tcp import fastopen
+from rcunet.host import tcp_errq
 from rcunet.host.sockerr import oserror, wire
 from rcunet.host.tcp_life import reopen
 from rcunet.tables.entry import State
@@ -99,12 +100,15 @@ def _number(value: int | bytes) -> int:
 
 
 # -- the client side (Linux tcp_sendmsg_fastopen, tcp_fastopen_defer_connect) ------------
-def sendto(sk: TcpSock, data: bytes, target: tuple[bytes, int] | None) -> int | None:
+def sendto(sk: TcpSock, data: bytes, target: tuple[bytes, int] | None,
+           zerocopy: bool = False) -> int | None:
     """sendto(MSG_FASTOPEN) (tcp_sendmsg_fastopen): connect to ``target`` (None:
     AF_UNSPEC) with a SYN carrying what ``data`` it may (a cached cookie, or no cookie
     needed; otherwise a SYN asking for one).  Returns the bytes the SYN carries, raises
     EINPROGRESS when none; None when the socket is connected already (the caller sends
-    as usual).  Never waits: a blocking caller waits for the connection itself."""
+    as usual).  Never waits: a blocking caller waits for the connection itself.
+    ``zerocopy``: MSG_ZEROCOPY, whose id the SYN's data takes (tcp_sendmsg_locked makes
+    the uarg before tcp_sendmsg_fastopen; a SYN without data gives it back)."""
     if not sk.host.tuning.tcp_fastopen & fastopen.TFO_CLIENT_ENABLE or target is None:
         raise oserror(errno.EOPNOTSUPP)
     since = sk._lock()
@@ -123,6 +127,8 @@ def sendto(sk: TcpSock, data: bytes, target: tuple[bytes, int] | None) -> int | 
                 raise oserror(errno.EALREADY)  # the failed attempt is still tearing down
             sk.conn = None
         n = sk.layer.connect_locked(sk, target[0], target[1], fastopen=bytes(data))
+        if zerocopy and n and sk.conn is not None:
+            tcp_errq.zerocopy_syn_data(sk, sk.conn, n)
     finally:
         sk._unlock(since)
     if not n:
@@ -140,12 +146,15 @@ def defer_connect_locked(sk: TcpSock, addr: bytes, port: int) -> bool:
     return True
 
 
-def send_deferred_locked(sk: TcpSock, view: memoryview) -> int:
+def send_deferred_locked(sk: TcpSock, view: memoryview, zerocopy: bool = False) -> int:
     """The first write on a deferred connect (tcp_sendmsg_locked's DEFER_CONNECT case):
-    the SYN goes now, with as much of the data as it may carry."""
+    the SYN goes now, with as much of the data as it may carry (``zerocopy``: a
+    MSG_ZEROCOPY write, whose id the SYN's data takes)."""
     target, sk.fastopen_defer = sk.fastopen_defer, None
     assert target is not None
     n = sk.layer.connect_locked(sk, target[0], target[1], fastopen=bytes(view))
+    if zerocopy and n and sk.conn is not None:
+        tcp_errq.zerocopy_syn_data(sk, sk.conn, n)
     if not n:
         raise oserror(errno.EINPROGRESS)
     return n

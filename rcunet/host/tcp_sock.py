@@ -495,7 +495,7 @@ class TcpSock(TcpSockOptions, SockEntry):
             self._raise_held_err()
         conn = self.conn
         if conn is None and self.fastopen_defer is not None:
-            return tcp_fastopen.send_deferred_locked(self, view)
+            return tcp_fastopen.send_deferred_locked(self, view, zc == 1)
         if conn is None or self.state == State.LISTEN:
             raise oserror(errno.EPIPE)
         if self.soft_err and conn.state is CState.CLOSED:
