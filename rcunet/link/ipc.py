@@ -308,6 +308,7 @@ class _RingTransport:
         self.tx = _Ring(self.map, side * span, ring_bytes)
         self.rx = _Ring(self.map, (1 - side) * span, ring_bytes)
         self._tx_lock = threading.Lock()
+        self._closed = False  # guarded-by: _tx_lock (no put touches the map or a bell after)
         self._wake_r, self._wake_w = _wake_pipe()
         self._poller = select.poll()
         self._poller.register(rx_bell, select.POLLIN)
@@ -328,10 +329,12 @@ class _RingTransport:
         deadline = None
         while True:
             with self._tx_lock:
+                if self._closed:
+                    return "down"
                 asked = self.tx.produce(frame)
-            if asked is not None:
-                if asked:
+                if asked:  # under the lock: close() cannot give the bell's number back
                     os.eventfd_write(self.tx_bell, 1)
+            if asked is not None:
                 return None
             # full: the consumer is behind; give it a moment (it is awake: it has work)
             now = time.monotonic()
@@ -376,6 +379,8 @@ class _RingTransport:
         _poke(self._wake_w)
 
     def close(self) -> None:
+        with self._tx_lock:  # a put in progress finishes first; later ones see _closed
+            self._closed = True
         try:
             self.map.close()
         except BufferError:
@@ -500,7 +505,7 @@ class IpcEndpoint:
                 counts["mtu_drops"] += 1
                 counts["tx_dropped"] += 1
                 return False
-            if self.down is not None:
+            if self.down is not None or self._closing:
                 counts["tx_carrier_errors"] += 1
                 counts["tx_dropped"] += 1
                 return False
@@ -527,7 +532,9 @@ class IpcEndpoint:
                 self.counters["tx_queue_full"] += 1
                 return False
             self.counters["tx_carrier_errors"] += 1
-        self._went_down("the peer's end is closed")
+            closing = self._closing
+        if not closing:  # our own close() is not the peer going away
+            self._went_down("the peer's end is closed")
         return False
 
     # -- threads ---------------------------------------------------------------------------

@@ -184,6 +184,37 @@ def test_closing_one_end_takes_the_link_down(transport: str) -> None:
     b.close()
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_send_after_or_during_close_is_a_counted_drop(transport: str) -> None:
+    """A Host thread may still send (a timer's retransmission, a late writer) while its
+    link end closes: a counted drop, never an exception out of the thread, and never a
+    write to a descriptor number the close gave back (another file may have it now)."""
+    a, b = started(transport)
+    errors: list[BaseException] = []
+    begun = threading.Barrier(5)
+
+    def keep_sending() -> None:
+        begun.wait()
+        try:
+            for _ in range(2000):
+                a.send(bytes(60))
+        except BaseException as exc:  # noqa: BLE001 - the test's verdict
+            errors.append(exc)
+
+    senders = [threading.Thread(target=keep_sending) for _ in range(4)]
+    for sender in senders:
+        sender.start()
+    begun.wait()
+    a.close()
+    for sender in senders:
+        sender.join()
+    assert errors == []
+    assert not a.send(bytes(60))
+    stats = a.stats()
+    assert stats["tx_dropped"] >= 1 and stats["tx_carrier_errors"] >= 1
+    b.close()
+
+
 def test_unknown_transport_and_bad_mtu_are_refused() -> None:
     with pytest.raises(ValueError, match="transport"):
         ipc_pair(transport="pipe")
