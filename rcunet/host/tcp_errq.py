@@ -55,7 +55,8 @@ _REALTIME_OFFSET = time.time_ns() - time.monotonic_ns()
 
 
 def set_zerocopy(sk: TcpSock, value: int) -> None:
-    """``SO_ZEROCOPY``: 0 or 1 (else EINVAL), on TCP and UDP sockets of PF_INET/PF_INET6."""
+    """``SO_ZEROCOPY``: 0 or 1 (else EINVAL).  Linux takes it on TCP and UDP sockets;
+    rcunet's UDP sockets do not have it (ENOPROTOOPT)."""
     if value not in (0, 1):
         raise oserror(errno.EINVAL, "SO_ZEROCOPY takes 0 or 1")
     sk.zerocopy = bool(value)
