@@ -64,6 +64,8 @@ MAX_SKB_FRAGS = 17
 PAGE_SIZE = 4096
 _MASK32 = 0xFFFFFFFF
 _HALF32 = 1 << 31
+#: What an error-queue skb costs besides its payload (an sk_buff and its shared info)
+ENTRY_TRUESIZE = 512
 ENOMSG = 42
 #: linux/net_tstamp.h (SOF_TIMESTAMPING_*) and linux/errqueue.h (SCM_TSTAMP_*)
 SOF_TX_SOFTWARE = 1 << 1
@@ -111,12 +113,16 @@ class ErrEntry:
 
 class ErrorQueue:
     """``sk_error_queue``: FIFO of ``ErrEntry``.  Not thread-safe: the host guards it with
-    the socket lock (Linux: the queue's spinlock)."""
+    the socket lock (Linux: the queue's spinlock).  ``charged``: the memory its entries
+    hold (payload plus ``ENTRY_TRUESIZE`` each), what ``sock_queue_err_skb`` weighs
+    against the receive buffer."""
 
-    __slots__ = lockfree_read_slots("_q")
+    __slots__ = lockfree_read_slots("_q", "charged", "dropped")
 
     def __init__(self) -> None:
         self._q: deque[ErrEntry] = deque()
+        self.charged = 0
+        self.dropped = 0  #: entries refused for want of room
 
     def __len__(self) -> int:
         return len(self._q)
@@ -124,12 +130,24 @@ class ErrorQueue:
     def __bool__(self) -> bool:
         return bool(self._q)
 
-    def queue(self, entry: ErrEntry) -> None:
+    def queue(self, entry: ErrEntry, limit: int | None = None) -> bool:
+        """Queue ``entry``; with ``limit`` (the receive buffer), refuse it when the queue
+        would reach it (``sock_queue_err_skb``: ENOMEM, the timestamp is lost)."""
+        size = len(entry.payload) + ENTRY_TRUESIZE
+        if limit is not None and self.charged + size >= limit:
+            self.dropped += 1
+            return False
+        self.charged += size
         self._q.append(entry)
+        return True
 
     def dequeue(self) -> ErrEntry | None:
         """``sock_dequeue_err_skb``: the oldest entry, or None when empty."""
-        return self._q.popleft() if self._q else None
+        if not self._q:
+            return None
+        entry = self._q.popleft()
+        self.charged -= len(entry.payload) + ENTRY_TRUESIZE
+        return entry
 
     def zerocopy_done(self, lo: int, length: int, copied: bool = True) -> None:
         """``__msg_zerocopy_callback``: ids ``lo .. lo+length-1`` completed.  Merged into
@@ -146,6 +164,7 @@ class ErrorQueue:
                 tail.ee_data = (old_hi + length) & _MASK32
                 return
         hi = (lo + length - 1) & _MASK32
+        self.charged += ENTRY_TRUESIZE  # queued whatever the room (__msg_zerocopy_callback)
         self._q.append(ErrEntry(ExtendedErr(
             ee_origin=SO_EE_ORIGIN_ZEROCOPY,
             ee_code=SO_EE_CODE_ZEROCOPY_COPIED if copied else 0, ee_info=lo, ee_data=hi)))
@@ -297,8 +316,9 @@ class TxTimestamps:
         self.requests.append(TsRequest(last_byte, flags))
 
     def transmitted(self, seq: int, end: int, payload: bytes, now: int,
-                    errq: ErrorQueue) -> bool:
-        """A segment [seq, end) left: SCHED then SND for each request it carries."""
+                    errq: ErrorQueue, limit: int | None = None) -> bool:
+        """A segment [seq, end) left: SCHED then SND for each request it carries (each
+        queued if the error queue is below ``limit``)."""
         done = False
         for req in self.requests:
             off = (req.tskey - seq) & _MASK32
@@ -308,20 +328,21 @@ class TxTimestamps:
                 req.payload = payload
             for sof, kind in ((SOF_TX_SCHED, SCM_TSTAMP_SCHED),
                               (SOF_TX_SOFTWARE, SCM_TSTAMP_SND)):
-                if req.flags & sof:
-                    errq.queue(self._entry(req, kind, req.payload, now))
+                if req.flags & sof and errq.queue(self._entry(req, kind, req.payload, now),
+                                                  limit):
                     done = True
         return done
 
-    def acked(self, snd_una: int, now: int, errq: ErrorQueue) -> bool:
+    def acked(self, snd_una: int, now: int, errq: ErrorQueue,
+              limit: int | None = None) -> bool:
         """The cumulative ACK reached ``snd_una``: requests below it are done, with an
         ACK timestamp for those that asked (SACKed bytes do not count)."""
         done = False
         requests = self.requests
         while requests and ((snd_una - requests[0].tskey + _HALF32) & _MASK32) - _HALF32 > 0:
             req = requests.popleft()
-            if req.flags & SOF_TX_ACK:
-                errq.queue(self._entry(req, SCM_TSTAMP_ACK, req.payload, now))
+            if req.flags & SOF_TX_ACK and errq.queue(
+                    self._entry(req, SCM_TSTAMP_ACK, req.payload, now), limit):
                 done = True
         return done
 

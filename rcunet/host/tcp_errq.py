@@ -137,13 +137,14 @@ def collect(sk: TcpSock, conn: Connection, segments: list[tcp.Repr]) -> bool:
     if ts is not None and ts.requests and not sk.life & USER_CLOSED:  # atomic: one load
         errq = error_queue(sk)
         now = realtime(sk)
+        limit = max(sk.rcvbuf, conn.options.rcvbuf)  # sk_rcvbuf (sock_queue_err_skb)
         stamped = False
         for seg in segments:
             n = len(seg.payload)
             if n:
                 stamped |= ts.transmitted(seg.seq, (seg.seq + n) & 0xFFFFFFFF,
-                                          bytes(seg.payload), now, errq)
-        stamped |= ts.acked(conn.una_seq, now, errq)
+                                          bytes(seg.payload), now, errq, limit)
+        stamped |= ts.acked(conn.una_seq, now, errq, limit)
         if stamped:
             sk.err_reports += 1
             done = True

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rcunet.core.errqueue import (
     ENOMSG,
+    ENTRY_TRUESIZE,
     SCM_TSTAMP_ACK,
     SCM_TSTAMP_SCHED,
     SCM_TSTAMP_SND,
@@ -209,3 +210,26 @@ def test_sequence_wrap() -> None:
     assert _stamps(q)[0][1] == 0x110
     assert not ts.acked(0xFFFFFFFF, 2, q)
     assert ts.acked(0x11, 3, q)
+
+
+def test_timestamps_beyond_the_receive_buffer_are_dropped() -> None:
+    ts, q = _ts(SOF_TX_SOFTWARE), ErrorQueue()
+    limit = 3 * (1000 + ENTRY_TRUESIZE)
+    for i in range(5):
+        ts.wrote(1000 + 1000 * i + 999, tail_unsent=False)
+        ts.transmitted(1000 + 1000 * i, 2000 + 1000 * i, b"x" * 1000, i, q, limit)
+    assert len(q) == 2 and q.dropped == 3  # a third would reach the limit
+    q.dequeue()
+    ts.wrote(6999, tail_unsent=False)
+    assert ts.transmitted(6000, 7000, b"y" * 1000, 9, q, limit)  # room again
+    assert len(q) == 2
+
+
+def test_zerocopy_notifications_are_never_dropped() -> None:
+    q = ErrorQueue()
+    for i in range(0, 20, 2):
+        q.zerocopy_done(i, 1)  # gaps: one entry each
+    assert len(q) == 10 and q.charged == 10 * ENTRY_TRUESIZE
+    while q.dequeue() is not None:
+        pass
+    assert q.charged == 0
