@@ -120,7 +120,7 @@ class TcpSock(TcpSockOptions, SockEntry):
         "layer", "host", "sl", "conn", "wq", "wq_gates", "wake_seq", "outbox",
         "rx_skbs", "timer", "teardown", "time_wait", "listener", "acceptq", "embryos", "syn_qlen",
         "max_ack_backlog", "life", "rskq_lock", "last_overflow_at", "rcvbuf", "sndbuf", "nodelay",
-        "keepalive", "keepidle", "keepintvl", "keepcnt", "user_mss", "linger",
+        "keepalive", "keepidle", "keepintvl", "keepcnt", "syncnt", "user_mss", "linger",
         "shutdown_rd", "poll", "hold_ns",
         "hold_count", "hold_max_ns", "soft_err", "mtu_info", "held_err", "xmit", "tx_csum_offload",
         "dst",
@@ -169,6 +169,7 @@ class TcpSock(TcpSockOptions, SockEntry):
         self.keepidle: int | None = None  # TCP_KEEPIDLE seconds; None: the sysctl
         self.keepintvl: int | None = None
         self.keepcnt: int | None = None
+        self.syncnt: int | None = None  # TCP_SYNCNT (icsk_syn_retries); None: the sysctl
         self.user_mss = 0
         self.linger: tuple[bool, int] = (False, 0)
         self.shutdown_rd = False

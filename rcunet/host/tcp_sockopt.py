@@ -31,6 +31,7 @@ SO_MARK = getattr(_pysocket, "SO_MARK", 36)
 TCP_KEEPIDLE = getattr(_pysocket, "TCP_KEEPIDLE", 4)
 TCP_KEEPINTVL = getattr(_pysocket, "TCP_KEEPINTVL", 5)
 TCP_KEEPCNT = getattr(_pysocket, "TCP_KEEPCNT", 6)
+TCP_SYNCNT = getattr(_pysocket, "TCP_SYNCNT", 7)
 TCP_INFO = getattr(_pysocket, "TCP_INFO", 11)
 SECOND = 1_000_000_000
 #: The one SOL_SOCKET option a live connection's engine reads (``live_options``).
@@ -94,6 +95,7 @@ class TcpSockOptions:
                 TCP_KEEPIDLE: lambda: setattr(self, "keepidle", ranged(number, 1, 32767)),
                 TCP_KEEPINTVL: lambda: setattr(self, "keepintvl", ranged(number, 1, 32767)),
                 TCP_KEEPCNT: lambda: setattr(self, "keepcnt", ranged(number, 1, 127)),
+                TCP_SYNCNT: lambda: setattr(self, "syncnt", ranged(number, 1, 127)),
             }
         elif level in (_pysocket.IPPROTO_IP, _pysocket.IPPROTO_IPV6):
             if level == _pysocket.IPPROTO_IPV6 and opt == _pysocket.IPV6_V6ONLY:
@@ -146,6 +148,7 @@ class TcpSockOptions:
                 TCP_KEEPIDLE: lambda: self._keepalive_setting("keepalive_time", SECOND),
                 TCP_KEEPINTVL: lambda: self._keepalive_setting("keepalive_intvl", SECOND),
                 TCP_KEEPCNT: lambda: self._keepalive_setting("keepalive_probes", 1),
+                TCP_SYNCNT: lambda: self._keepalive_setting("syn_retries", 1),
             }
         elif level == _pysocket.IPPROTO_IPV6 and opt == _pysocket.IPV6_V6ONLY:
             return int(self.v6only)
@@ -217,6 +220,8 @@ class TcpSockOptions:
             values["keepalive_intvl"] = self.keepintvl * SECOND
         if self.keepcnt is not None:
             values["keepalive_probes"] = self.keepcnt
+        if self.syncnt is not None:
+            values["syn_retries"] = self.syncnt
         return values
 
     def live_options(self) -> dict[str, Any]:
