@@ -405,9 +405,13 @@ class Syscalls:
         zerocopy = flags & LINUX_SYMBOLS["MSG_ZEROCOPY"]
         try:
             # a retried blocking send continues its MSG_ZEROCOPY range (one id per call)
+            # (an empty write on a deferred Fast Open connect still sends the SYN)
             sent = fd.sk.send(data, 0.0, zerocopy, zc_more=pending is not None and left < n,
-                              iov=iov_after(iov, n - left) if iov else None) if left else 0
-        except BlockingIOError:
+                              iov=iov_after(iov, n - left) if iov else None) if (
+                left or fd.sk.fastopen_defer is not None) else 0
+        except BlockingIOError as exc:
+            if exc.errno == _errno.EINPROGRESS:
+                raise SyscallError(_errno.EINPROGRESS) from None  # a Fast Open SYN, no data
             if self._blocking(fd, flags):
                 fd._send_left = left  # type: ignore[attr-defined]
                 return BLOCKED
