@@ -395,7 +395,9 @@ class Syscalls:
                 raise SyscallError(fd.sk._take_error() or _errno.ECONNREFUSED)
             if getattr(fd, "_send_left", None) is None:
                 return Outcome(n)  # the SYN carried it all
-        elif flags & LINUX_SYMBOLS["MSG_FASTOPEN"]:
+        elif flags & LINUX_SYMBOLS["MSG_FASTOPEN"] or (
+                fd.sk.fastopen_defer is not None and self._blocking(fd, flags)):
+            # (a blocking write on a deferred connect waits for the handshake too)
             started = self._fastopen_send(fd, n, flags, to)
             if started is not None:
                 return started
@@ -429,15 +431,22 @@ class Syscalls:
     def _fastopen_send(self, fd: Fd, n: int, flags: int, to: Any) -> Outcome | object | None:
         """sendto(MSG_FASTOPEN) (tcp_sendmsg_fastopen); None: the socket is connected,
         the call is a plain send."""
-        target = None
-        if not (isinstance(to, s.Symbol) and to.name == "AF_UNSPEC"):
+        target = fd.sk.fastopen_defer
+        if to is not None and not (isinstance(to, s.Symbol) and to.name == "AF_UNSPEC"):
             target = self._sockaddr(to, self.remote_ip, self.connect_port)
+        elif to is not None:
+            target = None  # AF_UNSPEC
         sk = fd.sk
         if sk.conn is None and target is not None and sk.fastopen_defer is None:
             fd.state = "connecting"
             self.notify("connect", fd, None)
-        carried = tcp_fastopen.sendto(sk, bytes(n), target,
-                                      bool(flags & LINUX_SYMBOLS["MSG_ZEROCOPY"]))
+        try:
+            carried = tcp_fastopen.sendto(sk, bytes(n), target,
+                                          bool(flags & LINUX_SYMBOLS["MSG_ZEROCOPY"]))
+        except BlockingIOError as exc:  # the SYN carried nothing (a cookie request)
+            if exc.errno != _errno.EINPROGRESS or not self._blocking(fd, flags):
+                raise
+            carried = 0
         if carried is None:
             return None
         if self._blocking(fd, flags):
