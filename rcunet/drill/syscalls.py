@@ -503,7 +503,8 @@ class Syscalls:
         if isinstance(control, s.Array) and control.items:
             raise DrillUnsupported(0, "sendmsg() with control messages")
         lengths = self._iov_lengths(msg.field("msg_iov"))
-        return self._send(self._fd(args[0]), sum(lengths), self.int_value(args[2]), lengths)
+        return self._send(self._fd(args[0]), sum(lengths), self.int_value(args[2]), lengths,
+                          to=msg.field("msg_name"))
 
     def _iov_len(self, iov: Any) -> int:
         return sum(self._iov_lengths(iov))
