@@ -637,7 +637,12 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         self._events.append(Established())
         if self._fin_queued:
             self._set_state(FIN_WAIT_1)
-        if not self.fastopen_child:  # a Fast Open child may have data in flight
+        if self.fastopen_active is not None and (t.snd_max - t.snd_una) & MASK32 < HALF32:
+            # SYN data the SYN-ACK did not acknowledge is retransmitted, not new data
+            # (tcp_rcv_fastopen_synack: tcp_mark_skb_lost, tcp_non_congestion_loss_retransmit):
+            # no Nagle, no SWS wait for its tail
+            t.snd_nxt = t.snd_una
+        elif not self.fastopen_child:  # a Fast Open child may have data in flight
             t.snd_nxt = t.snd_max = t.snd_una
 
     def _enter_time_wait(self, now: int) -> None:
@@ -714,10 +719,23 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         t = self.tcb
         mss = path_mss - (TS_OPTION_LEN if t.ts_ok else 0)  # tcp_mtu_to_mss
         mss = max(mss, self.options.min_snd_mss)
+        fo = self.fastopen_active
+        if self.state is SYN_SENT and fo is not None and fo.data_len > mss:
+            # tcp_simple_retransmit: the SYN's data no longer fits the path.  The SYN goes
+            # again at once, without data, advertising the path's MSS (tcp_advertise_mss:
+            # the route's advmss is lowered with its MTU); the data follows the handshake.
+            self._now = now
+            self.options = dataclasses.replace(self.options, mss=max(path_mss, 88))
+            t.snd_mss = min(t.snd_mss, mss)
+            self.counters.add("TcpRetransSegs")  # not a timeout: no backoff, cwnd stays
+            self._send_syn(now, retransmit=True)
+            return True
         if mss >= t.snd_mss:
             return False
         t.snd_mss = mss
-        if self.state is SYN_SENT or t.snd_una == t.snd_max:
+        if self.state is SYN_SENT:
+            return True
+        if t.snd_una == t.snd_max:
             return True
         self._now = now
         # tcp_simple_retransmit: everything in flight was sized for the old path; go back to
