@@ -729,7 +729,9 @@ class Runner:
         code_name = self.config.defines.get(spec.icmp_code, spec.icmp_code)
         if spec.icmp_type not in _ICMP4 or code_name not in _ICMP4_CODES:
             raise DrillUnsupported(event.line, f"ICMP {spec.icmp_type} {code_name}")
-        echoed_seq = 0
+        # the quoted segment's seq counts from our ISN; packetdrill quotes seq 0 (the
+        # ISN) when the line gives no segment
+        echoed_seq = sock.local_off(False)
         if spec.echoed is not None and spec.echoed[0] == "tcp":
             echoed_seq = (spec.echoed[1] + sock.local_off(False)) & 0xFFFFFFFF
         quoted_l4 = struct.pack("!HHI", sock.local_port, sock.remote_port, echoed_seq)
