@@ -201,11 +201,16 @@ def _build_host(spec: HostSpec) -> tuple[Any, dict[str, Any]]:
 _ORPHAN_POLL = 0.01
 
 
-def _let_orphans_finish(host: Any, child: Child, linger: float) -> None:
+def _let_orphans_finish(host: Any, child: Child, endpoints: list[IpcEndpoint],
+                        linger: float) -> None:
     """Wait until no connection the function closed still has data or a FIN to deliver,
-    ``linger`` seconds at most, or until the parent's ``stop()``."""
+    ``linger`` seconds at most, until the parent's ``stop()``, or until every link is
+    down (nothing can be delivered any more).  ``down`` is one attribute load (atomic;
+    set once under the endpoint's lock)."""
     deadline = time.monotonic() + linger
     while host.tcp.orphans_delivering() and time.monotonic() < deadline:
+        if endpoints and all(end.down is not None for end in endpoints):
+            return
         if child.stopping.wait(_ORPHAN_POLL):
             return
 
@@ -234,7 +239,7 @@ def _child_main(spec: HostSpec, ctl: Connection, function: Callable[..., Any],
         for endpoint in endpoints:
             endpoint.start()
         outcome.result = function(child, *args)
-        _let_orphans_finish(host, child, spec.exit_linger)
+        _let_orphans_finish(host, child, endpoints, spec.exit_linger)
     except BaseException:  # reported to the parent, which decides what it means
         outcome.error = traceback.format_exc()
     finally:
