@@ -164,6 +164,27 @@ def test_data_queued_before_the_childs_function_returns_is_delivered() -> None:
         net.close()
 
 
+def test_an_exiting_child_stops_waiting_for_its_orphans_when_its_link_goes_down() -> None:
+    """The child's closed connection cannot deliver once the link is down: the child
+    ends at once instead of lingering for ``exit_linger`` (30 s)."""
+    size = 200_000
+    net, a, b = two_processes()
+    try:
+        b.start(work.send_close_return, socket.AF_INET, B4, PORT, size, 9)
+        assert b.recv(timeout=30) == ("listening", PORT)
+        sock = a.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # data stays queued
+        sock.settimeout(60)
+        sock.connect((B4, PORT))
+        assert b.recv(timeout=30) == ("closed", size)
+        net.ipc_ends[0].close()  # the wire is cut: the child's end sees its peer gone
+        outcome = b.join(timeout=20)  # well inside the 30 s it would linger
+        assert outcome.failure is None and outcome.result == size
+        sock.close()
+    finally:
+        net.close()
+
+
 def test_killing_the_server_mid_transfer_times_the_client_out() -> None:
     before = leftovers()
     # tcp_retries2=3: the connection gives up after ~4 RTOs instead of 15 minutes
