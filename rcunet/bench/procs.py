@@ -17,7 +17,10 @@ printed as on the other targets; the other process's CPU over the run goes to st
 transaction can count both.
 
 ``RCUNET_IPC_TRANSPORT=ring`` runs the link over the shared-memory ring instead of the
-default seqpacket pair (``rcunet bench ipc`` compares the two).
+default seqpacket pair (``rcunet bench ipc`` compares the two).  ``RCUNET_IPC_BUSY_POLL=1``
+turns busy polling on at both ends (rcunet/host/busypoll.py: off by default, as
+Linux's ``net.core.busy_poll``; it helps one thread's request/response and costs
+streams and several threads, docs/BENCHMARKS.md "Hosts in processes").
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ class ProcsTarget:
                           [f"{MEM_CLIENT[4]}/24", f"{MEM_CLIENT[6]}/64"],
                           [f"{MEM_SERVER[4]}/24", f"{MEM_SERVER[6]}/64"], inline_rx=True,
                           mtu=LOOPBACK_MTU,
-                          busy_poll=os.environ.get("RCUNET_IPC_BUSY_POLL", "1") != "0",
+                          busy_poll=os.environ.get("RCUNET_IPC_BUSY_POLL") == "1",
                           transport=(transport or os.environ.get("RCUNET_IPC_TRANSPORT")
                                      or DEFAULT_TRANSPORT))
         self.network.start()

@@ -320,6 +320,12 @@ class TcpSock(TcpSockOptions, SockEntry):
             polled = poller.wait(self, seen, deadline)
             if polled is not None:
                 return polled
+            with poller.asleep():  # a poller that lets go hands the link back at once
+                return self._sleep(seen, deadline)
+        return self._sleep(seen, deadline)
+
+    def _sleep(self, seen: int, deadline: float | None) -> bool:
+        """``_wait`` on this thread's own gate."""
         gate = _thread.allocate_lock()
         gate.acquire()
         with self.wq:

@@ -73,7 +73,7 @@ _POLL_SLICE_MS = 200
 #: ``napi_defer_hard_irqs``: the device interrupt stays masked while the application
 #: keeps polling, and a timer hands the queue back if it stops).  A frame that arrives
 #: while nobody polls waits at most this long.
-BUSY_POLL_DEFER = 0.002
+BUSY_POLL_DEFER = 0.0005
 
 ENDPOINT_COUNTERS = ("tx_packets", "tx_bytes", "tx_dropped", "rx_packets", "rx_bytes",
                      "rx_dropped", "mtu_drops", "rx_length_errors", "tx_queue_full",
@@ -467,7 +467,12 @@ class IpcEndpoint:
         self._receiver = threading.Lock()
         self._scratch = dict.fromkeys(ENDPOINT_COUNTERS, 0)  # guarded-by: _receiver
         self._defer_until = 0.0  # guarded-by: _lock; the receive thread keeps off till then
-        self._parked = threading.Event()  # set by close(): a parked receive thread returns
+        #: The thread holding ``_receiver`` (set after acquiring it, cleared before
+        #: releasing it; read unlocked: one attribute load, atomic, a stale value costs a
+        #: failed claim or one needless wake-up).
+        self._receiving: int | None = None
+        self._rx_thread: int | None = None  # immutable once the receive thread runs
+        self._nudge = threading.Event()  # wakes a parked receive thread (close, hand-back)
 
     # -- the Endpoint surface ------------------------------------------------------------
     @property
@@ -554,6 +559,7 @@ class IpcEndpoint:
         thread.start()
 
     def _receive_loop(self) -> None:
+        self._rx_thread = threading.get_ident()
         while True:
             with self._lock:
                 closing, defer_until = self._closing, self._defer_until
@@ -561,14 +567,18 @@ class IpcEndpoint:
                 return
             wait = defer_until - time.monotonic()
             if wait > 0:  # an application thread polls the link: keep off for a while
-                self._parked.wait(min(wait, BUSY_POLL_DEFER))  # inf while one holds it
+                self._nudge.wait(min(wait, BUSY_POLL_DEFER))  # inf while one holds it
+                self._nudge.clear()
                 continue
             if not self._receiver.acquire(blocking=False):
-                self._parked.wait(BUSY_POLL_DEFER)  # a poller has it right now
+                self._nudge.wait(BUSY_POLL_DEFER)  # a poller has it right now
+                self._nudge.clear()
                 continue
+            self._receiving = self._rx_thread
             try:
                 alive = self._receive_once(_POLL_SLICE_MS)
             finally:
+                self._receiving = None
                 self._receiver.release()
             if not alive:
                 return
@@ -599,22 +609,27 @@ class IpcEndpoint:
         about to sleep on a socket polls the link itself, so a frame wakes one thread
         instead of the receive thread and then the sleeper).  The receive thread is
         kicked out of its poll and keeps off until ``BUSY_POLL_DEFER`` after
-        ``unclaim``.  False (sleep as usual) when the link is down or closing, or the
-        receiver did not come free within ``timeout``."""
+        ``unclaim``.  False (sleep as usual) when the link is down or closing, when
+        another application thread polls it (its delivery wakes ours), or when the
+        receive thread did not let go within ``timeout``."""
         with self._lock:
             if self._closing or self.down is not None:
                 return False
-            self._defer_until = float("inf")
-        if self._receiver.acquire(blocking=False) or self._take_from_receive_thread(timeout):
+        if not self._receiver.acquire(blocking=False):
+            # atomic: attribute loads (see _receiving)
+            if self._receiving is None or self._receiving != self._rx_thread:
+                return False  # another poller (or a hand-over in progress): sleep
             with self._lock:
-                self.counters["busy_claims"] += 1
-            return True
-        self._defer_from_now()
-        return False
-
-    def _take_from_receive_thread(self, timeout: float) -> bool:
-        self.transport.wake()  # the receive thread sleeps in take(): make it let go
-        return self._receiver.acquire(timeout=timeout)
+                self._defer_until = float("inf")  # once it lets go, it keeps off
+            self.transport.wake()  # the receive thread sleeps in take(): make it let go
+            if not self._receiver.acquire(timeout=timeout):
+                self._hand_back()
+                return False
+        self._receiving = threading.get_ident()
+        with self._lock:
+            self._defer_until = float("inf")
+            self.counters["busy_claims"] += 1
+        return True
 
     def poll_once(self, timeout_ms: float) -> bool:
         """The claimed receiver: one wait of up to ``timeout_ms`` on the link (a
@@ -627,13 +642,21 @@ class IpcEndpoint:
         socket it waits on)."""
         self.transport.wake()
 
-    def unclaim(self) -> None:
-        self._defer_from_now()
-        self._receiver.release()
-
-    def _defer_from_now(self) -> None:
+    def unclaim(self, hand_back: bool = False) -> None:
+        """Stop being the receiver: the receive thread takes the link back after
+        ``BUSY_POLL_DEFER`` (another wait is likely soon), or at once with
+        ``hand_back`` (the caller is going to sleep for long)."""
         with self._lock:
-            self._defer_until = time.monotonic() + BUSY_POLL_DEFER
+            self._defer_until = 0.0 if hand_back else time.monotonic() + BUSY_POLL_DEFER
+        self._receiving = None
+        self._receiver.release()
+        if hand_back:
+            self._nudge.set()
+
+    def _hand_back(self) -> None:
+        with self._lock:
+            self._defer_until = 0.0
+        self._nudge.set()
 
     def _deliver(self, frames: list[bytes]) -> None:
         receiver = self.receiver  # atomic: one attribute load (pairs with set_receiver)
@@ -700,7 +723,7 @@ class IpcEndpoint:
                 return
             self._closing = True
             self._release_cv.notify_all()
-        self._parked.set()
+        self._nudge.set()
         self.transport.wake()
         for thread in self._threads:
             if thread is not threading.current_thread():
