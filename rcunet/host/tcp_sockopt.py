@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rcunet.core.tcp import Options
+from rcunet.core.tcp.window import full_space
 from rcunet.host import tcp_errq, tcp_fastopen
 from rcunet.host.sockerr import int_option, oserror, ranged
 from rcunet.host.tcp_info import pack as pack_tcp_info
@@ -208,7 +209,10 @@ class TcpSockOptions:
             self.host.tuning, mss=max(TCP_MIN_MSS, min(mss, 65495)), rcvbuf=self.rcvbuf,
             sndbuf=self.sndbuf,
             sndbuf_max=0 if self.sndbuf_locked else self.host.tuning.tcp_wmem[2],
-            **({"rcvbuf_max": 0, "wscale_space": 0} if self.rcvbuf_locked else {}),
+            # SO_RCVBUF also fixes the window clamp at tcp_full_space (tcp_connect_init,
+            # tcp_openreq_init_rwin: SOCK_RCVBUF_LOCK)
+            **({"rcvbuf_max": 0, "wscale_space": 0, "window_clamp": full_space(self.rcvbuf)}
+               if self.rcvbuf_locked else {}),
             **self._keepalive_overrides())
 
     def _keepalive_overrides(self) -> dict[str, Any]:

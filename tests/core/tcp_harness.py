@@ -52,7 +52,7 @@ def recv_nothing(conn: Connection) -> None:
 def plain_options(**kw: object) -> Options:
     """Options without timestamps/SACK/scaling unless asked: exact numbers in unit tests."""
     base: dict[str, object] = dict(timestamps=False, sack=False, window_scaling=False,
-                                   rcvbuf=65535, sndbuf=65536, mss=1460)
+                                   rcvbuf=2 * 65535, sndbuf=65536, mss=1460)
     base.update(kw)
     return Options(**base)  # type: ignore[arg-type]
 

@@ -51,12 +51,14 @@ def test_unread_data_holds_the_ack_until_recv() -> None:
     if the window would not shrink; while the application has not read, its recv() sends
     the ACK (tcp_cleanup_rbuf) -- the sender meanwhile fills whole segments."""
     conn = established(plain_options(mss=BIG_MSS), peer_mss=BIG_MSS, quickacks_spent=True)
+    # the first window: half of the 128 KB buffer rounded down to the MSS, 65495 bytes
+    # (tcp_select_initial_window); the sender fills it
     assert send(conn, seg(payload=bytes(16384))) == []
-    assert send(conn, seg(seq=ISS_REMOTE + 1 + 16384, payload=bytes(49151))) == []
+    assert send(conn, seg(seq=ISS_REMOTE + 1 + 16384, payload=bytes(BIG_MSS - 16384))) == []
     assert conn.timers.delack_at is not None  # the timer still bounds the wait
     assert len(conn.recv(16384, 0)) == 16384
     out = conn.take_segments()
-    assert len(out) == 1 and out[0].ack == ISS_REMOTE + 1 + 65535
+    assert len(out) == 1 and out[0].ack == ISS_REMOTE + 1 + BIG_MSS
     assert conn.timers.delack_at is None
 
 

@@ -10,9 +10,10 @@ R1 = ISS_REMOTE + 1
 
 
 def test_quick_acks_open_half_the_offered_window() -> None:
-    """tcp_incr_quickack: rcv_wnd / (2 * rcv_mss) quick ACKs -- 4000 / (2 * 536) = 3 --
-    then the fourth small segment waits for the delayed-ACK timer."""
-    conn = established(plain_options(rcvbuf=4000))
+    """tcp_incr_quickack: rcv_wnd / (2 * rcv_mss) quick ACKs -- 4000 / (2 * 536) = 3, the
+    first window being half the 8000-byte buffer (tcp_select_initial_window) -- then the
+    fourth small segment waits for the delayed-ACK timer."""
+    conn = established(plain_options(rcvbuf=8000, mss=1000))
     for i in range(3):
         out = send(conn, seg(seq=R1 + 10 * i, payload=b"x" * 10, flags=PSH | 0x10),
                    now=i * MS)

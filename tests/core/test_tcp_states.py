@@ -773,7 +773,8 @@ def test_out_of_order_queue_is_bounded_in_ranges() -> None:
 
 def test_data_beyond_the_window_is_trimmed_and_never_buffered() -> None:
     conn = established(plain_options(rcvbuf=1000))
-    conn.on_segment(seg(payload=b"a" * 3000), 0)
+    conn.on_segment(seg(payload=b"a" * 500), 0)  # the first window: half the buffer
+    conn.on_segment(seg(seq=R1 + 500, payload=b"a" * 2500), 0)
     assert conn.readable == 1000
     conn.on_segment(seg(seq=R1 + 1000, payload=b"b" * 10), 0)  # zero window: dropped
     assert conn.readable == 1000 and conn.counters["TcpExtTCPZeroWindowDrop"] >= 1
@@ -783,7 +784,8 @@ def test_data_beyond_the_window_is_trimmed_and_never_buffered() -> None:
 
 def test_zero_window_still_processes_acks() -> None:
     conn = established(plain_options(rcvbuf=1000))
-    conn.on_segment(seg(payload=b"a" * 1000), 0)
+    conn.on_segment(seg(payload=b"a" * 500), 0)  # the first window: half the buffer
+    conn.on_segment(seg(seq=R1 + 500, payload=b"a" * 500), 0)
     conn.send(b"reply", 0)
     conn.take_segments()
     conn.on_segment(seg(seq=R1 + 1000, ack=L1 + 5, payload=b"more"), 0)  # RFC 9293 allowance

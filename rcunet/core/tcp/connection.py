@@ -104,6 +104,7 @@ from rcunet.core.tcp.tcb import Tcb
 from rcunet.core.tcp.timeouts import TimeoutsMixin
 from rcunet.core.tcp.timers import Timers
 from rcunet.core.tcp.timewait import TimeWait, reuse_iss
+from rcunet.core.tcp.window import TS_OPTION_BYTES, buffer_space_clamp, initial_window
 from rcunet.wire import tcp
 from rcunet.wire.seqnum import add
 
@@ -139,7 +140,7 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         "_rcv_rtt_tsecr", "_rcv_space", "_rcv_space_at", "_rcv_space_copied",
         "_rcv_unacked", "_recover", "_recovery", "_retransmits", "_rtt_seq", "_rtt_start",
         "_rx", "_rx_blocks", "_send_blocked", "_syn_retransmitted", "_syn_sent_at", "_tx",
-        "_tx_seq", "_skb_ends",
+        "_tx_seq", "_skb_ends", "_window_clamp",
     )
 
     def __init__(self, *, local_port: int, remote_port: int, iss: int,
@@ -202,6 +203,7 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         # receive-buffer autotuning (Linux rcvq_space, rcv_rtt_est; see _rcv_space_adjust)
         self._copied = 0  # bytes the application has read (Linux copied_seq, unwrapped)
         self._rcv_space = 0  # bytes read in the last measured round trip
+        self._window_clamp = 0  # tcp_init_buffer_space's clamp on every window (0: none)
         self._rcv_space_copied = 0  # ``_copied`` when the measurement started
         self._rcv_space_at: int | None = None
         self._rcv_rtt = 0  # receiver's RTT estimate in ns (0: none yet)
@@ -357,7 +359,7 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
             t.ts_recent, t.ts_recent_stamp = ack.timestamp[0], now
         t.sack_ok = sack_ok and opts.sack
         conn._set_mss(mss)
-        t.rcv_adv = add(t.rcv_nxt, min(opts.rcvbuf, 0xFFFF))  # what the SYN,ACK offered
+        t.rcv_adv = add(t.rcv_nxt, conn._syn_window())  # what the SYN,ACK offered
         t.snd_wl1, t.snd_wl2 = (ack.seq - 1) & MASK32, ack.ack
         conn._set_state(ESTABLISHED)
         conn._on_established(now)
@@ -631,7 +633,10 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         if self.options.keepalive:
             self.timers.keepalive_at = now + self.options.keepalive_time
         self._expand_sndbuf()
-        # Linux tcp_init_buffer_space: the first round trip may bring the initial window.
+        # Linux tcp_init_buffer_space: the clamp every later window keeps under, and the
+        # first round trip may bring the initial window.
+        self._window_clamp = buffer_space_clamp(self.options.rcvbuf, self.options.window_clamp,
+                                                self.options.mss)
         self._rcv_space = min(self._syn_window(), self.options.initial_cwnd * self.options.mss)
         self._rcv_space_copied, self._rcv_space_at = self._copied, now
         self._events.append(Established())
@@ -761,7 +766,16 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         return max(hint, RCV_MSS_MIN)
 
     def _syn_window(self) -> int:
-        return min(self.options.rcvbuf, 0xFFFF)
+        """The window field of our SYN or SYN,ACK (never scaled, RFC 7323 §2.2)."""
+        return min(self._first_window(), 0xFFFF)
+
+    def _first_window(self) -> int:
+        """tcp_select_initial_window's rcv_wnd (rcunet.core.tcp.window): half the buffer,
+        rounded down to our MSS -- in a SYN,ACK less the timestamp option when the peer's
+        SYN carried one (tcp_openreq_init_rwin), in a SYN the MSS itself (tcp_connect_init)."""
+        o = self.options
+        mss = o.mss - TS_OPTION_BYTES if self.passive and self.tcb.ts_ok else o.mss
+        return initial_window(o.rcvbuf, o.window_clamp, mss)
 
     def _send_syn(self, now: int, retransmit: bool = False, rearm: bool = True,
                   extra: tuple[tuple[int, bytes], ...] = (), payload: bytes = b"") -> None:

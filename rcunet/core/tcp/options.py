@@ -35,6 +35,9 @@ class Options:
     #: tcp_select_initial_window: max(rcvbuf, tcp_rmem[2]) unless SO_RCVBUF fixed the
     #: buffer).  0: ``rcvbuf``.
     wscale_space: int = 0
+    #: Linux tp->window_clamp: the most any window we offer may be, 0 for none.  SO_RCVBUF
+    #: sets it to tcp_full_space of the fixed buffer (rcunet.core.tcp.window).
+    window_clamp: int = 0
     sndbuf: int = 65536  #: send buffer: bytes ``send`` accepts before refusing more
     #: Send-buffer autotuning ceiling (Linux tcp_wmem[2]): at ESTABLISHED the buffer grows
     #: to two initial windows of full segments, as tcp_sndbuf_expand does.  0: the buffer
@@ -152,8 +155,10 @@ class Options:
 
     @property
     def window_space(self) -> int:
-        """Bytes the window scale is chosen for (RFC 7323 §2.2; tcp_select_initial_window)."""
-        return max(self.rcvbuf, self.wscale_space)
+        """Bytes the window scale is chosen for (RFC 7323 §2.2; tcp_select_initial_window:
+        the most the window may grow to, bounded by the window clamp)."""
+        space = max(self.rcvbuf, self.wscale_space)
+        return min(space, self.window_clamp) if self.window_clamp else space
 
     def validate(self) -> None:
         """Raise ValueError on settings that cannot work."""
@@ -163,7 +168,8 @@ class Options:
             raise ValueError(f"mss {self.mss} outside 88..65495")
         if self.rcvbuf < 1 or self.sndbuf < 1:
             raise ValueError("buffers must hold at least one byte")
-        if self.rcvbuf_max < 0 or self.sndbuf_max < 0 or self.wscale_space < 0:
+        if (self.rcvbuf_max < 0 or self.sndbuf_max < 0 or self.wscale_space < 0
+                or self.window_clamp < 0):
             raise ValueError("buffer ceilings must be >= 0")
         if not 0 < self.rto_min <= self.rto_initial <= self.rto_max:
             raise ValueError("need 0 < rto_min <= rto_initial <= rto_max")

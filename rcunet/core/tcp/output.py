@@ -274,16 +274,25 @@ class OutputMixin:
             self._ack_now = True
             return
         now_wnd = t.rcv_wnd
-        cap = min(self.options.rcvbuf, 0xFFFF << t.rcv_wscale)
+        cap = self._window_cap()
         if 2 * now_wnd <= cap:
-            new_wnd = ((cap - len(self._rx)) >> t.rcv_wscale) << t.rcv_wscale
+            new_wnd = (self._free_window() >> t.rcv_wscale) << t.rcv_wscale
             if new_wnd and new_wnd >= 2 * now_wnd:
                 self._ack_now = True
 
-    def _free_window(self) -> int:
-        """The window the buffer allows now (Linux __tcp_select_window before rounding)."""
+    def _window_cap(self) -> int:
+        """The most any window may be: the buffer, what the scale can express, and the
+        window clamp (Linux __tcp_select_window: min(window_clamp, tcp_full_space))."""
         cap = min(self.options.rcvbuf, 0xFFFF << self.tcb.rcv_wscale)
-        return max(0, cap - len(self._rx))
+        clamp = self._window_clamp
+        return min(cap, clamp) if clamp else cap
+
+    def _free_window(self) -> int:
+        """The window the buffer allows now (Linux __tcp_select_window before rounding):
+        the buffer's free bytes, within the clamp."""
+        free = max(0, min(self.options.rcvbuf, 0xFFFF << self.tcb.rcv_wscale) - len(self._rx))
+        clamp = self._window_clamp
+        return min(free, clamp) if clamp else free
 
     def _offered_window(self) -> int:
         """The window our last ACK offered, from its RCV.NXT (Linux tp->rcv_wnd)."""
@@ -298,8 +307,8 @@ class OutputMixin:
         """
         t = self.tcb
         ws = t.rcv_wscale
-        cap = min(self.options.rcvbuf, 0xFFFF << ws)
-        free = max(0, cap - len(self._rx))
+        cap = self._window_cap()
+        free = self._free_window()
         cur = t.rcv_wnd
         if free - cur < min(cap // 2, t.rcv_mss):
             field = cur >> ws

@@ -24,6 +24,7 @@ from rcunet.core.tcp.connection import Connection
 from rcunet.core.tcp.counters import Counters
 from rcunet.core.tcp.listen import choose_wscale
 from rcunet.core.tcp.options import SECOND, Options
+from rcunet.core.tcp.window import TS_OPTION_BYTES, initial_window
 from rcunet.wire import tcp
 
 MASK32 = 0xFFFFFFFF
@@ -141,7 +142,9 @@ def syn_ack_for(syn: tcp.Repr, *, secret: bytes, saddr: bytes, daddr: bytes, now
         counters.add("TcpExtSyncookiesSent")
     return tcp.Repr(src_port=syn.dst_port, dst_port=syn.src_port, seq=isn,
                     ack=(syn.seq + 1) & MASK32, flags=tcp.SYN | tcp.ACK,
-                    window=min(o.rcvbuf, 0xFFFF), mss=cookie_mss,
+                    window=min(initial_window(o.rcvbuf, o.window_clamp, o.mss - (
+                        TS_OPTION_BYTES if timestamp is not None else 0)), 0xFFFF),
+                    mss=cookie_mss,
                     # Linux clears every option but MSS when the cookie cannot carry them.
                     window_scale=choose_wscale(o.window_space) if ws_ok and timestamp else None,
                     sack_permitted=sack_ok and timestamp is not None, timestamp=timestamp)
