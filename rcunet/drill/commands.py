@@ -182,22 +182,35 @@ class Commands:
         raise DrillUnsupported(line, f"command `{text}` is not supported")
 
     def _pipeline(self, line: int, text: str) -> int:
-        left, _, right = text.partition("|")
-        words = shlex.split(left)
-        grep = shlex.split(right)
-        if not words or words[0] != "nstat" or len(grep) != 2 or grep[0] != "grep":
+        """``nstat [-n|-s|-a] | grep [-q] PATTERN [| grep [-q] PATTERN ...]``: nstat's
+        lines (name, value, rate) filtered by each grep; status 0 when a line is left."""
+        stages = [shlex.split(part) for part in text.split("|")]
+        words = stages[0]
+        if not words or words[0] != "nstat" or len(stages) < 2:
             raise DrillUnsupported(line, f"command `{text}` is not supported")
         shown = self._nstat(words[1:])
-        return 0 if any(grep[1] in name for name in shown) else 1
+        lines = [f"{name:<31} {value:<15} {0.0:>6.1f}" for name, value in shown.items()]
+        for grep in stages[1:]:
+            args = [a for a in grep[1:] if a != "-q"]
+            if not grep or grep[0] != "grep" or len(args) != 1:
+                raise DrillUnsupported(line, f"command `{text}` is not supported")
+            try:
+                pattern = re.compile(args[0])
+            except re.error:
+                raise DrillUnsupported(line, f"grep pattern {args[0]!r}") from None
+            lines = [text_line for text_line in lines if pattern.search(text_line)]
+        return 0 if lines else 1
 
     def _nstat(self, args: list[str]) -> dict[str, int]:
-        """nstat: counters changed since the last call (nonzero deltas)."""
+        """nstat: counters changed since the last call (nonzero deltas); -s leaves the
+        history as it was, -a shows absolute values."""
         now = self.host.counters.snapshot()
         if "-a" in args or "--ignore" in args:
             base: dict[str, int] = {}
         else:
             base = self._nstat_base
-        self._nstat_base = dict(now)
+        if "-s" not in args:
+            self._nstat_base = dict(now)
         return {k: v - base.get(k, 0) for k, v in now.items() if v - base.get(k, 0)}
 
     def _sysctl_command(self, line: int, args: list[str]) -> int:

@@ -117,6 +117,17 @@ def test_a_stack_that_differs_fails_with_the_evidence(tail: str, line: int, word
     assert words in message
 
 
+@pytest.mark.parametrize(("count", "status"), [(1, "pass"), (2, "fail")])
+def test_nstat_pipelines_filter_its_lines_as_grep_does(count: int, status: str) -> None:
+    """The kernel scripts' ``nstat | grep NAME | grep -q " N "``: nstat's lines (name,
+    delta since the last call, rate), each grep a filter, the status the last one's;
+    ``nstat -n`` only resets the history."""
+    tail = ("+0 `nstat -n`\n+0 < P. 1:11(10) ack 1 win 257\n+0 > . 1:1(0) ack 11 <...>\n"
+            f'+0 `nstat | grep TcpInSegs| grep -q " {count} "`\n')
+    result = _run(PASSIVE + tail)
+    assert result[0] == status, result
+
+
 @pytest.mark.parametrize(("tail", "words"), [
     ("+0 frobnicate(4) = 0\n", "frobnicate() is not supported"),
     ("+0 `rm -rf /`\n", "command `rm -rf /` is not supported"),
