@@ -771,24 +771,28 @@ def test_out_of_order_queue_is_bounded_in_ranges() -> None:
     assert conn.counters["TcpExtTCPOFODrop"] == 6 and conn.counters["TcpExtTCPOFOQueue"] == 4
 
 
-def test_data_beyond_the_window_is_trimmed_and_never_buffered() -> None:
+def test_data_beyond_the_window_is_taken_into_an_empty_queue_only() -> None:
+    """Linux tcp_sequence (6.x): an in-order segment whose end passes the window is taken
+    whole while the receive queue is empty, dropped whole behind unread data."""
     conn = established(plain_options(rcvbuf=1000))
-    conn.on_segment(seg(payload=b"a" * 500), 0)  # the first window: half the buffer
-    conn.on_segment(seg(seq=R1 + 500, payload=b"a" * 2500), 0)
-    assert conn.readable == 1000
-    conn.on_segment(seg(seq=R1 + 1000, payload=b"b" * 10), 0)  # zero window: dropped
-    assert conn.readable == 1000 and conn.counters["TcpExtTCPZeroWindowDrop"] >= 1
+    conn.on_segment(seg(payload=b"a" * 3000), 0)  # the window was 500
+    assert conn.readable == 3000
+    conn.on_segment(seg(seq=R1 + 3000, payload=b"b" * 10), 0)  # zero window: dropped
+    assert conn.readable == 3000 and conn.counters["TcpExtBeyondWindow"] == 1
     out = conn.take_segments()
-    assert out and out[-1].window == 0 and out[-1].ack == R1 + 1000
+    assert out and out[-1].window == 0 and out[-1].ack == R1 + 3000
 
 
 def test_zero_window_still_processes_acks() -> None:
+    """A pure ACK at a zero window is processed (RFC 9293 §3.10.7.4 allowance); a data
+    segment there is dropped whole, its ACK with it, while data waits unread (Linux)."""
     conn = established(plain_options(rcvbuf=1000))
-    conn.on_segment(seg(payload=b"a" * 500), 0)  # the first window: half the buffer
-    conn.on_segment(seg(seq=R1 + 500, payload=b"a" * 500), 0)
+    conn.on_segment(seg(payload=b"a" * 1000), 0)  # into an empty queue: taken whole
     conn.send(b"reply", 0)
     conn.take_segments()
-    conn.on_segment(seg(seq=R1 + 1000, ack=L1 + 5, payload=b"more"), 0)  # RFC 9293 allowance
+    conn.on_segment(seg(seq=R1 + 1000, ack=L1 + 2, payload=b"more"), 0)
+    assert conn.tcb.snd_una == L1 and conn.readable == 1000
+    conn.on_segment(seg(seq=R1 + 1000, ack=L1 + 5), 0)
     assert conn.tcb.snd_una == L1 + 5 and conn.readable == 1000
 
 

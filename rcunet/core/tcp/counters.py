@@ -16,6 +16,7 @@ NAMES = (
     "TcpExtTCPACKSkippedSeq", "TcpExtTCPACKSkippedSynRecv", "TcpExtTCPACKSkippedPAWS",
     "TcpExtPAWSEstab", "TcpExtPAWSActive",
     "TcpExtTCPOFOQueue", "TcpExtTCPOFODrop", "TcpExtTCPOFOMerge", "TcpExtTCPZeroWindowDrop",
+    "TcpExtBeyondWindow",
     "TcpExtTCPDSACKOldSent",
     "TcpExtDelayedACKs", "TcpExtTCPTimeouts", "TcpExtTCPFastRetrans",
     "TcpExtTCPRenoRecovery", "TcpExtTCPSackRecovery", "TcpExtTCPSynRetrans",

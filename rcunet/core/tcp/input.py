@@ -231,6 +231,8 @@ class InputMixin:
             return
         # first: sequence number check
         if not self._acceptable(seg.seq, length):
+            if not flags & (RST | SYN) and self._after_window(seg.seq):
+                self.counters.add("TcpExtBeyondWindow")  # tcp_sequence: INVALID_SEQUENCE
             if flags & RST:
                 if self._rst_after_fin(seg):
                     self._on_reset()
@@ -247,6 +249,16 @@ class InputMixin:
                 end = add(seg.seq, len(seg.payload))
                 self._note_dsack(seg.seq, end if lt(end, t.rcv_nxt) else t.rcv_nxt)
             self._send_dupack(seg, now, "TcpExtTCPACKSkippedSeq")
+            return
+        if self._end_beyond_window(seg, length):
+            # Linux tcp_sequence (INVALID_END_SEQUENCE): a segment whose end passes the
+            # window is dropped whole, ACK included, unless the receive queue is empty.
+            if not flags & RST:
+                if flags & SYN:
+                    self._challenge_ack(now, syn=True)
+                    return
+                self.counters.add("TcpExtBeyondWindow")
+                self._send_dupack(seg, now, "TcpExtTCPACKSkippedSeq")
             return
         # second: RST (RFC 5961 §3.2)
         if flags & RST:
@@ -316,6 +328,21 @@ class InputMixin:
         if wnd == 0:
             return seq == t.rcv_nxt
         return self._in_rcv_window(seq, wnd) or self._in_rcv_window(add(seq, length - 1), wnd)
+
+    def _after_window(self, seq: int) -> bool:
+        """SEG.SEQ past the window's right edge (tcp_sequence: after(seq, seq_limit))."""
+        t = self.tcb
+        return sub(seq, t.rcv_nxt) > t.rcv_wnd
+
+    def _end_beyond_window(self, seg: tcp.Repr, length: int) -> bool:
+        """Linux tcp_sequence (6.x): the segment's end passes RCV.NXT + RCV.WND and the
+        receive queue holds unread data.  A FIN may stand one past the edge; into an empty
+        queue the segment is taken whole (tcp_data_queue then forces the memory)."""
+        t = self.tcb
+        over = sub(add(seg.seq, length), t.rcv_nxt) - t.rcv_wnd
+        if over <= 0 or (over == 1 and seg.flags & FIN):
+            return False
+        return len(self._rx) > 0
 
     def _in_rcv_window(self, seq: int, wnd: int) -> bool:
         off = sub(seq, self.tcb.rcv_nxt)
@@ -541,11 +568,18 @@ class InputMixin:
         wnd = t.rcv_wnd
         if self._fin_offset is not None and off + len(data) > self._fin_offset:
             data = data[: max(0, self._fin_offset - off)]  # nothing exists beyond the FIN
-        if off + len(data) > wnd:  # trim to the window; a FIN beyond it goes too
+        if off == 0 and wnd > 0 and not len(self._rx):
+            pass  # in order into an empty queue: taken whole (_end_beyond_window)
+        elif off + len(data) > wnd:  # trim to the window; a FIN beyond it goes too
             if wnd == 0 and data:
                 self.counters.add("TcpExtTCPZeroWindowDrop")
             data = data[: max(0, wnd - off)]
             fin = False
+            self._ack_now = True
+        if off == 0 and (data or fin) and len(self._rx) > self.options.rcvbuf:
+            # tcp_data_queue: tcp_try_rmem_schedule fails (the queue is over SO_RCVBUF),
+            # the segment is still taken into an empty queue or if it is a bare FIN, and
+            # the ACK goes out at once (ICSK_ACK_NOMEM | ICSK_ACK_NOW)
             self._ack_now = True
         gap_filled = False
         if data and self._orphaned:
