@@ -607,6 +607,8 @@ class InputMixin:
         """Queue in-order data (and what it joins from the out-of-order queue), decide
         its ACK; True when it filled a gap."""
         had_holes = bool(len(self._ofo))
+        if had_holes:
+            self._dsack_ofo_overlap(len(data))
         self._event_data_recv(len(data), psh, now)
         self._rx.append(data)
         n = len(data)
@@ -626,6 +628,17 @@ class InputMixin:
         else:
             self._send_delayed_ack(now)
         return had_holes
+
+    def _dsack_ofo_overlap(self, n: int) -> None:
+        """In-order data covering bytes the out-of-order queue already held: D-SACK the
+        first such range, up to the new RCV.NXT (Linux tcp_ofo_queue: tcp_dsack_extend
+        for each queued skb below dsack_high; RFC 2883 §4.1.1)."""
+        for start, end in self._ofo.ranges():
+            if start >= n:
+                return
+            rcv_nxt = self.tcb.rcv_nxt
+            self._note_dsack(add(rcv_nxt, start), add(rcv_nxt, min(end, n)))
+            return
 
     def _full_segments_unacked(self) -> bool:
         """RFC 5681 §4.2: ACK at least every second full-sized segment; Linux's test
