@@ -36,7 +36,9 @@ class CodeFailure(Exception):
 
 
 def run_code(line: int, text: str, values: dict[str, int]) -> None:
-    source = "\n".join(part.rstrip() for part in _dedent(text).splitlines())
+    # packetdrill's code.c writes each block followed by two newlines: a last line
+    # ending in a backslash continues into an empty one, which Python accepts
+    source = "\n".join(part.rstrip() for part in _dedent(text).splitlines()) + "\n\n"
     try:
         tree = ast.parse(source, mode="exec")
     except SyntaxError as exc:

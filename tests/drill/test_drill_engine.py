@@ -117,6 +117,13 @@ def test_a_stack_that_differs_fails_with_the_evidence(tail: str, line: int, word
     assert words in message
 
 
+def test_a_code_block_whose_last_line_continues_runs() -> None:
+    """packetdrill writes each block followed by two newlines (code.c), so a last line
+    ending in a backslash continues into an empty one (tcp-info-rwnd-limited.pkt)."""
+    tail = "+0 %{ assert tcpi_snd_mss == 1000, tcpi_snd_mss;\\\n}%\n"
+    assert _run(PASSIVE + tail)[0] == "pass"
+
+
 @pytest.mark.parametrize(("count", "status"), [(1, "pass"), (2, "fail")])
 def test_nstat_pipelines_filter_its_lines_as_grep_does(count: int, status: str) -> None:
     """The kernel scripts' ``nstat | grep NAME | grep -q " N "``: nstat's lines (name,
