@@ -107,6 +107,10 @@ def snapshot(sk: TcpSock, now: int) -> dict[str, int]:
         "snd_wnd": t.snd_wnd,
         "rcv_wnd": t.rcv_wnd,
     }
+    busy, rwnd_limited, sndbuf_limited = conn.chrono.totals(now)
+    info["busy_time"] = _us(busy)  # tcp_get_info_chrono_stats
+    info["rwnd_limited"] = _us(rwnd_limited)
+    info["sndbuf_limited"] = _us(sndbuf_limited)
     return {"tcpi_" + name: int(value) for name, value in info.items()}
 
 

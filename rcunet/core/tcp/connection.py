@@ -51,6 +51,7 @@ from rcunet.core.tcp import congestion
 from rcunet.core.tcp.autotune import AutotuneMixin
 from rcunet.core.tcp.buffers import RecvQueue, SendQueue
 from rcunet.core.tcp.challenge import ChallengeAckMixin
+from rcunet.core.tcp.chrono import BUSY, SNDBUF_LIMITED, Chrono
 from rcunet.core.tcp.common import (
     ABORT_SENDS_RST,
     ACK,
@@ -140,7 +141,7 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         "_rcv_rtt_tsecr", "_rcv_space", "_rcv_space_at", "_rcv_space_copied",
         "_rcv_unacked", "_recover", "_recovery", "_retransmits", "_rtt_seq", "_rtt_start",
         "_rx", "_rx_blocks", "_send_blocked", "_syn_retransmitted", "_syn_sent_at", "_tx",
-        "_tx_seq", "_skb_ends", "_window_clamp",
+        "_tx_seq", "_skb_ends", "_window_clamp", "chrono",
     )
 
     def __init__(self, *, local_port: int, remote_port: int, iss: int,
@@ -204,6 +205,7 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         self._copied = 0  # bytes the application has read (Linux copied_seq, unwrapped)
         self._rcv_space = 0  # bytes read in the last measured round trip
         self._window_clamp = 0  # tcp_init_buffer_space's clamp on every window (0: none)
+        self.chrono = Chrono()  # busy / rwnd- / sndbuf-limited time (TCP_INFO)
         self._rcv_space_copied = 0  # ``_copied`` when the measurement started
         self._rcv_space_at: int | None = None
         self._rcv_rtt = 0  # receiver's RTT estimate in ns (0: none yet)
@@ -427,8 +429,11 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         if self._fin_queued or self.state not in SEND_STATES:
             raise BrokenPipeError(errnos.EPIPE, "send after shutdown or close")
         n = min(len(data), self.send_space)
+        if n:
+            self.chrono.start(BUSY, now)  # tcp_skb_entail
         if n < len(data):
             self._send_blocked = True
+            self.chrono.start(SNDBUF_LIMITED, now)  # the writer waits for space
         if n:
             if skb_ends:
                 start = (self._tx_seq + len(self._tx)) & MASK32

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno as errnos
 
+from rcunet.core.tcp.chrono import BUSY, SNDBUF_LIMITED
 from rcunet.core.tcp.common import (
     ACK,
     CLOSE_WAIT,
@@ -510,6 +511,9 @@ class InputMixin:
         if self._send_blocked and self.send_space:
             self._send_blocked = False
             self._events.append(SendSpaceAvailable(self.send_space))
+            self.chrono.stop(SNDBUF_LIMITED, now, self._queues_empty())  # tcp_check_space
+        if t.snd_una == t.snd_max:
+            self.chrono.stop(BUSY, now, self._queues_empty())
 
     def _rtt_sample(self, seg: tcp.Repr, now: int) -> None:
         """RTTM (RFC 7323 §4) from TSecr, else Karn's timed segment (RFC 6298 §3)."""

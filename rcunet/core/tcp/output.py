@@ -3,6 +3,7 @@ timers armed; RFC 2018 SACK blocks and RFC 7323 timestamps on every segment)."""
 
 from __future__ import annotations
 
+from rcunet.core.tcp.chrono import RWND_LIMITED
 from rcunet.core.tcp.common import (
     ACK,
     CLOSED,
@@ -39,11 +40,14 @@ class OutputMixin:
             # tcp_passive_fastopen exception, RFC 7413 §4.2.2)
             sent = len(self._out)
             recovery = self._recovery
+            had_unsent = self._unsent() > 0  # tcp_write_xmit runs with a send head
             if recovery is None:
                 while self._try_send(now, room=self._cwnd_room()):
                     pass
             else:
                 recovery.output(self, now)
+            if had_unsent:
+                self._chrono_rwnd(now)
             self._cwnd_validate(len(self._out) > sent)
             self._arm_persist(now)
         if self._ack_now and st is not CLOSED and st is not SYN_SENT:
@@ -51,6 +55,25 @@ class OutputMixin:
         if self.timers.rto_at is None and t.snd_una != t.snd_max and st is not CLOSED \
                 and st is not TIME_WAIT:
             self.timers.rto_at = now + self.rto.rto  # RFC 6298 §5.1
+
+    def _queues_empty(self) -> bool:
+        """tcp_rtx_and_write_queues_empty: nothing unacknowledged, nothing unsent."""
+        return not len(self._tx) and self.tcb.snd_una == self.tcb.snd_max
+
+    def _unsent(self) -> int:
+        t = self.tcb
+        return ((self._tx_seq + len(self._tx) - t.snd_nxt + HALF32) & MASK32) - HALF32
+
+    def _chrono_rwnd(self, now: int) -> None:
+        """End of tcp_write_xmit: the peer's window held back a segment congestion
+        control would have sent (tcp_snd_wnd_test failed) -- or it did not."""
+        t = self.tcb
+        unsent = self._unsent()
+        win_room = ((t.snd_una + t.snd_wnd - t.snd_nxt + HALF32) & MASK32) - HALF32
+        if unsent > 0 and self._cwnd_room() > 0 and win_room < min(unsent, t.snd_mss):
+            self.chrono.start(RWND_LIMITED, now)
+        else:
+            self.chrono.stop(RWND_LIMITED, now, self._queues_empty())
 
     def _cwnd_validate(self, sent: bool) -> None:
         """Linux tcp_cwnd_validate (end of tcp_write_xmit): remember whether cwnd limited
