@@ -121,7 +121,8 @@ class DelayedAckMixin:
         longer does.  Its caller took the FIN into CLOSE-WAIT."""
         self._pingpong = PINGPONG_THRESH
         self._ack_sched = True  # inet_csk_schedule_ack
-        if gap_filled or self._full_segments_unacked() or len(self._rx) > self.options.rcvbuf:
+        if (gap_filled or self._full_segments_unacked(fin=1)
+                or len(self._rx) > self.options.rcvbuf):
             # the last: tcp_data_queue found the queue over SO_RCVBUF (ICSK_ACK_NOW)
             self._ack_now = True
             return

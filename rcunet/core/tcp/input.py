@@ -644,12 +644,13 @@ class InputMixin:
             self._note_dsack(add(rcv_nxt, start), add(rcv_nxt, min(end, n)))
             return
 
-    def _full_segments_unacked(self) -> bool:
+    def _full_segments_unacked(self, fin: int = 0) -> bool:
         """RFC 5681 §4.2: ACK at least every second full-sized segment; Linux's test
         (__tcp_ack_snd_check): more than one receive MSS not yet acknowledged, and the
         window would not shrink -- while the application has not read, recv() sends this
-        ACK (``_maybe_window_update``), or the delayed-ACK timer does."""
-        return (self._rcv_unacked > self.tcb.rcv_mss
+        ACK (``_maybe_window_update``), or the delayed-ACK timer does.  ``fin``: 1 when a
+        FIN just arrived, whose sequence number counts (rcv_nxt - rcv_wup)."""
+        return (self._rcv_unacked + fin > self.tcb.rcv_mss
                 and self._free_window() >= self._offered_window())
 
     def _advance_rcv(self, n: int) -> None:
