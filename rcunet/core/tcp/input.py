@@ -167,8 +167,12 @@ class InputMixin:
             t.snd_una = seg.ack
             self._set_state(ESTABLISHED)
             self._on_established(now)
-            self._ack_now = True
             self._process_text_and_fin(seg, add(seg.seq, 1), now)
+            # tcp_rcv_synsent_state_process ends with tcp_send_ack: the handshake's ACK goes
+            # at once, even when the SYN-ACK carried data (and a FIN) that would
+            # otherwise wait for the delayed-ACK timer (tcp_fastopen_add_skb)
+            if self.state is not CLOSED:
+                self._ack_now = True
         else:
             # Simultaneous open: "enter SYN-RECEIVED, form a SYN,ACK segment and send it".
             # Text in the SYN is dropped (the peer retransmits it once synchronized).
