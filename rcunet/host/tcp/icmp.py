@@ -68,7 +68,7 @@ class IcmpMixin:
             return
         mtu, seq = info
         t = conn.tcb
-        if seq is not None and not (le(t.snd_una, seq) and le(seq, t.snd_nxt)):
+        if seq is not None and not (le(t.snd_una, seq) and le(seq, t.snd_max)):
             self.host.counters.inc("TcpExtOutOfWindowIcmps")
             return
         headers = 40 if len(wire(sk.faddr)) == 4 else 60  # IP + bare TCP header
@@ -77,8 +77,10 @@ class IcmpMixin:
 
     @staticmethod
     def _icmp_in_window(sk: TcpSock, seq: int | None) -> bool:
-        """tcp_v4_err: an error must quote a sequence number in [SND.UNA, SND.NXT]
+        """tcp_v4_err: an error must quote a sequence number in [SND.UNA, SND.MAX]
         (the ISN for a Fast Open child, whose SYN,ACK SND.UNA does not cover yet).
+        SND.MAX, not SND.NXT: Linux's snd_nxt is the highest sent (it never moves back),
+        ours goes back to SND.UNA after an RTO while the later segments are still out.
         Lockless: the connection and its two sequence numbers are single attribute
         loads; a stale value misjudges one ICMP error, as a racing ACK would."""
         conn = sk.conn
@@ -86,7 +88,7 @@ class IcmpMixin:
             return True
         t = conn.tcb
         start = t.iss if conn.state is CState.SYN_RECEIVED else t.snd_una
-        return le(start, seq) and le(seq, t.snd_nxt)
+        return le(start, seq) and le(seq, t.snd_max)
 
     def _icmp_locked(self, sk: TcpSock, err: int) -> None:
         conn = sk.conn
