@@ -134,7 +134,8 @@ def collect(sk: TcpSock, conn: Connection, segments: list[tcp.Repr]) -> bool:
     entry was queued (the caller reports it: ``sk_error_report``)."""
     done = zerocopy_collect(sk, conn)
     ts = sk.ts
-    if ts is not None and ts.requests and not sk.life & USER_CLOSED:  # atomic: one load
+    # atomic: one load of life, paired with advance(USER_CLOSED) in TcpSock.close
+    if ts is not None and ts.requests and not sk.life & USER_CLOSED:
         errq = error_queue(sk)
         now = realtime(sk)
         limit = max(sk.rcvbuf, conn.options.rcvbuf)  # sk_rcvbuf (sock_queue_err_skb)

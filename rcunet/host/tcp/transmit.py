@@ -81,7 +81,8 @@ class TransmitMixin:
         """__sk_dst_check: the socket's pinned route to ``dst`` if it is still current,
         else a fresh one (pinned: the lookup's reference becomes the socket's); None for
         a finished socket, a local or multicast destination, or no route (those segments
-        take the per-packet path).  ``sk.xmit`` held."""
+        take the per-packet path).  ``sk.xmit`` held; ``sk.life``: one attribute load
+        each (atomic), paired with advance(FINISHED) in post, re-read by ``flush``."""
         entry = sk.dst
         if entry is not None:
             if entry.dst == dst and not sk.life & FINISHED \
