@@ -7,7 +7,9 @@ here asserts a rate."""
 from __future__ import annotations
 
 import os
+import pty
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -299,40 +301,97 @@ def test_unreachable_server_is_one_line_and_exit_1(capsys: pytest.CaptureFixture
     assert len(err.strip().splitlines()) == 1
 
 
+#: The progress line a bench run longer than 3 s prints on a tty (``targets._drive``).
+PROGRESS = re.compile(r"\w+ --target [\w-]+: +[\d.]+ s, (\d+) transactions")
+
+
+class BenchOnTty:
+    """``rcunet bench`` in a child process with its stderr on a pseudo-terminal, so that
+    it shows its progress line: a test acts once the run has counted a transaction (a
+    condition, however long a loaded machine takes to get there), not after a sleep."""
+
+    def __init__(self, *argv: str) -> None:
+        master, slave = pty.openpty()
+        self.master = master
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "rcunet", "bench", *argv, "--nolog"],
+            stdout=subprocess.PIPE, stderr=slave, text=True,
+            env=dict(os.environ, PYTHONPATH=str(REPO)))
+        os.close(slave)
+        self.err = ""
+
+    def _read(self, timeout: float) -> bool:
+        """Read what stderr has within ``timeout``; False at its end."""
+        ready, _, _ = select.select([self.master], [], [], timeout)
+        if not ready:
+            return True
+        try:
+            chunk = os.read(self.master, 4096)
+        except OSError:  # EIO: the child closed the terminal (it exited)
+            return False
+        self.err += chunk.decode(errors="replace")
+        return bool(chunk)
+
+    def wait_counting(self, limit: float = 120.0) -> None:
+        """Until the progress line counts a transaction (``limit``: a failure, not a
+        wait)."""
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            counts = PROGRESS.findall(self.err)
+            if counts and int(counts[-1]) > 0:
+                return
+            if not self._read(0.2) or self.proc.poll() is not None:
+                break
+        raise AssertionError(f"the run counted no transaction: {self.err!r}")
+
+    def finish(self, timeout: float = 60.0) -> tuple[str, str]:
+        """(stdout, stderr without the progress line) once the child has exited."""
+        deadline = time.monotonic() + timeout
+        while self._read(0.2) and time.monotonic() < deadline:
+            pass
+        out, _ = self.proc.communicate(timeout=max(1.0, deadline - time.monotonic()))
+        os.close(self.master)
+        lines = [line for line in re.split(r"[\r\n]+", self.err)
+                 if line.strip() and not PROGRESS.fullmatch(line.strip())]
+        return out, "\n".join(lines)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
 def test_a_vanishing_server_is_reported_not_a_traceback() -> None:
     control = free_port()
     data = free_port()
     server = start_server("tcp_rr", "-C", str(control), "-P", str(data), "-H", "127.0.0.1")
     client = None
     try:
-        client = subprocess.Popen(
-            [sys.executable, "-m", "rcunet", "bench", "tcp_rr", "--target", "kernel", "-c",
-             "-H", "127.0.0.1", "-C", str(control), "-P", str(data), "-l", "10", "--nolog"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env=dict(os.environ, PYTHONPATH=str(REPO)))
-        time.sleep(2.0)
+        client = BenchOnTty("tcp_rr", "--target", "kernel", "-c", "-H", "127.0.0.1",
+                            "-C", str(control), "-P", str(data), "-l", "30")
+        client.wait_counting()  # connected and measuring: the server vanishes mid-run
         server.kill()
-        _out, err = client.communicate(timeout=30)
+        _out, err = client.finish()
     finally:
         server.kill()
         if client is not None:
             client.kill()
-    assert client.returncode == 1, err
+    assert client.proc.returncode == 1, err
     assert "vanished" in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize(("workload", "target"), [("udp_rr", "kernel"), ("tcp_rr", "mem")])
 def test_ctrl_c_still_prints_what_was_measured(workload: str, target: str) -> None:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rcunet", "bench", workload, "--target", target, "-l", "30",
-         "--nolog"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=dict(os.environ, PYTHONPATH=str(REPO)))
-    time.sleep(2.0)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    run = BenchOnTty(workload, "--target", target, "-l", "30")
+    try:
+        run.wait_counting()  # Ctrl-C once something was measured, however long that took
+        run.proc.send_signal(signal.SIGINT)
+        out, err = run.finish()
+    finally:
+        run.kill()
     values = values_of(out)
-    assert proc.returncode == 130, err
+    assert run.proc.returncode == 130, err
     assert int(values["num_transactions"]) > 0 and float(values["throughput"]) > 0
     assert "Traceback" not in err
 
