@@ -136,7 +136,7 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         "_copied", "_dsack", "_dupacks", "_events", "_fin_offset", "_fin_queued",
         "_first_rtx_at", "_high_rxt", "_keepalive_probes", "_last_oow_ack_at",
         "_last_rcv_at", "_lrcvtime", "_now", "_ofo", "_orphaned", "_out", "_peer_ws_offered",
-        "_persist_backoff", "_pingpong", "_probes_out", "_quick", "_rcv_rtt", "_rcv_rtt_at",
+        "_persist_backoff", "_pingpong", "_pushed_seq", "_forced_until", "_probes_out", "_quick", "_rcv_rtt", "_rcv_rtt_at",
         "_rcv_rtt_seq",
         "_rcv_rtt_tsecr", "_rcv_space", "_rcv_space_at", "_rcv_space_copied",
         "_rcv_unacked", "_recover", "_recovery", "_retransmits", "_rtt_seq", "_rtt_start",
@@ -179,6 +179,11 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         # MSG_ZEROCOPY skbs: MAX_SKB_FRAGS user pages, one uarg): no segment crosses
         # one (tcp_write_xmit sends skbs).  Empty for ordinary writes.
         self._skb_ends: deque[int] = deque()
+        # PSH bookkeeping (Linux tp->pushed_seq): where the last write's push mark went,
+        # and the end of a write that outgrew half the peer's largest window
+        # (forced_push), whose cwnd- or window-limited bursts end with PSH
+        self._pushed_seq = self._tx_seq
+        self._forced_until: int | None = None
         # receive side
         self._rx = RecvQueue()  # in-order bytes the application has not read yet
         self._ofo = Assembler(options.ofo_max_ranges)
@@ -439,11 +444,22 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
                 start = (self._tx_seq + len(self._tx)) & MASK32
                 self._skb_ends.extend((start + off) & MASK32 for off in skb_ends if off <= n)
             self._tx.append(memoryview(data)[:n] if n < len(data) else data)
+            self._mark_push()
             if self._nagle_holds_tail():
                 self.quiet = True
             else:
                 self._output(now)
         return n
+
+    def _mark_push(self) -> None:
+        """tcp_sendmsg_locked's push marks: the write's tail is pushed (tcp_push ->
+        tcp_mark_push), and a write that took more than half the peer's largest window
+        since the last mark is a forced push (forced_push): the parts of it that cwnd or
+        the window let out end with PSH (``_push_burst_end``)."""
+        end = (self._tx_seq + len(self._tx)) & MASK32
+        if ((end - self._pushed_seq) & MASK32) > self.tcb.max_snd_wnd >> 1:
+            self._forced_until = end
+        self._pushed_seq = end
 
     def _nagle_holds_tail(self) -> bool:
         """Would ``_output`` send nothing after an append?  True when nothing but new data

@@ -16,6 +16,7 @@ from rcunet.core.tcp.common import (
     MS,
     PSH,
     RST,
+    SYN,
     SYN_RECEIVED,
     SYN_SENT,
     TIME_WAIT,
@@ -46,9 +47,12 @@ class OutputMixin:
                     pass
             else:
                 recovery.output(self, now)
+            burst = len(self._out) > sent
+            if burst and self._tx:
+                self._push_burst_end(sent)
             if had_unsent:
                 self._chrono_rwnd(now)
-            self._cwnd_validate(len(self._out) > sent)
+            self._cwnd_validate(burst)
             self._arm_persist(now)
         if self._ack_now and st is not CLOSED and st is not SYN_SENT:
             self._emit_pure_ack(now)
@@ -74,6 +78,42 @@ class OutputMixin:
             self.chrono.start(RWND_LIMITED, now)
         else:
             self.chrono.stop(RWND_LIMITED, now, self._queues_empty())
+
+    def _push_burst_end(self, first: int) -> None:
+        """PSH on the last new-data segment of a burst that congestion control or the
+        peer's window cut short, where Linux's segments carry it.  Linux marks PSH on
+        the skb that ends a write (tcp_push -> tcp_mark_push) and on the skb where a
+        write passed half the peer's largest window (forced_push in tcp_sendmsg_locked);
+        tcp_write_xmit then sends whole skbs, whose size follows the pacing rate
+        (tcp_tso_autosize), so in slow start every burst ends at a marked skb.  rcunet
+        has no skbs: it marks the burst's end when the write was a forced push
+        (``_mark_push``) or, in slow start outside loss recovery, always -- the
+        behaviour packetdrill's slow-start, MSS and initial-window scripts show, while
+        its limited-transmit and post-recovery scripts show unmarked bursts.  A burst
+        that ends because the data ran out already ended with the write's own PSH
+        (``_try_send``); one that Nagle or SWS avoidance stopped gets none."""
+        t = self.tcb
+        snd_nxt = t.snd_nxt
+        if snd_nxt != t.snd_max:
+            return  # still resending below SND.MAX: the burst was retransmissions
+        forced = self._forced_until
+        if forced is None or (snd_nxt - forced) & MASK32 < HALF32:  # ge(snd_nxt, forced)
+            if self._recovery is not None or self._dupacks or self.cc.cwnd >= self.cc.ssthresh:
+                return
+        unsent = ((self._tx_seq + len(self._tx) - snd_nxt + HALF32) & MASK32) - HALF32
+        want = min(unsent, t.snd_mss)
+        if want <= 0:
+            return
+        win_room = ((t.snd_una + t.snd_wnd - snd_nxt + HALF32) & MASK32) - HALF32
+        if win_room >= want and self._cwnd_room() >= want:
+            return  # not cwnd- or window-limited: Nagle or SWS held the rest
+        out = self._out
+        for i in range(len(out) - 1, first - 1, -1):
+            seg = out[i]
+            if seg.payload:
+                if not seg.flags & (PSH | SYN | RST):
+                    out[i] = seg._replace(flags=seg.flags | PSH)
+                return
 
     def _cwnd_validate(self, sent: bool) -> None:
         """Linux tcp_cwnd_validate (end of tcp_write_xmit): remember whether cwnd limited
