@@ -168,14 +168,15 @@ def test_quiet_calls_leave_nothing_to_collect() -> None:
     """``Connection.quiet``: the socket skips collecting output after a send whose bytes
     Nagle holds, or a recv that sends no ACK -- they must really produce nothing."""
     conn = established()
-    assert conn.send(bytes(1460), 0) == 1460
-    assert not conn.quiet and len(recv_one(conn).payload) == 1460
+    assert conn.send(bytes(1000), 0) == 1000
+    assert not conn.quiet and len(recv_one(conn).payload) == 1000
     deadline = conn.next_deadline()
-    assert conn.send(bytes(100), 1 * MS) == 100  # in flight: Nagle holds the 100 bytes
+    # a small segment in flight: Nagle (Minshall's) holds the 100 bytes
+    assert conn.send(bytes(100), 1 * MS) == 100
     assert conn.quiet
     assert conn.take_segments() == [] and conn.take_events() == []
     assert conn.next_deadline() == deadline
-    send(conn, seg(ack=ISS_LOCAL + 1 + 1460, payload=bytes(1000)), 2 * MS)  # data, and
+    send(conn, seg(ack=ISS_LOCAL + 1 + 1000, payload=bytes(1000)), 2 * MS)  # data, and
     conn.take_events()  # the ACK releases the 100 bytes
     assert len(conn.recv(500, 3 * MS)) == 500
     assert conn.quiet  # one small segment: the delayed-ACK timer answers it

@@ -136,7 +136,8 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         "_copied", "_dsack", "_dupacks", "_events", "_fin_offset", "_fin_queued",
         "_first_rtx_at", "_high_rxt", "_keepalive_probes", "_last_oow_ack_at",
         "_last_rcv_at", "_lrcvtime", "_now", "_ofo", "_orphaned", "_out", "_peer_ws_offered",
-        "_persist_backoff", "_pingpong", "_pushed_seq", "_forced_until", "_probes_out", "_quick", "_rcv_rtt", "_rcv_rtt_at",
+        "_persist_backoff", "_pingpong", "_pushed_seq", "_forced_until", "_snd_sml",
+        "_probes_out", "_quick", "_rcv_rtt", "_rcv_rtt_at",
         "_rcv_rtt_seq",
         "_rcv_rtt_tsecr", "_rcv_space", "_rcv_space_at", "_rcv_space_copied",
         "_rcv_unacked", "_recover", "_recovery", "_retransmits", "_rtt_seq", "_rtt_start",
@@ -183,6 +184,7 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         # and the end of a write that outgrew half the peer's largest window
         # (forced_push), whose cwnd- or window-limited bursts end with PSH
         self._pushed_seq = self._tx_seq
+        self._snd_sml = t.iss  # end of the last sub-MSS segment sent (Linux tp->snd_sml)
         self._forced_until: int | None = None
         # receive side
         self._rx = RecvQueue()  # in-order bytes the application has not read yet

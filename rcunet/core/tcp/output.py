@@ -132,18 +132,22 @@ class OutputMixin:
             self._max_flight_seq = t.snd_nxt
 
     def _nagle_applies(self) -> bool:
-        """Nagle (RFC 1122 §4.2.3.4): hold a segment smaller than SMSS while data is in
-        flight, unless TCP_NODELAY.  Not while the writer waits for buffer space: nothing
+        """Nagle (RFC 896, RFC 1122 §4.2.3.4) as Linux runs it, Minshall's variant
+        (tcp_nagle_check, tcp_minshall_check): a segment smaller than SMSS waits while an
+        earlier small segment is unacknowledged -- full segments in flight do not hold
+        it -- unless TCP_NODELAY.  Not while the writer waits for buffer space: nothing
         more can join the segment (Linux pushes with TCP_NAGLE_PUSH before sleeping in
         tcp_sendmsg).  The one copy of the rule: ``_try_send`` and ``send``'s shortcut
         (``_nagle_holds_tail``) both ask it."""
         t = self.tcb
-        if self.fastopen_child and self.state is SYN_RECEIVED:
-            # Linux's SYN,ACK of a Fast Open child is its request socket's, not in the
-            # write queue: only data counts as in flight (tcp_nagle_check's packets_out)
-            return (not self.options.nodelay and t.snd_max != add(t.iss, 1)
-                    and not self._send_blocked)
-        return not self.options.nodelay and t.snd_una != t.snd_max and not self._send_blocked
+        sml = self._snd_sml
+        # tcp_minshall_check: after(snd_sml, snd_una) && !after(snd_sml, snd_nxt), with
+        # Linux's snd_nxt being our SND.MAX (seqnum.lt/le inlined, see HALF32).  Only
+        # small data segments move snd_sml, so a Fast Open child's SYN,ACK in flight
+        # (its request socket's in Linux, not in packets_out) never holds one.
+        return (not self.options.nodelay and not self._send_blocked
+                and (t.snd_una - sml) & MASK32 >= HALF32
+                and (t.snd_max - sml) & MASK32 < HALF32)
 
     def _cwnd_room(self) -> int:
         """Bytes congestion control lets us put in flight now.
@@ -237,6 +241,8 @@ class OutputMixin:
         if n:
             self._event_data_sent(now)
         end = (seq + n + (1 if fin else 0)) & MASK32
+        if 0 < n < t.snd_mss and not retransmission:
+            self._snd_sml = end  # tcp_minshall_update
         if retransmission:
             self.counters.add("TcpRetransSegs")
         elif self._rtt_seq is None and not t.ts_ok:
