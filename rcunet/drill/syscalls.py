@@ -10,6 +10,7 @@ so a blocking call returns at the virtual time Linux's would.
 from __future__ import annotations
 
 import errno as _errno
+import socket as _pysocket
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -381,8 +382,7 @@ class Syscalls:
                      | LINUX_SYMBOLS["MSG_MORE"] | LINUX_SYMBOLS["MSG_EOR"]
                      | LINUX_SYMBOLS["MSG_ZEROCOPY"] | LINUX_SYMBOLS["MSG_FASTOPEN"]):
             raise DrillUnsupported(0, f"send flags {flags:#x}")
-        if flags & LINUX_SYMBOLS["MSG_MORE"]:
-            raise DrillUnsupported(0, "MSG_MORE is not supported by rcunet's send()")
+        sk_flags = _pysocket.MSG_MORE if flags & LINUX_SYMBOLS["MSG_MORE"] else 0
         if getattr(fd, "_fastopen_wait", False):
             # a blocking Fast Open send returns once the connection is open
             # (inet_wait_for_connect), then queues what the SYN did not carry
@@ -408,7 +408,8 @@ class Syscalls:
         try:
             # a retried blocking send continues its MSG_ZEROCOPY range (one id per call)
             # (an empty write on a deferred Fast Open connect still sends the SYN)
-            sent = fd.sk.send(data, 0.0, zerocopy, zc_more=pending is not None and left < n,
+            sent = fd.sk.send(data, 0.0, zerocopy | sk_flags,
+                              zc_more=pending is not None and left < n,
                               iov=iov_after(iov, n - left) if iov else None) if (
                 left or fd.sk.fastopen_defer is not None) else 0
         except BlockingIOError as exc:

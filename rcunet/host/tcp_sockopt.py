@@ -34,6 +34,7 @@ TCP_KEEPINTVL = getattr(_pysocket, "TCP_KEEPINTVL", 5)
 TCP_KEEPCNT = getattr(_pysocket, "TCP_KEEPCNT", 6)
 TCP_SYNCNT = getattr(_pysocket, "TCP_SYNCNT", 7)
 TCP_INFO = getattr(_pysocket, "TCP_INFO", 11)
+TCP_CORK = getattr(_pysocket, "TCP_CORK", 3)
 SECOND = 1_000_000_000
 #: The one SOL_SOCKET option a live connection's engine reads (``live_options``).
 _SO_KEEPALIVE = (SOL_SOCKET, _pysocket.SO_KEEPALIVE)
@@ -62,7 +63,9 @@ class TcpSockOptions:
         try:
             self._setsockopt_locked(level, opt, value)
             if self.conn is not None and (level == SOL_TCP or (level, opt) == _SO_KEEPALIVE):
-                self.layer.update_options_locked(self)  # what live_options carries
+                # what live_options carries; TCP_NODELAY on pushes the tail
+                push = level == SOL_TCP and opt == _pysocket.TCP_NODELAY and self.nodelay
+                self.layer.update_options_locked(self, push)
         finally:
             self._unlock(since)
 
@@ -92,6 +95,7 @@ class TcpSockOptions:
             number = int_option(value)
             setters = {
                 _pysocket.TCP_NODELAY: lambda: setattr(self, "nodelay", bool(number)),
+                TCP_CORK: lambda: setattr(self, "cork", bool(number)),
                 _pysocket.TCP_MAXSEG: lambda: self._set_maxseg(number),
                 TCP_KEEPIDLE: lambda: setattr(self, "keepidle", ranged(number, 1, 32767)),
                 TCP_KEEPINTVL: lambda: setattr(self, "keepintvl", ranged(number, 1, 32767)),
@@ -143,6 +147,7 @@ class TcpSockOptions:
         elif level == SOL_TCP:
             getters = {
                 _pysocket.TCP_NODELAY: lambda: int(self.nodelay),
+                TCP_CORK: lambda: int(self.cork),
                 _pysocket.TCP_MAXSEG: lambda: (conn.tcb.snd_mss if conn is not None
                                                and conn.state.synchronized
                                                else self.user_mss or TCP_MSS_DEFAULT),
@@ -217,7 +222,8 @@ class TcpSockOptions:
 
     def _keepalive_overrides(self) -> dict[str, Any]:
         """Socket-level settings; the TCP_KEEP* ones only when set (else the sysctls)."""
-        values: dict[str, Any] = {"nodelay": self.nodelay, "keepalive": self.keepalive}
+        values: dict[str, Any] = {"nodelay": self.nodelay, "cork": self.cork,
+                                  "keepalive": self.keepalive}
         if self.keepidle is not None:
             values["keepalive_time"] = self.keepidle * SECOND
         if self.keepintvl is not None:
@@ -238,6 +244,7 @@ class TcpSockOptions:
         self.rcvbuf, self.sndbuf = listener.rcvbuf, listener.sndbuf
         self.sndbuf_locked, self.rcvbuf_locked = listener.sndbuf_locked, listener.rcvbuf_locked
         self.nodelay, self.keepalive = listener.nodelay, listener.keepalive
+        self.cork = listener.cork
         self.keepidle, self.keepintvl, self.keepcnt = (
             listener.keepidle, listener.keepintvl, listener.keepcnt)
         self.user_mss, self.linger = listener.user_mss, listener.linger

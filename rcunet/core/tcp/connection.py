@@ -137,7 +137,8 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         "_first_rtx_at", "_high_rxt", "_keepalive_probes", "_last_oow_ack_at",
         "_last_rcv_at", "_lrcvtime", "_now", "_ofo", "_orphaned", "_out", "_peer_ws_offered",
         "_persist_backoff", "_pingpong", "_pushed_seq", "_forced_until", "_snd_sml",
-        "_probes_out", "_quick", "_rcv_rtt", "_rcv_rtt_at",
+        "_psh_seq", "_more", "_push_once", "_probes_out", "_quick", "_rcv_rtt",
+        "_rcv_rtt_at",
         "_rcv_rtt_seq",
         "_rcv_rtt_tsecr", "_rcv_space", "_rcv_space_at", "_rcv_space_copied",
         "_rcv_unacked", "_recover", "_recovery", "_retransmits", "_rtt_seq", "_rtt_start",
@@ -185,6 +186,12 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         # (forced_push), whose cwnd- or window-limited bursts end with PSH
         self._pushed_seq = self._tx_seq
         self._snd_sml = t.iss  # end of the last sub-MSS segment sent (Linux tp->snd_sml)
+        # Where segments carry PSH: the last write's tail (tcp_mark_push; None after a
+        # MSG_MORE write, whose tail Linux leaves unmarked); ``_more``: the output pass
+        # of a MSG_MORE send is corked (tcp_push with TCP_NAGLE_CORK)
+        self._psh_seq: int | None = None
+        self._more = False
+        self._push_once = False  # this output pass pushes past cork and Nagle (TCP_NAGLE_PUSH)
         self._forced_until: int | None = None
         # receive side
         self._rx = RecvQueue()  # in-order bytes the application has not read yet
@@ -297,6 +304,8 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
                 extra = (fastopen_option,)
             if syn_data:
                 conn._tx.append(memoryview(bytes(syn_data)))
+                # the write's tail is pushed (tcp_sendmsg_fastopen -> tcp_push)
+                conn._psh_seq = conn._pushed_seq = add(conn._tx_seq, len(conn._tx))
         conn._send_syn(now, extra=extra, payload=bytes(syn_data))
         return conn
 
@@ -425,11 +434,12 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         return self.state.fin_received and not self._rx
 
     def send(self, data: bytes | bytearray | memoryview, now: int,
-             skb_ends: tuple[int, ...] = ()) -> int:
+             skb_ends: tuple[int, ...] = (), more: bool = False) -> int:
         """Queue ``data``; return how many bytes the send buffer took (0 when full).
         ``skb_ends``: offsets into ``data`` where an skb ends (no segment crosses one;
         0 ends the skb the bytes before ``data`` are in); those past what was taken are
-        dropped."""
+        dropped.  ``more`` is MSG_MORE: this write's partial tail waits for more
+        (tcp_push with TCP_NAGLE_CORK) and gets no PSH; only when every byte was taken."""
         self._now = now
         self.quiet = False
         self._raise_pending_error()
@@ -441,27 +451,37 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         if n < len(data):
             self._send_blocked = True
             self.chrono.start(SNDBUF_LIMITED, now)  # the writer waits for space
+            more = False  # the writer will wait: tcp_push(flags & ~MSG_MORE)
         if n:
             if skb_ends:
                 start = (self._tx_seq + len(self._tx)) & MASK32
                 self._skb_ends.extend((start + off) & MASK32 for off in skb_ends if off <= n)
             self._tx.append(memoryview(data)[:n] if n < len(data) else data)
-            self._mark_push()
+            self._mark_push(more)
             if self._nagle_holds_tail():
                 self.quiet = True
             else:
-                self._output(now)
+                self._more = more
+                try:
+                    self._output(now)
+                finally:
+                    self._more = False
         return n
 
-    def _mark_push(self) -> None:
+    def _mark_push(self, more: bool) -> None:
         """tcp_sendmsg_locked's push marks: the write's tail is pushed (tcp_push ->
-        tcp_mark_push), and a write that took more than half the peer's largest window
-        since the last mark is a forced push (forced_push): the parts of it that cwnd or
-        the window let out end with PSH (``_push_burst_end``)."""
+        tcp_mark_push) unless MSG_MORE, and a write that took more than half the peer's
+        largest window since the last mark is a forced push (forced_push): the parts of
+        it that cwnd or the window let out end with PSH (``_push_burst_end``)."""
         end = (self._tx_seq + len(self._tx)) & MASK32
-        if ((end - self._pushed_seq) & MASK32) > self.tcb.max_snd_wnd >> 1:
+        forced = ((end - self._pushed_seq) & MASK32) > self.tcb.max_snd_wnd >> 1
+        if forced:
             self._forced_until = end
-        self._pushed_seq = end
+        if forced or not more:
+            self._pushed_seq = end
+            self._psh_seq = end
+        else:
+            self._psh_seq = None  # appending to the tail clears its mark ("if (!copied)")
 
     def _nagle_holds_tail(self) -> bool:
         """Would ``_output`` send nothing after an append?  True when nothing but new data
@@ -581,19 +601,22 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         if self.state is not CLOSED:
             self._fail(err)
 
-    def update_options(self, now: int, **changes: object) -> None:
+    def update_options(self, now: int, push: bool = False, **changes: object) -> None:
         """setsockopt(): TCP_NODELAY, SO_KEEPALIVE, TCP_KEEPIDLE/INTVL/CNT, timeouts...
 
         Takes effect at once: turning Nagle off flushes held data (Linux does the same in
         tcp_push_pending_frames), turning keep-alive on arms its timer.  Buffer sizes,
         MSS and the congestion algorithm are fixed once the connection exists.
+        ``push``: the caller set TCP_NODELAY (again), which pushes the tail once past
+        TCP_CORK and Nagle, as Linux's __tcp_sock_set_nodelay does.
         """
         fixed = {"mss", "rcvbuf", "sndbuf", "window_scaling", "timestamps", "sack",
                  "congestion_control", "initial_cwnd", "ofo_max_ranges"} & changes.keys()
         if fixed:
             raise OSError(errnos.EINVAL, f"cannot change {sorted(fixed)} on a live connection")
         self._now = now
-        new = dataclasses.replace(self.options, **changes)  # type: ignore[arg-type]
+        old = self.options
+        new = dataclasses.replace(old, **changes)  # type: ignore[arg-type]
         new.validate()
         self.options = new
         if new.keepalive and self.state.synchronized:
@@ -602,7 +625,14 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
             self.timers.keepalive_at = now + new.keepalive_time
         elif not new.keepalive:
             self.timers.keepalive_at = None
-        self._output(now)
+        # Setting TCP_NODELAY, or clearing TCP_CORK with it set, pushes the tail once past
+        # the cork as well (__tcp_sock_set_nodelay, __tcp_sock_set_cork: TCP_NAGLE_PUSH)
+        self._push_once = new.nodelay and (push or not old.nodelay
+                                           or (old.cork and not new.cork))
+        try:
+            self._output(now)
+        finally:
+            self._push_once = False
 
     def _abort(self, now: int) -> None:
         if self.state in ABORT_SENDS_RST:

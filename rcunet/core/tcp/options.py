@@ -47,6 +47,9 @@ class Options:
     timestamps: bool = True  #: tcp_timestamps (RFC 7323 §3)
     sack: bool = True  #: tcp_sack (RFC 2018)
     nodelay: bool = False  #: TCP_NODELAY: disable Nagle (RFC 896, RFC 1122 §4.2.3.4)
+    #: TCP_CORK: hold every partial segment (Linux TCP_NAGLE_CORK) until uncorked, a full
+    #: segment forms, or the probe timer fires with nothing in flight
+    cork: bool = False
     congestion_control: str = "cubic"  #: "reno" (RFC 5681/6582) or "cubic" (RFC 9438)
     initial_cwnd: int = 10  #: segments (RFC 6928; Linux TCP_INIT_CWND)
     rto_initial: int = 1 * SECOND  #: RFC 6298 §2.1 (Linux TCP_TIMEOUT_INIT)

@@ -149,6 +149,22 @@ class OutputMixin:
                 and (t.snd_una - sml) & MASK32 >= HALF32
                 and (t.snd_max - sml) & MASK32 < HALF32)
 
+    def _tail_held(self) -> bool:
+        """Does the partial segment at the tail wait?  tcp_nagle_check: TCP_CORK or a
+        MSG_MORE send (TCP_NAGLE_CORK) holds it whatever is in flight, Nagle
+        (``_nagle_applies``) while a small segment is unacknowledged; a writer waiting
+        for buffer space pushes past both (TCP_NAGLE_PUSH)."""
+        if self._push_once:
+            return False
+        if (self.options.cork or self._more) and not self._send_blocked:
+            return True
+        return self._nagle_applies()
+
+    def _push_marked(self, end: int) -> bool:
+        """Does a segment ending at ``end`` carry PSH: the last write's pushed tail
+        (tcp_mark_push), or the end of a MSG_ZEROCOPY skb (marked before a new one)."""
+        return end == self._psh_seq or end in self._skb_ends  # zerocopy skb ends
+
     def _cwnd_room(self) -> int:
         """Bytes congestion control lets us put in flight now.
 
@@ -228,15 +244,17 @@ class OutputMixin:
             if n < t.snd_mss and n < t.max_snd_wnd // 2:
                 return False
         if (not retransmission and not force and n == avail and 0 < n < t.snd_mss
-                and not fin_pending and self._nagle_applies()):
-            return False  # Nagle: this small segment waits for what is in flight
+                and not fin_pending and self._tail_held()):
+            return False  # Nagle or the cork: this small segment waits
         fin = fin_pending and n == avail and win_room > n
         if n == 0 and not fin:
             return False
         seq = snd_nxt
         off = ((seq - self._tx_seq + HALF32) & MASK32) - HALF32
         payload = self._tx.slice(off, n)
-        flags = ACK | (PSH if n and n == avail else 0) | (FIN if fin else 0)
+        flags = ACK | (FIN if fin else 0)
+        if n and (force or self._push_marked((seq + n) & MASK32)):
+            flags |= PSH  # tcp_write_wakeup (the probe timer's send) sets PSH as well
         self._emit(self._make(seq, flags, now, payload))
         if n:
             self._event_data_sent(now)
@@ -306,7 +324,8 @@ class OutputMixin:
         if n == 0 and not fin:
             return None
         flags = ACK | (FIN if fin else 0) | (
-            PSH if n and (off + n == len(self._tx) or n == bound) else 0)
+            PSH if n and (off + n == len(self._tx) or n == bound
+                          or self._push_marked(add(seq, n))) else 0)
         self._emit(self._make(seq, flags, now, self._tx.slice(off, n)))
         if n:
             self._event_data_sent(now)

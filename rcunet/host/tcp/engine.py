@@ -108,14 +108,14 @@ class EngineMixin:
         # the caller wakes the socket after unlocking
         return (bool(events) or reported) and not wake
 
-    def update_options_locked(self, sk: TcpSock) -> None:
+    def update_options_locked(self, sk: TcpSock, push: bool = False) -> None:
         """setsockopt reached a live connection: the engine takes the socket's options
         (``Connection.update_options``: keep-alive timer, what Nagle held), then what it
         produced is collected.  Socket lock held."""
         conn = sk.conn
         if conn is None or conn.state is CState.CLOSED:
             return
-        conn.update_options(self.host.now(), **sk.live_options())
+        conn.update_options(self.host.now(), push, **sk.live_options())
         self.after_engine(sk)
 
     def disconnect(self, sk: TcpSock) -> None:
