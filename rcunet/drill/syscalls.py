@@ -382,7 +382,8 @@ class Syscalls:
                      | LINUX_SYMBOLS["MSG_MORE"] | LINUX_SYMBOLS["MSG_EOR"]
                      | LINUX_SYMBOLS["MSG_ZEROCOPY"] | LINUX_SYMBOLS["MSG_FASTOPEN"]):
             raise DrillUnsupported(0, f"send flags {flags:#x}")
-        sk_flags = _pysocket.MSG_MORE if flags & LINUX_SYMBOLS["MSG_MORE"] else 0
+        sk_flags = ((_pysocket.MSG_MORE if flags & LINUX_SYMBOLS["MSG_MORE"] else 0)
+                    | (_pysocket.MSG_EOR if flags & LINUX_SYMBOLS["MSG_EOR"] else 0))
         if getattr(fd, "_fastopen_wait", False):
             # a blocking Fast Open send returns once the connection is open
             # (inet_wait_for_connect), then queues what the SYN did not carry

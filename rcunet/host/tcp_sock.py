@@ -59,9 +59,10 @@ MSG_DONTWAIT = int(_pysocket.MSG_DONTWAIT)
 MSG_WAITALL = int(_pysocket.MSG_WAITALL)
 MSG_PEEK = int(_pysocket.MSG_PEEK)
 MSG_MORE = int(getattr(_pysocket, "MSG_MORE", 0x8000))
+MSG_EOR = int(getattr(_pysocket, "MSG_EOR", 0x80))
 MSG_NOSIGNAL = int(getattr(_pysocket, "MSG_NOSIGNAL", 0x4000))
 #: send() flags TCP takes (Linux tcp_sendmsg; MSG_NOSIGNAL: no SIGPIPE here anyway)
-_SEND_FLAGS = MSG_DONTWAIT | MSG_MORE | MSG_NOSIGNAL
+_SEND_FLAGS = MSG_DONTWAIT | MSG_MORE | MSG_EOR | MSG_NOSIGNAL
 SHUT_RD, SHUT_WR, SHUT_RDWR = _pysocket.SHUT_RD, _pysocket.SHUT_WR, _pysocket.SHUT_RDWR
 #: Per-segment memory charged against the backlog limit besides its payload (truesize).
 SEGMENT_OVERHEAD = 256
@@ -456,15 +457,15 @@ class TcpSock(TcpSockOptions, SockEntry):
     def send(self, data: bytes | memoryview, timeout: float | None, flags: int = 0,
              zc_more: bool = False, iov: tuple[int, ...] | None = None) -> int:
         """send(): MSG_DONTWAIT, MSG_MORE (the tail waits for more: TCP_NAGLE_CORK),
-        MSG_NOSIGNAL, MSG_ZEROCOPY.  ``zc_more``: goes on with a MSG_ZEROCOPY send that
-        queued bytes (no new id); ``iov``: the lengths of the buffers ``data`` gathers
-        (sendmsg)."""
+        MSG_EOR (the write ends a record no later write joins), MSG_NOSIGNAL,
+        MSG_ZEROCOPY.  ``zc_more``: goes on with a MSG_ZEROCOPY send that queued bytes
+        (no new id); ``iov``: the lengths of the buffers ``data`` gathers (sendmsg)."""
         if flags & MSG_DONTWAIT:
             timeout = 0.0
         if flags & ~(_SEND_FLAGS | tcp_errq.MSG_ZEROCOPY):
             raise oserror(errno.EOPNOTSUPP, "send supports MSG_DONTWAIT, MSG_MORE, "
-                          "MSG_NOSIGNAL and MSG_ZEROCOPY")
-        more = bool(flags & MSG_MORE)
+                          "MSG_EOR, MSG_NOSIGNAL and MSG_ZEROCOPY")
+        more, eor = bool(flags & MSG_MORE), bool(flags & MSG_EOR)
         view = memoryview(data)
         total = len(view)
         deadline = None if timeout == 0.0 else self._deadline(timeout)
@@ -478,7 +479,8 @@ class TcpSock(TcpSockOptions, SockEntry):
             try:
                 zc = 0 if not zerocopy else 2 if zc_more or sent else 1
                 sent += self._send_locked(view[sent:], zc, timeout is not None,
-                                          iov_after(iov, sent) if iov and sent else iov, more)
+                                          iov_after(iov, sent) if iov and sent else iov, more,
+                                          eor)
             except OSError as exc:
                 if not sent:
                     raise
@@ -507,10 +509,11 @@ class TcpSock(TcpSockOptions, SockEntry):
         raise oserror(err)
 
     def _send_locked(self, view: memoryview, zc: int = 0, partial_ends: bool = True,
-                     iov: tuple[int, ...] | None = None, more: bool = False) -> int:
+                     iov: tuple[int, ...] | None = None, more: bool = False,
+                     eor: bool = False) -> int:
         """One round of a send; ``zc``: MSG_ZEROCOPY, its first (1) or a later round (2);
         ``partial_ends``: queueing part of ``view`` ends the call (a timestamp request);
-        ``more``: MSG_MORE."""
+        ``more``, ``eor``: MSG_MORE, MSG_EOR."""
         if self.held_err:
             self._raise_held_err()
         conn = self.conn
@@ -526,8 +529,8 @@ class TcpSock(TcpSockOptions, SockEntry):
         now = self.host.now()
         if (zc and self.zerocopy or self.ts is not None) and len(view):
             n = tcp_errq.send_noted(self, conn, view, now, zc, partial_ends, iov)
-        elif more:
-            n = conn.send(view, now, more=more) if len(view) else 0
+        elif more or eor:
+            n = conn.send(view, now, more=more, eor=eor) if len(view) else 0
         else:
             n = conn.send(view, now) if len(view) else 0
         if n and conn.quiet and self.poll is None:

@@ -137,7 +137,7 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         "_first_rtx_at", "_high_rxt", "_keepalive_probes", "_last_oow_ack_at",
         "_last_rcv_at", "_lrcvtime", "_now", "_ofo", "_orphaned", "_out", "_peer_ws_offered",
         "_persist_backoff", "_pingpong", "_pushed_seq", "_forced_until", "_snd_sml",
-        "_psh_seq", "_more", "_push_once", "_probes_out", "_quick", "_rcv_rtt",
+        "_psh_seq", "_eor_marks", "_more", "_push_once", "_probes_out", "_quick", "_rcv_rtt",
         "_rcv_rtt_at",
         "_rcv_rtt_seq",
         "_rcv_rtt_tsecr", "_rcv_space", "_rcv_space_at", "_rcv_space_copied",
@@ -187,9 +187,11 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         self._pushed_seq = self._tx_seq
         self._snd_sml = t.iss  # end of the last sub-MSS segment sent (Linux tp->snd_sml)
         # Where segments carry PSH: the last write's tail (tcp_mark_push; None after a
-        # MSG_MORE write, whose tail Linux leaves unmarked); ``_more``: the output pass
+        # MSG_MORE write, whose tail Linux leaves unmarked) and the ends of MSG_EOR records,
+        # which no later byte joins (TCP_SKB_CB(skb)->eor); ``_more``: the output pass
         # of a MSG_MORE send is corked (tcp_push with TCP_NAGLE_CORK)
         self._psh_seq: int | None = None
+        self._eor_marks: deque[int] = deque()
         self._more = False
         self._push_once = False  # this output pass pushes past cork and Nagle (TCP_NAGLE_PUSH)
         self._forced_until: int | None = None
@@ -434,12 +436,15 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         return self.state.fin_received and not self._rx
 
     def send(self, data: bytes | bytearray | memoryview, now: int,
-             skb_ends: tuple[int, ...] = (), more: bool = False) -> int:
+             skb_ends: tuple[int, ...] = (), more: bool = False, eor: bool = False) -> int:
         """Queue ``data``; return how many bytes the send buffer took (0 when full).
         ``skb_ends``: offsets into ``data`` where an skb ends (no segment crosses one;
         0 ends the skb the bytes before ``data`` are in); those past what was taken are
         dropped.  ``more`` is MSG_MORE: this write's partial tail waits for more
-        (tcp_push with TCP_NAGLE_CORK) and gets no PSH; only when every byte was taken."""
+        (tcp_push with TCP_NAGLE_CORK) and gets no PSH; ``eor`` is MSG_EOR: the write
+        ends a record, which no later write's bytes join in a segment (Linux
+        tcp_skb_can_collapse_to).  Both apply only when every byte was taken (Linux sets
+        them on the last skb)."""
         self._now = now
         self.quiet = False
         self._raise_pending_error()
@@ -451,13 +456,13 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         if n < len(data):
             self._send_blocked = True
             self.chrono.start(SNDBUF_LIMITED, now)  # the writer waits for space
-            more = False  # the writer will wait: tcp_push(flags & ~MSG_MORE)
+            more = eor = False  # the writer will wait: tcp_push(flags & ~MSG_MORE)
         if n:
             if skb_ends:
                 start = (self._tx_seq + len(self._tx)) & MASK32
                 self._skb_ends.extend((start + off) & MASK32 for off in skb_ends if off <= n)
             self._tx.append(memoryview(data)[:n] if n < len(data) else data)
-            self._mark_push(more)
+            self._mark_push(more, eor)
             if self._nagle_holds_tail():
                 self.quiet = True
             else:
@@ -468,11 +473,12 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
                     self._more = False
         return n
 
-    def _mark_push(self, more: bool) -> None:
+    def _mark_push(self, more: bool, eor: bool) -> None:
         """tcp_sendmsg_locked's push marks: the write's tail is pushed (tcp_push ->
         tcp_mark_push) unless MSG_MORE, and a write that took more than half the peer's
         largest window since the last mark is a forced push (forced_push): the parts of
-        it that cwnd or the window let out end with PSH (``_push_burst_end``)."""
+        it that cwnd or the window let out end with PSH (``_push_burst_end``).  A
+        MSG_EOR write's end is a record boundary that keeps its PSH."""
         end = (self._tx_seq + len(self._tx)) & MASK32
         forced = ((end - self._pushed_seq) & MASK32) > self.tcb.max_snd_wnd >> 1
         if forced:
@@ -482,6 +488,8 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
             self._psh_seq = end
         else:
             self._psh_seq = None  # appending to the tail clears its mark ("if (!copied)")
+        if eor:
+            self._eor_marks.append(end)
 
     def _nagle_holds_tail(self) -> bool:
         """Would ``_output`` send nothing after an append?  True when nothing but new data
@@ -494,6 +502,7 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
                 and t.snd_nxt == t.snd_max  # unsent bytes: sub(add(tx_seq, len), snd_nxt)
                 and ((self._tx_seq + len(self._tx) - t.snd_nxt + HALF32) & MASK32) - HALF32
                 < t.snd_mss
+                and not self._eor_marks
                 and self._nagle_applies())
 
     def recv(self, max_bytes: int, now: int) -> bytes:

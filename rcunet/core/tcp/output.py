@@ -162,8 +162,22 @@ class OutputMixin:
 
     def _push_marked(self, end: int) -> bool:
         """Does a segment ending at ``end`` carry PSH: the last write's pushed tail
-        (tcp_mark_push), or the end of a MSG_ZEROCOPY skb (marked before a new one)."""
-        return end == self._psh_seq or end in self._skb_ends  # zerocopy skb ends
+        (tcp_mark_push), the end of a MSG_ZEROCOPY skb (marked before a new one) or of
+        a MSG_EOR record."""
+        return end == self._psh_seq or end in self._eor_marks or end in self._skb_ends
+
+    def _record_left(self, seq: int) -> int:
+        """Bytes from ``seq`` to the end of its MSG_EOR record (a segment never joins
+        two: tcp_skb_can_collapse_to); records wholly acknowledged are forgotten."""
+        marks = self._eor_marks
+        una = self.tcb.snd_una
+        while marks and (una - marks[0]) & MASK32 < HALF32:  # ge(snd_una, mark)
+            marks.popleft()
+        for mark in marks:
+            left = ((mark - seq + HALF32) & MASK32) - HALF32
+            if left > 0:
+                return left
+        return HALF32
 
     def _cwnd_room(self) -> int:
         """Bytes congestion control lets us put in flight now.
@@ -230,7 +244,10 @@ class OutputMixin:
             if bound is not None and bound < avail:
                 avail, fin_pending = bound, False
         win_room = ((t.snd_una + t.snd_wnd - snd_nxt + HALF32) & MASK32) - HALF32
-        n = min(avail, t.snd_mss, win_room, room)
+        record = avail  # bytes up to the end of the data, or of the MSG_EOR record
+        if self._eor_marks:
+            record = min(avail, self._record_left(snd_nxt))
+        n = min(record, t.snd_mss, win_room, room)
         if sacked_limit is not None:
             n = min(n, sacked_limit)
         if n < 0:
@@ -238,7 +255,7 @@ class OutputMixin:
         retransmission = (snd_nxt - t.snd_max) & MASK32 >= HALF32
         if n == 0 and not (fin_pending and avail == 0):
             return False
-        if not retransmission and not force and n < avail:
+        if not retransmission and not force and n < record:
             # Sender SWS avoidance (RFC 9293 §3.8.6.2.1): a full segment, or half the
             # largest window the peer ever offered.
             if n < t.snd_mss and n < t.max_snd_wnd // 2:
@@ -317,6 +334,8 @@ class OutputMixin:
         bound = self._skb_bound(seq) if self._skb_ends else None
         if bound is not None:
             limit = min(limit, bound)
+        if self._eor_marks:
+            limit = min(limit, self._record_left(seq))
         n = max(0, min(limit, len(self._tx) - off))
         fin = (self._fin_queued and off + n == len(self._tx)
                and self.state in (FIN_WAIT_1, CLOSING, LAST_ACK)
