@@ -37,6 +37,7 @@ SOCK_STREAM = _pysocket.SOCK_STREAM
 SOCK_DGRAM = _pysocket.SOCK_DGRAM
 SOL_SOCKET = _pysocket.SOL_SOCKET
 MSG_TRUNC = int(_pysocket.MSG_TRUNC)
+MSG_CTRUNC = int(_pysocket.MSG_CTRUNC)
 SO_DOMAIN = getattr(_pysocket, "SO_DOMAIN", 39)
 SO_PROTOCOL = getattr(_pysocket, "SO_PROTOCOL", 38)
 #: MSG_ZEROCOPY and the error queue (Linux values; Python's socket module lacks some)
@@ -553,18 +554,29 @@ class Socket:
 
     def recvmsg(self, bufsize: int, ancbufsize: int = 0, flags: int = 0
                 ) -> tuple[bytes, list[Any], int, Any]:
-        """(data, [], msg_flags, address): no ancillary data comes with data; a datagram
-        longer than ``bufsize`` sets MSG_TRUNC.  With MSG_ERRQUEUE: the oldest entry of
-        the error queue (a TCP socket's MSG_ZEROCOPY notifications) with its
-        ``IP_RECVERR``/``IPV6_RECVERR`` control message, as Linux's ``ip_recv_error``
-        gives it; EAGAIN when the queue is empty (it never blocks)."""
+        """(data, ancdata, msg_flags, address): a TCP socket with TCP_INQ set gets
+        (SOL_TCP, TCP_CM_INQ, the bytes left to read) as Linux's tcp_recvmsg gives it
+        (MSG_CTRUNC without the room); a datagram longer than ``bufsize`` sets
+        MSG_TRUNC.  With MSG_ERRQUEUE: the oldest entry of the error queue (a TCP
+        socket's MSG_ZEROCOPY notifications) with its ``IP_RECVERR``/``IPV6_RECVERR``
+        control message, as Linux's ``ip_recv_error`` gives it; EAGAIN when the queue is
+        empty (it never blocks)."""
         if ancbufsize < 0:
             raise ValueError("negative buffer size in recvmsg()")
         if flags & MSG_ERRQUEUE:
             return self._recv_errqueue(bufsize, ancbufsize)
         data, address, size = self._recvfrom(bufsize, flags)
         msg_flags = MSG_TRUNC if self.type == SOCK_DGRAM and size > len(data) else 0
-        return data, [], msg_flags, address
+        ancdata: list[Any] = []
+        cmsgs = getattr(self._sk, "recv_cmsgs", None)  # TCP: TCP_CM_INQ with TCP_INQ set
+        if cmsgs is not None:
+            for level, kind, payload in cmsgs():
+                if ancbufsize < _pysocket.CMSG_LEN(len(payload)):
+                    msg_flags |= MSG_CTRUNC  # put_cmsg: no room for it
+                    break
+                ancbufsize -= _pysocket.CMSG_SPACE(len(payload))
+                ancdata.append((level, kind, payload))
+        return data, ancdata, msg_flags, address
 
     def _recv_errqueue(self, bufsize: int, ancbufsize: int
                        ) -> tuple[bytes, list[Any], int, Any]:

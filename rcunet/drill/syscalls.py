@@ -551,10 +551,15 @@ class Syscalls:
         size = self._iov_len(msg.field("msg_iov"))
         if flags & LINUX_SYMBOLS["MSG_ERRQUEUE"]:
             return self._recv_errqueue(fd, msg, size, flags)
-        if isinstance(control, s.Array) and control.items:
-            raise DrillUnsupported(0, "recvmsg() with control messages (TCP_CM_INQ, "
-                                      "timestamps)")
-        return self._recv(fd, size, flags)
+        result = self._recv(fd, size, flags)
+        if isinstance(result, Outcome) and isinstance(control, s.Array) and control.items:
+            # checked after the read, as tcp_recvmsg computes TCP_CM_INQ after it
+            expected = cmsg.expected_cmsgs(control, self.int_value)
+            got = [cmsg.Cmsg(*c) for c in fd.sk.recv_cmsgs()]
+            problem = cmsg.compare(expected, got)
+            if problem:
+                result.problems.append(problem)
+        return result
 
     def _recv_errqueue(self, fd: Fd, msg: s.Struct, size: int, flags: int) -> Outcome:
         """recvmsg(MSG_ERRQUEUE): never blocks; on success msg_flags and the control

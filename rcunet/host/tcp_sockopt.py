@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rcunet.core.tcp import Options
+from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.window import full_space
 from rcunet.host import tcp_errq, tcp_fastopen
 from rcunet.host.sockerr import int_option, oserror, ranged
@@ -35,6 +36,7 @@ TCP_KEEPCNT = getattr(_pysocket, "TCP_KEEPCNT", 6)
 TCP_SYNCNT = getattr(_pysocket, "TCP_SYNCNT", 7)
 TCP_INFO = getattr(_pysocket, "TCP_INFO", 11)
 TCP_CORK = getattr(_pysocket, "TCP_CORK", 3)
+TCP_INQ = 36  # also the cmsg type TCP_CM_INQ (Linux include/uapi/linux/tcp.h)
 SECOND = 1_000_000_000
 #: The one SOL_SOCKET option a live connection's engine reads (``live_options``).
 _SO_KEEPALIVE = (SOL_SOCKET, _pysocket.SO_KEEPALIVE)
@@ -96,6 +98,7 @@ class TcpSockOptions:
             setters = {
                 _pysocket.TCP_NODELAY: lambda: setattr(self, "nodelay", bool(number)),
                 TCP_CORK: lambda: setattr(self, "cork", bool(number)),
+                TCP_INQ: lambda: setattr(self, "inq", bool(number)),
                 _pysocket.TCP_MAXSEG: lambda: self._set_maxseg(number),
                 TCP_KEEPIDLE: lambda: setattr(self, "keepidle", ranged(number, 1, 32767)),
                 TCP_KEEPINTVL: lambda: setattr(self, "keepintvl", ranged(number, 1, 32767)),
@@ -148,6 +151,7 @@ class TcpSockOptions:
             getters = {
                 _pysocket.TCP_NODELAY: lambda: int(self.nodelay),
                 TCP_CORK: lambda: int(self.cork),
+                TCP_INQ: lambda: int(self.inq),
                 _pysocket.TCP_MAXSEG: lambda: (conn.tcb.snd_mss if conn is not None
                                                and conn.state.synchronized
                                                else self.user_mss or TCP_MSS_DEFAULT),
@@ -167,6 +171,28 @@ class TcpSockOptions:
         if buflen is not None:
             return struct.pack("i", result)[:buflen]
         return result
+
+    def inq_hint(self) -> int:
+        """Linux tcp_inq_hint: in-order bytes not read yet; 1 once none are left and the
+        peer's FIN (or a reset) ended the stream (SOCK_DONE), so a reader that asked for
+        TCP_INQ reads on to the EOF."""
+        since = self._lock()
+        try:
+            conn = self.conn
+            inq = conn.readable if conn is not None else 0
+            if inq == 0 and (conn is None or conn.state.fin_received
+                             or conn.state is CState.CLOSED):
+                inq = 1
+        finally:
+            self._unlock(since)
+        return inq
+
+    def recv_cmsgs(self) -> list[tuple[int, int, bytes]]:
+        """The control messages a recvmsg that just read data gets: TCP_CM_INQ with the
+        TCP_INQ hint, computed after the read as tcp_recvmsg does."""
+        if not self.inq:
+            return []
+        return [(SOL_TCP, TCP_INQ, struct.pack("i", self.inq_hint()))]
 
     def tcp_info(self, buflen: int | None = None) -> bytes:
         """TCP_INFO: Linux's struct tcp_info (host/tcp_info.py), cut to ``buflen``."""
@@ -244,7 +270,7 @@ class TcpSockOptions:
         self.rcvbuf, self.sndbuf = listener.rcvbuf, listener.sndbuf
         self.sndbuf_locked, self.rcvbuf_locked = listener.sndbuf_locked, listener.rcvbuf_locked
         self.nodelay, self.keepalive = listener.nodelay, listener.keepalive
-        self.cork = listener.cork
+        self.cork, self.inq = listener.cork, listener.inq
         self.keepidle, self.keepintvl, self.keepcnt = (
             listener.keepidle, listener.keepintvl, listener.keepcnt)
         self.user_mss, self.linger = listener.user_mss, listener.linger

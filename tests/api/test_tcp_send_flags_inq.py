@@ -1,0 +1,75 @@
+"""Send-side flags and TCP_INQ through the socket API, as a program uses them on Linux:
+TCP_CORK and MSG_MORE hold a partial tail until uncorked or followed by a plain send,
+MSG_EOR is accepted, and with TCP_INQ set recvmsg returns a TCP_CM_INQ control message
+with the bytes left to read (1 once the peer's FIN ended the stream)."""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from rcunet.host.network import Network
+
+TCP_CORK, TCP_INQ = 3, 36
+MSG_MORE, MSG_EOR = 0x8000, 0x80
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[Any, Any]]:
+    net, a, b = Network.two_hosts(threaded=True)
+    net.start()
+    srv = b.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("10.0.0.2", 7201))
+    srv.listen(1)
+    cli = a.socket(socket.AF_INET, socket.SOCK_STREAM)
+    cli.settimeout(10)
+    cli.connect(("10.0.0.2", 7201))
+    child, _ = srv.accept()
+    child.settimeout(10)
+    yield cli, child
+    for s in (cli, child, srv):
+        s.close()
+    net.close()
+
+
+def _wait_readable(sock: Any, n: int) -> None:
+    """Until ``n`` bytes are queued (MSG_PEEK | MSG_WAITALL waits for them)."""
+    assert len(sock.recv(n, socket.MSG_PEEK | socket.MSG_WAITALL)) == n
+
+
+def test_inq_control_message(pair: tuple[Any, Any]) -> None:
+    cli, child = pair
+    child.setsockopt(socket.IPPROTO_TCP, TCP_INQ, 1)
+    assert child.getsockopt(socket.IPPROTO_TCP, TCP_INQ) == 1
+    cli.sendall(b"x" * 3000)
+    _wait_readable(child, 3000)
+    data, anc, flags, _ = child.recvmsg(1000, socket.CMSG_SPACE(4))
+    assert len(data) == 1000 and flags == 0
+    assert anc == [(socket.IPPROTO_TCP, TCP_INQ, struct.pack("i", 2000))]
+    data, anc, flags, _ = child.recvmsg(2000, 0)  # no room: the message is cut
+    assert len(data) == 2000 and anc == [] and flags & socket.MSG_CTRUNC
+    cli.shutdown(socket.SHUT_WR)
+    assert child.recv(10) == b""
+    _, anc, _, _ = child.recvmsg(10, socket.CMSG_SPACE(4))
+    assert anc == [(socket.IPPROTO_TCP, TCP_INQ, struct.pack("i", 1))]  # SOCK_DONE
+
+
+def test_cork_and_msg_more_hold_the_tail(pair: tuple[Any, Any]) -> None:
+    cli, child = pair
+    cli.setsockopt(socket.IPPROTO_TCP, TCP_CORK, 1)
+    assert cli.getsockopt(socket.IPPROTO_TCP, TCP_CORK) == 1
+    cli.send(b"a" * 100)
+    cli.send(b"b" * 100, MSG_EOR)
+    cli.setsockopt(socket.IPPROTO_TCP, TCP_CORK, 0)
+    _wait_readable(child, 200)
+    assert child.recv(200) == b"a" * 100 + b"b" * 100
+    cli.send(b"c" * 50, MSG_MORE)
+    cli.send(b"d" * 50)
+    _wait_readable(child, 100)
+    assert child.recv(100) == b"c" * 50 + b"d" * 50
+    with pytest.raises(OSError):
+        cli.send(b"e", socket.MSG_OOB)
