@@ -125,7 +125,7 @@ class TcpSock(TcpSockOptions, SockEntry):
         "layer", "host", "sl", "conn", "wq", "wq_gates", "wake_seq", "outbox",
         "rx_skbs", "timer", "teardown", "time_wait", "listener", "acceptq", "embryos", "syn_qlen",
         "max_ack_backlog", "life", "rskq_lock", "last_overflow_at", "rcvbuf", "sndbuf", "nodelay",
-        "cork", "inq",
+        "cork", "inq", "user_timeout",
         "keepalive", "keepidle", "keepintvl", "keepcnt", "syncnt", "user_mss", "linger",
         "shutdown_rd", "poll", "hold_ns",
         "hold_count", "hold_max_ns", "soft_err", "mtu_info", "held_err", "xmit", "tx_csum_offload",
@@ -173,6 +173,7 @@ class TcpSock(TcpSockOptions, SockEntry):
         self.nodelay = False
         self.cork = False  # TCP_CORK
         self.inq = False  # TCP_INQ: recvmsg reports the bytes left (TCP_CM_INQ)
+        self.user_timeout = 0  # TCP_USER_TIMEOUT, ms (0: tcp_retries2 decides)
         self.keepalive = False
         self.keepidle: int | None = None  # TCP_KEEPIDLE seconds; None: the sysctl
         self.keepintvl: int | None = None

@@ -37,6 +37,7 @@ TCP_SYNCNT = getattr(_pysocket, "TCP_SYNCNT", 7)
 TCP_INFO = getattr(_pysocket, "TCP_INFO", 11)
 TCP_CORK = getattr(_pysocket, "TCP_CORK", 3)
 TCP_INQ = 36  # also the cmsg type TCP_CM_INQ (Linux include/uapi/linux/tcp.h)
+TCP_USER_TIMEOUT = getattr(_pysocket, "TCP_USER_TIMEOUT", 18)
 SECOND = 1_000_000_000
 #: The one SOL_SOCKET option a live connection's engine reads (``live_options``).
 _SO_KEEPALIVE = (SOL_SOCKET, _pysocket.SO_KEEPALIVE)
@@ -99,6 +100,7 @@ class TcpSockOptions:
                 _pysocket.TCP_NODELAY: lambda: setattr(self, "nodelay", bool(number)),
                 TCP_CORK: lambda: setattr(self, "cork", bool(number)),
                 TCP_INQ: lambda: setattr(self, "inq", bool(number)),
+                TCP_USER_TIMEOUT: lambda: self._set_user_timeout(number),
                 _pysocket.TCP_MAXSEG: lambda: self._set_maxseg(number),
                 TCP_KEEPIDLE: lambda: setattr(self, "keepidle", ranged(number, 1, 32767)),
                 TCP_KEEPINTVL: lambda: setattr(self, "keepintvl", ranged(number, 1, 32767)),
@@ -118,6 +120,13 @@ class TcpSockOptions:
         if setter is None:
             raise oserror(errno.ENOPROTOOPT)
         setter()
+
+    def _set_user_timeout(self, value: int) -> None:
+        """TCP_USER_TIMEOUT in ms: negative is EINVAL (do_tcp_setsockopt ->
+        tcp_sock_set_user_timeout)."""
+        if value < 0:
+            raise oserror(errno.EINVAL, "TCP_USER_TIMEOUT must be >= 0")
+        self.user_timeout = value
 
     def _set_maxseg(self, value: int) -> None:
         if value and not TCP_MIN_MSS <= value <= TCP_MAX_USER_MSS:
@@ -152,6 +161,7 @@ class TcpSockOptions:
                 _pysocket.TCP_NODELAY: lambda: int(self.nodelay),
                 TCP_CORK: lambda: int(self.cork),
                 TCP_INQ: lambda: int(self.inq),
+                TCP_USER_TIMEOUT: lambda: self.user_timeout,
                 _pysocket.TCP_MAXSEG: lambda: (conn.tcb.snd_mss if conn is not None
                                                and conn.state.synchronized
                                                else self.user_mss or TCP_MSS_DEFAULT),
@@ -249,7 +259,8 @@ class TcpSockOptions:
     def _keepalive_overrides(self) -> dict[str, Any]:
         """Socket-level settings; the TCP_KEEP* ones only when set (else the sysctls)."""
         values: dict[str, Any] = {"nodelay": self.nodelay, "cork": self.cork,
-                                  "keepalive": self.keepalive}
+                                  "keepalive": self.keepalive,
+                                  "user_timeout": self.user_timeout * 1_000_000}  # ms -> ns
         if self.keepidle is not None:
             values["keepalive_time"] = self.keepidle * SECOND
         if self.keepintvl is not None:
@@ -271,6 +282,7 @@ class TcpSockOptions:
         self.sndbuf_locked, self.rcvbuf_locked = listener.sndbuf_locked, listener.rcvbuf_locked
         self.nodelay, self.keepalive = listener.nodelay, listener.keepalive
         self.cork, self.inq = listener.cork, listener.inq
+        self.user_timeout = listener.user_timeout
         self.keepidle, self.keepintvl, self.keepcnt = (
             listener.keepidle, listener.keepintvl, listener.keepcnt)
         self.user_mss, self.linger = listener.user_mss, listener.linger

@@ -137,8 +137,8 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         "_first_rtx_at", "_high_rxt", "_keepalive_probes", "_last_oow_ack_at",
         "_last_rcv_at", "_lrcvtime", "_now", "_ofo", "_orphaned", "_out", "_peer_ws_offered",
         "_persist_backoff", "_pingpong", "_pushed_seq", "_forced_until", "_snd_sml",
-        "_psh_seq", "_eor_marks", "_more", "_push_once", "_probes_out", "_quick", "_rcv_rtt",
-        "_rcv_rtt_at",
+        "_psh_seq", "_eor_marks", "_more", "_push_once", "_probes_out", "_probes_tstamp",
+        "_quick", "_rcv_rtt", "_rcv_rtt_at",
         "_rcv_rtt_seq",
         "_rcv_rtt_tsecr", "_rcv_space", "_rcv_space_at", "_rcv_space_copied",
         "_rcv_unacked", "_recover", "_recovery", "_retransmits", "_rtt_seq", "_rtt_start",
@@ -246,6 +246,7 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         self._persist_backoff = 0
         self._keepalive_probes = 0
         self._probes_out = 0  # unanswered zero-window probes (Linux icsk_probes_out)
+        self._probes_tstamp: int | None = None  # the first of them (icsk_probes_tstamp)
         self._last_rcv_at = 0
         self._challenge_window_at: int | None = None
         self._challenge_count = 0

@@ -113,6 +113,7 @@ class InputMixin:
         self._last_rcv_at = now
         self._keepalive_probes = 0
         self._probes_out = 0
+        self._probes_tstamp = None
         if new_ack:
             acked = ((ack - snd_una + HALF32) & MASK32) - HALF32  # sub
             self._ack_advance(seg, now)
@@ -282,6 +283,7 @@ class InputMixin:
         self._last_rcv_at = now
         self._keepalive_probes = 0
         self._probes_out = 0
+        self._probes_tstamp = None
         if self.state is SYN_RECEIVED:
             if not (lt(t.snd_una, seg.ack) and le(seg.ack, t.snd_max)):
                 self._emit(tcp.Repr(src_port=self.local_port, dst_port=self.remote_port,

@@ -62,6 +62,10 @@ class Options:
     delack_delay: int = 40 * MS  #: Linux TCP_DELACK_MIN (RFC 1122 §4.2.3.2: < 500 ms)
     time_wait_timeout: int = 60 * SECOND  #: 2MSL; Linux TCP_TIMEWAIT_LEN
     fin_timeout: int = 60 * SECOND  #: tcp_fin_timeout: orphaned FIN-WAIT-2 lifetime
+    #: TCP_USER_TIMEOUT (ns; 0: off): how long transmitted data may stay unacknowledged,
+    #: or zero-window probes and keepalive probes unanswered, before the connection is
+    #: given up with ETIMEDOUT (Linux icsk_user_timeout, RFC 5482)
+    user_timeout: int = 0
     keepalive: bool = False  #: SO_KEEPALIVE
     keepalive_time: int = 7200 * SECOND  #: tcp_keepalive_time / TCP_KEEPIDLE
     keepalive_intvl: int = 75 * SECOND  #: tcp_keepalive_intvl / TCP_KEEPINTVL

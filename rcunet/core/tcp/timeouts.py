@@ -12,6 +12,7 @@ from rcunet.core.tcp.common import (
     ESTABLISHED,
     FIN_WAIT_2,
     MASK32,
+    MS,
     RST,
     SYN_RECEIVED,
     SYN_SENT,
@@ -19,6 +20,9 @@ from rcunet.core.tcp.common import (
 )
 from rcunet.core.tcp.rto import retransmits_timed_out
 from rcunet.wire.seqnum import add, sub
+
+#: Linux TCP_TIMEOUT_MIN (2 jiffies at HZ=1000): the shortest timer a clamp arms
+TIMEOUT_MIN = 2 * MS
 
 
 class TimeoutsMixin:
@@ -62,7 +66,13 @@ class TimeoutsMixin:
         if st in (SYN_SENT, SYN_RECEIVED):
             passive_synack = st is SYN_RECEIVED and self.passive
             limit = o.synack_retries if passive_synack else o.syn_retries
-            if self._retransmits >= limit:
+            if o.user_timeout and not passive_synack and self._syn_sent_at is not None:
+                # retransmits_timed_out with a user timeout: the time since the SYN
+                # went out, not the count, decides (tcp_write_timeout)
+                expired = now - self._syn_sent_at >= o.user_timeout
+            else:
+                expired = self._retransmits >= limit
+            if expired:
                 self.counters.add("TcpExtTCPAbortOnTimeout")
                 if st is SYN_SENT:
                     self.counters.add("TcpAttemptFails")
@@ -78,6 +88,8 @@ class TimeoutsMixin:
             self.counters.add("TcpExtTCPSynRetrans")
             self.counters.add("TcpRetransSegs")
             self._send_syn(now, retransmit=True)
+            if o.user_timeout and not passive_synack and self._syn_sent_at is not None:
+                self._clamp_to_user_timeout(now, self._syn_sent_at)
             return
         if t.snd_una == t.snd_max or st is CLOSED or st is TIME_WAIT:
             return
@@ -88,6 +100,11 @@ class TimeoutsMixin:
             # data in flight.  Retransmissions are now window probes; give up only when
             # the peer has not ACKed anything for 2 * TCP_RTO_MAX (tcp_rtx_probe0_timed_out).
             timed_out = now - self._last_rcv_at > 2 * o.rto_max
+            if o.user_timeout:  # tcp_rtx_probe0_timed_out
+                timed_out = now - self._first_rtx_at >= o.user_timeout
+        elif o.user_timeout:
+            # retransmits_timed_out: TCP_USER_TIMEOUT replaces tcp_retries2's time bound
+            timed_out = now - self._first_rtx_at >= o.user_timeout
         else:
             timed_out = now - self._first_rtx_at >= retransmits_timed_out(
                 o.retries2, o.rto_min, o.rto_max)
@@ -112,6 +129,17 @@ class TimeoutsMixin:
         if end is not None:
             t.snd_nxt = end
         self.timers.rto_at = now + self.rto.rto
+        if o.user_timeout:
+            self._clamp_to_user_timeout(now, self._first_rtx_at)
+
+    def _clamp_to_user_timeout(self, now: int, since: int) -> None:
+        """tcp_clamp_rto_to_user_timeout: the next expiry comes no later than when the
+        user timeout (counted from ``since``) runs out, and at least TCP_TIMEOUT_MIN
+        (2 ms) from now, so the give-up happens on time, not one backed-off RTO late."""
+        remaining = self.options.user_timeout - (now - since)
+        at = self.timers.rto_at
+        if at is not None:
+            self.timers.rto_at = min(at, now + max(remaining, TIMEOUT_MIN))
 
     def _abort_timeout(self) -> None:
         self._tx.clear()
@@ -128,6 +156,15 @@ class TimeoutsMixin:
         if room > 0 and self._try_send(now, room=t.snd_mss, force=True):
             self._persist_backoff = 0
             return
+        user_timeout = self.options.user_timeout
+        if user_timeout:
+            # tcp_probe_timer: with TCP_USER_TIMEOUT, probes unanswered for that long
+            if self._probes_tstamp is None:
+                self._probes_tstamp = now
+            elif now - self._probes_tstamp >= user_timeout:
+                self.counters.add("TcpExtTCPAbortOnTimeout")
+                self._abort_timeout()
+                return
         if self._probes_out >= self.options.retries2:
             # Linux tcp_probe_timer: a peer that answers no probe at all is given up on;
             # one that keeps answering with a zero window is probed forever.
@@ -139,6 +176,11 @@ class TimeoutsMixin:
         self._probes_out += 1
         self._persist_backoff += 1
         self.timers.persist_at = now + self._persist_interval()
+        if user_timeout and self._probes_tstamp is not None:
+            # tcp_clamp_probe0_to_user_timeout
+            remaining = user_timeout - (now - self._probes_tstamp)
+            self.timers.persist_at = min(self.timers.persist_at,
+                                         now + max(remaining, TIMEOUT_MIN))
 
     def _persist_interval(self) -> int:
         return min(self.rto.base_rto << self._persist_backoff, self.options.rto_max)
@@ -157,7 +199,9 @@ class TimeoutsMixin:
         if idle < o.keepalive_time and self._keepalive_probes == 0:
             self.timers.keepalive_at = self._last_rcv_at + o.keepalive_time
             return
-        if self._keepalive_probes >= o.keepalive_probes:
+        if (self._keepalive_probes > 0 and idle >= o.user_timeout) if o.user_timeout \
+                else self._keepalive_probes >= o.keepalive_probes:
+            # tcp_keepalive_timer: with TCP_USER_TIMEOUT, the silence decides
             # tcp_keepalive_timer gives up with tcp_send_active_reset, then tcp_write_err
             self._emit(self._make(self._acceptable_seq(), RST | ACK, now))
             self.counters.add("TcpOutRsts")
