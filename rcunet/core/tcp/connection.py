@@ -107,7 +107,10 @@ from rcunet.core.tcp.timers import Timers
 from rcunet.core.tcp.timewait import TimeWait, reuse_iss
 from rcunet.core.tcp.window import TS_OPTION_BYTES, buffer_space_clamp, initial_window
 from rcunet.wire import tcp
-from rcunet.wire.seqnum import add
+from rcunet.wire.seqnum import add, sub
+
+#: The payload one GSO skb may carry (Linux GSO_LEGACY_MAX_SIZE 65536 - 1 - MAX_TCP_HEADER)
+GSO_MAX_SIZE = 65536 - 1 - 320
 
 
 class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
@@ -137,7 +140,8 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         "_first_rtx_at", "_high_rxt", "_keepalive_probes", "_last_oow_ack_at",
         "_last_rcv_at", "_lrcvtime", "_now", "_ofo", "_orphaned", "_out", "_peer_ws_offered",
         "_persist_backoff", "_pingpong", "_pushed_seq", "_forced_until", "_snd_sml",
-        "_psh_seq", "_eor_marks", "_more", "_push_once", "_probes_out", "_probes_tstamp",
+        "_psh_seq", "_psh_marks", "_eor_marks", "_more", "_push_once", "_probes_out",
+        "_probes_tstamp",
         "_quick", "_rcv_rtt", "_rcv_rtt_at",
         "_rcv_rtt_seq",
         "_rcv_rtt_tsecr", "_rcv_space", "_rcv_space_at", "_rcv_space_copied",
@@ -192,6 +196,7 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         # of a MSG_MORE send is corked (tcp_push with TCP_NAGLE_CORK)
         self._psh_seq: int | None = None
         self._eor_marks: deque[int] = deque()
+        self._psh_marks: deque[int] = deque()  # forced_push marks inside long writes
         self._more = False
         self._push_once = False  # this output pass pushes past cork and Nagle (TCP_NAGLE_PUSH)
         self._forced_until: int | None = None
@@ -463,7 +468,7 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
                 start = (self._tx_seq + len(self._tx)) & MASK32
                 self._skb_ends.extend((start + off) & MASK32 for off in skb_ends if off <= n)
             self._tx.append(memoryview(data)[:n] if n < len(data) else data)
-            self._mark_push(more, eor)
+            self._mark_push(n, more, eor)
             if self._nagle_holds_tail():
                 self.quiet = True
             else:
@@ -474,14 +479,45 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
                     self._more = False
         return n
 
-    def _mark_push(self, more: bool, eor: bool) -> None:
-        """tcp_sendmsg_locked's push marks: the write's tail is pushed (tcp_push ->
-        tcp_mark_push) unless MSG_MORE, and a write that took more than half the peer's
-        largest window since the last mark is a forced push (forced_push): the parts of
-        it that cwnd or the window let out end with PSH (``_push_burst_end``).  A
-        MSG_EOR write's end is a record boundary that keeps its PSH."""
+    def _sendable_now(self) -> int:
+        """Bytes cwnd and the peer's window let out now, beyond SND.MAX."""
+        t = self.tcb
+        flight = sub(t.snd_max, t.snd_una)
+        return max(0, min(self.cc.cwnd - flight, t.snd_wnd - flight))
+
+    def _size_goal(self) -> int:
+        """tcp_xmit_size_goal: the bytes one skb takes, whole segments up to the GSO
+        limit and half the largest window the peer offered (tcp_bound_to_half_wnd)."""
+        t = self.tcb
+        mss = t.snd_mss
+        cutoff = t.max_snd_wnd >> 1 if t.max_snd_wnd > 536 else t.max_snd_wnd
+        goal = min(GSO_MAX_SIZE, cutoff)
+        return max(mss, goal // mss * mss)
+
+    def _mark_push(self, n: int, more: bool, eor: bool) -> None:
+        """tcp_sendmsg_locked's push marks for a write of ``n`` bytes: each skb of
+        size_goal bytes it fills that ends more than half the peer's largest window past
+        the last mark is marked (forced_push -> tcp_mark_push; rcunet has no skbs: they
+        are counted from where what cwnd lets out at once ends, as Linux sends the head
+        skb when it is full and tso_fragment leaves the rest to take more bytes), the
+        parts of such a write that cwnd or the window let out end with PSH
+        (``_push_burst_end``), and the write's tail is pushed (tcp_push ->
+        tcp_mark_push) unless MSG_MORE.  A MSG_EOR write's end is a record boundary that
+        keeps its PSH."""
         end = (self._tx_seq + len(self._tx)) & MASK32
-        forced = ((end - self._pushed_seq) & MASK32) > self.tcb.max_snd_wnd >> 1
+        half = self.tcb.max_snd_wnd >> 1
+        if n > half:
+            goal = self._size_goal()
+            unsent = max(0, sub(end, self.tcb.snd_max))  # written, not sent
+            first = (end - unsent + min(unsent, self._sendable_now())) & MASK32
+            left = ((end - first + HALF32) & MASK32) - HALF32
+            boundary = (first + goal) & MASK32
+            for _ in range(max(0, (left - 1) // goal)):  # full skbs before the tail one
+                if ((boundary - self._pushed_seq) & MASK32) > half:
+                    self._psh_marks.append(boundary)
+                    self._pushed_seq = boundary
+                boundary = (boundary + goal) & MASK32
+        forced = ((end - self._pushed_seq) & MASK32) > half
         if forced:
             self._forced_until = end
         if forced or not more:

@@ -162,9 +162,17 @@ class OutputMixin:
 
     def _push_marked(self, end: int) -> bool:
         """Does a segment ending at ``end`` carry PSH: the last write's pushed tail
-        (tcp_mark_push), the end of a MSG_ZEROCOPY skb (marked before a new one) or of
-        a MSG_EOR record."""
-        return end == self._psh_seq or end in self._eor_marks or end in self._skb_ends
+        (tcp_mark_push), a forced push inside a long write, the end of a MSG_ZEROCOPY skb
+        (marked before a new one) or of a MSG_EOR record."""
+        if end == self._psh_seq or end in self._eor_marks or end in self._skb_ends:
+            return True
+        marks = self._psh_marks
+        if not marks:
+            return False
+        una = self.tcb.snd_una
+        while marks and (una - marks[0]) & MASK32 < HALF32:  # ge(snd_una, mark)
+            marks.popleft()  # acknowledged: no segment ends there again
+        return end in marks
 
     def _record_left(self, seq: int) -> int:
         """Bytes from ``seq`` to the end of its MSG_EOR record (a segment never joins
