@@ -78,6 +78,9 @@ class Tuning:
     tcp_keepalive_time: float = 7200.0
     tcp_keepalive_intvl: float = 75.0
     tcp_keepalive_probes: int = 9
+    #: Unsent bytes above which a socket stops being writable (tcp_stream_memory_free);
+    #: TCP_NOTSENT_LOWAT overrides it per socket.  Linux's default: UINT_MAX (off).
+    tcp_notsent_lowat: int = 0xFFFFFFFF
     tcp_rmem: tuple[int, int, int] = (4096, 131072, 6291456)
     tcp_wmem: tuple[int, int, int] = (4096, 16384, 4194304)
     #: Receive-buffer autotuning up to tcp_rmem[2] (Linux tcp_moderate_rcvbuf); sockets

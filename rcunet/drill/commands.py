@@ -63,6 +63,7 @@ _TUNING: dict[str, tuple[str, str]] = {
     "net.ipv4.tcp_keepalive_time": ("tcp_keepalive_time", "float"),
     "net.ipv4.tcp_keepalive_intvl": ("tcp_keepalive_intvl", "float"),
     "net.ipv4.tcp_keepalive_probes": ("tcp_keepalive_probes", "int"),
+    "net.ipv4.tcp_notsent_lowat": ("tcp_notsent_lowat", "int"),
     "net.ipv4.tcp_tw_reuse": ("tcp_tw_reuse", "int"),
     "net.ipv4.tcp_max_syn_backlog": ("tcp_max_syn_backlog", "int"),
     "net.ipv4.tcp_max_tw_buckets": ("tcp_max_tw_buckets", "int"),

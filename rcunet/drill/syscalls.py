@@ -714,7 +714,7 @@ class Syscalls:
         if conn.readable:
             mask |= pollin
         if st in (CState.ESTABLISHED, CState.CLOSE_WAIT):
-            if conn.send_space >= conn.options.sndbuf // 3:
+            if conn.send_space >= conn.options.sndbuf // 3 and conn.stream_memory_free():
                 mask |= pollout
         else:
             mask |= pollout

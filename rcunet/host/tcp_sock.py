@@ -125,7 +125,7 @@ class TcpSock(TcpSockOptions, SockEntry):
         "layer", "host", "sl", "conn", "wq", "wq_gates", "wake_seq", "outbox",
         "rx_skbs", "timer", "teardown", "time_wait", "listener", "acceptq", "embryos", "syn_qlen",
         "max_ack_backlog", "life", "rskq_lock", "last_overflow_at", "rcvbuf", "sndbuf", "nodelay",
-        "cork", "inq", "user_timeout",
+        "cork", "inq", "user_timeout", "notsent_lowat",
         "keepalive", "keepidle", "keepintvl", "keepcnt", "syncnt", "user_mss", "linger",
         "shutdown_rd", "poll", "hold_ns",
         "hold_count", "hold_max_ns", "soft_err", "mtu_info", "held_err", "xmit", "tx_csum_offload",
@@ -174,6 +174,7 @@ class TcpSock(TcpSockOptions, SockEntry):
         self.cork = False  # TCP_CORK
         self.inq = False  # TCP_INQ: recvmsg reports the bytes left (TCP_CM_INQ)
         self.user_timeout = 0  # TCP_USER_TIMEOUT, ms (0: tcp_retries2 decides)
+        self.notsent_lowat = 0  # TCP_NOTSENT_LOWAT (0: net.ipv4.tcp_notsent_lowat)
         self.keepalive = False
         self.keepidle: int | None = None  # TCP_KEEPIDLE seconds; None: the sysctl
         self.keepintvl: int | None = None
@@ -309,7 +310,8 @@ class TcpSock(TcpSockOptions, SockEntry):
         failed = conn.error is not None or st is CState.CLOSED
         readable = conn.readable > 0 or failed or st.fin_received or self.shutdown_rd
         if st is CState.ESTABLISHED or st is CState.CLOSE_WAIT:
-            writable = failed or conn.send_space >= conn.options.sndbuf // 3
+            writable = failed or (conn.send_space >= conn.options.sndbuf // 3
+                                  and conn.stream_memory_free())  # TCP_NOTSENT_LOWAT
         else:
             writable = True  # SEND_SHUTDOWN: writable, so a write fails at once (EPIPE)
         return readable, writable

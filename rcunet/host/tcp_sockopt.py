@@ -38,6 +38,7 @@ TCP_INFO = getattr(_pysocket, "TCP_INFO", 11)
 TCP_CORK = getattr(_pysocket, "TCP_CORK", 3)
 TCP_INQ = 36  # also the cmsg type TCP_CM_INQ (Linux include/uapi/linux/tcp.h)
 TCP_USER_TIMEOUT = getattr(_pysocket, "TCP_USER_TIMEOUT", 18)
+TCP_NOTSENT_LOWAT = getattr(_pysocket, "TCP_NOTSENT_LOWAT", 25)
 SECOND = 1_000_000_000
 #: The one SOL_SOCKET option a live connection's engine reads (``live_options``).
 _SO_KEEPALIVE = (SOL_SOCKET, _pysocket.SO_KEEPALIVE)
@@ -101,6 +102,8 @@ class TcpSockOptions:
                 TCP_CORK: lambda: setattr(self, "cork", bool(number)),
                 TCP_INQ: lambda: setattr(self, "inq", bool(number)),
                 TCP_USER_TIMEOUT: lambda: self._set_user_timeout(number),
+                TCP_NOTSENT_LOWAT: lambda: setattr(self, "notsent_lowat",
+                                                   number & 0xFFFFFFFF),
                 _pysocket.TCP_MAXSEG: lambda: self._set_maxseg(number),
                 TCP_KEEPIDLE: lambda: setattr(self, "keepidle", ranged(number, 1, 32767)),
                 TCP_KEEPINTVL: lambda: setattr(self, "keepintvl", ranged(number, 1, 32767)),
@@ -162,6 +165,7 @@ class TcpSockOptions:
                 TCP_CORK: lambda: int(self.cork),
                 TCP_INQ: lambda: int(self.inq),
                 TCP_USER_TIMEOUT: lambda: self.user_timeout,
+                TCP_NOTSENT_LOWAT: lambda: self.notsent_lowat,
                 _pysocket.TCP_MAXSEG: lambda: (conn.tcb.snd_mss if conn is not None
                                                and conn.state.synchronized
                                                else self.user_mss or TCP_MSS_DEFAULT),
@@ -260,7 +264,9 @@ class TcpSockOptions:
         """Socket-level settings; the TCP_KEEP* ones only when set (else the sysctls)."""
         values: dict[str, Any] = {"nodelay": self.nodelay, "cork": self.cork,
                                   "keepalive": self.keepalive,
-                                  "user_timeout": self.user_timeout * 1_000_000}  # ms -> ns
+                                  "user_timeout": self.user_timeout * 1_000_000,  # ms -> ns
+                                  "notsent_lowat": (self.notsent_lowat
+                                                    or self.host.tuning.tcp_notsent_lowat)}
         if self.keepidle is not None:
             values["keepalive_time"] = self.keepidle * SECOND
         if self.keepintvl is not None:
@@ -282,7 +288,7 @@ class TcpSockOptions:
         self.sndbuf_locked, self.rcvbuf_locked = listener.sndbuf_locked, listener.rcvbuf_locked
         self.nodelay, self.keepalive = listener.nodelay, listener.keepalive
         self.cork, self.inq = listener.cork, listener.inq
-        self.user_timeout = listener.user_timeout
+        self.user_timeout, self.notsent_lowat = listener.user_timeout, listener.notsent_lowat
         self.keepidle, self.keepintvl, self.keepcnt = (
             listener.keepidle, listener.keepintvl, listener.keepcnt)
         self.user_mss, self.linger = listener.user_mss, listener.linger

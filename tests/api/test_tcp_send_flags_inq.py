@@ -5,6 +5,7 @@ with the bytes left to read (1 once the peer's FIN ended the stream)."""
 
 from __future__ import annotations
 
+import errno
 import socket
 import struct
 from collections.abc import Iterator
@@ -73,3 +74,17 @@ def test_cork_and_msg_more_hold_the_tail(pair: tuple[Any, Any]) -> None:
     assert child.recv(100) == b"c" * 50 + b"d" * 50
     with pytest.raises(OSError):
         cli.send(b"e", socket.MSG_OOB)
+
+
+def test_notsent_lowat_and_user_timeout_options(pair: tuple[Any, Any]) -> None:
+    cli, _child = pair
+    TCP_USER_TIMEOUT, TCP_NOTSENT_LOWAT = 18, 25
+    assert cli.getsockopt(socket.IPPROTO_TCP, TCP_NOTSENT_LOWAT) == 0
+    cli.setsockopt(socket.IPPROTO_TCP, TCP_NOTSENT_LOWAT, 16384)
+    assert cli.getsockopt(socket.IPPROTO_TCP, TCP_NOTSENT_LOWAT) == 16384
+    cli.setsockopt(socket.IPPROTO_TCP, TCP_USER_TIMEOUT, 5000)
+    assert cli.getsockopt(socket.IPPROTO_TCP, TCP_USER_TIMEOUT) == 5000
+    with pytest.raises(OSError) as info:
+        cli.setsockopt(socket.IPPROTO_TCP, TCP_USER_TIMEOUT, -1)
+    assert info.value.errno == errno.EINVAL
+    cli.sendall(b"z" * 100_000)  # a blocking write still queues everything, in steps

@@ -421,6 +421,18 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         return max(0, self.options.sndbuf - len(self._tx))
 
     @property
+    def notsent(self) -> int:
+        """Bytes written and not yet sent (Linux write_seq - snd_nxt: our SND.MAX)."""
+        return max(0, sub(add(self._tx_seq, len(self._tx)), self.tcb.snd_max))
+
+    def stream_memory_free(self) -> bool:
+        """tcp_stream_memory_free: fewer unsent bytes than the not-sent low-water mark
+        (TCP_NOTSENT_LOWAT or tcp_notsent_lowat): what poll's writability and a write
+        taking more bytes both require."""
+        lowat = self.options.notsent_lowat
+        return lowat >= 0xFFFFFFFF or self.notsent < lowat
+
+    @property
     def unacked(self) -> int:
         """Bytes in the send buffer (unsent and unacknowledged)."""
         return len(self._tx)
@@ -456,7 +468,7 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         self._raise_pending_error()
         if self._fin_queued or self.state not in SEND_STATES:
             raise BrokenPipeError(errnos.EPIPE, "send after shutdown or close")
-        n = min(len(data), self.send_space)
+        n = min(len(data), self._send_room())
         if n:
             self.chrono.start(BUSY, now)  # tcp_skb_entail
         if n < len(data):
@@ -478,6 +490,24 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
                 finally:
                     self._more = False
         return n
+
+    def _send_room(self) -> int:
+        """Bytes a write may queue now: the send buffer's room, and with a not-sent
+        low-water mark only while fewer bytes than it are unsent.  tcp_sendmsg_locked
+        checks sk_stream_memory_free before each new skb of size_goal bytes and sends
+        each full one at once (tcp_push_one), so a write takes what cwnd and the window
+        let out now, then whole skbs until the unsent bytes reach the mark."""
+        room = self.send_space
+        lowat = self.options.notsent_lowat
+        if lowat < 0xFFFFFFFF:
+            notsent = self.notsent
+            if notsent >= lowat:
+                return 0
+            goal = self._size_goal()
+            now_out = max(0, self._sendable_now() - notsent)
+            below = lowat - notsent
+            room = min(room, now_out + (below + goal - 1) // goal * goal)
+        return room
 
     def _sendable_now(self) -> int:
         """Bytes cwnd and the peer's window let out now, beyond SND.MAX."""
@@ -508,7 +538,7 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         half = self.tcb.max_snd_wnd >> 1
         if n > half:
             goal = self._size_goal()
-            unsent = max(0, sub(end, self.tcb.snd_max))  # written, not sent
+            unsent = self.notsent
             first = (end - unsent + min(unsent, self._sendable_now())) & MASK32
             left = ((end - first + HALF32) & MASK32) - HALF32
             boundary = (first + goal) & MASK32

@@ -66,6 +66,10 @@ class Options:
     #: or zero-window probes and keepalive probes unanswered, before the connection is
     #: given up with ETIMEDOUT (Linux icsk_user_timeout, RFC 5482)
     user_timeout: int = 0
+    #: TCP_NOTSENT_LOWAT, else net.ipv4.tcp_notsent_lowat: the socket is writable, and a
+    #: write takes more bytes, only while fewer than this many are unsent
+    #: (tcp_stream_memory_free).  Linux's default: UINT_MAX (off).
+    notsent_lowat: int = 0xFFFFFFFF
     keepalive: bool = False  #: SO_KEEPALIVE
     keepalive_time: int = 7200 * SECOND  #: tcp_keepalive_time / TCP_KEEPIDLE
     keepalive_intvl: int = 75 * SECOND  #: tcp_keepalive_intvl / TCP_KEEPINTVL
@@ -118,7 +122,8 @@ class Options:
                   "tcp_window_scaling": "window_scaling",
                   "tcp_congestion_control": "congestion_control",
                   "tcp_syn_retries": "syn_retries", "tcp_synack_retries": "synack_retries",
-                  "tcp_retries2": "retries2", "tcp_keepalive_probes": "keepalive_probes"}
+                  "tcp_retries2": "retries2", "tcp_keepalive_probes": "keepalive_probes",
+                  "tcp_notsent_lowat": "notsent_lowat"}
         for sysctl, name in simple.items():
             if hasattr(tuning, sysctl):
                 values[name] = getattr(tuning, sysctl)
