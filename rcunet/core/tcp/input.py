@@ -580,6 +580,10 @@ class InputMixin:
             data = data[: max(0, self._fin_offset - off)]  # nothing exists beyond the FIN
         if off == 0 and wnd > 0 and not len(self._rx):
             pass  # in order into an empty queue: taken whole (_end_beyond_window)
+        elif (0 < off < wnd and not len(self._rx)
+              and self._ofo.buffered + len(data) <= self.options.rcvbuf):
+            pass  # out of order, starting in the window, into an empty queue: queued
+            # whole while the buffer has room (tcp_data_queue_ofo, tcp_try_rmem_schedule)
         elif off + len(data) > wnd:  # trim to the window; a FIN beyond it goes too
             if wnd == 0 and data:
                 self.counters.add("TcpExtTCPZeroWindowDrop")
