@@ -57,7 +57,6 @@ from rcunet.api import host_socket
 from rcunet.bench import neper
 from rcunet.bench.tables_seed000 import Workload
 from rcunet.host.network import Network
-from rcunet.host.tcp_life import FORGOTTEN
 from rcunet.lab.common import (
     MODES,
     Series,
@@ -72,12 +71,19 @@ from rcunet.lab.common import (
     rx_exceptions,
     scale,
     scaling_report,
-    serve_transaction,
     tcp_leaks,
     wait_until,
     with_lockstat,
 )
 from rcunet.lab.report import cover_letter, extra_reports, lock_stat_lines, neper_lines, to_json
+from rcunet.lab.seed000_server import (
+    IO_TIMEOUT,
+    PORT,
+    SERVER,
+    CrrServer,
+    all_forgotten,
+    settled_read,
+)
 from rcunet.lab.seed001 import seed_tuning
 from rcunet.sync.lock import all_classes
 from rcunet.tables import ConnectStats
@@ -164,11 +170,7 @@ def report(result: dict[str, Any]) -> str:
 STACK_TITLE = "seed 000: tcp_crr through whole Hosts, narrow ephemeral range, TIME_WAIT reuse"
 STACK_SCALE_TITLE = "seed 000 (whole Hosts): connections/s against -T client threads"
 STACK_UNIT = "conn/s"
-SERVER = "10.0.0.2"
-PORT = 8000
 PORT_LOW = 40000  # the client's range is PORT_LOW .. PORT_LOW + ports - 1
-ACCEPT_POLL = 0.05  # acceptors wake this often to see the stop flag
-IO_TIMEOUT = 10.0
 DEFAULT_PORTS = 2000
 WARMUP_SLICE = 0.2
 WARMUP_FILL = 0.9  # warm up until TIME_WAIT holds this share of the ports not held
@@ -178,7 +180,7 @@ CEILING_WARNING = 0.8  # a rate this close to the TIME_WAIT reuse ceiling is bou
 #: would, rather than spin on full-range scans that starve the other threads.
 NO_PORT_BACKOFF = 0.001
 PERCENTILES = (50.0, 90.0, 99.0)
-RELEASE_BATCH = 64  # held flows closed at a time at the end (see CrrScenario._release_held)
+HELD_BATCH = 64  # held flows opened (then accepted) and closed at a time (CrrScenario)
 
 
 TW_REUSE_DELAY_MS = Tuning().tcp_tw_reuse_delay  # Linux's default, 1000 ms
@@ -274,92 +276,70 @@ def _transaction(a: Any, request: bytes, response_size: int) -> None:
         recv_exactly(cli, response_size)
 
 
-def _accept(srv: Any, timeout: float = IO_TIMEOUT) -> Any:
-    end = time.monotonic() + timeout
-    while True:
-        try:
-            return srv.accept()[0]
-        except TimeoutError:
-            if time.monotonic() > end:
-                raise
-
-
 class CrrScenario:
     """One mode's two threaded Hosts, kept for a whole lab run so its timed slices can
-    alternate with the other mode's on the same, warmed-up state.
+    alternate with the other mode's on the same, warmed-up state.  ``procs``: the server
+    (``CrrServer``) and its Host in a child process, driven by messages.
 
-    Concurrency: the acceptor threads live as long as the scenario; each writes only its
-    own slot of ``served`` (the lab sums the slots: each a list-slot load, atomic) and
-    appends to ``errors`` (list append: atomic).  Client threads live for one slice and
-    write only their own slots; the lab reads them after joining them.  Every other
-    attribute belongs to the thread that drives the scenario.
+    Concurrency: client threads live for one slice and write only their own slots; the
+    lab reads them after joining them.  Every other attribute belongs to the thread that
+    drives the scenario.
     """
 
     def __init__(self, mode: str, *, ports: int = DEFAULT_PORTS, hold: int | None = None,
                  acceptors: int = 4, request_size: int = 1, response_size: int = 1,
-                 tw_reuse: int = 1, tw_reuse_delay: int = TW_REUSE_DELAY_MS) -> None:
+                 tw_reuse: int = 1, tw_reuse_delay: int = TW_REUSE_DELAY_MS,
+                 procs: bool = False) -> None:
         hold = default_hold(ports) if hold is None else hold
         if not 0 <= hold < ports:
             raise ValueError(f"hold must be in 0..{ports - 1} (the range has {ports} ports)")
         self.mode, self.ports, self.hold = mode, ports, hold
         self.request = b"q" * request_size
-        self.response = b"r" * response_size
+        self.response_size = response_size
         self.tuning = stack_tuning(mode, ports, tw_reuse, tw_reuse_delay)
         # Set-up and warm-up use the modern search in both modes: the same ports result
         # (even ones first, then odd), and legacy's long set-up is not what is measured.
         self.setup_tuning = stack_tuning("modern", ports, tw_reuse, tw_reuse_delay)
-        self.net, self.a, self.b = Network.two_hosts(threaded=True, tuning=self.setup_tuning)
-        self.net.start()
+        server_args = {"hold": hold, "acceptors": acceptors, "request_size": request_size,
+                       "response_size": response_size}
+        self.server: Any
+        if procs:
+            from rcunet.lab.seed000_procs import server_in_child
+
+            self.net, self.a, self.server = server_in_child(self.setup_tuning, server_args)
+        else:
+            self.net, self.a, b = Network.two_hosts(threaded=True, tuning=self.setup_tuning)
+            self.net.start()
         self.completed = 0  # transactions completed by clients, all slices
         self.no_port = 0  # connect() attempts that failed with EADDRNOTAVAIL
-        self.served = [0] * acceptors
-        self.errors: list[BaseException] = []
-        self._stop = threading.Event()
-        self._acceptors: list[threading.Thread] = []
         try:
+            if not procs:
+                self.server = CrrServer(b, **server_args)
             self.probe = ConnectProbe(self.a.tcp.hashinfo)
-            srv: Any = self.b.socket(socket.AF_INET, socket.SOCK_STREAM)
-            srv.bind((SERVER, PORT))
-            srv.listen(min(hold + 128, 4096))
-            srv.settimeout(ACCEPT_POLL)
-            self.srv = srv
             self.held = self._hold_flows(hold)
             self.a.set_tuning(self.tuning)  # from here on: this mode's search
-            self._acceptors = [threading.Thread(target=self._acceptor, args=(i,),
-                                                name=f"seed000-acceptor-{i}", daemon=True)
-                               for i in range(acceptors)]
-            for thread in self._acceptors:
-                thread.start()
+            self.server.start_acceptors()
         except BaseException:
-            self._stop_acceptors()
+            if not procs and hasattr(self, "server"):
+                self.server.stop_acceptors()
             self.net.close()
             raise
 
     # ---------------------------------------------------------------- set-up
-    def _hold_flows(self, n: int) -> list[tuple[Any, Any]]:
-        """``n`` established connections kept open: their 4-tuples are the busy
-        candidates the port search meets (the first half of the range fills the even
-        ports, the parity connect() tries first)."""
-        held = []
-        for _ in range(n):
-            cli: Any = self.a.socket(socket.AF_INET, socket.SOCK_STREAM)
-            cli.settimeout(IO_TIMEOUT)
-            cli.connect((SERVER, PORT))
-            held.append((cli, _accept(self.srv)))
+    def _hold_flows(self, n: int) -> list[Any]:
+        """``n`` established connections kept open, opened ``HELD_BATCH`` at a time and
+        accepted by the server: their 4-tuples are the busy candidates the port search
+        meets (the first half of the range fills the even ports, the parity connect()
+        tries first)."""
+        held: list[Any] = []
+        for start in range(0, n, HELD_BATCH):
+            for _ in range(min(HELD_BATCH, n - start)):
+                cli: Any = self.a.socket(socket.AF_INET, socket.SOCK_STREAM)
+                cli.settimeout(IO_TIMEOUT)
+                cli.connect((SERVER, PORT))
+                held.append(cli)
+            self.server.accept_held(len(held) - start)
         return held
-
-    def _acceptor(self, index: int) -> None:
-        try:
-            while not self._stop.is_set():
-                try:
-                    conn, _ = self.srv.accept()
-                except TimeoutError:
-                    continue
-                serve_transaction(conn, len(self.request), self.response, IO_TIMEOUT,
-                                  wait_for_fin=True)
-                self.served[index] += 1  # owner: this acceptor thread
-        except BaseException as exc:  # reported by check_errors
-            self.errors.append(exc)
 
     def warm_up(self, clients: int, timeout: float) -> float:
         """Churn (with the modern search) until TIME_WAIT holds ``WARMUP_FILL`` of the
@@ -386,7 +366,7 @@ class CrrScenario:
         errors: list[BaseException] = []
         clock = neper.ThreadClock(max(duration / 10, 0.01))
         flows = [neper.FlowStats(i, i, clock, keep_latency=True) for i in range(clients)]
-        a, request, response_size = self.a, self.request, len(self.response)
+        a, request, response_size = self.a, self.request, self.response_size
 
         def client(index: int, deadline: float) -> None:
             flow = flows[index]
@@ -434,25 +414,11 @@ class CrrScenario:
         }
 
     # ---------------------------------------------------------------- the end
-    def served_total(self) -> int:
-        return sum(self.served)  # each slot load atomic; final once acceptors are joined
-
-    def _table_counts(self) -> tuple[int, int, set[int], int]:
-        """Client TIME_WAIT entries, client ehash entries, client ports in use, server
-        ehash entries: read until two reads agree, so a TIME_WAIT half-way through its
-        removal (out of ehash, not yet out of the bind tables) is not caught."""
-        def read() -> tuple[int, int, set[int], int]:
-            return (self.tw_count(), len(self.a.tcp.hashinfo.ehash),
-                    self.a.tcp.hashinfo.bind.ports_in_use(), len(self.b.tcp.hashinfo.ehash))
-
-        last = read()
-        for _ in range(100):
-            time.sleep(0.01)
-            now = read()
-            if now == last:
-                break
-            last = now
-        return last
+    def _client_counts(self) -> tuple[int, int, set[int]]:
+        """Client TIME_WAIT entries, ehash entries, ports in use (``settled_read``)."""
+        hashinfo = self.a.tcp.hashinfo
+        return settled_read(lambda: (self.tw_count(), len(hashinfo.ehash),
+                                     hashinfo.bind.ports_in_use()))
 
     def _release_held(self) -> bool:
         """End the held flows the way the transactions end - the client closes first and
@@ -461,27 +427,14 @@ class CrrScenario:
         frames): a dropped FIN is retransmitted after the server's socket is gone, and
         the RST that answers it kills the client's TIME_WAIT.  True once every batch's
         sockets are gone from both hosts."""
-        a, b = self.a, self.b
-        for start in range(0, len(self.held), RELEASE_BATCH):
-            batch = self.held[start:start + RELEASE_BATCH]
-            for cli, _ in batch:
+        for start in range(0, len(self.held), HELD_BATCH):
+            batch = self.held[start:start + HELD_BATCH]
+            for cli in batch:
                 cli.close()
-            for _, conn in batch:
-                conn.settimeout(IO_TIMEOUT)
-                if conn.recv(1):
-                    raise ConnectionError("a held flow's client sent data")
-                conn.close()
-            ended = [host_socket(sock) for pair in batch for sock in pair]
-            # sk.life: one attribute load (atomic), FORGOTTEN taken once (tcp_life.advance,
-            # under the socket's wq) when the socket leaves the layer (TcpLayer.forget)
-            if not wait_until(partial(all_forgotten, ended)):
+            if not self.server.release(start, start + len(batch)) or \
+                    not wait_until(partial(all_forgotten, [host_socket(c) for c in batch])):
                 return False
-        return not a.tcp.sockets and b.tcp.sockets == {host_socket(self.srv)}
-
-    def _stop_acceptors(self) -> None:
-        self._stop.set()
-        for thread in self._acceptors:
-            thread.join()
+        return not self.a.tcp.sockets
 
     def finish(self) -> dict[str, Any]:
         """Stop, check the accounting and what is left, tear down; the checks' figures.
@@ -492,58 +445,53 @@ class CrrScenario:
             self.net.close()
 
     def _finish(self) -> dict[str, Any]:
-        a, b = self.a, self.b
-        wait_until(lambda: self.served_total() >= self.completed)
-        self._stop_acceptors()
-        held_a = {host_socket(cli) for cli, _ in self.held}
-        held_b = {host_socket(conn) for _, conn in self.held} | {host_socket(self.srv)}
-        settled = wait_until(lambda: a.tcp.sockets == held_a and b.tcp.sockets == held_b)
-        tw, client_ehash, ports, server_ehash = self._table_counts()
-        rsts_before = b.counters.get("TcpOutRsts")
+        a = self.a
+        server = self.server.drain(self.completed)
+        held_a = {host_socket(cli) for cli in self.held}
+        settled = wait_until(lambda: a.tcp.sockets == held_a)
+        tw, client_ehash, ports = self._client_counts()
         low, high = a.tuning.ip_local_port_range
         stats = self.probe.total()
         checks: dict[str, Any] = {
-            "completed": self.completed, "served": self.served_total(),
+            "completed": self.completed, "served": server["served"],
             "eaddrnotavail": self.no_port, "hold": self.hold,
             "connect_calls": stats.connects, "connect_failures": stats.failures,
             "active_opens": a.counters.get("TcpActiveOpens"),
-            "passive_opens": b.counters.get("TcpPassiveOpens"),
+            "passive_opens": server["passive_opens"],
             "tw_recycled": stats.tw_recycled,
             "tw_recycled_counter": a.counters.get("TcpExtTWRecycled"),
-            "settled": settled, "time_wait": tw, "client_ehash": client_ehash,
-            "client_ports": len(ports),
+            "settled": settled and server["settled"], "time_wait": tw,
+            "client_ehash": client_ehash, "client_ports": len(ports),
             "ports_outside_range": len([p for p in ports if not low <= p <= high]),
-            "server_ehash": server_ehash - self.hold,
+            "server_ehash": server["ehash"],
         }
-        checks["released"] = self._release_held()
-        after = self._table_counts()
+        released = self._release_held()
+        after = self._client_counts()
+        end = self.server.close()
+        checks["released"] = released and end["only_listener"]
         checks["time_wait_after_release"] = after[0]
         checks["client_ehash_after_release"] = after[1]
         checks["client_ports_after_release"] = len(after[2])
-        checks["server_ehash_after_release"] = after[3]
+        checks["server_ehash_after_release"] = end["ehash"]
         # A TIME_WAIT dies early only to an RST (RFC 1337 off, as Linux's default): the
         # server answers so a segment that finds its socket gone, e.g. a spurious
         # retransmission when a loaded machine delays an ACK past the RTO.
-        checks["server_rsts_during_release"] = b.counters.get("TcpOutRsts") - rsts_before
-        self.srv.close()
-        for host in (a, b):
-            host.tcp.close_all()
-        checks["leaks"] = tcp_leaks(a, b)
-        checks["rx_exceptions"] = rx_exceptions(a, b)
+        checks["server_rsts_during_release"] = end["rsts"] - server["rsts"]
+        a.tcp.close_all()
+        leaks = tcp_leaks(a)
+        checks["leaks"] = {key: leaks[key] + end["leaks"][key] for key in leaks}
+        checks["rx_exceptions"] = rx_exceptions(a) + end["rx_exceptions"]
         checks["nstat"] = {**a.counters.nonzero()}
-        problems = check_problems(checks, self.errors)
+        problems = check_problems(checks, end["errors"])
         if problems:
             raise RuntimeError(f"seed000 {self.mode}: " + "; ".join(problems))
         return checks
 
 
-def all_forgotten(sockets: Sequence[Any]) -> bool:
-    return all(sk.life & FORGOTTEN for sk in sockets)
-
-
-def check_problems(c: dict[str, Any], errors: Sequence[BaseException] = ()) -> list[str]:
-    """Every failed check of ``CrrScenario.finish``, in words (empty: all passed)."""
-    problems = [f"server thread failed: {exc!r}" for exc in errors[:1]]
+def check_problems(c: dict[str, Any], errors: Sequence[str] = ()) -> list[str]:
+    """Every failed check of ``CrrScenario.finish``, in words (empty: all passed);
+    ``errors``: the server threads' failures, as text."""
+    problems = [f"server thread failed: {error}" for error in errors[:1]]
     n, hold = c["completed"], c["hold"]
     if c["served"] != n:
         problems.append(f"completed {n}, served {c['served']}")
@@ -586,14 +534,15 @@ def check_problems(c: dict[str, Any], errors: Sequence[BaseException] = ()) -> l
 
 # ---------------------------------------------------------------- the lab (stack level)
 def _scenarios(*, ports: int, hold: int, acceptors: int, request_size: int,
-               response_size: int, tw_reuse: int,
-               tw_reuse_delay: int) -> dict[str, CrrScenario]:
+               response_size: int, tw_reuse: int, tw_reuse_delay: int,
+               procs: bool) -> dict[str, CrrScenario]:
     made: dict[str, CrrScenario] = {}
     try:
         for mode in MODES:
             made[mode] = CrrScenario(mode, ports=ports, hold=hold, acceptors=acceptors,
                                      request_size=request_size, response_size=response_size,
-                                     tw_reuse=tw_reuse, tw_reuse_delay=tw_reuse_delay)
+                                     tw_reuse=tw_reuse, tw_reuse_delay=tw_reuse_delay,
+                                     procs=procs)
     except BaseException:
         for scenario in made.values():
             scenario.net.close()
@@ -621,16 +570,19 @@ def run_stack_lab(duration: float = 1.0, rounds: int = 3, *, clients: int = 4,
                   acceptors: int = 4, ports: int = DEFAULT_PORTS, hold: int | None = None,
                   request_size: int = 1, response_size: int = 1, tw_reuse: int = 1,
                   tw_reuse_delay: int = TW_REUSE_DELAY_MS, warmup: float | None = None,
-                  lockstat_duration: float | None = None) -> dict[str, Any]:
+                  lockstat_duration: float | None = None,
+                  procs: bool = False) -> dict[str, Any]:
     """Legacy and modern through whole Hosts: ``rounds`` alternating slices of ``duration``
     seconds each after a warm-up of at most ``warmup`` seconds per mode (default
     ``default_warmup``); each mode keeps its best slice; then one slice per mode with lock
-    statistics on, and the checks."""
+    statistics on (this process's locks: with ``procs``, the client's alone), and the
+    checks.  ``procs``: each mode's server Host in a child process
+    (rcunet/lab/seed000_procs.py)."""
     hold = default_hold(ports) if hold is None else hold
     warmup = default_warmup(duration) if warmup is None else warmup
     scenarios = _scenarios(ports=ports, hold=hold, acceptors=acceptors,
                            request_size=request_size, response_size=response_size,
-                           tw_reuse=tw_reuse, tw_reuse_delay=tw_reuse_delay)
+                           tw_reuse=tw_reuse, tw_reuse_delay=tw_reuse_delay, procs=procs)
     try:
         warmed = {mode: s.warm_up(clients, warmup) for mode, s in scenarios.items()}
         warm_tw = {mode: s.tw_count() for mode, s in scenarios.items()}
@@ -660,7 +612,7 @@ def run_stack_lab(duration: float = 1.0, rounds: int = 3, *, clients: int = 4,
                    "acceptors": acceptors, "ports": ports, "hold": hold,
                    "request_size": request_size, "response_size": response_size,
                    "tw_reuse": tw_reuse, "tw_reuse_delay": tw_reuse_delay,
-                   "warmup": warmup},
+                   "warmup": warmup, "procs": procs},
         "legacy": best["legacy"]["rate"],
         "modern": best["modern"]["rate"],
         "ratio": ratio(best["modern"]["rate"], best["legacy"]["rate"]),
@@ -690,7 +642,7 @@ def run_stack_scale(counts: tuple[int, ...], duration: float, rounds: int, *,
                     hold: int | None = None, request_size: int = 1,
                     response_size: int = 1, tw_reuse: int = 1,
                     tw_reuse_delay: int = TW_REUSE_DELAY_MS,
-                    warmup: float | None = None) -> dict[str, Any]:
+                    warmup: float | None = None, procs: bool = False) -> dict[str, Any]:
     """Connections/s at every client-thread count, both modes, every (T, mode) slice of
     ``duration`` seconds visited once per round on the same two warmed-up scenarios;
     the checks at the end; the machine's headroom at each count above the first."""
@@ -698,7 +650,7 @@ def run_stack_scale(counts: tuple[int, ...], duration: float, rounds: int, *,
     warmup = default_warmup(duration) if warmup is None else warmup
     scenarios = _scenarios(ports=ports, hold=hold, acceptors=acceptors or max(counts),
                            request_size=request_size, response_size=response_size,
-                           tw_reuse=tw_reuse, tw_reuse_delay=tw_reuse_delay)
+                           tw_reuse=tw_reuse, tw_reuse_delay=tw_reuse_delay, procs=procs)
     try:
         for scenario in scenarios.values():
             scenario.warm_up(counts[0], warmup)
@@ -721,7 +673,8 @@ def stack_command_line(p: dict[str, Any]) -> str:
             + (f"--tw-reuse-delay {p['tw_reuse_delay']} "
                if p["tw_reuse_delay"] != TW_REUSE_DELAY_MS else "") +
             f"--duration {p['duration']:g} --rounds {p['rounds']} --warmup {p['warmup']:g} "
-            f"-Q {p['request_size']} -R {p['response_size']}")
+            f"-Q {p['request_size']} -R {p['response_size']}"
+            + (" --procs" if p.get("procs") else ""))
 
 
 def stack_report(result: dict[str, Any]) -> str:
@@ -766,7 +719,9 @@ def stack_report(result: dict[str, Any]) -> str:
         f"{result['warmup_time_wait']['modern']:,} entries (set-up and warm-up use the "
         f"modern search in both modes; not measured).  A TIME_WAIT port is reusable after "
         f"{p['tw_reuse_delay']:,} ms (tcp_tw_reuse_delay), so the free ports sustain about "
-        f"{ceiling:,.0f} connections/s.",
+        f"{ceiling:,.0f} connections/s."
+        + (" --procs: the server's Host in a child process; the lock statistics are the "
+           "client's (the port search's)." if p.get("procs") else ""),
         "Checks: every connect() completed or failed with EADDRNOTAVAIL, counted alike by "
         "the port search, both hosts (TcpActiveOpens = TcpPassiveOpens) and the server "
         f"(legacy {checks['legacy']['completed']:,} + "
@@ -809,12 +764,6 @@ STACK_ONLY = ("acceptors", "ports", "hold", "request_size", "response_size", "tw
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.epilog = (
-        "No --procs yet: seed 000's two Hosts are a client and a server, but the scenario "
-        "reads and drives the server's side throughout (the held flows it accepts, the "
-        "release protocol that closes them in batches, the server's tables in the end "
-        'checks); moving b into a child needs those as messages to it.  Issue 17 keeps it '
-        'open.')
     parser.add_argument("--level", choices=("stack", "tables"), default=None,
                         help="stack: tcp_crr through whole Hosts (default); tables: the "
                              "port search alone (default with --scale)")
@@ -852,6 +801,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="stack: print /proc/lock_stat and perf lock contention layouts")
     parser.add_argument("--nstat", action="store_true",
                         help="stack: print host a's nstat counters")
+    parser.add_argument("--procs", action="store_true",
+                        help="stack: the server's Host (listener, acceptors, the held "
+                             "flows' server ends and their release, the server's end "
+                             "checks) in a child process, driven by messages; the client "
+                             "Host, its port search and its threads here")
     add_scale_options(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
@@ -883,21 +837,23 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit("--plot draws rates against threads: give --scale too")
     if level == "tables":
         extra = [name for name in STACK_ONLY if getattr(args, name) is not None]
-        if extra or args.lockstat or args.nstat:
-            raise SystemExit("--" + (extra[0] if extra else "lockstat/--nstat").replace(
+        if extra or args.lockstat or args.nstat or args.procs:
+            raise SystemExit("--" + (extra[0] if extra else "lockstat/--nstat/--procs").replace(
                 "_", "-") + " applies to --level stack only")
         return _run_tables(args, threads, rounds)
     params = _stack_params(args)
     if args.scale:
         scale_params = {k: v for k, v in params.items() if k != "lockstat_duration"}
-        result = run_stack_scale(args.scale, args.duration, rounds, **scale_params)
+        result = run_stack_scale(args.scale, args.duration, rounds, procs=args.procs,
+                                 **scale_params)
         text = scaling_report(STACK_SCALE_TITLE, result["series"], STACK_UNIT,
                               result["headroom"])
         print(json.dumps(result) if args.json else text)
         if args.plot:
             plot_scaling(args.plot, STACK_SCALE_TITLE, result["series"], "connections/s")
         return 0
-    result = run_stack_lab(args.duration, rounds, clients=threads, **params)
+    result = run_stack_lab(args.duration, rounds, clients=threads, procs=args.procs,
+                           **params)
     if args.json:
         print(json.dumps(to_json(result)))
         return 0
