@@ -19,7 +19,7 @@ from typing import Any
 
 from rcunet.host.network import Network
 from rcunet.host.procs import HostProcess
-from rcunet.lab.seed000_server import SERVER, CrrServer
+from rcunet.lab.seed000_server import ACCEPT_POLL, SERVER, CrrServer
 
 #: A spawned child imports rcunet and builds its Host; a call may wait for the server's
 #: settling (lab.common.SETTLE_TIMEOUT): allow for a loaded machine.
@@ -44,14 +44,19 @@ class RemoteServer:
 
 def serve(child: Any, server_args: dict[str, Any]) -> None:
     """In the child: build the server on the child's Host, then run the parent's calls
-    until ``close`` (the last one: everything is closed and counted)."""
+    until ``close`` (the last one: everything is closed and counted) or until the parent
+    stops the child (``Network.close`` on a failed run)."""
     server = CrrServer(child.host, **server_args)
     child.report("ready")
-    while True:
-        name, args = child.recv()
+    while not child.stopping.is_set():
+        try:
+            name, args = child.recv(timeout=ACCEPT_POLL)
+        except TimeoutError:
+            continue
         child.report(getattr(server, name)(*args))
         if name == "close":
             return
+    server.stop_acceptors()
 
 
 def server_in_child(tuning: Any, server_args: dict[str, Any]) -> tuple[Network, Any,

@@ -40,7 +40,7 @@ def test_lab_with_the_server_in_a_child_counts_the_same_search():
     assert "--procs" in seed000.stack_report(result)
 
 
-def test_a_server_failure_in_the_child_fails_the_check():
+def test_a_call_that_raises_in_the_child_reaches_the_parent():
     scenario = seed000.CrrScenario("modern", procs=True, **SMALL)
     try:
         assert scenario.run_slice(0.1, 2)["connections"] > 0
@@ -52,6 +52,14 @@ def test_a_server_failure_in_the_child_fails_the_check():
     finally:
         scenario.net.close()
     assert not scenario.net.processes[0].alive
+
+
+def test_a_failed_run_stops_the_child_without_waiting_for_the_kill():
+    scenario = seed000.CrrScenario("modern", procs=True, **SMALL)
+    process = scenario.net.processes[0]
+    scenario.net.close()  # what run_stack_lab does when a slice fails
+    outcome = process.join(0)
+    assert outcome.exitcode == 0 and outcome.failure is None  # it saw stop: no SIGKILL
 
 
 def test_cli_procs(capsys):
