@@ -32,11 +32,11 @@ import threading
 from rcunet.cmd.run_common import (
     _also_thread,
     _finish,
-    _interrupt_after,
     _Program,
     _usage,
     build_network,
     parse_impairment,
+    watch_also,
 )
 
 DEFAULT_SERVE = "echo:7,discard:9,udp-echo:7,http:80"
@@ -118,9 +118,7 @@ def run(args: argparse.Namespace) -> int:
                 thread.start()
             main_done, interrupted = threading.Event(), threading.Event()
             if also:
-                threading.Thread(target=_interrupt_after,
-                                 args=([t for t, _ in also], main_done, interrupted),
-                                 name="rcunet-also-watch", daemon=True).start()
+                watch_also([t for t, _ in also], main_done, interrupted)
             status = main.run()
             main_done.set()
             _finish(also)

@@ -9,6 +9,7 @@ import os
 import re
 import runpy
 import shlex
+import signal
 import sys
 import threading
 import traceback
@@ -207,6 +208,20 @@ def _also_thread(net: Any, text: str, server_host: list[Any]
             program.run()
 
     return threading.Thread(target=body, name=f"rcunet-also-{words[0]}", daemon=True), program
+
+
+def watch_also(threads: list[threading.Thread], main_done: threading.Event,
+               interrupted: threading.Event) -> None:
+    """Start the thread that stops the main program with KeyboardInterrupt once every
+    one of ``threads`` (the --also programs, the children) has ended.  Call it from the
+    main thread.  ``_thread.interrupt_main`` does nothing while SIGINT is ignored or
+    left to the OS (a background job of a non-interactive shell inherits SIGINT
+    ignored), so the main program's stop would never come: Python's own handler is put
+    back first, as an interactive start would have it."""
+    if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    threading.Thread(target=_interrupt_after, args=(threads, main_done, interrupted),
+                     name="rcunet-also-watch", daemon=True).start()
 
 
 def _interrupt_after(threads: list[threading.Thread], main_done: threading.Event,

@@ -294,7 +294,7 @@ def _all_ready(net: Any, deaths: _Deaths) -> bool:
 def _run_main(args: argparse.Namespace, argv: list[str], net: Any, host: Any,
               here: list[str], there: dict[str, Any]) -> int:
     from rcunet.api.patch import patched
-    from rcunet.cmd.run_common import _interrupt_after
+    from rcunet.cmd.run_common import watch_also
 
     also = [_also_thread(net, text, [host]) for text in here]
     children = [net.process_named(name) for name in there]
@@ -308,8 +308,7 @@ def _run_main(args: argparse.Namespace, argv: list[str], net: Any, host: Any,
         main_done, interrupted = threading.Event(), threading.Event()
         waiters = [t for t, _ in also] + [_joiner(p) for p in children]
         if waiters:
-            threading.Thread(target=_interrupt_after, args=(waiters, main_done, interrupted),
-                             name="rcunet-also-watch", daemon=True).start()
+            watch_also(waiters, main_done, interrupted)
         status = main.run()
         main_done.set()
         _finish(also)

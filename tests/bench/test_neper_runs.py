@@ -305,6 +305,14 @@ def test_unreachable_server_is_one_line_and_exit_1(capsys: pytest.CaptureFixture
 PROGRESS = re.compile(r"\w+ --target [\w-]+: +[\d.]+ s, (\d+) transactions")
 
 
+def _sigint_as_on_a_terminal() -> None:
+    """A run started from a terminal has SIGINT at its default; one started by a
+    background job of a non-interactive shell (a CI runner may be one) inherits it
+    ignored, and Python then installs no KeyboardInterrupt handler: the Ctrl-C these
+    tests send would be lost."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class BenchOnTty:
     """``rcunet bench`` in a child process with its stderr on a pseudo-terminal, so that
     it shows its progress line: a test acts once the run has counted a transaction (a
@@ -316,7 +324,7 @@ class BenchOnTty:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "rcunet", "bench", *argv, "--nolog"],
             stdout=subprocess.PIPE, stderr=slave, text=True,
-            env=dict(os.environ, PYTHONPATH=str(REPO)))
+            env=dict(os.environ, PYTHONPATH=str(REPO)), preexec_fn=_sigint_as_on_a_terminal)
         os.close(slave)
         self.err = ""
 
