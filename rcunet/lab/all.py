@@ -255,6 +255,14 @@ def run(args: argparse.Namespace) -> int:
     def progress(message: str) -> None:
         print(f"lab all: {message}", file=sys.stderr, flush=True)
 
+    if args.output:  # before the minutes of runs, not after them
+        try:
+            open(args.output, "a", encoding="utf-8").close()
+        except OSError as exc:
+            print(f"rcunet lab all: cannot write the report to {args.output}: "
+                  f"{exc.strerror}", file=sys.stderr)
+            return 2
+
     outcome = run_all(quick=args.quick, plot_dir=args.plot_dir, progress=progress)
     if args.json:
         print(json.dumps(to_json(outcome), default=str))

@@ -65,3 +65,14 @@ def test_unknown_lab_module_is_reported_missing(monkeypatch):
     monkeypatch.setattr(lab_all, "LABS", labs)
     assert lab_all.run_seed("seed999", quick=True) == {
         "missing": "rcunet.lab.seed999 is not in this tree"}
+
+
+def test_an_unwritable_report_path_is_refused_before_any_run(tmp_path, monkeypatch, capsys):
+    def no_run(**_kwargs):
+        raise AssertionError("the seeds ran before the output path was checked")
+
+    monkeypatch.setattr(lab_all, "run_all", no_run)
+    assert main(["lab", "all", "--quick", "--output", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot write the report to {tmp_path}" in err
+    assert "Traceback" not in err
