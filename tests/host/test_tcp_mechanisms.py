@@ -372,3 +372,29 @@ def test_setting_tcp_nodelay_sends_what_nagle_held() -> None:
     assert child.recv(10) == b"ab"
     for s in (cli, child, srv):
         s.close()
+
+
+def test_host_shutdown_spares_a_closed_connection_in_fin_wait2() -> None:
+    """A Host closing (a child process's Host after its function returned) ends the
+    connections its programs closed and that delivered everything, FIN included,
+    without a RST: the peer still reads the data and then its EOF, as from a Linux
+    host whose FIN-WAIT-2 orphan times out silently."""
+    from rcunet.core.tcp import State as CState
+
+    net, a, b = Network.two_hosts()
+    _srv, cli, child = connected_pair(net, a, b)
+    child.send(b"x" * 1000)
+    child.close()
+
+    def in_fin_wait2() -> bool:
+        return any(sk.conn is not None and sk.conn.state is CState.FIN_WAIT_2
+                   for sk in list(b.tcp.sockets))
+
+    assert net.run_until(in_fin_wait2, 5)
+    resets = b.counters.get("TcpOutRsts")
+    b.tcp.close_all()
+    net.run(1)
+    assert b.counters.get("TcpOutRsts") == resets
+    assert recv_exactly(net, cli, 1000) == b"x" * 1000
+    wait_eof(net, cli)
+    assert not b.tcp.sockets

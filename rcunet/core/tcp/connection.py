@@ -539,6 +539,16 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
             self.counters.add("TcpExtTCPAbortOnData")  # Linux counts a linger-0 close here
             self._abort(now)
 
+    def expire_fin_wait2(self, now: int) -> None:
+        """End FIN-WAIT-2 now as its timeout would (tcp_fin_timeout's end in
+        tcp_keepalive_timer: tcp_done, no segment): every byte and our FIN are
+        acknowledged, so the peer has all it will get and a RST would only cost it its
+        EOF.  Nothing happens in any other state."""
+        self._now = now
+        if self.state is FIN_WAIT_2:
+            self.timers.fin_wait2_at = None
+            self._enter_closed()
+
     def disconnect(self, now: int) -> None:
         """connect(AF_UNSPEC), Linux tcp_disconnect: drop the connection at once, with a
         RST in the states tcp_need_reset names (SYN-RECEIVED, ESTABLISHED, FIN-WAIT-1/2,

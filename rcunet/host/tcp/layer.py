@@ -166,7 +166,9 @@ class TcpLayer(DemuxMixin, EngineMixin, TransmitMixin, ListenerMixin, FastOpenMi
                 sk.linger = (True, 0)
                 sk.close()
             else:
-                self._abort_orphan(sk)
+                # A closed connection that has delivered everything, its FIN included,
+                # is not reset: its peer may still be reading up to our FIN.
+                self._abort_orphan(sk, spare_fin_wait2=True)
         for entry in list(self.hashinfo.ehash.entries()):
             if isinstance(entry, TcpTimeWait):
                 self._tw_kill(entry)

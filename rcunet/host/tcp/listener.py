@@ -266,13 +266,18 @@ class ListenerMixin:
         if forget:
             self.forget(lsk)
 
-    def _abort_orphan(self, sk: TcpSock) -> None:
+    def _abort_orphan(self, sk: TcpSock, spare_fin_wait2: bool = False) -> None:
+        """Abort a connection its program has closed.  ``spare_fin_wait2`` (a Host
+        shutting down): one in FIN-WAIT-2 ends as its timeout would, without a RST."""
         since = sk._lock()
         try:
             advance(sk, USER_CLOSED)
             conn = sk.conn
             if conn is not None and conn.state is not CState.CLOSED:
-                conn.abort(self.host.now())
+                if spare_fin_wait2 and conn.state is CState.FIN_WAIT_2:
+                    conn.expire_fin_wait2(self.host.now())
+                else:
+                    conn.abort(self.host.now())
                 self.after_engine(sk)
         finally:
             sk._unlock(since)
