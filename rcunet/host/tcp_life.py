@@ -33,9 +33,15 @@ LISTEN_CLOSED = 2
 FINISHED = 4
 #: The layer dropped its reference (``TcpLayer.forget``): the last step.
 FORGOTTEN = 8
+#: The teardown that took FINISHED is done with the tables: the socket is unhashed and
+#: its port released.  FINISHED is taken first (``post`` claims the teardown with it, and
+#: the transmitter must see it to release the route), so between the two another thread
+#: can see FINISHED while the socket is still in ehash and bhash: whoever decides to
+#: forget the socket reads this step, never FINISHED.
+UNHASHED = 16
 
 _NAMES = ((USER_CLOSED, "USER_CLOSED"), (LISTEN_CLOSED, "LISTEN_CLOSED"),
-          (FINISHED, "FINISHED"), (FORGOTTEN, "FORGOTTEN"))
+          (FINISHED, "FINISHED"), (UNHASHED, "UNHASHED"), (FORGOTTEN, "FORGOTTEN"))
 
 #: The allowed transitions: each step is taken once, and only once the steps listed for it
 #: were taken.  The one way back is ``reopen``.
@@ -43,13 +49,14 @@ REQUIRES = {
     USER_CLOSED: 0,
     LISTEN_CLOSED: 0,
     FINISHED: 0,
+    UNHASHED: FINISHED,
     # the owner's reference goes only when nobody will use the socket again: the user
-    # closed it and the engine is done with it
-    FORGOTTEN: USER_CLOSED | FINISHED,
+    # closed it and the engine is done with it, tables included
+    FORGOTTEN: USER_CLOSED | FINISHED | UNHASHED,
 }
 #: tcp_disconnect: connect() after a failed attempt starts over from a socket whose only
-#: step is FINISHED (the user holds it, it never listened).
-REOPENS_FROM = FINISHED
+#: steps are FINISHED and UNHASHED (the user holds it, it never listened).
+REOPENS_FROM = FINISHED | UNHASHED
 
 
 class LifeError(RuntimeError):
@@ -77,11 +84,13 @@ def advance(sk: Any, step: int) -> bool:
 
 
 def reopen(sk: Any) -> bool:
-    """connect() after a failed attempt (tcp_disconnect): FINISHED is cleared.  False
-    while the failed attempt is still tearing down (not FINISHED yet).  Takes sk.wq."""
+    """connect() after a failed attempt (tcp_disconnect): FINISHED and UNHASHED are
+    cleared.  False while the failed attempt is still tearing down (not UNHASHED yet: a
+    connect must not hash the socket while the old teardown still unhashes it).  Takes
+    sk.wq."""
     with sk.wq:
         life = sk.life
-        if not life & FINISHED:
+        if not life & UNHASHED:
             return False
         if life != REOPENS_FROM:
             raise LifeError(f"reopen at {describe(life)}")

@@ -35,7 +35,7 @@ from rcunet.core.tcp.timewait import TimeWait
 from rcunet.host import tcp_errq, tcp_fastopen
 from rcunet.host.sockerr import oserror, wire
 from rcunet.host.socklock import BACKLOG_EXTRA, SocketLock
-from rcunet.host.tcp_life import FINISHED, LISTEN_CLOSED, USER_CLOSED, advance, reopen
+from rcunet.host.tcp_life import FINISHED, LISTEN_CLOSED, UNHASHED, USER_CLOSED, advance, reopen
 from rcunet.host.tcp_poll import PollFd
 from rcunet.host.tcp_sockopt import TcpSockOptions
 from rcunet.host.wakeups import open_gates
@@ -96,7 +96,7 @@ class TcpSock(TcpSockOptions, SockEntry):
       conn, rx_skbs, timer, teardown, time_wait, user options   guarded by the socket
                   lock.
       life        the socket's life: an int of steps (USER_CLOSED, LISTEN_CLOSED,
-                  FINISHED, FORGOTTEN), each taken once, in the order
+                  FINISHED, UNHASHED, FORGOTTEN), each taken once, in the order
                   ``rcunet.host.tcp_life.REQUIRES`` allows, by ``tcp_life.advance``
                   under wq; read without a lock (one attribute load, see tcp_life).
       outbox      deque of segments to transmit: appended under the socket lock, drained
@@ -757,10 +757,13 @@ class TcpSock(TcpSockOptions, SockEntry):
             self.layer.release_unconnected(self)
         elif self.linger[0] and self.linger[1] > 0 and not self.host.deterministic:
             self._linger_wait(self.linger[1])
-        # The teardown takes FINISHED before it reads USER_CLOSED; we took USER_CLOSED
-        # before reading FINISHED (both under wq, so the later taker sees the earlier):
-        # at least one side releases the socket (``forget`` takes FORGOTTEN once).
-        if self.life & FINISHED:
+        # The teardown takes UNHASHED before it reads USER_CLOSED; we took USER_CLOSED
+        # before reading UNHASHED (both under wq, so the later taker sees the earlier):
+        # at least one side releases the socket (``forget`` takes FORGOTTEN once).  Not
+        # FINISHED: ``post`` takes it when it claims the teardown, before the socket
+        # leaves ehash and bhash, and a socket forgotten then would leave ``sockets``
+        # while its table entries stay behind.
+        if self.life & UNHASHED:
             self.layer.forget(self)
 
     def _linger_wait(self, seconds: int) -> None:

@@ -15,12 +15,14 @@ from rcunet.host.tcp_life import (
     FINISHED,
     FORGOTTEN,
     LISTEN_CLOSED,
+    UNHASHED,
     USER_CLOSED,
     LifeError,
     advance,
     describe,
     reopen,
 )
+from rcunet.sync import hooks
 
 
 class _Sock:
@@ -36,13 +38,16 @@ def test_each_step_is_taken_once():
     assert advance(sk, USER_CLOSED)
     assert not advance(sk, USER_CLOSED)
     assert advance(sk, FINISHED)
+    assert advance(sk, UNHASHED)
     assert advance(sk, FORGOTTEN)
     assert not advance(sk, FORGOTTEN)
-    assert describe(sk.life) == "USER_CLOSED|FINISHED|FORGOTTEN"
+    assert describe(sk.life) == "USER_CLOSED|FINISHED|UNHASHED|FORGOTTEN"
 
 
-@pytest.mark.parametrize("life", [0, USER_CLOSED, FINISHED, LISTEN_CLOSED | FINISHED])
-def test_forgotten_needs_user_closed_and_finished(life):
+@pytest.mark.parametrize("life", [0, USER_CLOSED, FINISHED, LISTEN_CLOSED | FINISHED,
+                                  USER_CLOSED | FINISHED, FINISHED | UNHASHED])
+def test_forgotten_needs_user_closed_and_unhashed(life):
+    # USER_CLOSED | FINISHED: a teardown claimed, the socket still in ehash and bhash
     sk = _Sock(life)
     with pytest.raises(LifeError, match="FORGOTTEN"):
         advance(sk, FORGOTTEN)
@@ -53,9 +58,11 @@ def test_reopen_only_from_finished():
     sk = _Sock()
     assert not reopen(sk)  # still tearing down: connect() says EALREADY
     advance(sk, FINISHED)
+    assert not reopen(sk)  # the teardown is still unhashing it
+    advance(sk, UNHASHED)
     assert reopen(sk)
     assert sk.life == 0
-    closed = _Sock(USER_CLOSED | FINISHED)
+    closed = _Sock(USER_CLOSED | FINISHED | UNHASHED)
     with pytest.raises(LifeError):
         reopen(closed)
 
@@ -93,9 +100,9 @@ def test_connection_life_user_closes_first():
     assert sk_cli.life & USER_CLOSED
     child.close()
     assert net.run_until(lambda: sk_cli.life & FORGOTTEN and sk_child.life & FORGOTTEN, 5)
-    assert sk_cli.life == sk_child.life == USER_CLOSED | FINISHED | FORGOTTEN
+    assert sk_cli.life == sk_child.life == USER_CLOSED | FINISHED | UNHASHED | FORGOTTEN
     srv.close()
-    assert sk_srv.life == USER_CLOSED | LISTEN_CLOSED | FINISHED | FORGOTTEN
+    assert sk_srv.life == USER_CLOSED | LISTEN_CLOSED | FINISHED | UNHASHED | FORGOTTEN
 
 
 def test_connection_life_engine_finishes_first():
@@ -107,9 +114,35 @@ def test_connection_life_engine_finishes_first():
     child.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\0\0\0\0\0\0\0")
     child.close()  # linger {1, 0}: RST
     assert net.run_until(lambda: sk_cli.life & FINISHED, 5)
-    assert sk_cli.life == FINISHED
+    assert sk_cli.life == FINISHED | UNHASHED
     cli.close()
-    assert sk_cli.life == USER_CLOSED | FINISHED | FORGOTTEN
+    assert sk_cli.life == USER_CLOSED | FINISHED | UNHASHED | FORGOTTEN
+    srv.close()
+
+
+def test_close_during_teardown_forgets_only_once_unhashed():
+    """The user closes while another thread's teardown has taken FINISHED but not yet
+    unhashed the socket (seed004's lab saw a client port and ehash entry outlive the
+    socket's place in ``sockets``): close() leaves the forgetting to that teardown."""
+    net, a, b = Network.two_hosts()
+    srv, cli, child = connected_pair(net, a, b)
+    sk_cli = host_socket(cli)
+    seen: list[tuple[bool, bool, bool]] = []
+
+    def before_unhash() -> None:
+        if sk_cli.life & FINISHED and not sk_cli.life & USER_CLOSED:
+            cli.close()  # the user, in the middle of the engine's teardown
+            seen.append((sk_cli in a.tcp.sockets, a.tcp.hashinfo.ehash.contains(sk_cli),
+                         bool(sk_cli.life & FORGOTTEN)))
+
+    child.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\0\0\0\0\0\0\0")
+    with hooks.installed({"tcp.finish.before_unhash": before_unhash}):
+        child.close()  # linger {1, 0}: RST, which finishes the client's connection
+        assert net.run_until(lambda: sk_cli.life & FORGOTTEN, 5)
+    assert seen == [(True, True, False)]  # still hashed, so still among the sockets
+    assert sk_cli.life == USER_CLOSED | FINISHED | UNHASHED | FORGOTTEN
+    assert sk_cli not in a.tcp.sockets and not a.tcp.hashinfo.ehash.contains(sk_cli)
+    assert not a.tcp.hashinfo.bind.ports_in_use()
     srv.close()
 
 
@@ -120,6 +153,6 @@ def test_listener_shutdown_then_close():
     srv.listen(4)
     sk = host_socket(srv)
     srv.shutdown(socket.SHUT_RD)  # the listener stops listening; the user still holds it
-    assert sk.life == LISTEN_CLOSED | FINISHED
+    assert sk.life == LISTEN_CLOSED | FINISHED | UNHASHED
     srv.close()
-    assert sk.life == USER_CLOSED | LISTEN_CLOSED | FINISHED | FORGOTTEN
+    assert sk.life == USER_CLOSED | LISTEN_CLOSED | FINISHED | UNHASHED | FORGOTTEN

@@ -13,9 +13,10 @@ from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.timewait import TimeWait
 from rcunet.host import tcp_errq
 from rcunet.host.tcp.common import TABLE_STATE
-from rcunet.host.tcp_life import FINISHED, USER_CLOSED, advance
+from rcunet.host.tcp_life import FINISHED, UNHASHED, USER_CLOSED, advance
 from rcunet.host.tcp_sock import TIMER_DEFERRED, TcpSock, Teardown
 from rcunet.sync.deferred import Buffer
+from rcunet.sync.hooks import yield_point
 from rcunet.wire import tcp
 
 
@@ -208,11 +209,13 @@ class EngineMixin:
         ``post`` took FINISHED when it took this teardown."""
         self.flush(sk)  # releases the pinned route (or leaves it to the transmitter)
         self._cancel_timer(sk)
+        yield_point("tcp.finish.before_unhash")  # FINISHED taken, still in the tables
         with self._global():
             self.hashinfo.close(sk)
         self._leave_syn_queue(sk)
         if sk.tfo_listener is not None:
             self.fastopen_release(sk)
+        advance(sk, UNHASHED)  # before reading USER_CLOSED: see TcpSock.close
         sk.wakeup()
         if sk.life & USER_CLOSED:  # atomic: see TcpSock.close, which pairs with this
             self.forget(sk)

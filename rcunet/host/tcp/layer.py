@@ -22,7 +22,14 @@ from rcunet.host.tcp.icmp import IcmpMixin
 from rcunet.host.tcp.listener import ListenerMixin
 from rcunet.host.tcp.timewait import TcpTimeWait, TimeWaitMixin
 from rcunet.host.tcp.transmit import TransmitMixin
-from rcunet.host.tcp_life import FINISHED, FORGOTTEN, LISTEN_CLOSED, USER_CLOSED, advance
+from rcunet.host.tcp_life import (
+    FINISHED,
+    FORGOTTEN,
+    LISTEN_CLOSED,
+    UNHASHED,
+    USER_CLOSED,
+    advance,
+)
 from rcunet.host.tcp_sock import TcpSock, oserror, wire
 from rcunet.sync.deferred import DeferredFreeList, PerThreadCounter
 from rcunet.tables import TcpHashInfo
@@ -143,6 +150,7 @@ class TcpLayer(DemuxMixin, EngineMixin, TransmitMixin, ListenerMixin, FastOpenMi
         with self._global():
             self.hashinfo.close(sk)
         advance(sk, FINISHED)
+        advance(sk, UNHASHED)
 
     def orphans_delivering(self) -> int:
         """Connections their program has closed that still have data or a FIN in flight

@@ -14,7 +14,7 @@ from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.isn import initial_sequence
 from rcunet.host.ip import Delivery
 from rcunet.host.tcp.common import TABLE_STATE, family_form
-from rcunet.host.tcp_life import FINISHED, LISTEN_CLOSED, USER_CLOSED, advance
+from rcunet.host.tcp_life import FINISHED, LISTEN_CLOSED, UNHASHED, USER_CLOSED, advance
 from rcunet.host.tcp_sock import TcpSock
 from rcunet.sync.hooks import yield_point
 from rcunet.wire import tcp
@@ -176,6 +176,7 @@ class ListenerMixin:
             self._leave_syn_queue(child)
             self.fastopen_release(child)
             advance(child, FINISHED)
+            advance(child, UNHASHED)
             self.forget(child)
             return None
         with child.sl.slock:
@@ -257,6 +258,7 @@ class ListenerMixin:
             with self._global():
                 self.hashinfo.close(lsk)
             advance(lsk, FINISHED)
+            advance(lsk, UNHASHED)
         finally:
             lsk._unlock(since)
         for child in children:
@@ -281,8 +283,12 @@ class ListenerMixin:
                 self.after_engine(sk)
         finally:
             sk._unlock(since)
-        # atomic: loads of life (paired with advance(FINISHED) in post) and conn
-        if sk.life & FINISHED or sk.conn is None or sk.conn.state is CState.CLOSED:
-            if not sk.life & FINISHED:
-                self._finish(sk)
+        # atomic: loads of life and conn.  We took USER_CLOSED before reading UNHASHED; a
+        # teardown takes UNHASHED before reading USER_CLOSED (both under wq), so one of
+        # us forgets sk, and only once it is out of the tables (see TcpSock.close).
+        life = sk.life
+        if life & UNHASHED:
             self.forget(sk)
+        elif not life & FINISHED and (sk.conn is None or sk.conn.state is CState.CLOSED):
+            if advance(sk, FINISHED):  # nobody took the teardown: it is ours
+                self._finish(sk)  # forgets sk: USER_CLOSED is taken

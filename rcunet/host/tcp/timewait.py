@@ -10,7 +10,7 @@ from typing import Any
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.core.tcp.timewait import TimeWait, TwAction
 from rcunet.host.ip import Delivery
-from rcunet.host.tcp_life import USER_CLOSED
+from rcunet.host.tcp_life import UNHASHED, USER_CLOSED, advance
 from rcunet.host.tcp_sock import TcpSock
 from rcunet.tables.entry import TableEntry, TimeWaitEntry
 from rcunet.wire import tcp
@@ -48,6 +48,7 @@ class TimeWaitMixin:
                 tw.timer = self.host.timers.schedule(tw.expires_at,
                                                      partial(self._tw_expired, tw))
         self._leave_syn_queue(sk)
+        advance(sk, UNHASHED)  # before reading USER_CLOSED: see TcpSock.close
         sk.wakeup()
         if sk.life & USER_CLOSED:  # atomic: see TcpSock.close, which pairs with this
             self.forget(sk)
