@@ -7,6 +7,7 @@ owns a list of ints (one slot per field) and readers sum the registered lists.
 
 from __future__ import annotations
 
+import abc
 import itertools
 import threading
 import weakref
@@ -16,7 +17,7 @@ from typing import Generic, TypeVar
 S = TypeVar("S")
 
 
-class ShardRegistry(Generic[S]):
+class ShardRegistry(abc.ABC, Generic[S]):
     """One shard per live thread, summed by readers: the registry every sharded statistic
     shares (``ShardedStats`` here, ``rcunet.host.counters.Counters``).  A subclass says
     what a shard is (``_empty_shard``) and how an ended thread's shard is added to its
@@ -40,12 +41,13 @@ class ShardRegistry(Generic[S]):
         self._serials = itertools.count()  # next() is atomic
         self._local = threading.local()
 
+    @abc.abstractmethod
     def _empty_shard(self) -> S:
-        raise NotImplementedError
+        """A new thread's zeroed shard."""
 
+    @abc.abstractmethod
     def _retire_locked(self, shard: S) -> None:
         """Add an ended thread's shard to the retired sums (``_lock`` held)."""
-        raise NotImplementedError
 
     def shard(self) -> S:
         """The calling thread's own shard (owner: this thread only; never hand it to
