@@ -8,33 +8,12 @@ from __future__ import annotations
 import errno
 import socket
 import struct
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from rcunet.host.network import Network
-
 TCP_CORK, TCP_INQ = 3, 36
 MSG_MORE, MSG_EOR = 0x8000, 0x80
-
-
-@pytest.fixture
-def pair() -> Iterator[tuple[Any, Any]]:
-    net, a, b = Network.two_hosts(threaded=True)
-    net.start()
-    srv = b.socket(socket.AF_INET, socket.SOCK_STREAM)
-    srv.bind(("10.0.0.2", 7201))
-    srv.listen(1)
-    cli = a.socket(socket.AF_INET, socket.SOCK_STREAM)
-    cli.settimeout(10)
-    cli.connect(("10.0.0.2", 7201))
-    child, _ = srv.accept()
-    child.settimeout(10)
-    yield cli, child
-    for s in (cli, child, srv):
-        s.close()
-    net.close()
 
 
 def _wait_readable(sock: Any, n: int) -> None:

@@ -8,37 +8,15 @@ import select
 import socket
 import struct
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
 from rcunet.api.socket import MSG_ERRQUEUE
-from rcunet.host.network import Network
 
 SO_TIMESTAMPING = 37
 SOF_TX_SOFTWARE, SOF_SOFTWARE, SOF_OPT_ID, SOF_TX_ACK, SOF_OPT_TSONLY = (
     1 << 1, 1 << 4, 1 << 7, 1 << 9, 1 << 11)
 SCM_TSTAMP_SND, SCM_TSTAMP_ACK = 0, 2
 EE = struct.Struct("=IBBBBII")
-
-
-@pytest.fixture
-def pair() -> Iterator[tuple[Any, Any]]:
-    net, a, b = Network.two_hosts(threaded=True)
-    net.start()
-    srv = b.socket(socket.AF_INET, socket.SOCK_STREAM)
-    srv.bind(("10.0.0.2", 7300))
-    srv.listen(1)
-    cli = a.socket(socket.AF_INET, socket.SOCK_STREAM)
-    cli.settimeout(10)
-    cli.connect(("10.0.0.2", 7300))
-    child, _ = srv.accept()
-    child.settimeout(10)
-    yield cli, child
-    for s in (cli, child, srv):
-        s.close()
-    net.close()
 
 
 def test_send_and_ack_timestamps_of_the_last_byte(pair: Any) -> None:

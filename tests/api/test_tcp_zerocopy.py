@@ -10,7 +10,6 @@ import select
 import socket
 import struct
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,28 +21,9 @@ from rcunet.api.socket import (
     SO_EE_ORIGIN_ZEROCOPY,
     SO_ZEROCOPY,
 )
-from rcunet.host.network import Network
 
 IP_RECVERR = 11
 EE = struct.Struct("=IBBBBII")
-
-
-@pytest.fixture
-def pair() -> Iterator[tuple[Any, Any]]:
-    net, a, b = Network.two_hosts(threaded=True)
-    net.start()
-    srv = b.socket(socket.AF_INET, socket.SOCK_STREAM)
-    srv.bind(("10.0.0.2", 7200))
-    srv.listen(1)
-    cli = a.socket(socket.AF_INET, socket.SOCK_STREAM)
-    cli.settimeout(10)
-    cli.connect(("10.0.0.2", 7200))
-    child, _ = srv.accept()
-    child.settimeout(10)
-    yield cli, child
-    for s in (cli, child, srv):
-        s.close()
-    net.close()
 
 
 def _read_all(sock: Any, n: int) -> None:
