@@ -74,3 +74,28 @@ async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
     writer.close()
     await writer.wait_closed()
     return echoed
+
+
+# Programs the `rcunet run` tests start (both runners, one process or --procs).
+FETCH = """\
+import hashlib, sys, urllib.request
+with urllib.request.urlopen(sys.argv[1], timeout=60) as response:
+    body = response.read()
+print(len(body), hashlib.sha256(body).hexdigest())
+"""
+
+# The server starts beside the client: until it listens, a connect is refused.  The client
+# retries on that condition alone, however long a loaded machine takes to start the server
+# (the test's subprocess timeout bounds the whole run); any other error fails at once.
+RETRYING_FETCH = """\
+import hashlib, sys, time, urllib.error, urllib.request
+while True:
+    try:
+        body = urllib.request.urlopen(sys.argv[1]).read()
+        break
+    except urllib.error.URLError as exc:
+        if not isinstance(exc.reason, ConnectionRefusedError):
+            raise
+        time.sleep(0.05)
+print(len(body), hashlib.sha256(body).hexdigest())
+"""

@@ -9,31 +9,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from compat_support import FETCH, RETRYING_FETCH
+
 from rcunet.link.pcap import read_all
 from rcunet.services.http import pattern_sha256
-
-FETCH = """\
-import hashlib, sys, urllib.request
-with urllib.request.urlopen(sys.argv[1], timeout=60) as response:
-    body = response.read()
-print(len(body), hashlib.sha256(body).hexdigest())
-"""
-
-# The server starts beside the client: until it listens, a connect is refused.  The client
-# retries on that condition alone, however long a loaded machine takes to start the server
-# (the test's subprocess timeout bounds the whole run); any other error fails at once.
-RETRYING_FETCH = """\
-import hashlib, sys, time, urllib.error, urllib.request
-while True:
-    try:
-        body = urllib.request.urlopen(sys.argv[1]).read()
-        break
-    except urllib.error.URLError as exc:
-        if not isinstance(exc.reason, ConnectionRefusedError):
-            raise
-        time.sleep(0.05)
-print(len(body), hashlib.sha256(body).hexdigest())
-"""
 
 # Runs in the rcunet process itself (drop-in mode), so the Host processes are its own
 # children (beside multiprocessing's resource tracker): it reads part of a 20 MB body,
