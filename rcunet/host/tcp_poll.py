@@ -11,7 +11,7 @@ one end ``a`` of an AF_UNIX stream socketpair:
 * writable   <=> ``a``'s send buffer has room: ``a`` sends into ``b`` until EAGAIN to
   lower (a few KB with the smallest buffers), ``b`` drains it to raise.
 
-Only transitions cost system calls; ``set`` with unchanged levels does nothing.
+Only transitions cost system calls; a ``refresh`` with unchanged levels does nothing.
 
 The pair comes from ``_socket`` (the C module), not ``socket``: drop-in mode replaces
 ``socket.socket``/``socket.socketpair``, and these fds are rcunet's own.  Every transfer
@@ -23,18 +23,23 @@ the fd over does), which must not make a receive worker block here.
 from __future__ import annotations
 
 import _socket
+from collections.abc import Callable
 
 from rcunet.core.freethreaded import lockfree_read_slots
+from rcunet.sync.hooks import yield_point
 from rcunet.sync.lock import LockClass
 
 POLL_LOCK = LockClass("tcp_sock.poll")
+#: Yield point: a refresh has read the socket's levels and not yet applied them.
+POLL_LEVELS_READ = "tcp_poll.levels_read"
 _FILL = b"\0" * 512
 _DONTWAIT = _socket.MSG_DONTWAIT
 
 
 class PollFd:
-    """Concurrency: ``_lock`` (a leaf) serialises transitions; ``readable``/``writable``
-    are written under it.  ``fileno()`` is immutable until ``close()``."""
+    """Concurrency: ``_lock`` (a leaf: ``levels()`` takes no lock) serialises refreshes,
+    levels read and applied as one step; ``readable``/``writable`` are written under it.
+    ``fileno()`` is immutable until ``close()``."""
 
     __slots__ = lockfree_read_slots("_a", "_b", "_lock", "readable", "writable")
 
@@ -52,10 +57,21 @@ class PollFd:
     def fileno(self) -> int:
         return self._a.fileno()
 
-    def set(self, readable: bool, writable: bool) -> None:
+    def refresh(self, levels: Callable[[], tuple[bool, bool]]) -> None:
+        """Make the fd show ``levels()`` (readable, writable), read under the lock.
+
+        Every change to what the levels depend on is followed by a refresh.  Read
+        outside the lock, a refresh that read before a change could apply its stale
+        levels after the refresh that followed the change: the fd would say "not
+        readable" with data queued (a selectors server waits for ever).  Read under it,
+        the last refresh to take the lock began after every change so far (each
+        change's refresh took the lock after it) and applies levels that include them.
+        """
         with self._lock:
             if self._a.fileno() < 0:
                 return
+            readable, writable = levels()
+            yield_point(POLL_LEVELS_READ)
             if readable != self.readable:
                 if readable:
                     _raise(self._b)

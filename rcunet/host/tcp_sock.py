@@ -289,11 +289,12 @@ class TcpSock(TcpSockOptions, SockEntry):
     def update_poll(self) -> None:
         poll = self.poll  # atomic: attribute load, pairs with the store in fileno()
         if poll is not None:
-            poll.set(*self.poll_levels())
+            poll.refresh(self.poll_levels)
 
     def poll_levels(self) -> tuple[bool, bool]:
         """(readable, writable) as tcp_poll reports them.  Lockless reads of single
-        attributes; a stale answer is corrected by the next wakeup."""
+        attributes, ordered after the change that called for them by ``PollFd.refresh``
+        (which reads them under its lock, see there)."""
         # atomic: one load of life, paired with advance(LISTEN_CLOSED) in close_listener
         listen_closed = bool(self.life & LISTEN_CLOSED)
         if listen_closed or self.state == State.LISTEN:
@@ -321,7 +322,7 @@ class TcpSock(TcpSockOptions, SockEntry):
             if self.poll is None:
                 self.poll = PollFd()
             poll = self.poll
-        poll.set(*self.poll_levels())
+        poll.refresh(self.poll_levels)
         return poll.fileno()
 
     def _wait(self, seen: int, deadline: float | None) -> bool:

@@ -4,14 +4,18 @@ the test fails on the code before its fix."""
 from __future__ import annotations
 
 import errno
+import select
 import socket
 import threading
 
 import pytest
 
+from rcunet.api import host_socket
 from rcunet.host.network import Network
+from rcunet.host.tcp_poll import POLL_LEVELS_READ
 from rcunet.sync.deferred import FREE_AFTER_LOOKUP, DeferredFreeList
-from rcunet.sync.hooks import Schedule
+from rcunet.sync.hooks import Schedule, wait_until
+from rcunet.sync.lock import CONTENDED
 from rcunet.tables.udp_entry import MEMBERSHIP_BEFORE_PUBLISH
 
 
@@ -80,4 +84,58 @@ def test_a_closed_socket_cannot_join():
         assert err.value.errno == errno.EBADF
         assert G1 not in eth0.groups and sk.mc_list == {}
     finally:
+        net.close()
+
+
+def _select_readable(sock) -> bool:
+    readable, _w, _x = select.select([sock.fileno()], [], [], 0)
+    return bool(readable)
+
+
+def test_accept_racing_a_new_child_leaves_the_listener_readable():
+    """accept() took the last child and read "nothing queued" for the listener's poll
+    fd; before it applies that, a handshake completes and queues a new child.  The fd
+    must end readable: a selectors server that missed it would never accept the client
+    (a stale level applied after the fresh one is a lost wake-up)."""
+    net = Network(threaded=True)
+    a, b = net.host("a"), net.host("b")
+    # inline: the connector's own thread runs b's input, so it is the thread that
+    # queues the child and refreshes the listener's poll fd
+    net.link(a, b, "10.0.0.1/24", "10.0.0.2/24", inline_rx=True)
+    net.start()
+    srv = b.socket(socket.AF_INET, socket.SOCK_STREAM)
+    srv.bind(("10.0.0.2", 7300))
+    srv.listen(8)
+    srv.setblocking(False)
+    assert not _select_readable(srv)  # fileno() made the poll fd: levels are kept now
+    clients = [a.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(2)]
+    clients[0].connect(("10.0.0.2", 7300))
+    assert _select_readable(srv)
+    accepted: list[object] = []
+    try:
+        with Schedule(timeout=10.0) as sched:
+            sched.pause_at(POLL_LEVELS_READ, thread="acceptor")
+            sched.pause_at(CONTENDED, thread="connector")
+            acceptor = threading.Thread(target=lambda: accepted.append(srv.accept()),
+                                        name="acceptor")
+            acceptor.start()
+            sched.wait_paused(POLL_LEVELS_READ)  # read: no child queued
+            connector = threading.Thread(target=clients[1].connect,
+                                         args=(("10.0.0.2", 7300),), name="connector")
+            connector.start()
+            # the new child's wake-up either applied its level already or waits for
+            # the poll fd's lock the acceptor holds
+            wait_until(lambda: not connector.is_alive() or sched.paused(CONTENDED) > 0,
+                       timeout=10.0, what="the connector to queue its child")
+            sched.release(POLL_LEVELS_READ)
+            acceptor.join(10)
+            sched.release(CONTENDED)
+            connector.join(10)
+        assert not acceptor.is_alive() and not connector.is_alive()
+        assert len(accepted) == 1
+        assert host_socket(srv).acceptq  # the second child waits to be accepted...
+        assert _select_readable(srv)  # ...and select() says so
+    finally:
+        for sock in clients + [srv] + [child for child, _ in accepted]:
+            sock.close()
         net.close()
