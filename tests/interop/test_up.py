@@ -29,7 +29,8 @@ class Daemon:
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.lines: queue.SimpleQueue[str] = queue.SimpleQueue()
         self.output: list[str] = []
-        threading.Thread(target=self._pump, daemon=True).start()
+        self._pumping = threading.Thread(target=self._pump, daemon=True)
+        self._pumping.start()
 
     def _pump(self) -> None:
         assert self.process.stdout is not None
@@ -51,7 +52,7 @@ class Daemon:
 
     def finish(self, timeout: float = 20.0) -> tuple[int, str]:
         code = self.process.wait(timeout)
-        time.sleep(0.1)  # let the pump take the last lines
+        self._pumping.join(timeout)  # the pump has taken the last lines at EOF
         return code, "\n".join(self.output)
 
 
