@@ -228,6 +228,10 @@ def configure(parser: argparse.ArgumentParser, workload: str) -> None:
     parser.add_argument("--tuning", choices=("modern", "legacy"), default="modern",
                         help="--target mem: the Hosts' Tuning preset (legacy: every seed's "
                              "lock-heavy 'before'; default modern)")
+    parser.add_argument("--procs-cpus", default="spread", metavar="PLACEMENT",
+                        help="--target procs: where the two processes run: spread (each "
+                             "its own half of the allowed CPUs, the default), none (the "
+                             "scheduler decides) or CLIENT:SERVER CPU lists (0:1)")
     parser.add_argument("--server", action="store_true",
                         help="run only the server side (waits for a client's -c -H run)")
     tap_target.configure(parser)
@@ -334,6 +338,15 @@ def validate(opts: argparse.Namespace) -> None:
     if opts.tuning != "modern" and opts.target not in ("mem", "procs", "tap"):
         problems.append("--tuning picks rcunet's mechanisms: it needs --target mem, "
                         "procs or tap.")
+    if opts.procs_cpus != "spread":
+        if opts.target != "procs":
+            problems.append("--procs-cpus places --target procs' two processes.")
+        else:
+            from rcunet.bench.procs import placement
+            try:
+                placement(opts.procs_cpus, allowed_cpus())
+            except ValueError as exc:
+                problems.append(f"{exc}.")
     problems.extend(tap_target.problems(opts))
     if opts.suicide_length < 0:
         problems.append("Suicide length must not be negative.")
@@ -674,16 +687,34 @@ def allowed_cpus() -> list[int]:
 
 
 def cpuset_lines(cpus: Sequence[int]) -> list[str]:
-    """What neper prints when it pins: ``allowed_core_num`` and ``allowed_cores`` (CPU
-    numbers with runs as ranges: ``0-3,6``)."""
+    """What neper prints when it pins: ``allowed_core_num`` and ``allowed_cores``."""
+    return [f"allowed_core_num={len(cpus)}", f"allowed_cores={cpu_list(cpus)}"]
+
+
+def parse_cpu_list(text: str) -> tuple[int, ...]:
+    """A CPU list as Linux writes them (``0-2,5``) as a sorted tuple; ValueError when
+    malformed or empty."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        first, dash, last = part.partition("-")
+        if (not first.isdigit() or (dash and not last.isdigit())
+                or (dash and int(last) < int(first))):
+            raise ValueError(f"CPU list {text!r}: expected numbers and ranges, as 0-2,5")
+        cpus.update(range(int(first), int(last if dash else first) + 1))
+    if not cpus:
+        raise ValueError(f"CPU list {text!r} is empty")
+    return tuple(sorted(cpus))
+
+
+def cpu_list(cpus: Sequence[int]) -> str:
+    """The inverse of ``parse_cpu_list``: ``(0, 1, 2, 5)`` -> ``0-2,5``."""
     runs: list[list[int]] = []
-    for cpu in cpus:
+    for cpu in sorted(cpus):
         if runs and cpu == runs[-1][1] + 1:
             runs[-1][1] = cpu
         else:
             runs.append([cpu, cpu])
-    text = ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
-    return [f"allowed_core_num={len(cpus)}", f"allowed_cores={text}"]
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def pin_thread(cpus: Sequence[int] | None, index: int) -> None:

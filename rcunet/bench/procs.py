@@ -16,6 +16,14 @@ printed as on the other targets; the other process's CPU over the run goes to st
 (``server process: utime=... stime=...``, and the same for the client) so CPU per
 transaction can count both.
 
+Placement (``--procs-cpus``): by default each process gets CPUs of its own, as two
+machines have, the client's process the first half of the allowed CPUs and the server's
+the second (``spread``; with one allowed CPU they share it).  Left to the scheduler
+(``none``), a serial request/response moves between CPUs at each hand-off: on the
+2-vCPU machine of docs/BENCHMARKS.md tcp_crr ran ~45% faster placed, at the same CPU
+per transaction.  ``CLIENT:SERVER`` names the CPU lists (``0:1``, ``0-1:2-3``).
+``--pin-cpu`` then pins each side's threads within its own process's CPUs.
+
 ``RCUNET_IPC_TRANSPORT=ring`` runs the link over the shared-memory ring instead of the
 default seqpacket pair (``rcunet bench ipc`` compares the two).  ``RCUNET_IPC_BUSY_POLL=1``
 turns busy polling on at both ends (rcunet/host/busypoll.py: off by default, as
@@ -31,6 +39,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from rcunet.bench import neper
 from rcunet.bench.neper import Usage
 from rcunet.bench.workloads import ConnectError, MakeSocket, Plan, Run, Server
 
@@ -46,14 +55,21 @@ class ProcsTarget:
 
     name = "procs"
 
-    def __init__(self, tuning: str = "modern", transport: str | None = None) -> None:
+    def __init__(self, tuning: str = "modern", transport: str | None = None,
+                 cpus: str = "spread") -> None:
         from rcunet.host.network import Network
         from rcunet.link.ipc import DEFAULT_TRANSPORT
         from rcunet.tuning import Tuning
 
+        client_cpus, server_cpus = placement(cpus, neper.allowed_cpus())
+        self.placement = (client_cpus, server_cpus)
         self.network = Network(threaded=True, tuning=Tuning.preset(tuning))
         self.client_host = self.network.host("a")
-        self.server_process = self.network.host_process("b")
+        self.server_process = self.network.host_process("b", cpus=server_cpus)
+        if client_cpus is not None:
+            # before the Network's threads start (start() below): a thread inherits its
+            # creator's CPUs
+            os.sched_setaffinity(0, client_cpus)
         self.network.link(self.client_host, self.server_process,
                           [f"{MEM_CLIENT[4]}/24", f"{MEM_CLIENT[6]}/64"],
                           [f"{MEM_SERVER[4]}/24", f"{MEM_SERVER[6]}/64"], inline_rx=True,
@@ -71,7 +87,16 @@ class ProcsTarget:
 
     def make_server(self, plan: Plan, make_socket: MakeSocket, bind_host: str,
                     base_port: int, pin_cpus: Sequence[int] | None) -> RemoteServer:
-        return RemoteServer(self.server_process, plan, base_port, pin_cpus)
+        # --pin-cpu: the child pins its threads within its own CPUs, not the client's
+        return RemoteServer(self.server_process, plan, base_port, pin=pin_cpus is not None)
+
+    def describe_placement(self) -> str:
+        """One line for stderr: where the two processes run."""
+        client, server = self.placement
+        if client is None:
+            return "procs: both processes on any allowed CPU (--procs-cpus none)"
+        return (f"procs: client process on CPUs {neper.cpu_list(client)}, server process on "
+                f"CPUs {neper.cpu_list(server or ())}")
 
     def server_address(self, version: int) -> str:
         return MEM_SERVER[version]
@@ -87,19 +112,18 @@ class RemoteServer:
     """``workloads.Server``'s surface (open, start, stop, run) for a server running in
     a child process."""
 
-    def __init__(self, process: Any, plan: Plan, base_port: int,
-                 pin_cpus: Sequence[int] | None) -> None:
+    def __init__(self, process: Any, plan: Plan, base_port: int, *, pin: bool) -> None:
         self.process = process
         self.plan = plan
         self.base_port = base_port
-        self.pin_cpus = list(pin_cpus) if pin_cpus is not None else None
+        self.pin = pin
         self.run = Run()
         self._parent_start: Usage | None = None
 
     def open(self) -> list[Any]:
         from rcunet.host.procs import ChildFailed
 
-        self.process.start(_serve, self.plan, self.base_port, self.pin_cpus)
+        self.process.start(_serve, self.plan, self.base_port, self.pin)
         try:
             kind, body = self.process.recv(timeout=CHILD_TIMEOUT)
         except (ChildFailed, TimeoutError) as exc:
@@ -124,6 +148,28 @@ class RemoteServer:
         _print_cpu("client", self._parent_start, parent_end, os.getpid())
 
 
+def placement(spec: str, allowed: Sequence[int]) -> tuple[tuple[int, ...] | None,
+                                                          tuple[int, ...] | None]:
+    """``--procs-cpus``: (client CPUs, server CPUs), None for "not placed".  ``spread``
+    halves ``allowed`` (one CPU: not placed); ``none``; or ``CLIENT:SERVER`` CPU lists,
+    each a subset of ``allowed`` (ValueError otherwise)."""
+    if spec == "none" or (spec == "spread" and len(allowed) < 2):
+        return None, None
+    if spec == "spread":
+        half = len(allowed) // 2
+        return tuple(allowed[:half]), tuple(allowed[half:])
+    sides = spec.split(":")
+    if len(sides) != 2:
+        raise ValueError(f"--procs-cpus {spec!r}: spread, none or CLIENT:SERVER "
+                         "CPU lists (0:1, 0-1:2-3)")
+    client, server = (neper.parse_cpu_list(side) for side in sides)
+    outside = sorted((set(client) | set(server)) - set(allowed))
+    if outside:
+        raise ValueError(f"--procs-cpus {spec!r}: CPUs {outside} are not allowed "
+                         f"(allowed: {neper.cpu_list(allowed)})")
+    return client, server
+
+
 def _print_cpu(side: str, start: Usage | None, end: Usage | None, pid: int | None) -> None:
     """One process's CPU over the run, on stderr (neper's block has one process's)."""
     if start is not None and end is not None:
@@ -132,10 +178,10 @@ def _print_cpu(side: str, start: Usage | None, end: Usage | None, pid: int | Non
               file=sys.stderr)
 
 
-def _serve(child: Any, plan: Plan, base_port: int,
-           pin_cpus: list[int] | None) -> dict[str, Any] | None:
+def _serve(child: Any, plan: Plan, base_port: int, pin: bool) -> dict[str, Any] | None:
     """In the child: the neper server on its Host until the parent's stop()."""
     version = 6 if plan.family == 10 else 4  # AF_INET6
+    pin_cpus = neper.allowed_cpus() if pin else None  # this process's CPUs
     server = Server(plan, child.host.socket, "", base_port, pin_cpus)
     try:
         addresses = server.open()

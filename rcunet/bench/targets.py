@@ -113,13 +113,15 @@ class KernelTarget:
         pass
 
 
-def make_target(name: str, tuning: str = "modern") -> Any:
+def make_target(name: str, tuning: str = "modern", procs_cpus: str = "spread") -> Any:
     if name.startswith("pmd-pytcp"):  # the peer stack on a TAP (bench/peer_pytcp.py)
         from rcunet.bench.peer_pytcp import PytcpTarget
         return PytcpTarget(blocking=name == "pmd-pytcp-blocking")
     if name == "procs":
         from rcunet.bench.procs import ProcsTarget
-        return ProcsTarget(tuning)
+        target = ProcsTarget(tuning, cpus=procs_cpus)
+        print(target.describe_placement(), file=sys.stderr)  # stdout: neper's block
+        return target
     return MemTarget(tuning) if name == "mem" else KernelTarget()
 
 
@@ -216,7 +218,7 @@ def _arm_suicide_timer(seconds: int, workload: str, log: neper.Log) -> None:
 
 def _run_in_process(opts: argparse.Namespace, log: neper.Log) -> int:
     plan = plan_from(opts)
-    target = make_target(opts.target, opts.tuning)
+    target = make_target(opts.target, opts.tuning, opts.procs_cpus)
     try:
         version = _version(plan)
         pin_cpus = neper.allowed_cpus() if opts.pin_cpu else None

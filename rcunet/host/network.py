@@ -26,7 +26,13 @@ from rcunet.host.busypoll import BusyPoller
 from rcunet.host.clock import MonotonicClock, VirtualClock
 from rcunet.host.host import Host
 from rcunet.host.interface import Interface
-from rcunet.host.procs import DEFAULT_START_METHOD, HostProcess, HostSpec, InterfaceSpec
+from rcunet.host.procs import (
+    DEFAULT_START_METHOD,
+    HostProcess,
+    HostSpec,
+    InterfaceSpec,
+    check_cpus,
+)
 from rcunet.host.wakeups import deferred as deferred_wakeups
 from rcunet.link.impair import Impairment, ImpairmentConfig
 from rcunet.link.ipc import DEFAULT_TRANSPORT, IpcEndpoint, ipc_pair
@@ -94,17 +100,20 @@ class Network:
     def host_process(self, name: str, *, tuning: Tuning | None = None,
                      rx_queues: int | None = None, forwarding: bool = False,
                      capture: bool = False, lockstat: bool = False, lockdep: bool = False,
-                     start_method: str = DEFAULT_START_METHOD) -> HostProcess:
+                     start_method: str = DEFAULT_START_METHOD,
+                     cpus: Iterable[int] | None = None) -> HostProcess:
         """A Host that will live in a child process (``HostProcess.start(fn, *args)``
         runs ``fn(child, *args)`` there).  ``capture``: pcap of each of its interfaces;
         ``lockstat``: lock statistics on in the child; ``lockdep``: lock-order checks
-        on in the child; all come back in its Outcome."""
+        on in the child; all come back in its Outcome.  ``cpus``: the CPUs the child
+        runs on, as a machine has its own (OSError EINVAL for a CPU this process may
+        not use)."""
         if not self.threaded:
             raise ValueError("a Host in its own process needs a threaded Network (the "
                              "deterministic virtual-clock mode stays single-process)")
         spec = HostSpec(name, self._host_tuning(tuning, forwarding), next(self._seed_serial),
                         rx_queues or self.rx_queues, capture=capture, lockstat=lockstat,
-                        lockdep=lockdep)
+                        lockdep=lockdep, cpus=None if cpus is None else check_cpus(cpus))
         process = HostProcess(spec, start_method=start_method)
         self.processes.append(process)
         return process

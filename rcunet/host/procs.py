@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import faulthandler
 import io
 import multiprocessing
@@ -51,7 +52,7 @@ import signal
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -97,6 +98,9 @@ class HostSpec:
     lockstat: bool = False  # lock statistics on, returned in the outcome
     lockdep: bool = False  # lock-order checking on; its reports come back in the outcome
     exit_linger: float = 30.0  # seconds closed connections may deliver after the function
+    #: The CPUs the child's threads run on (sched_setaffinity before any thread starts);
+    #: None: wherever the parent's may.
+    cpus: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -218,6 +222,8 @@ def _let_orphans_finish(host: Any, child: Child, endpoints: list[IpcEndpoint],
 def _child_main(spec: HostSpec, ctl: Connection, function: Callable[..., Any],
                 args: tuple[Any, ...]) -> None:
     _die_with_parent()
+    if spec.cpus is not None:
+        os.sched_setaffinity(0, spec.cpus)  # first: every thread after this inherits it
     faulthandler.register(signal.SIGUSR1)  # kill -USR1 PID: every thread's stack on stderr
     if spec.lockdep:
         from rcunet.sync import lockdep
@@ -480,6 +486,18 @@ class HostProcess:
                 self._finished.wait(_EXIT_GRACE)
         if self._monitor is not None:
             self._monitor.join(_EXIT_GRACE)
+
+
+def check_cpus(cpus: Iterable[int]) -> tuple[int, ...]:
+    """``cpus`` as a sorted tuple, or OSError(EINVAL) when it is empty or names a CPU
+    this process may not run on (what sched_setaffinity answers in the child, said
+    here before the child starts)."""
+    chosen = tuple(sorted(set(cpus)))
+    allowed = os.sched_getaffinity(0)
+    if not chosen or not set(chosen) <= allowed:
+        raise OSError(errno.EINVAL, f"CPUs {list(chosen)}: this process may run on "
+                                    f"{sorted(allowed)} only")
+    return chosen
 
 
 def describe_exit(exitcode: int | None) -> str:

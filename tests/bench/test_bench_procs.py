@@ -8,6 +8,8 @@ import re
 
 import pytest
 
+from rcunet.bench import neper
+from rcunet.bench.procs import placement
 from rcunet.cli import main
 
 KEY_VALUE = re.compile(r"^(?P<key>.*)=(?P<value>.*)$", re.M)
@@ -52,3 +54,34 @@ def test_ipc_link_bench_prints_both_transports(capsys: pytest.CaptureFixture[str
         for key in ("us_per_frame", "frames_per_s", "cpu_us_per_frame",
                     "frames_per_wakeup", "one_way_us", "dropped"):
             assert float(values[f"{transport}.round1.{key}"]) >= 0
+
+
+def test_spread_gives_each_process_half_of_the_allowed_cpus() -> None:
+    assert placement("spread", [0, 1]) == ((0,), (1,))
+    assert placement("spread", [0, 1, 2, 3, 5]) == ((0, 1), (2, 3, 5))
+    assert placement("spread", [3]) == (None, None)  # one CPU: they share it
+    assert placement("none", [0, 1]) == (None, None)
+    assert placement("0-1:2,4", [0, 1, 2, 3, 4]) == ((0, 1), (2, 4))
+
+
+@pytest.mark.parametrize("spec", ["0", "0:1:2", "a:1", "1-0:2", "0:", "0:7"])
+def test_a_bad_placement_is_refused(spec: str) -> None:
+    with pytest.raises(ValueError):
+        placement(spec, [0, 1, 2])
+
+
+def test_cpu_lists_read_and_write_as_linux_prints_them() -> None:
+    assert neper.parse_cpu_list("0-2,5") == (0, 1, 2, 5)
+    assert neper.cpu_list((5, 0, 1, 2)) == "0-2,5"
+    assert neper.cpuset_lines([0, 1, 3]) == ["allowed_core_num=3", "allowed_cores=0-1,3"]
+
+
+def test_the_run_says_where_each_process_ran(capsys: pytest.CaptureFixture[str]) -> None:
+    allowed = neper.allowed_cpus()
+    spec = f"{allowed[0]}:{allowed[-1]}"
+    status, values, err = bench(capsys, "tcp_rr", "--target", "procs", "--procs-cpus", spec,
+                                "-l", "-20", "--nolog")
+    assert status == 0, err
+    assert int(values["num_transactions"]) == 20
+    assert (f"procs: client process on CPUs {allowed[0]}, server process on CPUs "
+            f"{allowed[-1]}") in err

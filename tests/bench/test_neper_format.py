@@ -116,6 +116,8 @@ def test_percentiles_are_sorted_deduplicated_and_accept_old_spellings() -> None:
     (["tcp_rr", "-B", "0"], "Buffer size"),
     (["udp_rr", "-H", "10.0.0.2"], "in-process run"),
     (["tcp_crr", "--tuning", "legacy", "--target", "kernel"], "needs --target mem"),
+    (["tcp_rr", "--procs-cpus", "none"], "--procs-cpus places --target procs"),
+    (["tcp_rr", "--target", "procs", "--procs-cpus", "0:4096"], "are not allowed"),
     (["udp_rr", "-s", "-1"], "Suicide length"),
 ])
 def test_impossible_flags_give_one_line_and_exit_2(

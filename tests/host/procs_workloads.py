@@ -119,3 +119,23 @@ def wait_for_stop(child: Any, token: int) -> list[int]:
     child.report(("pid", os.getpid()))
     child.stopping.wait(30)
     return [token, os.getpid()]
+
+
+def thread_cpus(child: Any) -> list[list[int]]:
+    """The CPUs each thread of the child may run on (its Host's threads included),
+    from /proc: one sorted list per thread."""
+    found = []
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/status") as status:
+            for line in status:
+                if line.startswith("Cpus_allowed_list:"):
+                    found.append(_cpu_list(line.split(":", 1)[1].strip()))
+    return found
+
+
+def _cpu_list(text: str) -> list[int]:
+    cpus: list[int] = []
+    for part in text.split(","):
+        first, _dash, last = part.partition("-")
+        cpus.extend(range(int(first), int(last or first) + 1))
+    return cpus

@@ -308,6 +308,34 @@ def test_start_stop_join_collects_result_counters_pcap_and_lockstat() -> None:
         net.close()
 
 
+def test_a_child_runs_on_the_cpus_it_was_given() -> None:
+    """``cpus``: every thread of the child (its Host's included) runs on them, as a
+    machine runs on its own CPUs; the parent's stay as they were."""
+    mine = sorted(os.sched_getaffinity(0))
+    net = Network(threaded=True)
+    a = net.host("a")
+    b = net.host_process("b", cpus=[mine[-1]])
+    net.link(a, b, f"{A4}/24", f"{B4}/24")
+    net.start()
+    try:
+        b.start(work.thread_cpus)
+        outcome = b.join(timeout=PATIENCE)
+        assert outcome.failure is None, outcome.error
+        threads = outcome.result
+        assert len(threads) > 1  # the Host's threads, not only the main one
+        assert all(cpus == [mine[-1]] for cpus in threads), threads
+        assert sorted(os.sched_getaffinity(0)) == mine
+    finally:
+        net.close()
+
+
+@pytest.mark.parametrize("cpus", [[], [4096]])
+def test_cpus_the_parent_may_not_use_are_einval(cpus: list[int]) -> None:
+    with pytest.raises(OSError) as info:
+        Network(threaded=True).host_process("b", cpus=cpus)
+    assert info.value.errno == errno.EINVAL
+
+
 def test_the_deterministic_mode_stays_single_process() -> None:
     with pytest.raises(ValueError, match="single-process"):
         Network().host_process("b")
