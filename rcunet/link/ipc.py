@@ -66,6 +66,8 @@ RING_BYTES = 4 * 1024 * 1024
 #: The ring consumer's longest sleep: bounds the cost of a doorbell lost to store->load
 #: reordering on a weakly ordered CPU (see ``_Ring``).
 RING_MAX_SLEEP = 0.001
+#: How long closing a ring waits for a thread still inside a call on its mapping.
+MAP_CLOSE_PATIENCE = 5.0
 #: How long a receive thread blocks between checks that its endpoint is closing.
 _POLL_SLICE_MS = 200
 #: Busy polling (``busy_poll``): how long the receive thread leaves the link alone after
@@ -385,16 +387,26 @@ class _RingTransport:
     def wake(self) -> None:
         _poke(self._wake_w)
 
+    def _close_map(self) -> None:
+        """Unmap, waiting out a thread that is inside pack_into/unpack_from on the
+        mapping this moment (BufferError: on a free-threaded build nothing orders that
+        call with ours; it lasts microseconds).  Past MAP_CLOSE_PATIENCE the unmap, and
+        the mapping's own descriptor, are left to the object's last user (its
+        deallocation), which keeps that user's memory valid."""
+        deadline = time.monotonic() + MAP_CLOSE_PATIENCE
+        while True:
+            try:
+                self.map.close()
+                return
+            except BufferError:
+                if time.monotonic() >= deadline:
+                    return
+                time.sleep(0.001)
+
     def close(self) -> None:
         with self._tx_lock:  # a put in progress finishes first; later ones see _closed
             self._closed = True
-        try:
-            self.map.close()
-        except BufferError:
-            # A Host thread is inside pack_into/unpack_from on it at this moment (on a
-            # free-threaded build nothing orders that call with ours): the mapping is
-            # unmapped when its last user drops it, which keeps that call's memory valid.
-            pass
+        self._close_map()
         for fd in (self.memfd, self.tx_bell, self.rx_bell, self._wake_r, self._wake_w):
             os.close(fd)
         self.alive.close()

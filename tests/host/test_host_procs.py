@@ -58,11 +58,26 @@ def leftovers() -> dict[str, Any]:
                 continue
             if int(fields[1]) == os.getpid():
                 children.add(int(pid))
-    return {"fds": len(os.listdir("/proc/self/fd")),
+    return {"fds": _open_descriptors(),
             "children": children,
             "shm": set(os.listdir("/dev/shm")),
             "pymp": {name for name in os.listdir(tempfile.gettempdir())
                      if name.startswith("pymp-")}}
+
+
+def _open_descriptors() -> dict[str, int]:
+    """This process's descriptors by kind (socket, pipe, anon_inode:[eventfd], memfd:...),
+    counted: a failure names the kind that was left open."""
+    kinds: dict[str, int] = {}
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue  # the listing's own descriptor, closed by now
+        kind = target.split(":[", 1)[0] if target.startswith(("socket:", "pipe:")) else \
+            target.split(" (deleted)")[0]
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return kinds
 
 
 def leftovers_settle(before: dict[str, Any], patience: float = 30.0) -> dict[str, Any]:

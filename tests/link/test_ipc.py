@@ -13,6 +13,7 @@ import pytest
 from rcunet.link.impair import ImpairmentConfig
 from rcunet.link.ipc import IpcEndpoint, ipc_pair
 from rcunet.link.pcap import PcapWriter, read_all
+from rcunet.sync.hooks import wait_until
 
 TRANSPORTS = ["seqpacket", "ring"]
 
@@ -212,6 +213,24 @@ def test_a_send_after_or_during_close_is_a_counted_drop(transport: str) -> None:
     assert not a.send(bytes(60))
     stats = a.stats()
     assert stats["tx_dropped"] >= 1 and stats["tx_carrier_errors"] >= 1
+    b.close()
+
+
+def test_closing_a_ring_waits_out_a_call_inside_its_mapping() -> None:
+    """A thread inside pack_into/unpack_from holds an export of the mapping (on a
+    free-threaded build nothing orders that call with close()): close waits for it to
+    end and then unmaps, rather than leave the mapping and its descriptor open until
+    the object is collected."""
+    a, b = ipc_pair(transport="ring")
+    inside = memoryview(a.transport.map)  # what a call in progress holds
+    closer = threading.Thread(target=a.close)
+    closer.start()
+    wait_until(lambda: a.transport._closed, what="close() to begin")
+    assert not a.transport.map.closed  # it cannot unmap under the call...
+    inside.release()  # ...which ends
+    closer.join(10)
+    assert not closer.is_alive()
+    assert a.transport.map.closed
     b.close()
 
 
