@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from rcunet.bench import tap_target
+from rcunet.bench.cpus import cpu_list, placement
 
 VERSION = "1.1.0"
 RR_WORKLOADS = ("tcp_rr", "tcp_crr", "udp_rr")
@@ -342,7 +343,6 @@ def validate(opts: argparse.Namespace) -> None:
         if opts.target != "procs":
             problems.append("--procs-cpus places --target procs' two processes.")
         else:
-            from rcunet.bench.procs import placement
             try:
                 placement(opts.procs_cpus, allowed_cpus())
             except ValueError as exc:
@@ -689,32 +689,6 @@ def allowed_cpus() -> list[int]:
 def cpuset_lines(cpus: Sequence[int]) -> list[str]:
     """What neper prints when it pins: ``allowed_core_num`` and ``allowed_cores``."""
     return [f"allowed_core_num={len(cpus)}", f"allowed_cores={cpu_list(cpus)}"]
-
-
-def parse_cpu_list(text: str) -> tuple[int, ...]:
-    """A CPU list as Linux writes them (``0-2,5``) as a sorted tuple; ValueError when
-    malformed or empty."""
-    cpus: set[int] = set()
-    for part in text.split(","):
-        first, dash, last = part.partition("-")
-        if (not first.isdigit() or (dash and not last.isdigit())
-                or (dash and int(last) < int(first))):
-            raise ValueError(f"CPU list {text!r}: expected numbers and ranges, as 0-2,5")
-        cpus.update(range(int(first), int(last if dash else first) + 1))
-    if not cpus:
-        raise ValueError(f"CPU list {text!r} is empty")
-    return tuple(sorted(cpus))
-
-
-def cpu_list(cpus: Sequence[int]) -> str:
-    """The inverse of ``parse_cpu_list``: ``(0, 1, 2, 5)`` -> ``0-2,5``."""
-    runs: list[list[int]] = []
-    for cpu in sorted(cpus):
-        if runs and cpu == runs[-1][1] + 1:
-            runs[-1][1] = cpu
-        else:
-            runs.append([cpu, cpu])
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def pin_thread(cpus: Sequence[int] | None, index: int) -> None:

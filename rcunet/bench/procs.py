@@ -40,6 +40,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rcunet.bench import neper
+from rcunet.bench.cpus import cpu_list, placement
 from rcunet.bench.neper import Usage
 from rcunet.bench.workloads import ConnectError, MakeSocket, Plan, Run, Server
 
@@ -95,8 +96,8 @@ class ProcsTarget:
         client, server = self.placement
         if client is None:
             return "procs: both processes on any allowed CPU (--procs-cpus none)"
-        return (f"procs: client process on CPUs {neper.cpu_list(client)}, server process on "
-                f"CPUs {neper.cpu_list(server or ())}")
+        return (f"procs: client process on CPUs {cpu_list(client)}, server process on "
+                f"CPUs {cpu_list(server or ())}")
 
     def server_address(self, version: int) -> str:
         return MEM_SERVER[version]
@@ -146,28 +147,6 @@ class RemoteServer:
         self.run = outcome.result["run"]
         _print_cpu("server", self.run.usage_start, self.run.usage_end, self.process.pid)
         _print_cpu("client", self._parent_start, parent_end, os.getpid())
-
-
-def placement(spec: str, allowed: Sequence[int]) -> tuple[tuple[int, ...] | None,
-                                                          tuple[int, ...] | None]:
-    """``--procs-cpus``: (client CPUs, server CPUs), None for "not placed".  ``spread``
-    halves ``allowed`` (one CPU: not placed); ``none``; or ``CLIENT:SERVER`` CPU lists,
-    each a subset of ``allowed`` (ValueError otherwise)."""
-    if spec == "none" or (spec == "spread" and len(allowed) < 2):
-        return None, None
-    if spec == "spread":
-        half = len(allowed) // 2
-        return tuple(allowed[:half]), tuple(allowed[half:])
-    sides = spec.split(":")
-    if len(sides) != 2:
-        raise ValueError(f"--procs-cpus {spec!r}: spread, none or CLIENT:SERVER "
-                         "CPU lists (0:1, 0-1:2-3)")
-    client, server = (neper.parse_cpu_list(side) for side in sides)
-    outside = sorted((set(client) | set(server)) - set(allowed))
-    if outside:
-        raise ValueError(f"--procs-cpus {spec!r}: CPUs {outside} are not allowed "
-                         f"(allowed: {neper.cpu_list(allowed)})")
-    return client, server
 
 
 def _print_cpu(side: str, start: Usage | None, end: Usage | None, pid: int | None) -> None:

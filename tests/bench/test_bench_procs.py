@@ -9,7 +9,7 @@ import re
 import pytest
 
 from rcunet.bench import neper
-from rcunet.bench.procs import placement
+from rcunet.bench.cpus import cpu_list, parse_cpu_list, placement
 from rcunet.cli import main
 
 KEY_VALUE = re.compile(r"^(?P<key>.*)=(?P<value>.*)$", re.M)
@@ -71,8 +71,8 @@ def test_a_bad_placement_is_refused(spec: str) -> None:
 
 
 def test_cpu_lists_read_and_write_as_linux_prints_them() -> None:
-    assert neper.parse_cpu_list("0-2,5") == (0, 1, 2, 5)
-    assert neper.cpu_list((5, 0, 1, 2)) == "0-2,5"
+    assert parse_cpu_list("0-2,5") == (0, 1, 2, 5)
+    assert cpu_list((5, 0, 1, 2)) == "0-2,5"
     assert neper.cpuset_lines([0, 1, 3]) == ["allowed_core_num=3", "allowed_cores=0-1,3"]
 
 
