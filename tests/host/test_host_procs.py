@@ -80,6 +80,20 @@ def _open_descriptors() -> dict[str, int]:
     return kinds
 
 
+def left_behind(before: dict[str, Any], after: dict[str, Any]) -> str:
+    """What differs between two ``leftovers()``, for an assertion's message."""
+    lines = []
+    for key in before:
+        if key == "fds":
+            kinds = set(before["fds"]) | set(after["fds"])
+            lines += [f"fds {kind}: {before['fds'].get(kind, 0)} -> {after['fds'].get(kind, 0)}"
+                      for kind in sorted(kinds)
+                      if before["fds"].get(kind, 0) != after["fds"].get(kind, 0)]
+        elif before[key] != after[key]:
+            lines.append(f"{key}: {before[key]} -> {after[key]}")
+    return "; ".join(lines)
+
+
 def leftovers_settle(before: dict[str, Any], patience: float = 30.0) -> dict[str, Any]:
     """``leftovers()`` once it is back to ``before``, or as it is after ``patience``
     seconds: a ring's mapping and doorbell are released by their last user, a Host
@@ -141,7 +155,8 @@ def test_20mb_each_way_clean_link(transport: str) -> None:
         assert outcome.counters.get("TcpInCsumErrors", 0) == 0
     finally:
         net.close()
-    assert leftovers_settle(before) == before
+    after = leftovers_settle(before)
+    assert after == before, left_behind(before, after)
 
 
 def test_20mb_each_way_with_loss_duplication_and_reordering() -> None:
@@ -169,7 +184,8 @@ def test_20mb_each_way_with_loss_duplication_and_reordering() -> None:
                 + a.counters.get("TcpInCsumErrors")) > 0
     finally:
         net.close()
-    assert leftovers_settle(before) == before
+    after = leftovers_settle(before)
+    assert after == before, left_behind(before, after)
 
 
 def test_data_queued_before_the_childs_function_returns_is_delivered() -> None:
@@ -252,7 +268,8 @@ def test_killing_the_server_mid_transfer_times_the_client_out() -> None:
         assert not os.path.exists(f"/proc/{pid}")  # reaped: no zombie
     finally:
         net.close()
-    assert leftovers_settle(before) == before
+    after = leftovers_settle(before)
+    assert after == before, left_behind(before, after)
 
 
 def test_a_crashing_server_resets_its_connections() -> None:
@@ -275,7 +292,8 @@ def test_a_crashing_server_resets_its_connections() -> None:
         sock.close()
     finally:
         net.close()
-    assert leftovers_settle(before) == before
+    after = leftovers_settle(before)
+    assert after == before, left_behind(before, after)
 
 
 def test_a_child_that_exits_is_reported_with_its_status() -> None:
@@ -292,7 +310,8 @@ def test_a_child_that_exits_is_reported_with_its_status() -> None:
         sock.close()
     finally:
         net.close()
-    assert leftovers_settle(before) == before
+    after = leftovers_settle(before)
+    assert after == before, left_behind(before, after)
 
 
 def test_start_stop_join_collects_result_counters_pcap_and_lockstat() -> None:
