@@ -19,9 +19,10 @@ transaction can count both.
 Placement (``--procs-cpus``): by default each process gets CPUs of its own, as two
 machines have, the client's process the first half of the allowed CPUs and the server's
 the second (``spread``; with one allowed CPU they share it).  Left to the scheduler
-(``none``), a serial request/response moves between CPUs at each hand-off: on the
-2-vCPU machine of docs/BENCHMARKS.md tcp_crr ran ~45% faster placed, at the same CPU
-per transaction.  ``CLIENT:SERVER`` names the CPU lists (``0:1``, ``0-1:2-3``).
+(``none``), the threads move between CPUs at the hand-offs: on the 2-vCPU machine of
+docs/BENCHMARKS.md tcp_crr -T2 ran about 1.5x faster placed on a quiet machine (-T1,
+whose transactions are serial, gained little there and ~45% beside load).
+``CLIENT:SERVER`` names the CPU lists (``0:1``, ``0-1:2-3``).
 ``--pin-cpu`` then pins each side's threads within its own process's CPUs.
 
 ``RCUNET_IPC_TRANSPORT=ring`` runs the link over the shared-memory ring instead of the
