@@ -313,9 +313,13 @@ class _RingTransport:
         self.largest = largest  # immutable
         self.ring_bytes = ring_bytes  # immutable
         span = _HEADER + ring_bytes
-        self.map = mmap.mmap(memfd, 2 * span)
-        self.tx = _Ring(self.map, side * span, ring_bytes)
-        self.rx = _Ring(self.map, (1 - side) * span, ring_bytes)
+        # One mapping per direction, each touched by one thread at a time (the producer
+        # under _tx_lock, the consumer as the link's receiver): an mmap object's count of
+        # buffer exports is not atomic on a free-threaded build, and two threads taking
+        # buffers of one mapping at once could lose a decrement, after which close()
+        # meets BufferError for ever and the mapping's descriptor stays open.
+        self.tx = _Ring(mmap.mmap(memfd, 2 * span), side * span, ring_bytes)
+        self.rx = _Ring(mmap.mmap(memfd, 2 * span), (1 - side) * span, ring_bytes)
         self._tx_lock = threading.Lock()
         self._closed = False  # guarded-by: _tx_lock (no put touches the map or a bell after)
         self._wake_r, self._wake_w = _wake_pipe()
@@ -387,7 +391,8 @@ class _RingTransport:
     def wake(self) -> None:
         _poke(self._wake_w)
 
-    def _close_map(self) -> None:
+    @staticmethod
+    def _close_map(mapping: mmap.mmap) -> None:
         """Unmap, waiting out a thread that is inside pack_into/unpack_from on the
         mapping this moment (BufferError: on a free-threaded build nothing orders that
         call with ours; it lasts microseconds).  Past MAP_CLOSE_PATIENCE the unmap, and
@@ -396,7 +401,7 @@ class _RingTransport:
         deadline = time.monotonic() + MAP_CLOSE_PATIENCE
         while True:
             try:
-                self.map.close()
+                mapping.close()
                 return
             except BufferError:
                 if time.monotonic() >= deadline:
@@ -406,7 +411,8 @@ class _RingTransport:
     def close(self) -> None:
         with self._tx_lock:  # a put in progress finishes first; later ones see _closed
             self._closed = True
-        self._close_map()
+        for ring in (self.tx, self.rx):
+            self._close_map(ring.map)
         for fd in (self.memfd, self.tx_bell, self.rx_bell, self._wake_r, self._wake_w):
             os.close(fd)
         self.alive.close()
@@ -780,7 +786,8 @@ class IpcEndpoint:
             transport.sock.detach()
         else:
             transport.alive.detach()
-            transport.map.close()
+            transport.tx.map.close()
+            transport.rx.map.close()
         os.close(transport._wake_r)
         os.close(transport._wake_w)
 

@@ -222,15 +222,15 @@ def test_closing_a_ring_waits_out_a_call_inside_its_mapping() -> None:
     end and then unmaps, rather than leave the mapping and its descriptor open until
     the object is collected."""
     a, b = ipc_pair(transport="ring")
-    inside = memoryview(a.transport.map)  # what a call in progress holds
+    inside = memoryview(a.transport.rx.map)  # what a call in progress holds
     closer = threading.Thread(target=a.close)
     closer.start()
     wait_until(lambda: a.transport._closed, what="close() to begin")
-    assert not a.transport.map.closed  # it cannot unmap under the call...
+    assert not a.transport.rx.map.closed  # it cannot unmap under the call...
     inside.release()  # ...which ends
     closer.join(10)
     assert not closer.is_alive()
-    assert a.transport.map.closed
+    assert a.transport.rx.map.closed and a.transport.tx.map.closed
     b.close()
 
 
