@@ -10,6 +10,8 @@ import socket
 import threading
 from typing import Any
 
+from rcunet.bench.cpus import parse_cpu_list
+
 CHUNK = 65536
 
 
@@ -129,13 +131,6 @@ def thread_cpus(child: Any) -> list[list[int]]:
         with open(f"/proc/self/task/{task}/status") as status:
             for line in status:
                 if line.startswith("Cpus_allowed_list:"):
-                    found.append(_cpu_list(line.split(":", 1)[1].strip()))
+                    found.append(list(parse_cpu_list(line.split(":", 1)[1].strip())))
     return found
 
-
-def _cpu_list(text: str) -> list[int]:
-    cpus: list[int] = []
-    for part in text.split(","):
-        first, _dash, last = part.partition("-")
-        cpus.extend(range(int(first), int(last or first) + 1))
-    return cpus
