@@ -18,7 +18,7 @@ LO4 = bytes((127, 0, 0, 1))
 def _segment(**fields: object) -> tcp.Repr:
     base = dict(src_port=40000, dst_port=80, seq=1000, ack=2000, flags=tcp.ACK, window=512)
     base.update(fields)
-    return tcp.Repr(**base)  # type: ignore[arg-type]
+    return tcp.Repr(**base)
 
 
 # ------------------------------------------------------------------------------- ACE
