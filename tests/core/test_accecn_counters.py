@@ -281,3 +281,44 @@ def test_sysctl_defaults_are_linuxs() -> None:
     d = a.EcnSysctls()
     assert (d.tcp_ecn, d.tcp_ecn_option, d.tcp_ecn_option_beacon, d.tcp_ecn_fallback) == (
         TcpEcn.IN_ECN_OUT_NOECN, a.EcnOption.FULL, 3, True)
+
+
+# ------------------------------------------------------------------ RFC 3168
+def test_classic_receiver_echoes_ce_until_cwr() -> None:
+    r = a.Rfc3168()
+    assert not r.on_data(ecn.NOT_ECT)           # nothing seen yet
+    assert not r.on_data(ecn.ECT_0) and r.seen
+    assert r.on_data(ecn.CE) and r.demand_cwr    # first mark: ACK quickly
+    assert not r.on_data(ecn.CE)                 # already echoing
+    out = a.outgoing(EcnMode.RFC3168, new_data=False, rfc3168=r)
+    assert out == (ecn.NOT_ECT, w.ECE)           # pure ACK: Not-ECT, ECE
+    assert r.on_cwr(has_data=True) and not r.demand_cwr
+    assert a.outgoing(EcnMode.RFC3168, new_data=False, rfc3168=r) == (ecn.NOT_ECT, 0)
+    assert r.on_data(ecn.NOT_ECT)                # Not-ECT after ECT: a retransmission
+
+
+def test_classic_sender_marks_new_data_and_sends_cwr_once() -> None:
+    r = a.Rfc3168()
+    r.on_reduction()
+    assert a.outgoing(EcnMode.RFC3168, new_data=True, rfc3168=r) == (ecn.ECT_0, w.CWR)
+    assert a.outgoing(EcnMode.RFC3168, new_data=True, rfc3168=r) == (ecn.ECT_0, 0)
+    # a retransmission is Not-ECT (RFC 3168 §6.1.5) unless the CC wants ECT everywhere
+    assert a.outgoing(EcnMode.RFC3168, new_data=False, rfc3168=r).ip_ecn == ecn.NOT_ECT
+    assert a.outgoing(EcnMode.RFC3168, new_data=False, rfc3168=r,
+                      ca_needs_ecn=True).ip_ecn == ecn.ECT_0
+    r.on_reduction()
+    r.on_undo()
+    assert a.outgoing(EcnMode.RFC3168, new_data=True, rfc3168=r).flags == 0
+    assert a.outgoing(EcnMode.DISABLED, new_data=True) == (ecn.NOT_ECT, 0)
+
+
+def test_accecn_sender_marks_everything_and_carries_ace() -> None:
+    rx = a.AccEcnReceiver()
+    rx.on_segment(ecn.CE, 100)
+    out = a.outgoing(EcnMode.ACCECN, new_data=False, receiver=rx)
+    assert out.ip_ecn == ecn.ECT_0 and w.ace(out.flags) == (a.CEP_INIT + 1) & 7
+    assert rx.received_ce_pending == 0
+    assert a.outgoing(EcnMode.ACCECN, new_data=True, receiver=rx, ect_1=True).ip_ecn == \
+        ecn.ECT_1
+    assert a.outgoing(EcnMode.ACCECN, new_data=True, receiver=rx,
+                      ace_fail_recv=True).ip_ecn == ecn.NOT_ECT

@@ -275,6 +275,82 @@ def ece_is_echo(mode: EcnMode, flags: int) -> bool:
     return bool(flags & wtcp.ECE) and not flags & wtcp.SYN and mode is EcnMode.RFC3168
 
 
+# ------------------------------------------------------------ RFC 3168 feedback
+@dataclass(slots=True)
+class Rfc3168:
+    """Classic ECN's per-connection flags (tp->ecn_flags: TCP_ECN_DEMAND_CWR,
+    TCP_ECN_QUEUE_CWR, TCP_ECN_SEEN) and their rules."""
+
+    #: We saw CE: every ACK carries ECE until the peer's CWR.
+    demand_cwr: bool = False
+    #: We reduced cwnd for an ECE: the next new data segment carries CWR.
+    queue_cwr: bool = False
+    #: The peer's packets have been ECT (or CE).
+    seen: bool = False
+
+    def on_data(self, ip_ecn: int) -> bool:
+        """An arriving data segment's IP ECN field (tcp_data_ecn_check); True asks for
+        quick ACKs: a first CE mark (the sender may be down to one segment), or Not-ECT
+        after ECT, which is probably a retransmission."""
+        codepoint = ip_ecn & ecn.MASK
+        if codepoint == ecn.NOT_ECT:
+            return self.seen
+        self.seen = True
+        if codepoint == ecn.CE and not self.demand_cwr:
+            self.demand_cwr = True
+            return True
+        return False
+
+    def on_cwr(self, has_data: bool) -> bool:
+        """The peer set CWR (tcp_ecn_accept_cwr): stop echoing ECE; a data segment with
+        CWR is ACKed at once, its sender's cwnd may be tiny."""
+        self.demand_cwr = False
+        return has_data
+
+    def on_reduction(self) -> None:
+        """cwnd was reduced (tcp_init_cwnd_reduction: tcp_ecn_queue_cwr)."""
+        self.queue_cwr = True
+
+    def on_undo(self) -> None:
+        """The reduction was undone (tcp_ecn_withdraw_cwr)."""
+        self.queue_cwr = False
+
+
+class Outgoing(NamedTuple):
+    """The ECN marks of one outgoing segment (tcp_ecn_send)."""
+
+    ip_ecn: int
+    #: TCP flags to set: ECE and/or CWR (RFC 3168), or the ACE value (AccECN).
+    flags: int
+
+
+def outgoing(mode: EcnMode, *, new_data: bool, rfc3168: Rfc3168 | None = None,
+             receiver: AccEcnReceiver | None = None, ace_fail_recv: bool = False,
+             ect_1: bool = False, ca_needs_ecn: bool = False) -> Outgoing:
+    """tcp_ecn_send for an established connection.  RFC 3168: only new data is ECT and
+    may carry the queued CWR (pure ACKs and retransmissions are Not-ECT, unless the
+    congestion control wants every packet ECT); ECE while CE is being echoed.  AccECN:
+    every segment is ECT unless the peer's ACE feedback failed, and carries ACE.
+    ``ect_1``: the congestion control asks for ECT(1) (L4S)."""
+    ect = ecn.ECT_1 if ect_1 else ecn.ECT_0
+    if mode is EcnMode.ACCECN:
+        ace = receiver.ace() if receiver is not None else CEP_INIT
+        return Outgoing(ecn.NOT_ECT if ace_fail_recv else ect, wtcp.with_ace(0, ace))
+    if mode is not EcnMode.RFC3168 or rfc3168 is None:
+        return Outgoing(ecn.NOT_ECT, 0)
+    flags = 0
+    if new_data:
+        ip = ect
+        if rfc3168.queue_cwr:
+            rfc3168.queue_cwr = False
+            flags |= wtcp.CWR
+    else:
+        ip = ect if ca_needs_ecn else ecn.NOT_ECT
+    if rfc3168.demand_cwr:
+        flags |= wtcp.ECE
+    return Outgoing(ip, flags)
+
+
 # ---------------------------------------------------------------- the data receiver
 class OptionSeen(enum.IntEnum):
     """What the peer's AccECN options have shown (TCP_ACCECN_OPT_*_SEEN)."""
@@ -593,7 +669,7 @@ __all__ = [
     "ACCECN0", "ACCECN1", "AccEcnReceiver", "AccEcnSender", "Answer", "EcnMode", "EcnOption",
     "EcnSysctls", "OptionFit", "OptionSeen", "SynAckResult", "SynRequest", "TcpEcn", "ThirdAck",
     "accecn_syn_requested", "after_crossed_syn", "after_synack", "answer_syn", "beacon_due",
-    "ece_is_echo", "ect_transition_valid", "fit_option",
+    "Outgoing", "Rfc3168", "ece_is_echo", "outgoing", "ect_transition_valid", "fit_option",
     "option_seen", "reflector_ace", "retransmitted_syn_flags", "syn_ect_from_ace",
     "syn_request", "synack_combine_saving", "synack_flags", "synack_option", "third_ack",
     "wants_option",
