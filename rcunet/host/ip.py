@@ -20,14 +20,15 @@ from rcunet.core.ip.fragment import FragmentationNeeded, fragment_ipv4, fragment
 from rcunet.core.ip.reassembly import Ipv4Reassembler, Ipv6Reassembler, ParameterProblem
 from rcunet.host.icmp import IcmpMixin
 from rcunet.host.interface import Interface, multicast_mac
-from rcunet.host.ipaddr import (  # re-exported: the transports import them from here
-    ALL_NODES,
-    LIMITED_BROADCAST,
-    is_multicast,
-)
 from rcunet.host.timers import Timer
 from rcunet.wire import arp, ethernet, icmpv4, icmpv6, igmp, ipv4, ipv6
 from rcunet.wire._common import Buffer, new_tuple
+from rcunet.wire.addr import (  # re-exported: the transports import them from here
+    ALL_NODES,
+    ANY4,
+    LIMITED_BROADCAST,
+    is_multicast,
+)
 from rcunet.wire.errors import WireError
 
 if TYPE_CHECKING:
@@ -227,7 +228,7 @@ class IpLayer(IcmpMixin):
         self._run_neigh_actions(iface, 4, actions)
 
     def _send_arp_request(self, iface: Interface, target: bytes, lladdr: bytes | None) -> None:
-        src = self.select_source(iface, target) or bytes(4)
+        src = self.select_source(iface, target) or ANY4
         request = arp.Repr(arp.REQUEST, iface.mac, src, bytes(6), target)
         self._send_frame(iface, lladdr or ethernet.BROADCAST, ethernet.ETHERTYPE_ARP,
                          request.build())

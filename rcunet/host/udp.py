@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING
 from rcunet.host.ip import Delivery, is_multicast
 from rcunet.host.timers import Timer
 from rcunet.host.udp_sock import UdpSock
-from rcunet.tables.entry import AF_INET, AF_INET6, ANY4, ANY6
+from rcunet.tables.entry import AF_INET, AF_INET6
 from rcunet.tables.udp import UdpTable
 from rcunet.tables.udp_entry import UdpEntry
 from rcunet.tables.udp_mcast import mcast_deliver
 from rcunet.wire import icmpv4, icmpv6, udp
+from rcunet.wire.addr import ANY4, ANY6
 from rcunet.wire.errors import WireError
 
 if TYPE_CHECKING:

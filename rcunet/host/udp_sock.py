@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 from rcunet.host.sockerr import int_option, oserror, ranged, v4mapped, wire
 from rcunet.sync.lock import LockClass
 from rcunet.sync.shared import lockfree_read_slots
-from rcunet.tables.entry import AF_INET, AF_INET6, ANY4, ANY6
+from rcunet.tables.entry import AF_INET, AF_INET6
 from rcunet.tables.udp_entry import UdpEntry
+from rcunet.wire.addr import ANY4, ANY6, LIMITED_BROADCAST, is_any, is_multicast
 
 if TYPE_CHECKING:
     from rcunet.host.host import Host
@@ -177,8 +178,7 @@ class UdpSock(UdpEntry):
     def bind(self, addr: bytes, port: int) -> None:
         w = wire(addr)
         host = self.host
-        local = w in (ANY4, ANY6) or host.ip.is_local(w) or w[0] >> 4 == 14 \
-            or w[0] == 0xFF or w == b"\xff" * 4
+        local = is_any(w) or host.ip.is_local(w) or is_multicast(w) or w == LIMITED_BROADCAST
         if not local:
             raise oserror(errno.EADDRNOTAVAIL, "cannot assign requested address")
         with self.lock:

@@ -34,19 +34,17 @@ from rcunet.tables.ehash import EstablishedTable
 from rcunet.tables.entry import (
     AF_INET,
     AF_INET6,
-    ANY4,
-    ANY6,
     SockEntry,
     State,
     TableEntry,
     check_address,
     check_port,
     fast_saddr_match,
-    is_v4mapped,
     rcv_saddr_equal,
 )
 from rcunet.tables.secret import HashSecret
 from rcunet.tuning import Tuning
+from rcunet.wire.addr import ANY4, ANY6, V4_MAPPED_ANY, V4_MAPPED_PREFIX, is_v4mapped
 
 BHASH_LOCK = LockClass("bhash_lock")
 BHASH2_LOCK = LockClass("bhash2_lock")
@@ -59,13 +57,11 @@ _T = TypeVar("_T")
 FASTREUSEPORT_ANY = 1
 FASTREUSEPORT_STRICT = 2
 
-_V4_MAPPED_PREFIX = b"\0" * 10 + b"\xff\xff"
-MAPPED_ANY = _V4_MAPPED_PREFIX + ANY4
 
 
 def v6_key(family: int, addr: bytes) -> bytes:
     """A tb2's address: IPv6 as is, IPv4 v4-mapped (``tb2->v6_rcv_saddr``)."""
-    return addr if family == AF_INET6 else _V4_MAPPED_PREFIX + addr
+    return addr if family == AF_INET6 else V4_MAPPED_PREFIX + addr
 
 
 class BindBucket:
@@ -154,8 +150,8 @@ def match_addr_any(tb2: Bind2Bucket, sk: TableEntry) -> bool:
     if sk.family == AF_INET6:
         if tb2.addr == ANY6:
             return True
-        return is_v4mapped(sk.laddr) and tb2.addr == MAPPED_ANY
-    return tb2.addr == ANY6 or tb2.addr == MAPPED_ANY
+        return is_v4mapped(sk.laddr) and tb2.addr == V4_MAPPED_ANY
+    return tb2.addr == ANY6 or tb2.addr == V4_MAPPED_ANY
 
 
 def bind_conflict(sk: TableEntry, sk2: TableEntry, relax: bool, reuseport_ok: bool) -> bool:

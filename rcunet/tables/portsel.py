@@ -44,11 +44,10 @@ from rcunet.tables.entry import (
     TimeWaitEntry,
     check_address,
     check_port,
-    is_any,
-    is_loopback,
 )
 from rcunet.tables.secret import M32
 from rcunet.tuning import Tuning
+from rcunet.wire.addr import is_any, is_loopback
 
 #: INET_TABLE_PERTURB_SIZE
 PERTURB_SIZE = 1 << 16

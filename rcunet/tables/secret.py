@@ -22,14 +22,12 @@ import hashlib
 import random
 
 from rcunet.core.freethreaded import lockfree_read_slots
+from rcunet.wire.addr import ANY4, ANY6, V4_MAPPED_PREFIX
 
 M32 = 0xFFFFFFFF
 #: Linux re-salts the ephemeral-port secret every 10 seconds (``jiffies / (10 * HZ)``).
 PORT_SECRET_PERIOD_NS = 10 * 1_000_000_000
 
-_V4_MAPPED_PREFIX = b"\0" * 10 + b"\xff\xff"
-_ANY4 = b"\0\0\0\0"
-_ANY6 = b"\0" * 16
 
 
 def portaddr_key(addr: bytes) -> bytes:
@@ -37,9 +35,9 @@ def portaddr_key(addr: bytes) -> bytes:
     wildcard hash like their IPv4 forms, so 0.0.0.0, :: and ::ffff:0.0.0.0 share a
     bucket (reference §2.2, bhash2 "addr any" check)."""
     if len(addr) == 16:
-        if addr == _ANY6:
-            return _ANY4
-        if addr[:12] == _V4_MAPPED_PREFIX:
+        if addr == ANY6:
+            return ANY4
+        if addr[:12] == V4_MAPPED_PREFIX:
             return addr[12:]
     return addr
 

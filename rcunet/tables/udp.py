@@ -67,22 +67,13 @@ from rcunet.sync.hooks import yield_point
 from rcunet.sync.lock import Lock, LockClass
 from rcunet.sync.rcu import Rcu
 from rcunet.sync.shards import ShardedStats
-from rcunet.tables.entry import (
-    AF_INET,
-    AF_INET6,
-    ANY4,
-    ANY6,
-    State,
-    check_address,
-    check_port,
-    is_v4mapped,
-    rcv_saddr_equal,
-)
+from rcunet.tables.entry import AF_INET, AF_INET6, State, check_address, check_port, rcv_saddr_equal
 from rcunet.tables.secret import HashSecret
 from rcunet.tables.udp_entry import UdpEntry, v4_view
 from rcunet.tables.udp_mcast import McastStats, mcast_deliver
 from rcunet.tables.udp_reuseport import ReuseportGroup, reciprocal_scale
 from rcunet.tuning import Tuning
+from rcunet.wire.addr import ANY4, ANY6, is_v4mapped
 
 HSLOT_LOCK = LockClass("udp_hslot_lock")
 HSLOT2_LOCK = LockClass("udp_hslot2_lock")

@@ -22,16 +22,8 @@ from collections.abc import Iterable
 
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.sync.hooks import yield_point
-from rcunet.tables.entry import (
-    AF_INET,
-    AF_INET6,
-    ANY4,
-    ANY6,
-    LOOPBACK4_IPV6,
-    SockEntry,
-    check_address,
-    is_v4mapped,
-)
+from rcunet.tables.entry import AF_INET, AF_INET6, LOOPBACK4_IPV6, SockEntry, check_address
+from rcunet.wire.addr import ANY4, ANY6, is_multicast, is_v4mapped
 
 _DROPS_LOCK = threading.Lock()
 
@@ -55,13 +47,6 @@ def v4_view(addr: bytes) -> bytes:
     if is_v4mapped(addr):
         return addr[12:]
     return ANY4 if addr == ANY6 else LOOPBACK4_IPV6
-
-
-def is_multicast(addr: bytes) -> bool:
-    """224.0.0.0/4 or ff00::/8."""
-    if len(addr) == 4:
-        return 224 <= addr[0] <= 239
-    return addr[0] == 0xFF
 
 
 class UdpEntry(SockEntry):

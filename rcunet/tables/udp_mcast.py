@@ -48,8 +48,9 @@ from typing import TYPE_CHECKING
 
 from rcunet.sync.hooks import yield_point
 from rcunet.sync.shards import ShardedStats
-from rcunet.tables.entry import AF_INET6, ANY4, ANY6
+from rcunet.tables.entry import AF_INET6
 from rcunet.tables.udp_entry import MCAST_INCLUDE, UdpEntry, mcast_allowed, v4_view
+from rcunet.wire.addr import ANY4, ANY6
 
 if TYPE_CHECKING:
     from rcunet.tables.udp import UdpSlot, UdpTable
