@@ -28,6 +28,7 @@ from rcunet.wire.addr import (  # re-exported: the transports import them from h
     ANY4,
     LIMITED_BROADCAST,
     is_multicast,
+    is_multicast4,
 )
 from rcunet.wire.errors import WireError
 
@@ -39,7 +40,6 @@ _FLOW_V4 = struct.Struct("!4s4sHH")
 #: An Ethernet header's destination and EtherType (the source is not needed on input).
 _ETH_DST_TYPE = struct.Struct("!6s6xH")
 _IPV4_HLEN = ipv4.HEADER_LEN
-_V4_KEY = 4 << 8  # handlers registered for IPv4 only: (family << 8) | protocol
 
 
 #: A packet on the output path: bytes, or the pieces ``output_gather`` joins only when the
@@ -149,6 +149,38 @@ class IpLayer(IcmpMixin):
 
     def _count(self, name: str) -> None:
         self.host.counters.inc(name)
+
+    def handler_for(self, family: int, protocol: int) -> Handler | None:
+        """The transport handler of ``protocol`` for ``family`` (4 or 6): one registered
+        for that family alone, else one registered for both (inet_protos/inet6_protos)."""
+        handlers = self.handlers  # atomic: one attribute load and dict.get
+        return handlers.get((family << 8) | protocol) or handlers.get(protocol)
+
+    def _accept_v4(self, iface: Interface, dst: bytes, data: memoryview,
+                   link_multicast: bool, packet: ipv4.Repr | None = None) -> bool | None:
+        """Whether this host takes an IPv4 packet for ``dst`` received on ``iface``
+        (ip_route_input_noref's local/broadcast/multicast decision): True for a
+        multicast group joined on ``iface`` (or 224.0.0.1) or a broadcast, False for one
+        of our unicast addresses.  Anything else is handled here and gives None: a group
+        not joined is IpInAddrErrors, a unicast packet for another host is forwarded
+        (``packet``: its parse, if the caller has one) unless it came as a link-layer
+        broadcast."""
+        if is_multicast4(dst):
+            if dst in iface.groups or dst == igmp.ALL_HOSTS:
+                return True
+            self._count("IpInAddrErrors")
+            return None
+        # atomic: one attribute load each of broadcasts and local_addrs (sets republished
+        # whole by address changes)
+        if dst == LIMITED_BROADCAST or dst in iface.broadcasts:
+            return True
+        if dst in self.host.local_addrs:
+            return False
+        if link_multicast:
+            self._count("IpInAddrErrors")  # Linux drops L2-broadcast frames not for us
+            return None
+        self._forward_v4(iface, packet if packet is not None else ipv4.Repr.parse(data), data)
+        return None
 
     # -- link input ----------
     def link_input(self, iface: Interface, frame: bytes) -> None:
@@ -283,7 +315,7 @@ class IpLayer(IcmpMixin):
         ``output_gather``: a packet that waits for resolution is queued as it is)."""
         if len(next_hop) == 4:
             family, ethertype, table = 4, ethernet.ETHERTYPE_IPV4, iface.neigh4
-            if next_hop[0] >> 4 == 14:  # multicast (is_multicast, inlined: once a packet)
+            if is_multicast4(next_hop):
                 self._send_frame(iface, multicast_mac(next_hop), ethertype, packet)
                 return
             if next_hop == LIMITED_BROADCAST or next_hop in iface.broadcasts:
@@ -324,11 +356,10 @@ class IpLayer(IcmpMixin):
     def _ipv4_input(self, iface: Interface, data: bytes | memoryview, link_multicast: bool) -> None:
         """IPv4 input.  The common packet - no options, not a fragment, its total length
         within the buffer - is read by the codec's ``ipv4.parse_plain`` (one unpack, no
-        Repr) and handed to its transport with ``_deliver`` inlined; this runs once per
-        packet, so the counters' shard is fetched once for both counts.  Every other
-        packet goes through ``ipv4.Repr.parse`` (``_ipv4_input_parsed``)."""
-        counters = self.host.counters.shard()
-        counters["IpInReceives"] = counters.get("IpInReceives", 0) + 1  # owner: this thread
+        Repr); every other packet goes through ``ipv4.Repr.parse``
+        (``_ipv4_input_parsed``).  Both take the same acceptance rule (``_accept_v4``)
+        and delivery (``_deliver``)."""
+        self._count("IpInReceives")
         if type(data) is not memoryview:
             data = memoryview(data)
         plain = ipv4.parse_plain(data)
@@ -341,34 +372,11 @@ class IpLayer(IcmpMixin):
             self._count("IpInCsumErrors")
             self._count("IpInHdrErrors")
             return
-        multicast = dst[0] >> 4 == 14  # is_multicast, inlined
-        if multicast:
-            if dst not in iface.groups and dst != igmp.ALL_HOSTS:
-                self._count("IpInAddrErrors")
-                return
-            to_multicast = True
-        else:
-            # atomic: one attribute load each of local_addrs and broadcasts (sets
-            # republished whole by address changes)
-            to_multicast = dst == LIMITED_BROADCAST or dst in iface.broadcasts
-            if not to_multicast and dst not in self.host.local_addrs:
-                self._not_for_us_v4(iface, data, link_multicast)
-                return
-        handlers = self.handlers  # _deliver, inlined for the common packet
-        handler = handlers.get(_V4_KEY | protocol) or handlers.get(protocol)
-        if handler is None:
-            self._deliver(iface, 4, src, dst, protocol, ttl, to_multicast,
-                          data[_IPV4_HLEN:total_len], data)
+        to_multicast = self._accept_v4(iface, dst, data, link_multicast)
+        if to_multicast is None:
             return
-        counters["IpInDelivers"] = counters.get("IpInDelivers", 0) + 1
-        handler(new_tuple(Delivery, (iface, src, dst, protocol, ttl, to_multicast, data)),
-                data[_IPV4_HLEN:total_len])
-
-    def _not_for_us_v4(self, iface: Interface, data: memoryview, link_multicast: bool) -> None:
-        if link_multicast:
-            self._count("IpInAddrErrors")  # Linux drops L2-broadcast frames not for us
-            return
-        self._forward_v4(iface, ipv4.Repr.parse(data), data)
+        self._deliver(iface, 4, src, dst, protocol, ttl, to_multicast,
+                      data[_IPV4_HLEN:total_len], data)
 
     def _ipv4_input_parsed(self, iface: Interface, data: memoryview,
                            link_multicast: bool) -> None:
@@ -384,17 +392,8 @@ class IpLayer(IcmpMixin):
             self._count("IpInHdrErrors")
             return
         dst = packet.dst
-        local = dst in self.host.local_addrs
-        multicast = is_multicast(dst)
-        broadcast = dst == LIMITED_BROADCAST or dst in iface.broadcasts
-        if multicast and dst not in iface.groups and dst != igmp.ALL_HOSTS:
-            self._count("IpInAddrErrors")
-            return
-        if not (local or multicast or broadcast):
-            if link_multicast:
-                self._count("IpInAddrErrors")  # Linux drops L2-broadcast frames not for us
-                return
-            self._forward_v4(iface, packet, data)
+        to_multicast = self._accept_v4(iface, dst, data, link_multicast, packet)
+        if to_multicast is None:
             return
         if packet.more_fragments or packet.frag_offset:
             with self._frag_lock:
@@ -404,14 +403,13 @@ class IpLayer(IcmpMixin):
                 return
             packet = result
             data = packet.build()
-        self._deliver(iface, 4, packet.src, dst, packet.protocol, packet.ttl,
-                      multicast or broadcast, packet.payload, data)
+        self._deliver(iface, 4, packet.src, dst, packet.protocol, packet.ttl, to_multicast,
+                      packet.payload, data)
 
     def _deliver(self, iface: Interface, family: int, src: bytes, dst: bytes, protocol: int,
                  ttl: int, to_multicast: bool, payload: memoryview | bytes,
                  raw: bytes | memoryview) -> None:
-        handlers = self.handlers
-        handler = handlers.get((family << 8) | protocol) or handlers.get(protocol)
+        handler = self.handler_for(family, protocol)
         if handler is None:
             if family == 4:
                 self._count("IpInUnknownProtos")
@@ -672,10 +670,7 @@ class IpLayer(IcmpMixin):
             self._count("Ip6OutRequests")
             ip_header = ipv6.Repr(src, dst, protocol, b"",
                                   hop_limit=self.host.tuning.ip_default_ttl).build_header(length)
-        if iface.mac is not None:  # is_ethernet
-            self._resolve_and_send(iface, next_hop, (ip_header, header, payload))
-        else:
-            iface.transmit(b"".join((ip_header, header, payload)))
+        self._link_output(iface, next_hop, (ip_header, header, payload))
         return 0
 
     def _output_multicast(self, src: bytes | None, dst: bytes, protocol: int,
@@ -706,10 +701,7 @@ class IpLayer(IcmpMixin):
             packet = ipv4.Repr(src, dst, protocol, payload, hops, self.next_ident(),
                                dont_fragment)
             if ipv4.HEADER_LEN + len(payload) <= mtu:  # no options: buffer_len()
-                if iface.mac is not None:  # is_ethernet (_link_output, inlined)
-                    self._resolve_and_send(iface, next_hop, packet.build())
-                else:
-                    iface.transmit(packet.build())
+                self._link_output(iface, next_hop, packet.build())
                 return 0
             pieces = fragment_ipv4(packet, mtu)
             if isinstance(pieces, FragmentationNeeded):
@@ -732,11 +724,13 @@ class IpLayer(IcmpMixin):
             self._link_output(iface, next_hop, piece.build())
         return 0
 
-    def _link_output(self, iface: Interface, next_hop: bytes, packet: bytes) -> None:
+    def _link_output(self, iface: Interface, next_hop: bytes, packet: Packet) -> None:
+        """``packet`` onto ``iface``'s link: through neighbour resolution on Ethernet,
+        as it is on a link with no link header (TUN, loopback)."""
         if iface.is_ethernet:
             self._resolve_and_send(iface, next_hop, packet)
         else:
-            iface.transmit(packet)
+            iface.transmit(b"".join(packet) if isinstance(packet, tuple) else packet)
 
 
 def _same_subnet(a: bytes, b: bytes, prefix_len: int) -> bool:

@@ -423,12 +423,8 @@ def _register_lock(lock: Lock) -> None:
     with _registry_lock:
         if _stats_on or _checks_on:
             lock._use_instrumented()
-        else:  # lock._use_fast(), inlined: every socket creates several locks
-            raw = lock._lock
-            lock.acquire = raw.acquire
-            lock.release = raw.release
-            lock._enter = raw.__enter__
-            lock._exit = raw.__exit__
+        else:
+            lock._use_fast()
         _locks.append(ref)
         if len(_locks) >= _prune_at:
             _locks = [r for r in _locks if r() is not None]

@@ -233,9 +233,6 @@ class UdpTable:
         self.any_portaddr_hash = self.secret.portaddr_hash(ANY4, 0)  # immutable
         if self.secret.portaddr_hash(ANY4, 0xBEEF) != self.any_portaddr_hash ^ 0xBEEF:
             raise RuntimeError("portaddr_hash must be (address hash) xor port, as in Linux")
-        probe = b"\xef\x01\x02\x03"
-        if self.portaddr_hash(probe, 5000) != self.secret.portaddr_hash(probe, 5000):
-            raise RuntimeError("UdpTable.portaddr_hash disagrees with HashSecret's")
 
     # --- hash, slot helpers ----------------------------------------------------------
     def primary_slot(self, port: int) -> UdpSlot:
@@ -244,11 +241,6 @@ class UdpTable:
 
     def portaddr_hash(self, addr: bytes, port: int) -> int:
         """``ipv{4,6}_portaddr_hash``: keyed hash of the address xor the port."""
-        if len(addr) == 4:
-            # HashSecret.portaddr_hash, inlined for an IPv4 address (which portaddr_key
-            # leaves as it is): multicast delivery hashes every datagram's group.
-            # __init__ checks that the two agree.
-            return (hash((self.net_mix, addr)) ^ port) & M32
         return self.secret.portaddr_hash(addr, port)
 
     def secondary_slot(self, portaddr_hash: int) -> UdpSlot:

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.sync.hooks import yield_point
 from rcunet.tables.entry import AF_INET, AF_INET6, LOOPBACK4_IPV6, SockEntry, check_address
-from rcunet.wire.addr import ANY4, ANY6, is_multicast, is_v4mapped
+from rcunet.wire.addr import ANY4, ANY6, is_multicast, is_multicast4, is_v4mapped
 
 _DROPS_LOCK = threading.Lock()
 
@@ -164,7 +164,7 @@ def mcast_allowed(sk: UdpEntry, group: bytes, source: bytes, ifindex: int) -> bo
     EXCLUDE the refused ones.
     """
     if len(group) == 4:
-        if not 224 <= group[0] <= 239:
+        if not is_multicast4(group):
             return True
         per_if = sk.mc_list.get(group)  # atomic: attribute load + dict.get (COW dict)
         found = per_if.get(ifindex) if per_if is not None else None
