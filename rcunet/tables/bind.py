@@ -258,14 +258,12 @@ class BindTables:
         return self._bhash2_locks[j] or self._bhash2_locks.create(j)  # LockArray: atomic
 
     def bhash_chain_rcu(self, port: int) -> tuple[BindBucket, ...]:
-        """Snapshot of the port's bhash chain: one list-slot load, no lock.  (The index
-        is ``bhash_index`` written out; connect()'s candidate loop inlines this through
-        ``bhash_rcu``.)"""
-        return self._bhash[(port + self.secret.net_mix) & self._mask]
+        """Snapshot of the port's bhash chain: one list-slot load, no lock."""
+        return self._bhash[self.bhash_index(port)]
 
     def bhash_rcu(self) -> tuple[list[tuple[BindBucket, ...]], int, int]:
         """(bhash list, net_mix, mask) for connect()'s candidate loop: the chain of
-        ``port`` is ``bhash[(port + net_mix) & mask]`` (one list-slot load, pairing with
+        ``port`` is ``bhash[bhash_slot(port, net_mix, mask)]`` (one list-slot load, pairing with
         the stores in ``create_tb_locked``/``_destroy_tb_locked``).  All three are
         immutable; the loop reads them once per connect() instead of once per candidate."""
         return self._bhash, self.secret.net_mix, self._mask

@@ -42,6 +42,12 @@ def portaddr_key(addr: bytes) -> bytes:
     return addr
 
 
+def bhash_slot(port: int, net_mix: int, mask: int) -> int:
+    """``inet_bhashfn``: ``(port + net_hash_mix(net)) & (bhash_size - 1)``.  A function of
+    plain ints, so a loop that read ``net_mix`` and ``mask`` once can call it per port."""
+    return (port + net_mix) & mask
+
+
 class HashSecret:
     """Per-host hash keys.
 
@@ -68,8 +74,8 @@ class HashSecret:
 
     # --- bind / listen tables (reference §2.1, §2.2, §2.5) -------------------------------
     def bhash_index(self, port: int, mask: int) -> int:
-        """``(port + net_hash_mix(net)) & (bhash_size - 1)``."""
-        return (port + self.net_mix) & mask
+        """``inet_bhashfn``: the bind-hash slot of ``port`` (``mask``: size - 1)."""
+        return bhash_slot(port, self.net_mix, mask)
 
     def portaddr_hash(self, addr: bytes, port: int) -> int:
         """``ipv{4,6}_portaddr_hash(net, addr, port)``: keyed address hash xor port."""
