@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from rcunet.core import neigh as nd
+from rcunet.core.ip.forward import HopLimitExceeded, forward_ipv4
 from rcunet.core.ip.fragment import FragmentationNeeded, fragment_ipv4, fragment_ipv6
 from rcunet.core.ip.reassembly import Ipv4Reassembler, Ipv6Reassembler, ParameterProblem
 from rcunet.host.icmp import IcmpMixin
@@ -465,12 +466,11 @@ class IpLayer(IcmpMixin):
 
     # -- forwarding ----------
     def _forward_v4(self, iface: Interface, packet: ipv4.Repr, raw: bytes | memoryview) -> None:
+        """A packet for another host: routed (ip_route_input), then the forwarding rule
+        of ``core.ip.forward`` (ip_forward: TTL, then fragmentation), errors answered
+        with ICMP and counted as Linux counts them."""
         if not self.host.tuning.ip_forward:
             self._count("IpInAddrErrors")
-            return
-        if packet.ttl <= 1:
-            self._count("IpInHdrErrors")
-            self.send_icmp_error(bytes(raw), 4, icmpv4.TIME_EXCEEDED, icmpv4.TTL_EXCEEDED)
             return
         dst_entry = self.host.dst_cache.lookup(packet.dst)
         if dst_entry is None:
@@ -479,17 +479,18 @@ class IpLayer(IcmpMixin):
             return
         try:
             out = dst_entry.use()
-            forwarded = packet._replace(ttl=packet.ttl - 1)
-            if forwarded.buffer_len() > out.mtu:
-                pieces = fragment_ipv4(forwarded, out.mtu)
-                if isinstance(pieces, FragmentationNeeded):
-                    self._count("IpFragFails")
-                    self.send_icmp_error(bytes(raw), 4, icmpv4.DEST_UNREACHABLE,
-                                         icmpv4.FRAG_NEEDED, mtu=out.mtu)
-                    return
+            pieces = forward_ipv4(packet, out.mtu)
+            if isinstance(pieces, HopLimitExceeded):
+                self._count("IpInHdrErrors")
+                self.send_icmp_error(bytes(raw), 4, icmpv4.TIME_EXCEEDED, icmpv4.TTL_EXCEEDED)
+                return
+            if isinstance(pieces, FragmentationNeeded):
+                self._count("IpFragFails")
+                self.send_icmp_error(bytes(raw), 4, icmpv4.DEST_UNREACHABLE,
+                                     icmpv4.FRAG_NEEDED, mtu=out.mtu)
+                return
+            if len(pieces) > 1:
                 self._count("IpFragOKs")
-            else:
-                pieces = [forwarded]
             self._count("IpForwDatagrams")
             for piece in pieces:
                 self._link_output(out.iface, out.next_hop, piece.build())
