@@ -16,7 +16,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from rcunet.core import neigh as nd
-from rcunet.core.ip.forward import HopLimitExceeded, forward_ipv4
+from rcunet.core.ip.forward import (
+    BeyondScope,
+    HopLimitExceeded,
+    PacketTooBig,
+    forward_ipv4,
+    forward_ipv6,
+)
 from rcunet.core.ip.fragment import FragmentationNeeded, fragment_ipv4, fragment_ipv6
 from rcunet.core.ip.reassembly import Ipv4Reassembler, Ipv6Reassembler, ParameterProblem
 from rcunet.host.icmp import IcmpMixin
@@ -498,12 +504,10 @@ class IpLayer(IcmpMixin):
             dst_entry.release()
 
     def _forward_v6(self, iface: Interface, packet: ipv6.Repr, raw: bytes | memoryview) -> None:
-        if not self.host.tuning.ip_forward or packet.dst[:2] == b"\xfe\x80":
+        """As ``_forward_v4``, with ``core.ip.forward.forward_ipv6`` (ip6_forward: scope,
+        hop limit, and packet-too-big, since routers never fragment IPv6)."""
+        if not self.host.tuning.ip_forward:
             self._count("Ip6InAddrErrors")
-            return
-        if packet.hop_limit <= 1:
-            self._count("Ip6InHdrErrors")
-            self.send_icmp_error(bytes(raw), 6, icmpv6.TIME_EXCEEDED, icmpv6.HOP_LIMIT_EXCEEDED)
             return
         dst_entry = self.host.dst_cache.lookup(packet.dst)
         if dst_entry is None:
@@ -512,12 +516,23 @@ class IpLayer(IcmpMixin):
             return
         try:
             out = dst_entry.use()
-            if len(raw) > out.mtu:  # RFC 8200 §5: routers never fragment IPv6
+            forwarded = forward_ipv6(packet, out.mtu)
+            if isinstance(forwarded, BeyondScope):
+                self._count("Ip6InAddrErrors")
+                if forwarded.answer:  # a link-local source: ICMPV6_NOT_NEIGHBOUR
+                    self.send_icmp_error(bytes(raw), 6, icmpv6.DEST_UNREACHABLE,
+                                         icmpv6.BEYOND_SCOPE)
+                return
+            if isinstance(forwarded, HopLimitExceeded):
+                self._count("Ip6InHdrErrors")
+                self.send_icmp_error(bytes(raw), 6, icmpv6.TIME_EXCEEDED,
+                                     icmpv6.HOP_LIMIT_EXCEEDED)
+                return
+            if isinstance(forwarded, PacketTooBig):
                 self._count("Ip6InTooBigErrors")
                 self.send_icmp_error(bytes(raw), 6, icmpv6.PACKET_TOO_BIG, 0, mtu=out.mtu)
                 return
             self._count("Ip6OutForwDatagrams")
-            forwarded = packet._replace(hop_limit=packet.hop_limit - 1)
             self._link_output(out.iface, out.next_hop, forwarded.build())
         finally:
             dst_entry.release()
