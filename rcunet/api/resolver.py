@@ -15,7 +15,7 @@ import socket as _pysocket
 from typing import TYPE_CHECKING, Any
 
 from rcunet.tables.entry import AF_INET, AF_INET6
-from rcunet.wire.addr import ANY4, ANY6, LOOPBACK4, LOOPBACK6
+from rcunet.wire.addr import ANY4, ANY6, LOOPBACK4, LOOPBACK6, is_link_local6
 
 if TYPE_CHECKING:
     from rcunet.host.host import Host
@@ -47,7 +47,7 @@ def host_addresses(host: Host) -> list[bytes]:
     """``host``'s addresses a name answers with: every interface but lo, no link-local,
     IPv4 first; the loopback addresses for a Host with no other."""
     found = [a.addr for iface in host.interfaces.values() if iface.name != "lo"
-             for a in iface.addresses if not (len(a.addr) == 16 and a.addr[:2] == b"\xfe\x80")]
+             for a in iface.addresses if not is_link_local6(a.addr)]
     found.sort(key=len)
     return found or list(_LOOPBACK)
 

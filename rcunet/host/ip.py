@@ -34,6 +34,7 @@ from rcunet.wire.addr import (  # re-exported: the transports import them from h
     ALL_NODES,
     ANY4,
     LIMITED_BROADCAST,
+    is_link_local6,
     is_multicast,
     is_multicast4,
 )
@@ -146,8 +147,9 @@ class IpLayer(IcmpMixin):
         if not candidates:
             candidates = [a for i in self.host.interfaces.values() for a in i.addresses_of(family)]
         if family == 6:
-            link_local_dst = dst[:2] == b"\xfe\x80" or (dst[0] == 0xFF and dst[1] & 0x0F == 2)
-            scoped = [a for a in candidates if (a.addr[:2] == b"\xfe\x80") == link_local_dst]
+            # a link-local destination, or a multicast one of link scope (ff02::/16 etc.)
+            link_local_dst = is_link_local6(dst) or (dst[0] == 0xFF and dst[1] & 0x0F == 2)
+            scoped = [a for a in candidates if is_link_local6(a.addr) == link_local_dst]
             candidates = scoped or candidates
         for address in candidates:  # prefer the address whose subnet holds dst
             if _same_subnet(address.addr, dst, address.prefix_len):

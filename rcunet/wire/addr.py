@@ -54,6 +54,11 @@ def is_multicast(addr: bytes) -> bool:
     return addr[0] >> 4 == 14 if len(addr) == 4 else addr[0] == 0xFF
 
 
+def is_link_local6(addr: bytes) -> bool:
+    """fe80::/10, the IPv6 link-local unicast prefix (RFC 4291 §2.5.6); False for IPv4."""
+    return len(addr) == 16 and addr[0] == 0xFE and addr[1] & 0xC0 == 0x80
+
+
 def is_loopback(addr: bytes) -> bool:
     """127/8, ::1, or v4-mapped 127/8 (what ``tcp_tw_reuse = 2`` counts as loopback)."""
     if len(addr) == 4:

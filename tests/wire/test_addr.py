@@ -48,6 +48,7 @@ def test_predicates_agree_with_ipaddress(raw: bytes):
     assert addr.is_any(raw) == ip.is_unspecified
     loopback = (mapped4 or ip).is_loopback
     assert addr.is_loopback(raw) == loopback
+    assert addr.is_link_local6(raw) == (len(raw) == 16 and ip.is_link_local)
 
 
 @given(v4)
