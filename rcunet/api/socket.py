@@ -36,6 +36,7 @@ from rcunet.wire.addr import (
     LOOPBACK4,
     LOOPBACK6,
     V4_MAPPED_ANY,
+    is_any,
     v4mapped,
 )
 
@@ -403,7 +404,7 @@ class Socket:
     def getpeername(self) -> tuple[Any, ...]:
         self._check_open()
         _laddr, _lport, faddr, fport = self._sk.key  # atomic: one load, as in send()
-        if faddr in (ANY4, ANY6) and not fport:
+        if is_any(faddr) and not fport:
             raise _oserror(errno.ENOTCONN)
         return unpack_address(self.family, faddr, fport)
 

@@ -179,9 +179,9 @@ class IpLayer(IcmpMixin):
                 return True
             self._count("IpInAddrErrors")
             return None
-        # atomic: one attribute load each of broadcasts and local_addrs (sets republished
-        # whole by address changes)
-        if dst == LIMITED_BROADCAST or dst in iface.broadcasts:
+        # atomic: one attribute load of local_addrs (a set republished whole by address
+        # changes)
+        if _broadcast_on(iface, dst):
             return True
         if dst in self.host.local_addrs:
             return False
@@ -327,7 +327,7 @@ class IpLayer(IcmpMixin):
             if is_multicast4(next_hop):
                 self._send_frame(iface, multicast_mac(next_hop), ethertype, packet)
                 return
-            if next_hop == LIMITED_BROADCAST or next_hop in iface.broadcasts:
+            if _broadcast_on(iface, next_hop):
                 self._send_frame(iface, ethernet.BROADCAST, ethertype, packet)
                 return
         else:
@@ -749,6 +749,12 @@ class IpLayer(IcmpMixin):
             self._resolve_and_send(iface, next_hop, packet)
         else:
             iface.transmit(b"".join(packet) if isinstance(packet, tuple) else packet)
+
+
+def _broadcast_on(iface: Interface, addr: bytes) -> bool:
+    """The limited broadcast, or the directed broadcast of one of ``iface``'s subnets."""
+    # atomic: one attribute load of broadcasts (a set republished whole by address changes)
+    return addr == LIMITED_BROADCAST or addr in iface.broadcasts
 
 
 def _same_subnet(a: bytes, b: bytes, prefix_len: int) -> bool:

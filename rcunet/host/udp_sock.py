@@ -211,7 +211,7 @@ class UdpSock(UdpEntry):
         with self.lock:
             if not self.hashed:
                 host.udp.table.autobind(self)
-            laddr = src if self.laddr in (ANY4, ANY6) else None
+            laddr = src if is_any(self.laddr) else None
             host.udp.table.connect(self, addr, port, laddr)
 
     def listen(self, backlog: int) -> None:
@@ -285,7 +285,7 @@ class UdpSock(UdpEntry):
     def shutdown(self, how: int) -> None:
         if how not in (_pysocket.SHUT_RD, _pysocket.SHUT_WR, _pysocket.SHUT_RDWR):
             raise oserror(errno.EINVAL)
-        if self.faddr in (ANY4, ANY6):
+        if is_any(self.faddr):
             raise oserror(errno.ENOTCONN)
         if how in (_pysocket.SHUT_RD, _pysocket.SHUT_RDWR):
             self.shutdown_rd = True

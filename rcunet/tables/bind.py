@@ -44,7 +44,7 @@ from rcunet.tables.entry import (
 )
 from rcunet.tables.secret import HashSecret
 from rcunet.tuning import Tuning
-from rcunet.wire.addr import ANY4, ANY6, V4_MAPPED_ANY, V4_MAPPED_PREFIX, is_v4mapped
+from rcunet.wire.addr import ANY4, ANY6, V4_MAPPED_ANY, V4_MAPPED_PREFIX, is_any, is_v4mapped
 
 BHASH_LOCK = LockClass("bhash_lock")
 BHASH2_LOCK = LockClass("bhash2_lock")
@@ -351,7 +351,7 @@ class BindTables:
             raise
         if isinstance(sk, SockEntry):  # SOCK_BINDPORT_LOCK / SOCK_BINDADDR_LOCK
             sk.bind_port_locked = explicit_port
-            sk.bind_addr_locked = not _is_wildcard(sk)
+            sk.bind_addr_locked = not is_any(sk.laddr)
         return port
 
     def listen_port(self, sk: TableEntry, stats: BindStats | None = None) -> None:
@@ -586,8 +586,4 @@ class BindTables:
 
     def all_tb2(self) -> list[Bind2Bucket]:
         return [b for chain in list(self._bhash2) for b in chain]
-
-
-def _is_wildcard(sk: TableEntry) -> bool:
-    return sk.laddr == ANY4 or sk.laddr == ANY6
 

@@ -73,7 +73,7 @@ from rcunet.tables.udp_entry import UdpEntry, v4_view
 from rcunet.tables.udp_mcast import McastStats, mcast_deliver
 from rcunet.tables.udp_reuseport import ReuseportGroup, reciprocal_scale
 from rcunet.tuning import Tuning
-from rcunet.wire.addr import ANY4, ANY6, is_v4mapped
+from rcunet.wire.addr import ANY4, ANY6, is_any, is_v4mapped
 
 HSLOT_LOCK = LockClass("udp_hslot_lock")
 HSLOT2_LOCK = LockClass("udp_hslot2_lock")
@@ -414,7 +414,7 @@ class UdpTable:
                 group.add_locked(sk)
                 sk.reuseport_cb = group
                 return
-        sk.reuseport_cb = ReuseportGroup(sk, bind_inany=sk.laddr in (ANY4, ANY6))
+        sk.reuseport_cb = ReuseportGroup(sk, bind_inany=is_any(sk.laddr))
 
     def _reuseport_detach_locked(self, sk: UdpEntry) -> None:
         group = sk.reuseport_cb
@@ -477,7 +477,7 @@ class UdpTable:
             return
         slot = self.primary_slot(sk.lport)
         with slot.lock:
-            rehash = laddr is not None and sk.laddr in (ANY4, ANY6) and laddr != sk.laddr
+            rehash = laddr is not None and is_any(sk.laddr) and laddr != sk.laddr
             new_laddr = laddr if rehash and laddr is not None else sk.laddr
             sk.set_key(new_laddr, sk.lport, faddr, fport)  # one key store for readers
             if rehash:
