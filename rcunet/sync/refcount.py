@@ -135,25 +135,13 @@ class RcuRef:
 
     def put(self) -> bool:
         """rcuref_put: True when this call dropped the last reference and marked it DEAD."""
-        # The guard (rcuref_put's preempt_disable): an RCU read section, inlined — this is
-        # Rcu.read_lock/read_unlock on the caller's slot, without two more calls per put.
-        rcu = self._rcu
-        slot = rcu.reader_slot()
-        nesting = slot.nesting
-        if nesting == 0:
-            slot.epoch = rcu._epoch  # atomic: as Rcu.read_lock
-        slot.nesting = nesting + 1
+        # The guard (rcuref_put's preempt_disable): a read section in the ref's domain.
+        section = self._rcu.section()
+        section.enter()
         try:
-            with self._atomic:  # emulated atomic_add_negative_release(-1)
-                cnt = (self._cnt - 1) & MASK
-                self._cnt = cnt
-            if cnt <= MAXREF:
-                return False
-            return self._put_slowpath(cnt)
+            return self.put_rcusafe()
         finally:
-            slot.nesting = nesting
-            if nesting == 0:
-                slot.epoch = 0  # atomic: as Rcu.read_unlock
+            section.exit()
 
     def put_rcusafe(self) -> bool:
         """rcuref_put_rcusafe: the caller is in a read section (or otherwise blocks grace

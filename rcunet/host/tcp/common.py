@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from rcunet.core.tcp import State as CState
 from rcunet.sync.lock import LockClass
 from rcunet.tables.entry import AF_INET6, State
+from rcunet.wire.addr import V4_MAPPED_PREFIX as MAPPED
 
 if TYPE_CHECKING:
     from rcunet.host.host import Host
@@ -16,7 +17,6 @@ if TYPE_CHECKING:
 TCBINFO_LOCK = LockClass("tcbinfo_lock")
 MS = 1_000_000
 MASK32 = 0xFFFFFFFF
-MAPPED = b"\0" * 10 + b"\xff\xff"
 
 TABLE_STATE = {
     CState.CLOSED: State.CLOSE, CState.LISTEN: State.LISTEN, CState.SYN_SENT: State.SYN_SENT,
