@@ -48,9 +48,9 @@ from collections import deque
 
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.core.tcp import congestion
-from rcunet.core.tcp.autotune import AutotuneMixin
+from rcunet.core.tcp.autotune import Autotune, expanded_sndbuf
 from rcunet.core.tcp.buffers import RecvQueue, SendQueue
-from rcunet.core.tcp.challenge import ChallengeAckMixin
+from rcunet.core.tcp.challenge import ChallengeAcks
 from rcunet.core.tcp.chrono import Chrono
 from rcunet.core.tcp.common import (
     ABORT_SENDS_RST,
@@ -74,7 +74,7 @@ from rcunet.core.tcp.common import (
     TS_OPTION_LEN,
 )
 from rcunet.core.tcp.counters import Counters
-from rcunet.core.tcp.delack import DelayedAckMixin
+from rcunet.core.tcp.delack import DelayedAck
 from rcunet.core.tcp.events import (
     Closed,
     ConnectionFailed,
@@ -96,7 +96,7 @@ from rcunet.core.tcp.listen import (
 from rcunet.core.tcp.options import Options
 from rcunet.core.tcp.output import OutputMixin
 from rcunet.core.tcp.reassembly import Assembler
-from rcunet.core.tcp.recovery import Recovery, RecoveryMixin
+from rcunet.core.tcp.recovery import LossRecovery, Recovery
 from rcunet.core.tcp.rto import RtoEstimator
 from rcunet.core.tcp.sack import ReceiverBlocks, Scoreboard
 from rcunet.core.tcp.state import TRANSITIONS, State
@@ -110,8 +110,7 @@ from rcunet.wire import tcp
 from rcunet.wire.seqnum import add, sub
 
 
-class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
-                 DelayedAckMixin, WriteMixin, OutputMixin, TimeoutsMixin):
+class Connection(InputMixin, WriteMixin, OutputMixin, TimeoutsMixin):
     """One TCP connection.  See the module docstring for how to drive it.
 
     Public state for the host: ``state``, ``tcb`` (RFC 9293 variables), ``timers``,
@@ -126,25 +125,18 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
     # child, then the thread that accepted it - and there a slot read of a value another
     # thread made takes the instance's lock on every read.
     __slots__ = lockfree_read_slots(
-        "cc", "counters", "error", "fastopen_active", "fastopen_child", "local_addr",
-        "local_port", "options",
-        "passive", "quiet", "remote_addr", "remote_port", "rto", "scoreboard", "state",
-        "syn_data_acked", "tcb", "timers",
-        "_ack_now", "_ack_pushed", "_ack_sched", "_ato", "_challenge_count",
-        "_challenge_window_at", "_closed_reported", "_cwnd_limited", "_max_flight",
-        "_max_flight_seq",
-        "_copied", "_dsack", "_dupacks", "_events", "_fin_offset", "_fin_queued",
-        "_first_rtx_at", "_high_rxt", "_keepalive_probes", "_last_oow_ack_at",
-        "_last_rcv_at", "_lrcvtime", "_now", "_ofo", "_orphaned", "_out", "_peer_ws_offered",
-        "_persist_backoff", "_pingpong", "_pushed_seq", "_forced_until", "_snd_sml",
-        "_psh_seq", "_psh_marks", "_eor_marks", "_more", "_push_once", "_probes_out",
-        "_probes_tstamp",
-        "_quick", "_rcv_rtt", "_rcv_rtt_at",
-        "_rcv_rtt_seq",
-        "_rcv_rtt_tsecr", "_rcv_space", "_rcv_space_at", "_rcv_space_copied",
-        "_rcv_unacked", "_recover", "_recovery", "_retransmits", "_rtt_seq", "_rtt_start",
-        "_rx", "_rx_blocks", "_send_blocked", "_syn_retransmitted", "_syn_sent_at", "_tx",
-        "_tx_seq", "_skb_ends", "_window_clamp", "chrono",
+        "autotune", "cc", "challenges", "chrono", "counters", "delack", "error",
+        "fastopen_active", "fastopen_child", "local_addr", "local_port", "options", "passive",
+        "quiet", "remote_addr", "remote_port", "rto", "loss", "state", "syn_data_acked",
+        "tcb", "timers",
+        "_ack_now", "_closed_reported", "_cwnd_limited", "_dsack", "_eor_marks",
+        "_events", "_fin_offset", "_fin_queued", "_first_rtx_at", "_forced_until",
+        "_keepalive_probes", "_last_rcv_at", "_max_flight", "_max_flight_seq", "_more", "_now",
+        "_ofo", "_orphaned", "_out", "_peer_ws_offered", "_persist_backoff", "_probes_out",
+        "_probes_tstamp", "_psh_marks", "_psh_seq", "_push_once", "_pushed_seq",
+        "_rcv_unacked", "_retransmits", "_rtt_seq", "_rtt_start",
+        "_rx", "_rx_blocks", "_send_blocked", "_skb_ends", "_snd_sml", "_syn_retransmitted",
+        "_syn_sent_at", "_tx", "_tx_seq",
     )
 
     def __init__(self, *, local_port: int, remote_port: int, iss: int,
@@ -205,13 +197,7 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         self._dsack: tuple[int, int] | None = None  # duplicate range for the next ACK
         self._rcv_unacked = 0  # bytes received since our last ACK (delayed ACK)
         self._ack_now = False
-        # delayed-ACK engine (delack.py; Linux icsk_ack): ato 0 until the first data
-        self._ato = 0
-        self._quick = 0  # quick ACKs left (icsk_ack.quick)
-        self._pingpong = 0
-        self._lrcvtime = 0  # when in-order data last arrived
-        self._ack_sched = False
-        self._ack_pushed = 0
+        self.delack = DelayedAck(t, self.timers, self.rto, self.counters)  # Linux icsk_ack
         # tcp_cwnd_validate's bookkeeping for tcp_is_cwnd_limited (output.py, recovery.py):
         # the largest flight of the current window (max_packets_out, in bytes), where that
         # window ends (cwnd_usage_seq) and whether cwnd limited a send in it.
@@ -219,17 +205,8 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         self._max_flight_seq = iss
         self._cwnd_limited = False
         self._orphaned = False  # close() was called: nobody reads any more
-        # receive-buffer autotuning (Linux rcvq_space, rcv_rtt_est; see _rcv_space_adjust)
-        self._copied = 0  # bytes the application has read (Linux copied_seq, unwrapped)
-        self._rcv_space = 0  # bytes read in the last measured round trip
-        self._window_clamp = 0  # tcp_init_buffer_space's clamp on every window (0: none)
+        self.autotune = Autotune(t)  # receive-buffer autotuning and the window clamp
         self.chrono = Chrono()  # busy / rwnd- / sndbuf-limited time (TCP_INFO)
-        self._rcv_space_copied = 0  # ``_copied`` when the measurement started
-        self._rcv_space_at: int | None = None
-        self._rcv_rtt = 0  # receiver's RTT estimate in ns (0: none yet)
-        self._rcv_rtt_tsecr: int | None = None  # TSecr of the last timestamp sample
-        self._rcv_rtt_seq: int | None = None  # window measurement: ends at this RCV.NXT
-        self._rcv_rtt_at = 0
         # timing and recovery
         self._syn_sent_at: int | None = None
         self._syn_retransmitted = False
@@ -237,22 +214,13 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         self._first_rtx_at: int | None = None  # Linux retrans_stamp
         self._rtt_seq: int | None = None  # Karn timing: end seq of the timed segment
         self._rtt_start = 0
-        self._dupacks = 0
-        # None, or the recovery in progress: NEWRENO (RFC 6582) or SACK (RFC 6675)
-        self._recovery: Recovery | None = None
-        # RFC 6582 "recover" / RFC 6675 RecoveryPoint; None until the first loss (the RFC
-        # starts it at ISS) and again once SND.UNA is far past it, so it never wraps.
-        self._recover: int | None = None
-        self._high_rxt = t.iss  # RFC 6675 HighRxt
-        self.scoreboard = Scoreboard()
+        self.loss = LossRecovery(t, self.counters)  # SACK scoreboard, fast recovery
         self._persist_backoff = 0
         self._keepalive_probes = 0
         self._probes_out = 0  # unanswered zero-window probes (Linux icsk_probes_out)
         self._probes_tstamp: int | None = None  # the first of them (icsk_probes_tstamp)
         self._last_rcv_at = 0
-        self._challenge_window_at: int | None = None
-        self._challenge_count = 0
-        self._last_oow_ack_at: int | None = None
+        self.challenges = ChallengeAcks(self.counters)
         self._peer_ws_offered = False
         # outputs
         self._out: list[tcp.Repr] = []
@@ -409,6 +377,26 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         return self.timers.next_at()
 
     @property
+    def rcvbuf(self) -> int:
+        """The receive buffer now (it grows with autotuning): what SO_RCVBUF reports."""
+        return self.options.rcvbuf
+
+    @property
+    def scoreboard(self) -> Scoreboard:
+        """The RFC 6675 scoreboard of what the peer SACKed (``loss`` keeps it)."""
+        return self.loss.scoreboard
+
+    @property
+    def _recovery(self) -> Recovery | None:
+        """The fast recovery in progress, or None (TCP_INFO's ca_state reads it)."""
+        return self.loss.algorithm
+
+    @property
+    def _rcv_space(self) -> int:
+        """Bytes read in the last measured round trip (TCP_INFO's rcv_space)."""
+        return self.autotune.rcv_space
+
+    @property
     def readable(self) -> int:
         """Bytes ``recv`` can return now."""
         return len(self._rx)
@@ -462,8 +450,9 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
             raise OSError(errnos.EINVAL, "negative recv size")
         if self._rx and max_bytes:
             data = self._rx.read(max_bytes)
-            self._copied += len(data)
-            self._rcv_space_adjust(now)
+            rcvbuf = self.autotune.on_read(len(data), self.options, now)
+            if rcvbuf:  # the window, its update test and the backlog limit follow it
+                self.options = self.options.with_rcvbuf(rcvbuf)
             self._maybe_window_update()
             if self._ack_now:  # reading changes nothing on the send side: only an ACK
                 self._output(now)
@@ -649,13 +638,12 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
             self.counters.add("TcpPassiveOpens")
         if self.options.keepalive:
             self.timers.keepalive_at = now + self.options.keepalive_time
-        self._expand_sndbuf()
-        # Linux tcp_init_buffer_space: the clamp every later window keeps under, and the
-        # first round trip may bring the initial window.
-        self._window_clamp = buffer_space_clamp(self.options.rcvbuf, self.options.window_clamp,
-                                                self.options.mss)
-        self._rcv_space = min(self._syn_window(), self.options.initial_cwnd * self.options.mss)
-        self._rcv_space_copied, self._rcv_space_at = self._copied, now
+        o = self.options
+        sndbuf = expanded_sndbuf(o, t, self.cc.cwnd)
+        if sndbuf:
+            self.options = o = o.with_sndbuf(sndbuf)
+        self.autotune.start(now, buffer_space_clamp(o.rcvbuf, o.window_clamp, o.mss),
+                            min(self._syn_window(), o.initial_cwnd * o.mss))
         self._events.append(Established())
         if self._fin_queued:
             self._set_state(FIN_WAIT_1)
@@ -763,9 +751,8 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         # tcp_simple_retransmit: everything in flight was sized for the old path; go back to
         # snd_una without a congestion response.  Duplicate ACKs for the old flight must not
         # start a fast retransmit (RFC 6582 §3.2 step 4, as after a timeout).
-        self._recover = (t.snd_max - 1) & MASK32
-        self._rtt_seq = None  # Karn
-        self._high_rxt = t.snd_una
+        self.loss.on_path_shrunk()
+        self._stop_rtt_timing()  # Karn
         t.snd_nxt = t.snd_una
         end = self._retransmit_at(t.snd_una, now)
         if end is not None:
@@ -806,12 +793,12 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         if is_synack:
             wscale = t.rcv_wscale if (o.window_scaling and self._peer_ws_offered) else None
             sack_permitted = t.sack_ok
-            ts = (self._ts_val(now), t.ts_recent) if t.ts_ok else None
+            ts = (self.tcb.ts_val(now), t.ts_recent) if t.ts_ok else None
         else:
             wscale = t.rcv_wscale if o.window_scaling else None
             sack_permitted = o.sack
             # Linux tcp_syn_options echoes TS.Recent: 0, or what TIME-WAIT reuse inherited
-            ts = (self._ts_val(now), t.ts_recent) if o.timestamps else None
+            ts = (self.tcb.ts_val(now), t.ts_recent) if o.timestamps else None
         seg = tcp.Repr(src_port=self.local_port, dst_port=self.remote_port, seq=t.iss,
                        ack=t.rcv_nxt if is_synack else 0, flags=flags, window=self._syn_window(),
                        mss=o.mss, window_scale=wscale, sack_permitted=sack_permitted,

@@ -95,9 +95,9 @@ class InputMixin:
         ack = seg.ack
         new_ack = ack != t.snd_una
         payload = seg.payload
-        if ((not new_ack and not payload) or self._recovery is not None or self._dupacks
+        if ((not new_ack and not payload) or not self.loss.idle()
                 or self._fin_offset is not None or self._orphaned or len(self._ofo)
-                or self.scoreboard.highest_sacked or self._fin_queued):
+                or self._fin_queued):
             return False
         # Sequence arithmetic inlined, as everywhere on this path (see HALF32):
         # lt(a, b) is (a - b) & MASK32 >= HALF32, le(a, b) is a == b or lt(a, b).
@@ -124,7 +124,7 @@ class InputMixin:
         if payload:
             data = memoryview(payload)
             t.rcv_mss = max(t.rcv_mss, min(len(data), self.options.mss))
-            self._rcv_rtt_measure(seg, len(data), now)
+            self.autotune.rtt_measure(seg, len(data), now)
             self._deliver_in_order(data, bool(flags & PSH), now)
         return True
 
@@ -209,9 +209,9 @@ class InputMixin:
         """TSecr of a SYN,ACK must echo a TSval we sent since our first SYN."""
         if not self.options.timestamps or seg.timestamp is None or not seg.timestamp[1]:
             return False
-        first = self._ts_val(self._syn_sent_at if self._syn_sent_at is not None else now)
+        first = self.tcb.ts_val(self._syn_sent_at if self._syn_sent_at is not None else now)
         tsecr = seg.timestamp[1]
-        return not (ge(tsecr, first) and le(tsecr, self._ts_val(now)))
+        return not (ge(tsecr, first) and le(tsecr, self.tcb.ts_val(now)))
 
     def _input_synchronized(self, seg: tcp.Repr, now: int) -> None:
         """RFC 9293 §3.10.7.4: SYN-RECEIVED and every synchronized state."""
@@ -222,7 +222,8 @@ class InputMixin:
         if (t.ts_ok and seg.timestamp is not None and not flags & RST
                 and self._paws_discard(seg, now)):
             self.counters.add("TcpExtPAWSEstab")
-            self._send_dupack(seg, now, "TcpExtTCPACKSkippedPAWS")
+            if self.challenges.dupack(self.options, seg, now, "TcpExtTCPACKSkippedPAWS"):
+                self._ack_now = True
             return
         if self._is_simultaneous_open_synack(seg):
             # Linux tcp_validate_incoming: in a simultaneous open the peer's SYN,ACK
@@ -232,7 +233,7 @@ class InputMixin:
             flags, length = seg.flags, seg_len(seg)
         if self.state is SYN_RECEIVED and flags & (SYN | ACK) == SYN and seg.seq == t.irs:
             # The peer retransmitted its SYN: so do we, rate limited (Linux tcp_check_req).
-            if not self._oow_rate_limited(now, "TcpExtTCPACKSkippedSynRecv"):
+            if not self.challenges.rate_limited(self.options, now, "TcpExtTCPACKSkippedSynRecv"):
                 self._send_syn(now, retransmit=True, rearm=False)
             return
         # first: sequence number check
@@ -247,35 +248,42 @@ class InputMixin:
                 # RFC 9293 §3.10.7.4 TIME-WAIT: a retransmitted FIN is ACKed and restarts 2MSL.
                 self.timers.time_wait_at = now + self.options.time_wait_timeout
             if flags & SYN:
-                self._challenge_ack(now, syn=True)  # RFC 5961 §4.2, whatever the seq
+                # RFC 5961 §4.2, whatever the seq
+                if self.challenges.challenge(self.options, now, syn=True):
+                    self._ack_now = True
                 return
             if seg.payload and lt(seg.seq, t.rcv_nxt):
                 # old data: our ACK was lost; D-SACK it and ACK quickly (tcp_send_dupack)
-                self._enter_quickack_mode()
+                self.delack.enter_quickack_mode(self.options)
                 end = add(seg.seq, len(seg.payload))
                 self._note_dsack(seg.seq, end if lt(end, t.rcv_nxt) else t.rcv_nxt)
-            self._send_dupack(seg, now, "TcpExtTCPACKSkippedSeq")
+            if self.challenges.dupack(self.options, seg, now, "TcpExtTCPACKSkippedSeq"):
+                self._ack_now = True
             return
         if self._end_beyond_window(seg, length):
             # Linux tcp_sequence (INVALID_END_SEQUENCE): a segment whose end passes the
             # window is dropped whole, ACK included, unless the receive queue is empty.
             if not flags & RST:
                 if flags & SYN:
-                    self._challenge_ack(now, syn=True)
+                    if self.challenges.challenge(self.options, now, syn=True):
+                        self._ack_now = True
                     return
                 self.counters.add("TcpExtBeyondWindow")
-                self._send_dupack(seg, now, "TcpExtTCPACKSkippedSeq")
+                if self.challenges.dupack(self.options, seg, now, "TcpExtTCPACKSkippedSeq"):
+                    self._ack_now = True
             return
         # second: RST (RFC 5961 §3.2)
         if flags & RST:
             if seg.seq == t.rcv_nxt:
                 self._on_reset()
             else:
-                self._challenge_ack(now)
+                if self.challenges.challenge(self.options, now):
+                    self._ack_now = True
             return
         # fourth: SYN (RFC 5961 §4.2)
         if flags & SYN:
-            self._challenge_ack(now, syn=True)
+            if self.challenges.challenge(self.options, now, syn=True):
+                self._ack_now = True
             return
         # fifth: ACK
         if not flags & ACK:
@@ -434,11 +442,13 @@ class InputMixin:
             # it with a challenge ACK, but tcp_rcv_established (ESTABLISHED) drops the
             # segment silently.
             if self.state is not ESTABLISHED:
-                self._challenge_ack(now)
+                if self.challenges.challenge(self.options, now):
+                    self._ack_now = True
             return False
         if lt(ack, (t.snd_una - t.max_snd_wnd) & MASK32):
             # RFC 5961 §5.2: older than SND.UNA - MAX.SND.WND
-            self._challenge_ack(now)
+            if self.challenges.challenge(self.options, now):
+                self._ack_now = True
             return False
         prior_wnd = t.snd_wnd
         new_ack = gt(ack, t.snd_una)
@@ -447,14 +457,11 @@ class InputMixin:
             self._ack_advance(seg, now)
         if le(t.snd_una, ack):
             self._update_send_window(seg, ack)
-        newly_sacked = self._update_scoreboard(seg) if t.sack_ok else 0
-        if self.scoreboard.ranges()[:1] and self.scoreboard.ranges()[0][0] == 0:
-            # SACKed bytes at SND.UNA would have been ACKed cumulatively: the receiver
-            # reneged (or lies).  Forget its SACKs (RFC 2018 §8; Linux tcp_check_sack_reneging).
-            self.counters.add("TcpExtTCPSACKReneging")
-            self.scoreboard.clear()
-            newly_sacked = 0
-        self._loss_detection(seg, ack, new_ack, acked, prior_wnd, newly_sacked, now)
+        loss = self.loss
+        newly_sacked = loss.take_sack(seg)
+        if new_ack and loss.algorithm is None:
+            self._grow_cwnd(acked, now)
+        loss.detect(self, seg, ack, new_ack, acked, prior_wnd, newly_sacked, now)
         # state-specific ACK handling
         st = self.state
         if self._fin_acked:
@@ -505,12 +512,7 @@ class InputMixin:
         t.snd_una = ack
         if (t.snd_nxt - ack) & MASK32 >= HALF32:
             t.snd_nxt = ack  # after go-back-N the ACK may jump past SND.NXT
-        if (self._high_rxt - ack) & MASK32 >= HALF32:
-            self._high_rxt = ack
-        self.scoreboard.advance(acked)
-        if self._recover is not None and self._recovery is None \
-                and sub(ack, self._recover) > 1 << 30:
-            self._recover = None
+        self.loss.on_ack_advance(ack, acked)
         self._retransmits = 0
         self._first_rtx_at = None
         self.timers.rto_at = None if t.snd_una == t.snd_max else now + self.rto.rto
@@ -525,7 +527,7 @@ class InputMixin:
         """RTTM (RFC 7323 §4) from TSecr, else Karn's timed segment (RFC 6298 §3)."""
         t = self.tcb
         if t.ts_ok and seg.timestamp is not None and seg.timestamp[1]:
-            rtt_ms = sub(self._ts_val(now), seg.timestamp[1])
+            rtt_ms = sub(self.tcb.ts_val(now), seg.timestamp[1])
             if rtt_ms >= 0:
                 self.rto.on_sample(max(rtt_ms, 1) * MS, seg.ack, t.snd_max)
             return
@@ -536,23 +538,12 @@ class InputMixin:
     def _rtt_sample_handshake(self, seg: tcp.Repr, now: int) -> None:
         t = self.tcb
         if t.ts_ok and seg.timestamp is not None and seg.timestamp[1]:
-            rtt_ms = sub(self._ts_val(now), seg.timestamp[1])
+            rtt_ms = sub(self.tcb.ts_val(now), seg.timestamp[1])
             if 0 <= rtt_ms:
                 self.rto.on_sample(max(rtt_ms, 1) * MS, seg.ack, t.snd_max)
         elif not self._syn_retransmitted and self._syn_sent_at is not None:
             # Karn: only unretransmitted SYNs
             self.rto.on_sample(now - self._syn_sent_at, seg.ack, t.snd_max)
-
-    def _update_scoreboard(self, seg: tcp.Repr) -> int:
-        """Fold the peer's SACK blocks in, ignoring any outside [SND.UNA, SND.MAX] (RFC 2018)."""
-        t = self.tcb
-        limit = sub(t.snd_max, t.snd_una)
-        new = 0
-        for left, right in seg.sack_blocks:
-            start, end = sub(left, t.snd_una), sub(right, t.snd_una)
-            if 0 <= start < end <= limit:
-                new += self.scoreboard.add(start, end)
-        return new
 
     def _process_text_and_fin(self, seg: tcp.Repr, seq: int, now: int) -> None:
         t = self.tcb
@@ -605,7 +596,7 @@ class InputMixin:
             self._last_rcv_at = now
             t.rcv_mss = max(t.rcv_mss, min(len(data), self.options.mss))
             if off == 0:
-                self._rcv_rtt_measure(seg, len(data), now)
+                self.autotune.rtt_measure(seg, len(data), now)
                 gap_filled = self._deliver_in_order(data, bool(seg.flags & PSH), now)
             else:
                 self._queue_out_of_order(off, data)
@@ -623,7 +614,7 @@ class InputMixin:
         had_holes = bool(len(self._ofo))
         if had_holes:
             self._dsack_ofo_overlap(len(data))
-        self._event_data_recv(len(data), psh, now)
+        self.delack.data_received(len(data), psh, self.options, now)
         self._rx.append(data)
         n = len(data)
         self._advance_rcv(n)
@@ -637,10 +628,10 @@ class InputMixin:
             self._ack_now = True  # RFC 5681 §4.2: ACK at once when a gap is (partly) filled
         elif self._full_segments_unacked():
             self._ack_now = True
-        elif self._in_quickack_mode():
+        elif self.delack.in_quickack_mode():
             self._ack_now = True  # __tcp_ack_snd_check: "We ACK each frame"
-        else:
-            self._send_delayed_ack(now)
+        elif self.delack.delay(self.options, now):
+            self._ack_now = True
         return had_holes
 
     def _dsack_ofo_overlap(self, n: int) -> None:
@@ -661,7 +652,7 @@ class InputMixin:
         ACK (``_maybe_window_update``), or the delayed-ACK timer does.  ``fin``: 1 when a
         FIN just arrived, whose sequence number counts (rcv_nxt - rcv_wup)."""
         return (self._rcv_unacked + fin > self.tcb.rcv_mss
-                and self._free_window() >= self._offered_window())
+                and self._free_window() >= self.tcb.offered_window)
 
     def _advance_rcv(self, n: int) -> None:
         t = self.tcb
@@ -673,7 +664,7 @@ class InputMixin:
 
     def _queue_out_of_order(self, off: int, data: memoryview) -> None:
         added = self._ofo.add(off, data)
-        self._ack_sched = True  # tcp_data_queue_ofo: inet_csk_schedule_ack
+        self.delack.schedule()  # tcp_data_queue_ofo: inet_csk_schedule_ack
         if added is None:
             self.counters.add("TcpExtTCPOFODrop")
         else:
@@ -709,7 +700,12 @@ class InputMixin:
         st = self.state
         if st is ESTABLISHED:
             self._set_state(CLOSE_WAIT)
-            self._ack_fin_in_established(gap_filled, now)
+            # the ACK goes at once when a gap was filled (the FIN came from the
+            # out-of-order queue: ICSK_ACK_NOW), more than one full segment is
+            # unacknowledged, or tcp_data_queue found the queue over SO_RCVBUF
+            at_once = (gap_filled or self._full_segments_unacked(fin=1)
+                       or len(self._rx) > self.options.rcvbuf)
+            self._ack_now = self.delack.fin_in_established(at_once, self.options, now)
             return
         self._ack_now = True  # FIN-WAIT-1/2: tcp_fin sends the ACK at once (tcp_send_ack)
         if st is FIN_WAIT_1:

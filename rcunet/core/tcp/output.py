@@ -13,7 +13,6 @@ from rcunet.core.tcp.common import (
     HALF32,
     LAST_ACK,
     MASK32,
-    MS,
     PSH,
     RST,
     SYN,
@@ -40,13 +39,12 @@ class OutputMixin:
             # (a Fast Open child sends before the handshake completes: tcp_sendmsg's
             # tcp_passive_fastopen exception, RFC 7413 §4.2.2)
             sent = len(self._out)
-            recovery = self._recovery
             had_unsent = self._unsent() > 0  # tcp_write_xmit runs with a send head
-            if recovery is None:
+            if self.loss.algorithm is None:
                 while self._try_send(now, room=self._cwnd_room()):
                     pass
             else:
-                recovery.output(self, now)
+                self.loss.output(self, now)
             burst = len(self._out) > sent
             if burst and self._tx:
                 self._push_burst_end(sent)
@@ -98,7 +96,8 @@ class OutputMixin:
             return  # still resending below SND.MAX: the burst was retransmissions
         forced = self._forced_until
         if forced is None or (snd_nxt - forced) & MASK32 < HALF32:  # ge(snd_nxt, forced)
-            if self._recovery is not None or self._dupacks or self.cc.cwnd >= self.cc.ssthresh:
+            loss = self.loss
+            if loss.algorithm is not None or loss.dupacks or self.cc.cwnd >= self.cc.ssthresh:
                 return
         unsent = ((self._tx_seq + len(self._tx) - snd_nxt + HALF32) & MASK32) - HALF32
         want = min(unsent, t.snd_mss)
@@ -130,6 +129,27 @@ class OutputMixin:
             self._cwnd_limited = limited
             self._max_flight = flight
             self._max_flight_seq = t.snd_nxt
+
+    def _stop_rtt_timing(self) -> None:
+        """Karn: the timed segment's sample would be ambiguous; time none until the next
+        new segment goes out."""
+        self._rtt_seq = None
+
+    def _grow_cwnd(self, acked: int, now: int) -> None:
+        """New data acknowledged outside recovery: congestion control grows cwnd, but
+        only while cwnd limits us (RFC 7661 §4.1 spirit; Linux tcp_cong_avoid asks
+        tcp_is_cwnd_limited).  Header prediction calls it too."""
+        if self._is_cwnd_limited():
+            self.cc.on_ack(acked, now, self.rto.srtt)
+
+    def _is_cwnd_limited(self) -> bool:
+        """Linux tcp_is_cwnd_limited: cwnd limited a send in the current window, or, in
+        slow start, cwnd is below twice the window's largest flight (``_cwnd_validate``
+        keeps both), so slow start goes on while the ACKs drain the flight."""
+        if self._cwnd_limited:
+            return True
+        cc = self.cc
+        return cc.in_slow_start and cc.cwnd < 2 * self._max_flight
 
     def _nagle_applies(self) -> bool:
         """Nagle (RFC 896, RFC 1122 §4.2.3.4) as Linux runs it, Minshall's variant
@@ -197,16 +217,13 @@ class OutputMixin:
         snd_nxt = t.snd_nxt
         # seqnum.sub(snd_nxt, snd_una) and seqnum.lt inlined (see HALF32): once per send
         room = self.cc.cwnd - (((snd_nxt - t.snd_una + HALF32) & MASK32) - HALF32)
-        if self._recovery is None and self._dupacks and snd_nxt == t.snd_max:
-            room += min(self._dupacks, 2) * t.snd_mss
+        loss = self.loss
+        if loss.algorithm is None and loss.dupacks and snd_nxt == t.snd_max:
+            room += min(loss.dupacks, 2) * t.snd_mss
         if t.sack_ok and (snd_nxt - t.snd_max) & MASK32 >= HALF32:
             # going back N after an RTO: what the peer SACKed since is not in flight
-            room += self._sacked_below(t.snd_nxt)
+            room += loss.sacked_below(t.snd_nxt)
         return room
-
-    def _sacked_below(self, seq: int) -> int:
-        limit = sub(seq, self.tcb.snd_una)
-        return sum(max(0, min(e, limit) - s) for s, e in self.scoreboard.ranges())
 
     def _emit_pure_ack(self, now: int) -> None:
         self._emit(self._make(self._acceptable_seq(), ACK, now))
@@ -282,7 +299,7 @@ class OutputMixin:
             flags |= PSH  # tcp_write_wakeup (the probe timer's send) sets PSH as well
         self._emit(self._make(seq, flags, now, payload))
         if n:
-            self._event_data_sent(now)
+            self.delack.data_sent(now)
         end = (seq + n + (1 if fin else 0)) & MASK32
         if 0 < n < t.snd_mss and not retransmission:
             self._snd_sml = end  # tcp_minshall_update
@@ -322,7 +339,7 @@ class OutputMixin:
         if not t.sack_ok:
             return None
         off = sub(t.snd_nxt, t.snd_una)
-        for start, end in self.scoreboard.ranges():
+        for start, end in self.loss.scoreboard.ranges():
             if end <= off:
                 continue
             if start <= off:
@@ -355,7 +372,7 @@ class OutputMixin:
                           or self._push_marked(add(seq, n))) else 0)
         self._emit(self._make(seq, flags, now, self._tx.slice(off, n)))
         if n:
-            self._event_data_sent(now)
+            self.delack.data_sent(now)
         self.counters.add("TcpRetransSegs")
         end = add(seq, n + (1 if fin else 0))
         if self._rtt_seq is not None and lt(seq, self._rtt_seq):
@@ -385,7 +402,7 @@ class OutputMixin:
         if not self.state.receives_data:
             return
         if (self.timers.delack_at is not None and self._rcv_unacked > t.rcv_mss
-                or self._read_wants_ack()):
+                or self.delack.read_wants_ack(not self._rx)):
             self._ack_now = True
             return
         now_wnd = t.rcv_wnd
@@ -399,20 +416,15 @@ class OutputMixin:
         """The most any window may be: the buffer, what the scale can express, and the
         window clamp (Linux __tcp_select_window: min(window_clamp, tcp_full_space))."""
         cap = min(self.options.rcvbuf, 0xFFFF << self.tcb.rcv_wscale)
-        clamp = self._window_clamp
+        clamp = self.autotune.window_clamp
         return min(cap, clamp) if clamp else cap
 
     def _free_window(self) -> int:
         """The window the buffer allows now (Linux __tcp_select_window before rounding):
         the buffer's free bytes, within the clamp."""
         free = max(0, min(self.options.rcvbuf, 0xFFFF << self.tcb.rcv_wscale) - len(self._rx))
-        clamp = self._window_clamp
+        clamp = self.autotune.window_clamp
         return min(free, clamp) if clamp else free
-
-    def _offered_window(self) -> int:
-        """The window our last ACK offered, from its RCV.NXT (Linux tp->rcv_wnd)."""
-        t = self.tcb
-        return max(0, sub(t.rcv_adv, t.last_ack_sent))
 
     def _window_field(self) -> int:
         """The 16-bit window to advertise, with receiver SWS avoidance (RFC 9293 §3.8.6.2.2).
@@ -435,14 +447,10 @@ class OutputMixin:
             t.rcv_adv = edge
         return field
 
-    def _ts_val(self, now: int) -> int:
-        """Our TSval: a millisecond clock plus the per-connection offset (RFC 7323 §5.4)."""
-        return (now // MS + self.tcb.ts_offset) & MASK32
-
     def _make(self, seq: int, flags: int, now: int, payload: bytes = b"") -> tcp.Repr:
         """A non-SYN segment with our window, timestamps and SACK blocks."""
         t = self.tcb
-        ts = (self._ts_val(now), t.ts_recent) if t.ts_ok else None
+        ts = (self.tcb.ts_val(now), t.ts_recent) if t.ts_ok else None
         blocks: tuple[tuple[int, int], ...] = ()
         if flags & ACK:
             ack = t.rcv_nxt
@@ -462,10 +470,9 @@ class OutputMixin:
                                 for s, e in self._rx_blocks.blocks(held, limit))
             window = self._window_field()
             t.last_ack_sent = ack
-            self._ack_sent()
+            self.delack.ack_sent(self.options)
             self._ack_now = False
             self._rcv_unacked = 0
-            self.timers.delack_at = None
         else:
             ack, window = 0, 0
         if flags & RST:

@@ -8,6 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rcunet.wire.seqnum import sub
+
+#: ns per millisecond: the timestamp clock's tick (common.MS; tcb.py sits below common)
+_MS = 1_000_000
+
 
 @dataclass(slots=True)
 class Tcb:
@@ -44,3 +49,12 @@ class Tcb:
         # per segment
         d = ((self.rcv_adv - self.rcv_nxt + 0x80000000) & 0xFFFFFFFF) - 0x80000000
         return d if d > 0 else 0
+
+    def ts_val(self, now: int) -> int:
+        """Our TSval: a millisecond clock plus the per-connection offset (RFC 7323 §5.4)."""
+        return (now // _MS + self.ts_offset) & 0xFFFFFFFF
+
+    @property
+    def offered_window(self) -> int:
+        """The window our last ACK offered, from its RCV.NXT (Linux tp->rcv_wnd)."""
+        return max(0, sub(self.rcv_adv, self.last_ack_sent))

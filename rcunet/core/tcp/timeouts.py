@@ -48,10 +48,8 @@ class TimeoutsMixin:
             tm.persist_at = None
             self._on_persist(now)
         if tm.delack_at is not None and now >= tm.delack_at:
-            tm.delack_at = None
-            if self.state.synchronized or self.state is SYN_RECEIVED:
-                self._delack_timer_fired()
-                self.counters.add("TcpExtDelayedACKs")
+            st = self.state
+            if self.delack.fire(self.options, st.synchronized or st is SYN_RECEIVED):
                 self._ack_now = True
         if tm.keepalive_at is not None and now >= tm.keepalive_at:
             tm.keepalive_at = None
@@ -116,13 +114,8 @@ class TimeoutsMixin:
         self.counters.add("TcpExtTCPTimeouts")
         flight = sub(t.snd_max, t.snd_una)
         self.cc.on_timeout(now, flight)
-        # RFC 6582 §3.2 step 4: no fast retransmit for data sent before the timeout.
-        self._recover = (t.snd_max - 1) & MASK32
-        self._recovery = None
-        self._dupacks = 0
-        self.scoreboard.clear()  # RFC 2018 §8: the receiver may renege; forget SACKs
-        self._high_rxt = t.snd_una
-        self._rtt_seq = None
+        self.loss.on_timeout()
+        self._stop_rtt_timing()  # Karn
         self.rto.on_timeout()
         t.snd_nxt = t.snd_una  # go back N; the head goes out even beyond the window
         end = self._retransmit_at(t.snd_una, now)

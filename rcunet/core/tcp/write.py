@@ -130,7 +130,7 @@ class WriteMixin:
         ``_try_send`` applies): the common case of a writer's small chunks joining the
         segment after the one in flight, where running the whole output path is waste."""
         t = self.tcb
-        return (self._recovery is None and not self._ack_now
+        return (self.loss.algorithm is None and not self._ack_now
                 and t.snd_nxt == t.snd_max  # unsent bytes: sub(add(tx_seq, len), snd_nxt)
                 and ((self._tx_seq + len(self._tx) - t.snd_nxt + HALF32) & MASK32) - HALF32
                 < t.snd_mss
