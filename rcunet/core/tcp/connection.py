@@ -101,7 +101,6 @@ from rcunet.core.tcp.rto import RtoEstimator
 from rcunet.core.tcp.sack import ReceiverBlocks, Scoreboard
 from rcunet.core.tcp.state import TRANSITIONS, State
 from rcunet.core.tcp.tcb import Tcb
-from rcunet.core.tcp.timeouts import TimeoutsMixin
 from rcunet.core.tcp.timers import Timers
 from rcunet.core.tcp.timewait import TimeWait, reuse_iss
 from rcunet.core.tcp.window import TS_OPTION_BYTES, buffer_space_clamp, initial_window
@@ -110,7 +109,7 @@ from rcunet.wire import tcp
 from rcunet.wire.seqnum import add, sub
 
 
-class Connection(InputMixin, WriteMixin, OutputMixin, TimeoutsMixin):
+class Connection(InputMixin, WriteMixin, OutputMixin):
     """One TCP connection.  See the module docstring for how to drive it.
 
     Public state for the host: ``state``, ``tcb`` (RFC 9293 variables), ``timers``,
@@ -130,13 +129,13 @@ class Connection(InputMixin, WriteMixin, OutputMixin, TimeoutsMixin):
         "quiet", "remote_addr", "remote_port", "rto", "loss", "state", "syn_data_acked",
         "tcb", "timers",
         "_ack_now", "_closed_reported", "_cwnd_limited", "_dsack", "_eor_marks",
-        "_events", "_fin_offset", "_fin_queued", "_first_rtx_at", "_forced_until",
-        "_keepalive_probes", "_last_rcv_at", "_max_flight", "_max_flight_seq", "_more", "_now",
-        "_ofo", "_orphaned", "_out", "_peer_ws_offered", "_persist_backoff", "_probes_out",
-        "_probes_tstamp", "_psh_marks", "_psh_seq", "_push_once", "_pushed_seq",
-        "_rcv_unacked", "_retransmits", "_rtt_seq", "_rtt_start",
-        "_rx", "_rx_blocks", "_send_blocked", "_skb_ends", "_snd_sml", "_syn_retransmitted",
-        "_syn_sent_at", "_tx", "_tx_seq",
+        "_events", "_fin_offset", "_fin_queued", "_forced_until",
+        "_max_flight", "_max_flight_seq", "_more", "_now",
+        "_ofo", "_orphaned", "_out", "_peer_ws_offered",
+        "_psh_marks", "_psh_seq", "_push_once", "_pushed_seq",
+        "_rcv_unacked", "_rtt_seq", "_rtt_start",
+        "_rx", "_rx_blocks", "_send_blocked", "_skb_ends", "_snd_sml",
+        "_tx", "_tx_seq",
     )
 
     def __init__(self, *, local_port: int, remote_port: int, iss: int,
@@ -208,18 +207,9 @@ class Connection(InputMixin, WriteMixin, OutputMixin, TimeoutsMixin):
         self.autotune = Autotune(t)  # receive-buffer autotuning and the window clamp
         self.chrono = Chrono()  # busy / rwnd- / sndbuf-limited time (TCP_INFO)
         # timing and recovery
-        self._syn_sent_at: int | None = None
-        self._syn_retransmitted = False
-        self._retransmits = 0  # consecutive RTO expiries
-        self._first_rtx_at: int | None = None  # Linux retrans_stamp
         self._rtt_seq: int | None = None  # Karn timing: end seq of the timed segment
         self._rtt_start = 0
         self.loss = LossRecovery(t, self.counters)  # SACK scoreboard, fast recovery
-        self._persist_backoff = 0
-        self._keepalive_probes = 0
-        self._probes_out = 0  # unanswered zero-window probes (Linux icsk_probes_out)
-        self._probes_tstamp: int | None = None  # the first of them (icsk_probes_tstamp)
-        self._last_rcv_at = 0
         self.challenges = ChallengeAcks(self.counters)
         self._peer_ws_offered = False
         # outputs
@@ -392,6 +382,21 @@ class Connection(InputMixin, WriteMixin, OutputMixin, TimeoutsMixin):
         return self.loss.algorithm
 
     @property
+    def _retransmits(self) -> int:
+        """Consecutive RTO expiries (TCP_INFO's retransmits)."""
+        return self.timers.retransmits
+
+    @property
+    def _probes_out(self) -> int:
+        """Unanswered zero-window probes (TCP_INFO's probes)."""
+        return self.timers.probes_out
+
+    @property
+    def _last_rcv_at(self) -> int:
+        """When the peer last sent data or an acceptable ACK (TCP_INFO's last_data_recv)."""
+        return self.timers.last_rcv_at
+
+    @property
     def _rcv_space(self) -> int:
         """Bytes read in the last measured round trip (TCP_INFO's rcv_space)."""
         return self.autotune.rcv_space
@@ -528,6 +533,16 @@ class Connection(InputMixin, WriteMixin, OutputMixin, TimeoutsMixin):
             self.counters.add("TcpExtTCPAbortOnData")  # Linux counts a linger-0 close here
             self._abort(now)
 
+    def on_timer(self, now: int) -> None:
+        """Run every deadline that is due (virtual time: call with ``next_deadline()``)."""
+        self._now = now
+        self.timers.fire(self, now)
+
+    def _abort_timeout(self) -> None:
+        """A timer gave up on the peer: nothing more will be sent (tcp_write_err)."""
+        self._tx.clear()
+        self._fail(errnos.ETIMEDOUT)
+
     def expire_fin_wait2(self, now: int) -> None:
         """End FIN-WAIT-2 now as its timeout would (tcp_fin_timeout's end in
         tcp_keepalive_timer: tcp_done, no segment): every byte and our FIN are
@@ -625,10 +640,8 @@ class Connection(InputMixin, WriteMixin, OutputMixin, TimeoutsMixin):
 
     def _on_established(self, now: int) -> None:
         t = self.tcb
-        self.timers.rto_at = None
-        self._retransmits = 0
-        self._last_rcv_at = now
-        if self._syn_retransmitted:
+        self.timers.established(now)
+        if self.timers.syn_retransmitted:
             if self.rto.srtt is None:
                 # RFC 6298 §5.7: no valid sample and the SYN was retransmitted
                 self.rto.base_rto = max(self.rto.base_rto, self.options.rto_fallback)
@@ -806,8 +819,8 @@ class Connection(InputMixin, WriteMixin, OutputMixin, TimeoutsMixin):
         if is_synack:
             t.last_ack_sent = t.rcv_nxt
         self._emit(seg)
-        if not retransmit and self._syn_sent_at is None:
-            self._syn_sent_at = now
+        if not retransmit:
+            self.timers.syn_sent(now)
         if not (retransmit and (self.fastopen_child or self.fastopen_active is not None)):
             # (a Fast Open child retransmits only its SYN,ACK: data it sent in
             # SYN-RECEIVED stays in flight, tcp_fastopen_synack_timer; a Fast Open

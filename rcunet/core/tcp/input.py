@@ -110,10 +110,7 @@ class InputMixin:
             return False
         if payload and len(payload) > t.rcv_wnd:
             return False
-        self._last_rcv_at = now
-        self._keepalive_probes = 0
-        self._probes_out = 0
-        self._probes_tstamp = None
+        self.timers.heard_from_peer(now)
         if new_ack:
             acked = ((ack - snd_una + HALF32) & MASK32) - HALF32  # sub
             self._ack_advance(seg, now)
@@ -190,7 +187,7 @@ class InputMixin:
         t = self.tcb
         fo.answered = True
         fo.peer_mss = seg.mss
-        fo.retransmitted = self._syn_retransmitted
+        fo.retransmitted = self.timers.syn_retransmitted
         found = syn_cookie(seg.unknown_options) if fo.option_sent else None
         fo.cookie = found if found is not None and found.value else None
         acked = min(max(sub(seg.ack, add(t.iss, 1)), 0), fo.data_len)
@@ -209,7 +206,8 @@ class InputMixin:
         """TSecr of a SYN,ACK must echo a TSval we sent since our first SYN."""
         if not self.options.timestamps or seg.timestamp is None or not seg.timestamp[1]:
             return False
-        first = self.tcb.ts_val(self._syn_sent_at if self._syn_sent_at is not None else now)
+        sent_at = self.timers.syn_sent_at
+        first = self.tcb.ts_val(sent_at if sent_at is not None else now)
         tsecr = seg.timestamp[1]
         return not (ge(tsecr, first) and le(tsecr, self.tcb.ts_val(now)))
 
@@ -288,10 +286,7 @@ class InputMixin:
         # fifth: ACK
         if not flags & ACK:
             return
-        self._last_rcv_at = now
-        self._keepalive_probes = 0
-        self._probes_out = 0
-        self._probes_tstamp = None
+        self.timers.heard_from_peer(now)
         if self.state is SYN_RECEIVED:
             if not (lt(t.snd_una, seg.ack) and le(seg.ack, t.snd_max)):
                 self._emit(tcp.Repr(src_port=self.local_port, dst_port=self.remote_port,
@@ -513,8 +508,7 @@ class InputMixin:
         if (t.snd_nxt - ack) & MASK32 >= HALF32:
             t.snd_nxt = ack  # after go-back-N the ACK may jump past SND.NXT
         self.loss.on_ack_advance(ack, acked)
-        self._retransmits = 0
-        self._first_rtx_at = None
+        self.timers.data_acked()
         self.timers.rto_at = None if t.snd_una == t.snd_max else now + self.rto.rto
         if self._send_blocked and self.send_space:
             self._send_blocked = False
@@ -541,9 +535,9 @@ class InputMixin:
             rtt_ms = sub(self.tcb.ts_val(now), seg.timestamp[1])
             if 0 <= rtt_ms:
                 self.rto.on_sample(max(rtt_ms, 1) * MS, seg.ack, t.snd_max)
-        elif not self._syn_retransmitted and self._syn_sent_at is not None:
+        elif not self.timers.syn_retransmitted and self.timers.syn_sent_at is not None:
             # Karn: only unretransmitted SYNs
-            self.rto.on_sample(now - self._syn_sent_at, seg.ack, t.snd_max)
+            self.rto.on_sample(now - self.timers.syn_sent_at, seg.ack, t.snd_max)
 
     def _process_text_and_fin(self, seg: tcp.Repr, seq: int, now: int) -> None:
         t = self.tcb
@@ -593,7 +587,7 @@ class InputMixin:
             self._abort(now)
             return
         if data:
-            self._last_rcv_at = now
+            self.timers.data_received(now)
             t.rcv_mss = max(t.rcv_mss, min(len(data), self.options.mss))
             if off == 0:
                 self.autotune.rtt_measure(seg, len(data), now)

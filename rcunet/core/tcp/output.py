@@ -387,12 +387,12 @@ class OutputMixin:
         if t.snd_una != t.snd_max:
             return
         waiting = bool(self._tx) or (self._fin_queued and not self._fin_acked)
+        tm = self.timers
         if not waiting:
-            self.timers.persist_at = None
-            self._persist_backoff = 0
+            tm.persist_stop()
             return
-        if self.timers.persist_at is None:
-            self.timers.persist_at = now + self._persist_interval()
+        if tm.persist_at is None:
+            tm.persist_at = now + tm.persist_interval(self.rto.base_rto, self.options.rto_max)
 
     def _maybe_window_update(self) -> None:
         """After recv(): ACK at once when an ACK is due and more than one segment is
