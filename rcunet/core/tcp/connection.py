@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import dataclasses
 import errno as errnos
-from collections import deque
 
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.core.tcp import congestion
@@ -99,17 +98,17 @@ from rcunet.core.tcp.reassembly import Assembler
 from rcunet.core.tcp.recovery import LossRecovery, Recovery
 from rcunet.core.tcp.rto import RtoEstimator
 from rcunet.core.tcp.sack import ReceiverBlocks, Scoreboard
+from rcunet.core.tcp.sender import Sender
 from rcunet.core.tcp.state import TRANSITIONS, State
 from rcunet.core.tcp.tcb import Tcb
 from rcunet.core.tcp.timers import Timers
 from rcunet.core.tcp.timewait import TimeWait, reuse_iss
 from rcunet.core.tcp.window import TS_OPTION_BYTES, buffer_space_clamp, initial_window
-from rcunet.core.tcp.write import WriteMixin
 from rcunet.wire import tcp
-from rcunet.wire.seqnum import add, sub
+from rcunet.wire.seqnum import add
 
 
-class Connection(InputMixin, WriteMixin, OutputMixin):
+class Connection(InputMixin, OutputMixin):
     """One TCP connection.  See the module docstring for how to drive it.
 
     Public state for the host: ``state``, ``tcb`` (RFC 9293 variables), ``timers``,
@@ -125,17 +124,11 @@ class Connection(InputMixin, WriteMixin, OutputMixin):
     # thread made takes the instance's lock on every read.
     __slots__ = lockfree_read_slots(
         "autotune", "cc", "challenges", "chrono", "counters", "delack", "error",
-        "fastopen_active", "fastopen_child", "local_addr", "local_port", "options", "passive",
-        "quiet", "remote_addr", "remote_port", "rto", "loss", "state", "syn_data_acked",
-        "tcb", "timers",
-        "_ack_now", "_closed_reported", "_cwnd_limited", "_dsack", "_eor_marks",
-        "_events", "_fin_offset", "_fin_queued", "_forced_until",
-        "_max_flight", "_max_flight_seq", "_more", "_now",
-        "_ofo", "_orphaned", "_out", "_peer_ws_offered",
-        "_psh_marks", "_psh_seq", "_push_once", "_pushed_seq",
-        "_rcv_unacked", "_rtt_seq", "_rtt_start",
-        "_rx", "_rx_blocks", "_send_blocked", "_skb_ends", "_snd_sml",
-        "_tx", "_tx_seq",
+        "fastopen_active", "fastopen_child", "local_addr", "local_port", "loss", "options",
+        "passive", "quiet", "remote_addr", "remote_port", "rto", "sender", "state",
+        "syn_data_acked", "tcb", "timers",
+        "_ack_now", "_closed_reported", "_dsack", "_events", "_fin_offset", "_now", "_ofo",
+        "_orphaned", "_out", "_peer_ws_offered", "_rcv_unacked", "_rx", "_rx_blocks",
     )
 
     def __init__(self, *, local_port: int, remote_port: int, iss: int,
@@ -164,30 +157,8 @@ class Connection(InputMixin, WriteMixin, OutputMixin):
         self.timers = Timers()
         self.rto = RtoEstimator(options.rto_initial, options.rto_min, options.rto_max)
         self.cc = congestion.create(options.congestion_control, t.snd_mss, options.initial_cwnd)
-        # send side: _tx holds every byte from _tx_seq (first unacknowledged data byte) on
-        self._tx = SendQueue()
-        self._tx_seq = add(t.iss, 1)
-        self._fin_queued = False  # the application shut down its direction
-        self._send_blocked = False  # send() refused bytes: report SendSpaceAvailable
-        # Sequence numbers where a send-queue skb ends before the data does (Linux's
-        # MSG_ZEROCOPY skbs: MAX_SKB_FRAGS user pages, one uarg): no segment crosses
-        # one (tcp_write_xmit sends skbs).  Empty for ordinary writes.
-        self._skb_ends: deque[int] = deque()
-        # PSH bookkeeping (Linux tp->pushed_seq): where the last write's push mark went,
-        # and the end of a write that outgrew half the peer's largest window
-        # (forced_push), whose cwnd- or window-limited bursts end with PSH
-        self._pushed_seq = self._tx_seq
-        self._snd_sml = t.iss  # end of the last sub-MSS segment sent (Linux tp->snd_sml)
-        # Where segments carry PSH: the last write's tail (tcp_mark_push; None after a
-        # MSG_MORE write, whose tail Linux leaves unmarked) and the ends of MSG_EOR records,
-        # which no later byte joins (TCP_SKB_CB(skb)->eor); ``_more``: the output pass
-        # of a MSG_MORE send is corked (tcp_push with TCP_NAGLE_CORK)
-        self._psh_seq: int | None = None
-        self._eor_marks: deque[int] = deque()
-        self._psh_marks: deque[int] = deque()  # forced_push marks inside long writes
-        self._more = False
-        self._push_once = False  # this output pass pushes past cork and Nagle (TCP_NAGLE_PUSH)
-        self._forced_until: int | None = None
+        self.chrono = Chrono()  # busy / rwnd- / sndbuf-limited time (TCP_INFO)
+        self.sender = Sender(t, self.timers, self.rto, self.counters, self.chrono)
         # receive side
         self._rx = RecvQueue()  # in-order bytes the application has not read yet
         self._ofo = Assembler(options.ofo_max_ranges)
@@ -197,18 +168,8 @@ class Connection(InputMixin, WriteMixin, OutputMixin):
         self._rcv_unacked = 0  # bytes received since our last ACK (delayed ACK)
         self._ack_now = False
         self.delack = DelayedAck(t, self.timers, self.rto, self.counters)  # Linux icsk_ack
-        # tcp_cwnd_validate's bookkeeping for tcp_is_cwnd_limited (output.py, recovery.py):
-        # the largest flight of the current window (max_packets_out, in bytes), where that
-        # window ends (cwnd_usage_seq) and whether cwnd limited a send in it.
-        self._max_flight = 0
-        self._max_flight_seq = iss
-        self._cwnd_limited = False
         self._orphaned = False  # close() was called: nobody reads any more
         self.autotune = Autotune(t)  # receive-buffer autotuning and the window clamp
-        self.chrono = Chrono()  # busy / rwnd- / sndbuf-limited time (TCP_INFO)
-        # timing and recovery
-        self._rtt_seq: int | None = None  # Karn timing: end seq of the timed segment
-        self._rtt_start = 0
         self.loss = LossRecovery(t, self.counters)  # SACK scoreboard, fast recovery
         self.challenges = ChallengeAcks(self.counters)
         self._peer_ws_offered = False
@@ -266,9 +227,7 @@ class Connection(InputMixin, WriteMixin, OutputMixin):
             if fastopen_option is not None:
                 extra = (fastopen_option,)
             if syn_data:
-                conn._tx.append(memoryview(bytes(syn_data)))
-                # the write's tail is pushed (tcp_sendmsg_fastopen -> tcp_push)
-                conn._psh_seq = conn._pushed_seq = add(conn._tx_seq, len(conn._tx))
+                conn.sender.queue_syn_data(bytes(syn_data))
         conn._send_syn(now, extra=extra, payload=bytes(syn_data))
         return conn
 
@@ -382,6 +341,11 @@ class Connection(InputMixin, WriteMixin, OutputMixin):
         return self.loss.algorithm
 
     @property
+    def _tx(self) -> SendQueue:
+        """The send queue: unacknowledged and unsent bytes (``ss``'s Send-Q)."""
+        return self.sender.tx
+
+    @property
     def _retransmits(self) -> int:
         """Consecutive RTO expiries (TCP_INFO's retransmits)."""
         return self.timers.retransmits
@@ -408,12 +372,12 @@ class Connection(InputMixin, WriteMixin, OutputMixin):
 
     @property
     def send_space(self) -> int:
-        return max(0, self.options.sndbuf - len(self._tx))
+        return self.sender.send_space(self.options)
 
     @property
     def notsent(self) -> int:
         """Bytes written and not yet sent (Linux write_seq - snd_nxt: our SND.MAX)."""
-        return max(0, sub(add(self._tx_seq, len(self._tx)), self.tcb.snd_max))
+        return self.sender.notsent()
 
     def stream_memory_free(self) -> bool:
         """tcp_stream_memory_free: fewer unsent bytes than the not-sent low-water mark
@@ -425,18 +389,18 @@ class Connection(InputMixin, WriteMixin, OutputMixin):
     @property
     def unacked(self) -> int:
         """Bytes in the send buffer (unsent and unacknowledged)."""
-        return len(self._tx)
+        return len(self.sender.tx)
 
     @property
     def write_seq(self) -> int:
         """The sequence number the next byte written will take (Linux ``tp->write_seq``)."""
-        return (self._tx_seq + len(self._tx)) & MASK32
+        return (self.sender.tx_seq + len(self.sender.tx)) & MASK32
 
     @property
     def una_seq(self) -> int:
         """The first data byte the peer has not acknowledged: every byte before it has
         left the send queue (``tcp_clean_rtx_queue``)."""
-        return self._tx_seq
+        return self.sender.tx_seq
 
     @property
     def at_eof(self) -> bool:
@@ -490,9 +454,8 @@ class Connection(InputMixin, WriteMixin, OutputMixin):
         st = self.state
         if st is CLOSED:
             raise OSError(errnos.ENOTCONN, "not connected")
-        if self._fin_queued:
+        if not self.sender.shut_down():
             return
-        self._fin_queued = True
         if st is ESTABLISHED:
             self._set_state(FIN_WAIT_1)
         elif st is CLOSE_WAIT:
@@ -520,7 +483,7 @@ class Connection(InputMixin, WriteMixin, OutputMixin):
             return
         self._orphaned = True
         self._ofo.clear()
-        if not self._fin_queued and st is not TIME_WAIT:
+        if not self.sender.fin_queued and st is not TIME_WAIT:
             self.shutdown_write(now)
         if self.state is FIN_WAIT_2:
             self.timers.fin_wait2_at = now + self.options.fin_timeout
@@ -540,7 +503,7 @@ class Connection(InputMixin, WriteMixin, OutputMixin):
 
     def _abort_timeout(self) -> None:
         """A timer gave up on the peer: nothing more will be sent (tcp_write_err)."""
-        self._tx.clear()
+        self.sender.discard()
         self._fail(errnos.ETIMEDOUT)
 
     def expire_fin_wait2(self, now: int) -> None:
@@ -595,18 +558,29 @@ class Connection(InputMixin, WriteMixin, OutputMixin):
             self.timers.keepalive_at = None
         # Setting TCP_NODELAY, or clearing TCP_CORK with it set, pushes the tail once past
         # the cork as well (__tcp_sock_set_nodelay, __tcp_sock_set_cork: TCP_NAGLE_PUSH)
-        self._push_once = new.nodelay and (push or not old.nodelay
-                                           or (old.cork and not new.cork))
-        try:
-            self._output(now)
-        finally:
-            self._push_once = False
+        self.sender.push_pass(self, now, new.nodelay and (push or not old.nodelay
+                                                         or (old.cork and not new.cork)))
+
+    def send(self, data: bytes | bytearray | memoryview, now: int,
+             skb_ends: tuple[int, ...] = (), more: bool = False, eor: bool = False) -> int:
+        """Queue ``data``; return how many bytes the send buffer took (0 when full).
+        ``skb_ends``: offsets into ``data`` where an skb ends (no segment crosses one;
+        0 ends the skb the bytes before ``data`` are in); those past what was taken are
+        dropped.  ``more`` is MSG_MORE: this write's partial tail waits for more
+        (tcp_push with TCP_NAGLE_CORK) and gets no PSH; ``eor`` is MSG_EOR: the write
+        ends a record, which no later write's bytes join in a segment (Linux
+        tcp_skb_can_collapse_to).  Both apply only when every byte was taken (Linux sets
+        them on the last skb)."""
+        self._now = now
+        self.quiet = False
+        self._raise_pending_error()
+        return self.sender.write(self, data, now, skb_ends, more, eor)
 
     def _abort(self, now: int) -> None:
         if self.state in ABORT_SENDS_RST:
             self._emit(self._make(self._acceptable_seq(), RST | ACK, now))
             self.counters.add("TcpOutRsts")
-        self._tx.clear()
+        self.sender.discard()
         self._rx.clear()
         self._ofo.clear()
         self._enter_closed()
@@ -658,7 +632,7 @@ class Connection(InputMixin, WriteMixin, OutputMixin):
         self.autotune.start(now, buffer_space_clamp(o.rcvbuf, o.window_clamp, o.mss),
                             min(self._syn_window(), o.initial_cwnd * o.mss))
         self._events.append(Established())
-        if self._fin_queued:
+        if self.sender.fin_queued:
             self._set_state(FIN_WAIT_1)
         if self.fastopen_active is not None and (t.snd_max - t.snd_una) & MASK32 < HALF32:
             # SYN data the SYN-ACK did not acknowledge is retransmitted, not new data
@@ -686,7 +660,7 @@ class Connection(InputMixin, WriteMixin, OutputMixin):
 
     def _fail(self, err: int) -> None:
         self.error = err
-        self._tx.clear()
+        self.sender.discard()
         self._events.append(ConnectionFailed(err))
         self._enter_closed()
 
@@ -765,9 +739,9 @@ class Connection(InputMixin, WriteMixin, OutputMixin):
         # snd_una without a congestion response.  Duplicate ACKs for the old flight must not
         # start a fast retransmit (RFC 6582 §3.2 step 4, as after a timeout).
         self.loss.on_path_shrunk()
-        self._stop_rtt_timing()  # Karn
+        self.sender.stop_rtt_timing()  # Karn
         t.snd_nxt = t.snd_una
-        end = self._retransmit_at(t.snd_una, now)
+        end = self.sender.retransmit_at(self, t.snd_una, now)
         if end is not None:
             t.snd_nxt = end
         self._output(now)

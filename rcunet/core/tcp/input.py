@@ -97,7 +97,7 @@ class InputMixin:
         payload = seg.payload
         if ((not new_ack and not payload) or not self.loss.idle()
                 or self._fin_offset is not None or self._orphaned or len(self._ofo)
-                or self._fin_queued):
+                or self.sender.fin_queued):
             return False
         # Sequence arithmetic inlined, as everywhere on this path (see HALF32):
         # lt(a, b) is (a - b) & MASK32 >= HALF32, le(a, b) is a == b or lt(a, b).
@@ -114,7 +114,7 @@ class InputMixin:
         if new_ack:
             acked = ((ack - snd_una + HALF32) & MASK32) - HALF32  # sub
             self._ack_advance(seg, now)
-            self._grow_cwnd(acked, now)
+            self.sender.grow_cwnd(self, acked, now)
         self._update_send_window(seg, ack)  # SND.UNA =< SEG.ACK: checked above
         if ts is not None:
             self._update_ts_recent(seg, now)
@@ -192,9 +192,7 @@ class InputMixin:
         fo.cookie = found if found is not None and found.value else None
         acked = min(max(sub(seg.ack, add(t.iss, 1)), 0), fo.data_len)
         fo.data_acked = acked
-        if acked:
-            self._tx.drop(acked)
-            self._tx_seq = add(self._tx_seq, acked)
+        self.sender.syn_data_acked(acked)
         if fo.data_len:
             if acked == fo.data_len:
                 self.syn_data_acked = True
@@ -455,11 +453,11 @@ class InputMixin:
         loss = self.loss
         newly_sacked = loss.take_sack(seg)
         if new_ack and loss.algorithm is None:
-            self._grow_cwnd(acked, now)
+            self.sender.grow_cwnd(self, acked, now)
         loss.detect(self, seg, ack, new_ack, acked, prior_wnd, newly_sacked, now)
         # state-specific ACK handling
         st = self.state
-        if self._fin_acked:
+        if self.sender.fin_acked():
             if st is FIN_WAIT_1:
                 self._set_state(FIN_WAIT_2)
                 if self._orphaned:
@@ -486,12 +484,6 @@ class InputMixin:
                 t.max_snd_wnd = t.snd_wnd
             t.snd_wl1, t.snd_wl2 = seq, ack
 
-    @property
-    def _fin_acked(self) -> bool:
-        if not self._fin_queued or self._tx:
-            return False
-        return self.tcb.snd_una == add(self._tx_seq, 1) and self.tcb.snd_max == self.tcb.snd_una
-
     def _ack_advance(self, seg: tcp.Repr, now: int) -> None:
         """New data acknowledged: RTT, send buffer, RTO timer (RFC 6298 §5.2/5.3)."""
         t = self.tcb
@@ -499,23 +491,19 @@ class InputMixin:
         # sub/add/lt inlined (see HALF32): once per ACK of new data
         acked = ((ack - t.snd_una + HALF32) & MASK32) - HALF32
         self._rtt_sample(seg, now)
-        data_acked = min(max(((ack - self._tx_seq + HALF32) & MASK32) - HALF32, 0),
-                         len(self._tx))
-        if data_acked:
-            self._tx.drop(data_acked)
-            self._tx_seq = (self._tx_seq + data_acked) & MASK32
+        self.sender.drop_acked(ack)
         t.snd_una = ack
         if (t.snd_nxt - ack) & MASK32 >= HALF32:
             t.snd_nxt = ack  # after go-back-N the ACK may jump past SND.NXT
         self.loss.on_ack_advance(ack, acked)
         self.timers.data_acked()
         self.timers.rto_at = None if t.snd_una == t.snd_max else now + self.rto.rto
-        if self._send_blocked and self.send_space:
-            self._send_blocked = False
-            self._events.append(SendSpaceAvailable(self.send_space))
-            self.chrono.stop(SNDBUF_LIMITED, now, self._queues_empty())  # tcp_check_space
+        space = self.sender.unblock(self.options)
+        if space:
+            self._events.append(SendSpaceAvailable(space))
+            self.chrono.stop(SNDBUF_LIMITED, now, self.sender.queues_empty())  # tcp_check_space
         if t.snd_una == t.snd_max:
-            self.chrono.stop(BUSY, now, self._queues_empty())
+            self.chrono.stop(BUSY, now, self.sender.queues_empty())
 
     def _rtt_sample(self, seg: tcp.Repr, now: int) -> None:
         """RTTM (RFC 7323 §4) from TSecr, else Karn's timed segment (RFC 6298 §3)."""
@@ -525,9 +513,9 @@ class InputMixin:
             if rtt_ms >= 0:
                 self.rto.on_sample(max(rtt_ms, 1) * MS, seg.ack, t.snd_max)
             return
-        if self._rtt_seq is not None and ge(seg.ack, self._rtt_seq):
-            self.rto.on_sample(now - self._rtt_start, seg.ack, t.snd_max)
-            self._rtt_seq = None
+        sent_at = self.sender.rtt_sample(seg.ack)
+        if sent_at is not None:
+            self.rto.on_sample(now - sent_at, seg.ack, t.snd_max)
 
     def _rtt_sample_handshake(self, seg: tcp.Repr, now: int) -> None:
         t = self.tcb

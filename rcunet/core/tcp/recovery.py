@@ -42,7 +42,7 @@ class Recovery:
 
     def output(self, loss: LossRecovery, conn: Connection, now: int) -> None:
         """What the connection sends while in recovery."""
-        while conn._try_send(now, room=conn._cwnd_room()):
+        while conn.sender.try_send(conn, now, room=conn.sender.cwnd_room(conn)):
             pass
 
     def __repr__(self) -> str:
@@ -57,7 +57,7 @@ class NewRenoRecovery(Recovery):
     def enter(self, loss: LossRecovery, conn: Connection, now: int) -> None:
         t = conn.tcb
         conn.counters.add("TcpExtTCPRenoRecovery")
-        conn._retransmit_at(t.snd_una, now)  # RFC 5681 §3.2 step 3
+        conn.sender.retransmit_at(conn, t.snd_una, now)  # RFC 5681 §3.2 step 3
         conn.cc.set_cwnd(conn.cc.ssthresh + 3 * t.snd_mss)
 
     def on_ack(self, conn: Connection, new_ack: bool, is_dup: bool, acked: int,
@@ -67,7 +67,7 @@ class NewRenoRecovery(Recovery):
         if new_ack:
             # RFC 6582 §3.2 step 3, partial ACK: retransmit the first unacknowledged
             # segment, deflate cwnd by the amount acked, add back one SMSS.
-            conn._retransmit_at(t.snd_una, now)
+            conn.sender.retransmit_at(conn, t.snd_una, now)
             cc.set_cwnd(max(cc.cwnd - acked + (t.snd_mss if acked >= t.snd_mss else 0),
                             t.snd_mss))
         elif is_dup:
@@ -91,7 +91,8 @@ class SackRecovery(Recovery):
         conn.cc.set_cwnd(conn.cc.ssthresh)  # RFC 6675 §5 step (4.2)
         loss.high_rxt = t.snd_una
         hole = loss.scoreboard.next_seg_rule3(0, t.snd_mss)
-        end = conn._retransmit_at(t.snd_una, now, hole[1] if hole else None)  # step (4.3)
+        # step (4.3)
+        end = conn.sender.retransmit_at(conn, t.snd_una, now, hole[1] if hole else None)
         if end is not None:
             loss.high_rxt = end
 
@@ -110,13 +111,13 @@ class SackRecovery(Recovery):
             if conn.cc.cwnd - sb.pipe(hrx, high_data, mss) < mss:
                 return
             nxt = sb.next_seg(hrx, mss)  # rule 1: lost and not yet retransmitted
-            if nxt is None and conn._try_send(now, room=mss):
+            if nxt is None and conn.sender.try_send(conn, now, room=mss):
                 continue  # rule 2: new data
             if nxt is None:
                 nxt = sb.next_seg_rule3(hrx, mss)  # rule 3
             if nxt is None:
                 return
-            end = conn._retransmit_at(add(una, nxt[0]), now, nxt[1])
+            end = conn.sender.retransmit_at(conn, add(una, nxt[0]), now, nxt[1])
             if end is None:
                 return
             loss.high_rxt = end
@@ -219,7 +220,7 @@ class LossRecovery:
         self.counters.add("TcpExtTCPFastRetrans")
         algorithm = self.algorithm = SACK if t.sack_ok else NEWRENO
         algorithm.enter(self, conn, now)
-        conn._stop_rtt_timing()  # Karn
+        conn.sender.stop_rtt_timing()  # Karn
 
     def output(self, conn: Connection, now: int) -> None:
         """What the connection sends in recovery (call only while ``algorithm`` is set)."""

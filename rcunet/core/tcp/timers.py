@@ -211,10 +211,10 @@ class Timers:
         conn.counters.add("TcpExtTCPTimeouts")
         conn.cc.on_timeout(now, sub(t.snd_max, t.snd_una))
         conn.loss.on_timeout()
-        conn._stop_rtt_timing()  # Karn
+        conn.sender.stop_rtt_timing()  # Karn
         conn.rto.on_timeout()
         t.snd_nxt = t.snd_una  # go back N; the head goes out even beyond the window
-        end = conn._retransmit_at(t.snd_una, now)
+        end = conn.sender.retransmit_at(conn, t.snd_una, now)
         if end is not None:
             t.snd_nxt = end
         self.rto_at = now + conn.rto.rto
@@ -235,10 +235,10 @@ class Timers:
         t = conn.tcb
         if not conn.state.synchronized or t.snd_una != t.snd_max or conn.state is TIME_WAIT:
             return
-        if not conn._tx and not conn._fin_queued:
+        if not conn.sender.tx and not conn.sender.fin_queued:
             return
         room = sub(add(t.snd_una, t.snd_wnd), t.snd_nxt)
-        if room > 0 and conn._try_send(now, room=t.snd_mss, force=True):
+        if room > 0 and conn.sender.try_send(conn, now, room=t.snd_mss, force=True):
             self.persist_backoff = 0
             return
         o = conn.options
@@ -274,7 +274,7 @@ class Timers:
         t = conn.tcb
         if not o.keepalive or conn.state not in (ESTABLISHED, CLOSE_WAIT, FIN_WAIT_2):
             return
-        if t.snd_una != t.snd_max or conn._tx:
+        if t.snd_una != t.snd_max or conn.sender.tx:
             self.keepalive_at = now + o.keepalive_time  # data in flight: RTO covers it
             return
         idle = now - self.last_rcv_at
