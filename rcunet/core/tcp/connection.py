@@ -48,7 +48,7 @@ import errno as errnos
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.core.tcp import congestion
 from rcunet.core.tcp.autotune import Autotune, expanded_sndbuf
-from rcunet.core.tcp.buffers import RecvQueue, SendQueue
+from rcunet.core.tcp.buffers import SendQueue
 from rcunet.core.tcp.challenge import ChallengeAcks
 from rcunet.core.tcp.chrono import Chrono
 from rcunet.core.tcp.common import (
@@ -94,10 +94,10 @@ from rcunet.core.tcp.listen import (
 )
 from rcunet.core.tcp.options import Options
 from rcunet.core.tcp.output import OutputMixin
-from rcunet.core.tcp.reassembly import Assembler
+from rcunet.core.tcp.receiver import Receiver
 from rcunet.core.tcp.recovery import LossRecovery, Recovery
 from rcunet.core.tcp.rto import RtoEstimator
-from rcunet.core.tcp.sack import ReceiverBlocks, Scoreboard
+from rcunet.core.tcp.sack import Scoreboard
 from rcunet.core.tcp.sender import Sender
 from rcunet.core.tcp.state import TRANSITIONS, State
 from rcunet.core.tcp.tcb import Tcb
@@ -125,10 +125,9 @@ class Connection(InputMixin, OutputMixin):
     __slots__ = lockfree_read_slots(
         "autotune", "cc", "challenges", "chrono", "counters", "delack", "error",
         "fastopen_active", "fastopen_child", "local_addr", "local_port", "loss", "options",
-        "passive", "quiet", "remote_addr", "remote_port", "rto", "sender", "state",
+        "passive", "quiet", "receiver", "remote_addr", "remote_port", "rto", "sender", "state",
         "syn_data_acked", "tcb", "timers",
-        "_ack_now", "_closed_reported", "_dsack", "_events", "_fin_offset", "_now", "_ofo",
-        "_orphaned", "_out", "_peer_ws_offered", "_rcv_unacked", "_rx", "_rx_blocks",
+        "_closed_reported", "_events", "_now", "_orphaned", "_out", "_peer_ws_offered",
     )
 
     def __init__(self, *, local_port: int, remote_port: int, iss: int,
@@ -159,17 +158,11 @@ class Connection(InputMixin, OutputMixin):
         self.cc = congestion.create(options.congestion_control, t.snd_mss, options.initial_cwnd)
         self.chrono = Chrono()  # busy / rwnd- / sndbuf-limited time (TCP_INFO)
         self.sender = Sender(t, self.timers, self.rto, self.counters, self.chrono)
-        # receive side
-        self._rx = RecvQueue()  # in-order bytes the application has not read yet
-        self._ofo = Assembler(options.ofo_max_ranges)
-        self._rx_blocks = ReceiverBlocks()
-        self._fin_offset: int | None = None  # peer FIN beyond a hole, relative to RCV.NXT
-        self._dsack: tuple[int, int] | None = None  # duplicate range for the next ACK
-        self._rcv_unacked = 0  # bytes received since our last ACK (delayed ACK)
-        self._ack_now = False
         self.delack = DelayedAck(t, self.timers, self.rto, self.counters)  # Linux icsk_ack
-        self._orphaned = False  # close() was called: nobody reads any more
         self.autotune = Autotune(t)  # receive-buffer autotuning and the window clamp
+        self.receiver = Receiver(t, self.counters, self.delack, self.autotune,
+                                 options.ofo_max_ranges)
+        self._orphaned = False  # close() was called: nobody reads any more
         self.loss = LossRecovery(t, self.counters)  # SACK scoreboard, fast recovery
         self.challenges = ChallengeAcks(self.counters)
         self._peer_ws_offered = False
@@ -266,8 +259,7 @@ class Connection(InputMixin, OutputMixin):
         data = bytes(syn.payload)
         if not data:
             return
-        self._rx.append(memoryview(data))
-        self._advance_rcv(len(data))
+        self.receiver.take_syn_data(self, data)
         self._events.append(DataReceived(len(data)))
         self.syn_data_acked = True
 
@@ -340,6 +332,10 @@ class Connection(InputMixin, OutputMixin):
         """The fast recovery in progress, or None (TCP_INFO's ca_state reads it)."""
         return self.loss.algorithm
 
+    def _window_field(self) -> int:
+        """The window field the next ACK carries (``Receiver.window_field``)."""
+        return self.receiver.window_field(self)
+
     @property
     def _tx(self) -> SendQueue:
         """The send queue: unacknowledged and unsent bytes (``ss``'s Send-Q)."""
@@ -368,7 +364,7 @@ class Connection(InputMixin, OutputMixin):
     @property
     def readable(self) -> int:
         """Bytes ``recv`` can return now."""
-        return len(self._rx)
+        return len(self.receiver.rx)
 
     @property
     def send_space(self) -> int:
@@ -405,7 +401,7 @@ class Connection(InputMixin, OutputMixin):
     @property
     def at_eof(self) -> bool:
         """The peer's FIN has been received and every byte before it read."""
-        return self.state.fin_received and not self._rx
+        return self.state.fin_received and not self.receiver.rx
 
     def recv(self, max_bytes: int, now: int) -> bytes:
         """Up to ``max_bytes`` in-order bytes; b"" at EOF.
@@ -417,13 +413,13 @@ class Connection(InputMixin, OutputMixin):
         self.quiet = False
         if max_bytes < 0:
             raise OSError(errnos.EINVAL, "negative recv size")
-        if self._rx and max_bytes:
-            data = self._rx.read(max_bytes)
+        if self.receiver.rx and max_bytes:
+            data = self.receiver.read(max_bytes)
             rcvbuf = self.autotune.on_read(len(data), self.options, now)
             if rcvbuf:  # the window, its update test and the backlog limit follow it
                 self.options = self.options.with_rcvbuf(rcvbuf)
-            self._maybe_window_update()
-            if self._ack_now:  # reading changes nothing on the send side: only an ACK
+            self.receiver.maybe_window_update(self)
+            if self.receiver.ack_now:  # reading changes nothing on the send side: only an ACK
                 self._output(now)
             else:
                 self.quiet = True
@@ -435,8 +431,8 @@ class Connection(InputMixin, OutputMixin):
         update, no ACK: nothing was consumed)."""
         if max_bytes < 0:
             raise OSError(errnos.EINVAL, "negative recv size")
-        if self._rx and max_bytes:
-            return self._rx.peek(max_bytes)
+        if self.receiver.rx and max_bytes:
+            return self.receiver.rx.peek(max_bytes)
         return self._nothing_readable(max_bytes)
 
     def _nothing_readable(self, max_bytes: int) -> bytes:
@@ -477,12 +473,12 @@ class Connection(InputMixin, OutputMixin):
             self._enter_closed()
             self._output(now)
             return
-        if self._rx:  # Linux looks at the receive queue only; out-of-order data just goes
+        if self.receiver.rx:  # Linux looks at the receive queue only; out-of-order goes
             self.counters.add("TcpExtTCPAbortOnClose")
             self._abort(now)
             return
         self._orphaned = True
-        self._ofo.clear()
+        self.receiver.drop_out_of_order()
         if not self.sender.fin_queued and st is not TIME_WAIT:
             self.shutdown_write(now)
         if self.state is FIN_WAIT_2:
@@ -581,8 +577,7 @@ class Connection(InputMixin, OutputMixin):
             self._emit(self._make(self._acceptable_seq(), RST | ACK, now))
             self.counters.add("TcpOutRsts")
         self.sender.discard()
-        self._rx.clear()
-        self._ofo.clear()
+        self.receiver.discard()
         self._enter_closed()
 
     def time_wait_accepts_syn(self, syn: tcp.Repr) -> bool:
@@ -653,7 +648,7 @@ class Connection(InputMixin, OutputMixin):
         if self.state is not CLOSED:
             self._set_state(CLOSED)
         self.timers.stop_all()
-        self._ofo.clear()
+        self.receiver.drop_out_of_order()
         if not self._closed_reported:
             self._closed_reported = True
             self._events.append(Closed())

@@ -32,8 +32,6 @@ from rcunet.core.tcp.common import (
     TIME_WAIT,
 )
 from rcunet.core.tcp.events import (
-    DataReceived,
-    FinReceived,
     ResetReceived,
     SendSpaceAvailable,
 )
@@ -96,7 +94,7 @@ class InputMixin:
         new_ack = ack != t.snd_una
         payload = seg.payload
         if ((not new_ack and not payload) or not self.loss.idle()
-                or self._fin_offset is not None or self._orphaned or len(self._ofo)
+                or self.receiver.fin_offset is not None or self._orphaned or len(self.receiver.ofo)
                 or self.sender.fin_queued):
             return False
         # Sequence arithmetic inlined, as everywhere on this path (see HALF32):
@@ -122,7 +120,7 @@ class InputMixin:
             data = memoryview(payload)
             t.rcv_mss = max(t.rcv_mss, min(len(data), self.options.mss))
             self.autotune.rtt_measure(seg, len(data), now)
-            self._deliver_in_order(data, bool(flags & PSH), now)
+            self.receiver.deliver_in_order(self, data, bool(flags & PSH), now)
         return True
 
     def _input_syn_sent(self, seg: tcp.Repr, now: int) -> None:
@@ -165,12 +163,12 @@ class InputMixin:
             t.snd_una = seg.ack
             self._set_state(ESTABLISHED)
             self._on_established(now)
-            self._process_text_and_fin(seg, add(seg.seq, 1), now)
+            self.receiver.process_text_and_fin(self, seg, add(seg.seq, 1), now)
             # tcp_rcv_synsent_state_process ends with tcp_send_ack: the handshake's ACK goes
             # at once, even when the SYN-ACK carried data (and a FIN) that would
             # otherwise wait for the delayed-ACK timer (tcp_fastopen_add_skb)
             if self.state is not CLOSED:
-                self._ack_now = True
+                self.receiver.ack_at_once()
         else:
             # Simultaneous open: "enter SYN-RECEIVED, form a SYN,ACK segment and send it".
             # Text in the SYN is dropped (the peer retransmits it once synchronized).
@@ -219,7 +217,7 @@ class InputMixin:
                 and self._paws_discard(seg, now)):
             self.counters.add("TcpExtPAWSEstab")
             if self.challenges.dupack(self.options, seg, now, "TcpExtTCPACKSkippedPAWS"):
-                self._ack_now = True
+                self.receiver.ack_at_once()
             return
         if self._is_simultaneous_open_synack(seg):
             # Linux tcp_validate_incoming: in a simultaneous open the peer's SYN,ACK
@@ -233,8 +231,8 @@ class InputMixin:
                 self._send_syn(now, retransmit=True, rearm=False)
             return
         # first: sequence number check
-        if not self._acceptable(seg.seq, length):
-            if not flags & (RST | SYN) and self._after_window(seg.seq):
+        if not self.receiver.acceptable(self, seg.seq, length):
+            if not flags & (RST | SYN) and self.receiver.after_window(seg.seq):
                 self.counters.add("TcpExtBeyondWindow")  # tcp_sequence: INVALID_SEQUENCE
             if flags & RST:
                 if self._rst_after_fin(seg):
@@ -246,27 +244,27 @@ class InputMixin:
             if flags & SYN:
                 # RFC 5961 §4.2, whatever the seq
                 if self.challenges.challenge(self.options, now, syn=True):
-                    self._ack_now = True
+                    self.receiver.ack_at_once()
                 return
             if seg.payload and lt(seg.seq, t.rcv_nxt):
                 # old data: our ACK was lost; D-SACK it and ACK quickly (tcp_send_dupack)
                 self.delack.enter_quickack_mode(self.options)
                 end = add(seg.seq, len(seg.payload))
-                self._note_dsack(seg.seq, end if lt(end, t.rcv_nxt) else t.rcv_nxt)
+                self.receiver.note_dsack(seg.seq, end if lt(end, t.rcv_nxt) else t.rcv_nxt)
             if self.challenges.dupack(self.options, seg, now, "TcpExtTCPACKSkippedSeq"):
-                self._ack_now = True
+                self.receiver.ack_at_once()
             return
-        if self._end_beyond_window(seg, length):
+        if self.receiver.end_beyond_window(seg, length):
             # Linux tcp_sequence (INVALID_END_SEQUENCE): a segment whose end passes the
             # window is dropped whole, ACK included, unless the receive queue is empty.
             if not flags & RST:
                 if flags & SYN:
                     if self.challenges.challenge(self.options, now, syn=True):
-                        self._ack_now = True
+                        self.receiver.ack_at_once()
                     return
                 self.counters.add("TcpExtBeyondWindow")
                 if self.challenges.dupack(self.options, seg, now, "TcpExtTCPACKSkippedSeq"):
-                    self._ack_now = True
+                    self.receiver.ack_at_once()
             return
         # second: RST (RFC 5961 §3.2)
         if flags & RST:
@@ -274,12 +272,12 @@ class InputMixin:
                 self._on_reset()
             else:
                 if self.challenges.challenge(self.options, now):
-                    self._ack_now = True
+                    self.receiver.ack_at_once()
             return
         # fourth: SYN (RFC 5961 §4.2)
         if flags & SYN:
             if self.challenges.challenge(self.options, now, syn=True):
-                self._ack_now = True
+                self.receiver.ack_at_once()
             return
         # fifth: ACK
         if not flags & ACK:
@@ -308,7 +306,7 @@ class InputMixin:
             return
         self._update_ts_recent(seg, now)
         # sixth (URG) is not implemented: urgent data is delivered inline, as RFC 6093 advises.
-        self._process_text_and_fin(seg, seg.seq, now)
+        self.receiver.process_text_and_fin(self, seg, seg.seq, now)
 
     def _rst_after_fin(self, seg: tcp.Repr) -> bool:
         """Linux tcp_reset_check: once the peer's FIN is in, a RST at RCV.NXT-1 counts too."""
@@ -320,41 +318,6 @@ class InputMixin:
         return (self.state is SYN_RECEIVED and not self.passive
                 and seg.flags & (SYN | ACK | RST | FIN) == SYN | ACK and not seg.payload
                 and add(seg.seq, 1) == t.rcv_nxt and seg.ack == t.snd_nxt)
-
-    def _acceptable(self, seq: int, length: int) -> bool:
-        """The four-case table of RFC 9293 §3.10.7.4 against the advertised window.
-
-        Zero window, data at RCV.NXT: accepted here so its ACK and RST/URG are processed
-        ("special allowance", same section); the text is then trimmed off entirely.
-        """
-        t = self.tcb
-        wnd = t.rcv_wnd
-        if length == 0:
-            if wnd == 0:
-                return seq == t.rcv_nxt
-            return self._in_rcv_window(seq, wnd)
-        if wnd == 0:
-            return seq == t.rcv_nxt
-        return self._in_rcv_window(seq, wnd) or self._in_rcv_window(add(seq, length - 1), wnd)
-
-    def _after_window(self, seq: int) -> bool:
-        """SEG.SEQ past the window's right edge (tcp_sequence: after(seq, seq_limit))."""
-        t = self.tcb
-        return sub(seq, t.rcv_nxt) > t.rcv_wnd
-
-    def _end_beyond_window(self, seg: tcp.Repr, length: int) -> bool:
-        """Linux tcp_sequence (6.x): the segment's end passes RCV.NXT + RCV.WND and the
-        receive queue holds unread data.  A FIN may stand one past the edge; into an empty
-        queue the segment is taken whole (tcp_data_queue then forces the memory)."""
-        t = self.tcb
-        over = sub(add(seg.seq, length), t.rcv_nxt) - t.rcv_wnd
-        if over <= 0 or (over == 1 and seg.flags & FIN):
-            return False
-        return len(self._rx) > 0
-
-    def _in_rcv_window(self, seq: int, wnd: int) -> bool:
-        off = sub(seq, self.tcb.rcv_nxt)
-        return 0 <= off < wnd
 
     def _paws_reject(self, seg: tcp.Repr, now: int, window: int = 0) -> bool:
         """RFC 7323 §5.3 R1: TSval older than TS.Recent (unless TS.Recent went stale, §5.5).
@@ -436,12 +399,12 @@ class InputMixin:
             # segment silently.
             if self.state is not ESTABLISHED:
                 if self.challenges.challenge(self.options, now):
-                    self._ack_now = True
+                    self.receiver.ack_at_once()
             return False
         if lt(ack, (t.snd_una - t.max_snd_wnd) & MASK32):
             # RFC 5961 §5.2: older than SND.UNA - MAX.SND.WND
             if self.challenges.challenge(self.options, now):
-                self._ack_now = True
+                self.receiver.ack_at_once()
             return False
         prior_wnd = t.snd_wnd
         new_ack = gt(ack, t.snd_una)
@@ -526,172 +489,3 @@ class InputMixin:
         elif not self.timers.syn_retransmitted and self.timers.syn_sent_at is not None:
             # Karn: only unretransmitted SYNs
             self.rto.on_sample(now - self.timers.syn_sent_at, seg.ack, t.snd_max)
-
-    def _process_text_and_fin(self, seg: tcp.Repr, seq: int, now: int) -> None:
-        t = self.tcb
-        fin = bool(seg.flags & FIN)
-        payload = seg.payload
-        if not self.state.receives_data:
-            if fin and self.state.fin_received:
-                self._ack_now = True  # a retransmitted FIN: ACK it again
-                if self.state is TIME_WAIT:
-                    self.timers.time_wait_at = now + self.options.time_wait_timeout  # restart 2MSL
-            elif payload:
-                self._ack_now = True
-            return
-        off = sub(seq, t.rcv_nxt)
-        data = memoryview(payload) if payload else memoryview(b"")
-        if off < 0:  # trim the duplicate prefix
-            cut = -off
-            if data:
-                self._note_dsack(seq, add(seq, min(cut, len(data))))
-            if cut > len(data) or (cut == len(data) and not fin):
-                return
-            data, off = data[cut:], 0
-        wnd = t.rcv_wnd
-        if self._fin_offset is not None and off + len(data) > self._fin_offset:
-            data = data[: max(0, self._fin_offset - off)]  # nothing exists beyond the FIN
-        if off == 0 and wnd > 0 and not len(self._rx):
-            pass  # in order into an empty queue: taken whole (_end_beyond_window)
-        elif (0 < off < wnd and not len(self._rx)
-              and self._ofo.buffered + len(data) <= self.options.rcvbuf):
-            pass  # out of order, starting in the window, into an empty queue: queued
-            # whole while the buffer has room (tcp_data_queue_ofo, tcp_try_rmem_schedule)
-        elif off + len(data) > wnd:  # trim to the window; a FIN beyond it goes too
-            if wnd == 0 and data:
-                self.counters.add("TcpExtTCPZeroWindowDrop")
-            data = data[: max(0, wnd - off)]
-            fin = False
-            self._ack_now = True
-        if off == 0 and (data or fin) and len(self._rx) > self.options.rcvbuf:
-            # tcp_data_queue: tcp_try_rmem_schedule fails (the queue is over SO_RCVBUF),
-            # the segment is still taken into an empty queue or if it is a bare FIN, and
-            # the ACK goes out at once (ICSK_ACK_NOMEM | ICSK_ACK_NOW)
-            self._ack_now = True
-        gap_filled = False
-        if data and self._orphaned:
-            # Linux: new data after close() resets the connection (TCPAbortOnData).
-            self.counters.add("TcpExtTCPAbortOnData")
-            self._abort(now)
-            return
-        if data:
-            self.timers.data_received(now)
-            t.rcv_mss = max(t.rcv_mss, min(len(data), self.options.mss))
-            if off == 0:
-                self.autotune.rtt_measure(seg, len(data), now)
-                gap_filled = self._deliver_in_order(data, bool(seg.flags & PSH), now)
-            else:
-                self._queue_out_of_order(off, data)
-        if fin:
-            # The first FIN position wins; one below data we already hold is contradictory.
-            fin_off = sub(add(seq, len(payload)), t.rcv_nxt)
-            if self._fin_offset is None and fin_off >= max((e for _, e in self._ofo.ranges()),
-                                                           default=0):
-                self._fin_offset = fin_off
-        self._maybe_take_fin(gap_filled, now)
-
-    def _deliver_in_order(self, data: memoryview, psh: bool, now: int) -> bool:
-        """Queue in-order data (and what it joins from the out-of-order queue), decide
-        its ACK; True when it filled a gap."""
-        had_holes = bool(len(self._ofo))
-        if had_holes:
-            self._dsack_ofo_overlap(len(data))
-        self.delack.data_received(len(data), psh, self.options, now)
-        self._rx.append(data)
-        n = len(data)
-        self._advance_rcv(n)
-        while (chunk := self._ofo.pop_front()) is not None:
-            self._rx.append(chunk)
-            self._advance_rcv(len(chunk))
-            n += len(chunk)
-        self._events.append(DataReceived(n))
-        self._rcv_unacked += n
-        if had_holes:
-            self._ack_now = True  # RFC 5681 §4.2: ACK at once when a gap is (partly) filled
-        elif self._full_segments_unacked():
-            self._ack_now = True
-        elif self.delack.in_quickack_mode():
-            self._ack_now = True  # __tcp_ack_snd_check: "We ACK each frame"
-        elif self.delack.delay(self.options, now):
-            self._ack_now = True
-        return had_holes
-
-    def _dsack_ofo_overlap(self, n: int) -> None:
-        """In-order data covering bytes the out-of-order queue already held: D-SACK the
-        first such range, up to the new RCV.NXT (Linux tcp_ofo_queue: tcp_dsack_extend
-        for each queued skb below dsack_high; RFC 2883 §4.1.1)."""
-        for start, end in self._ofo.ranges():
-            if start >= n:
-                return
-            rcv_nxt = self.tcb.rcv_nxt
-            self._note_dsack(add(rcv_nxt, start), add(rcv_nxt, min(end, n)))
-            return
-
-    def _full_segments_unacked(self, fin: int = 0) -> bool:
-        """RFC 5681 §4.2: ACK at least every second full-sized segment; Linux's test
-        (__tcp_ack_snd_check): more than one receive MSS not yet acknowledged, and the
-        window would not shrink -- while the application has not read, recv() sends this
-        ACK (``_maybe_window_update``), or the delayed-ACK timer does.  ``fin``: 1 when a
-        FIN just arrived, whose sequence number counts (rcv_nxt - rcv_wup)."""
-        return (self._rcv_unacked + fin > self.tcb.rcv_mss
-                and self._free_window() >= self.tcb.offered_window)
-
-    def _advance_rcv(self, n: int) -> None:
-        t = self.tcb
-        t.rcv_nxt = (t.rcv_nxt + n) & MASK32  # add, inlined (see HALF32): every delivery
-        self._ofo.advance(n)
-        self._rx_blocks.advance(n)
-        if self._fin_offset is not None:
-            self._fin_offset -= n
-
-    def _queue_out_of_order(self, off: int, data: memoryview) -> None:
-        added = self._ofo.add(off, data)
-        self.delack.schedule()  # tcp_data_queue_ofo: inet_csk_schedule_ack
-        if added is None:
-            self.counters.add("TcpExtTCPOFODrop")
-        else:
-            self.counters.add("TcpExtTCPOFOQueue")
-            if added < len(data):
-                self.counters.add("TcpExtTCPOFOMerge")  # overlapped what we already held
-            if added == 0:
-                start = add(self.tcb.rcv_nxt, off)
-                self._note_dsack(start, add(start, len(data)))
-            self._rx_blocks.note(off)
-        self._ack_now = True  # RFC 5681 §4.2: out-of-order data gets an immediate dup ACK
-
-    def _note_dsack(self, start: int, end: int) -> None:
-        """Report duplicate data in the next ACK's first SACK block (RFC 2883, Linux tcp_dsack).
-
-        The sender uses it to detect spurious retransmissions; ours ignores such blocks.
-        """
-        if self.tcb.sack_ok and self._dsack is None and lt(start, end):
-            self._dsack = (start, end)
-            self.counters.add("TcpExtTCPDSACKOldSent")
-        self._ack_now = True
-
-    def _maybe_take_fin(self, gap_filled: bool, now: int) -> None:
-        """Eighth step: a FIN counts once every byte before it has arrived (Linux
-        tcp_fin).  ``gap_filled``: the segment that completed it filled a gap."""
-        if self._fin_offset != 0 or not self.state.receives_data:
-            return
-        t = self.tcb
-        self._fin_offset = None
-        t.rcv_nxt = add(t.rcv_nxt, 1)
-        self._dsack = None  # tcp_fin: tcp_sack_reset (no D-SACK after the FIN)
-        self._events.append(FinReceived())
-        st = self.state
-        if st is ESTABLISHED:
-            self._set_state(CLOSE_WAIT)
-            # the ACK goes at once when a gap was filled (the FIN came from the
-            # out-of-order queue: ICSK_ACK_NOW), more than one full segment is
-            # unacknowledged, or tcp_data_queue found the queue over SO_RCVBUF
-            at_once = (gap_filled or self._full_segments_unacked(fin=1)
-                       or len(self._rx) > self.options.rcvbuf)
-            self._ack_now = self.delack.fin_in_established(at_once, self.options, now)
-            return
-        self._ack_now = True  # FIN-WAIT-1/2: tcp_fin sends the ACK at once (tcp_send_ack)
-        if st is FIN_WAIT_1:
-            # Our FIN is not ACKed (an ACK of it moved us to FIN-WAIT-2 in the fifth step).
-            self._set_state(CLOSING)  # simultaneous close
-        elif st is FIN_WAIT_2:
-            self._enter_time_wait(now)

@@ -284,7 +284,7 @@ class Sender:
         ``try_send`` applies): the common case of a writer's small chunks joining the
         segment after the one in flight, where running the whole output path is waste."""
         t = self.tcb
-        return (conn.loss.algorithm is None and not conn._ack_now
+        return (conn.loss.algorithm is None and not conn.receiver.ack_now
                 and t.snd_nxt == t.snd_max  # unsent bytes: sub(add(tx_seq, len), snd_nxt)
                 and ((self.tx_seq + len(self.tx) - t.snd_nxt + HALF32) & MASK32) - HALF32
                 < t.snd_mss

@@ -146,7 +146,7 @@ class Timers:
         if self.delack_at is not None and now >= self.delack_at:
             st = conn.state
             if conn.delack.fire(conn.options, st.synchronized or st is SYN_RECEIVED):
-                conn._ack_now = True
+                conn.receiver.ack_at_once()
         if self.keepalive_at is not None and now >= self.keepalive_at:
             self.keepalive_at = None
             self._on_keepalive(conn, now)
