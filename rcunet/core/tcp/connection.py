@@ -72,7 +72,6 @@ from rcunet.core.tcp.common import (
     FIN,
     FIN_WAIT_1,
     FIN_WAIT_2,
-    HALF32,
     LAST_ACK,
     LISTEN,
     MASK32,
@@ -291,13 +290,13 @@ class Connection:
         ``mss``/``wscale``/``sack_ok``/``ts_ok`` are what ``syncookies.check`` decoded.
         The ACK itself is then processed like any segment (it may carry data).
         """
-        conn = cls(local_port=ack.dst_port, remote_port=ack.src_port, iss=(ack.ack - 1) & MASK32,
+        conn = cls(local_port=ack.dst_port, remote_port=ack.src_port, iss=add(ack.ack, -1),
                    options=options, ts_offset=ts_offset, counters=counters, passive=True,
                    local_addr=local_addr, remote_addr=remote_addr)
         conn._now = now
         t = conn.tcb
         opts = conn.options
-        t.irs = (ack.seq - 1) & MASK32
+        t.irs = add(ack.seq, -1)
         t.rcv_nxt = ack.seq
         t.snd_una = t.snd_nxt = t.snd_max = ack.ack
         if wscale is not None and opts.window_scaling:
@@ -310,7 +309,7 @@ class Connection:
         t.sack_ok = sack_ok and opts.sack
         conn._set_mss(mss)
         t.rcv_adv = add(t.rcv_nxt, conn._syn_window())  # what the SYN,ACK offered
-        t.snd_wl1, t.snd_wl2 = (ack.seq - 1) & MASK32, ack.ack
+        t.snd_wl1, t.snd_wl2 = add(ack.seq, -1), ack.ack
         conn._set_state(ESTABLISHED)
         conn._on_established(now)
         conn.on_segment(ack, now)
@@ -408,7 +407,7 @@ class Connection:
     @property
     def write_seq(self) -> int:
         """The sequence number the next byte written will take (Linux ``tp->write_seq``)."""
-        return (self.sender.tx_seq + len(self.sender.tx)) & MASK32
+        return self.sender.write_seq()
 
     @property
     def una_seq(self) -> int:
@@ -647,7 +646,7 @@ class Connection:
         self._events.append(Established())
         if self.sender.fin_queued:
             self._set_state(FIN_WAIT_1)
-        if self.fastopen_active is not None and (t.snd_max - t.snd_una) & MASK32 < HALF32:
+        if self.fastopen_active is not None and not lt(t.snd_max, t.snd_una):
             # SYN data the SYN-ACK did not acknowledge is retransmitted, not new data
             # (tcp_rcv_fastopen_synack: tcp_mark_skb_lost, tcp_non_congestion_loss_retransmit):
             # no Nagle, no SWS wait for its tail
@@ -820,8 +819,7 @@ class Connection:
     def on_segment(self, seg: tcp.Repr, now: int) -> None:
         """Process one segment addressed to this connection (RFC 9293 §3.10.7)."""
         self._now = now
-        values = self.counters.values  # counters.add("TcpInSegs"), inlined: every segment
-        values["TcpInSegs"] = values["TcpInSegs"] + 1 if "TcpInSegs" in values else 1
+        self.counters.add("TcpInSegs")
         if seg.checksum_ok is False:
             self.counters.add("TcpInErrs")
             self.counters.add("TcpInCsumErrors")
@@ -865,20 +863,16 @@ class Connection:
                 or self.receiver.fin_offset is not None or self._orphaned or len(self.receiver.ofo)
                 or self.sender.fin_queued):
             return False
-        # Sequence arithmetic inlined, as everywhere on this path (see HALF32):
-        # lt(a, b) is (a - b) & MASK32 >= HALF32, le(a, b) is a == b or lt(a, b).
-        snd_una, snd_max = t.snd_una, t.snd_max
-        if new_ack and not ((snd_una - ack) & MASK32 >= HALF32
-                            and (ack == snd_max or (ack - snd_max) & MASK32 >= HALF32)):
+        if new_ack and not (lt(t.snd_una, ack) and le(ack, t.snd_max)):
             return False
         ts = seg.timestamp
-        if t.ts_ok and (ts is None or (ts[0] - t.ts_recent) & MASK32 >= HALF32):
+        if t.ts_ok and (ts is None or lt(ts[0], t.ts_recent)):
             return False
         if payload and len(payload) > t.rcv_wnd:
             return False
         self.timers.heard_from_peer(now)
         if new_ack:
-            acked = ((ack - snd_una + HALF32) & MASK32) - HALF32  # sub
+            acked = sub(ack, t.snd_una)
             self._ack_advance(seg, now)
             self.sender.grow_cwnd(self, acked, now)
         self._update_send_window(seg, ack)  # SND.UNA =< SEG.ACK: checked above
@@ -1079,7 +1073,7 @@ class Connection:
     def _rst_after_fin(self, seg: tcp.Repr) -> bool:
         """Linux tcp_reset_check: once the peer's FIN is in, a RST at RCV.NXT-1 counts too."""
         return (self.state in (CLOSE_WAIT, CLOSING, LAST_ACK)
-                and seg.seq == (self.tcb.rcv_nxt - 1) & MASK32)
+                and seg.seq == add(self.tcb.rcv_nxt, -1))
 
     def _is_simultaneous_open_synack(self, seg: tcp.Repr) -> bool:
         t = self.tcb
@@ -1133,10 +1127,7 @@ class Connection:
         if ts is None or not t.ts_ok:
             return
         tsval, seq, last, recent = ts[0], seg.seq, t.last_ack_sent, t.ts_recent
-        # ge(tsval, recent) and le(seq, last), inlined (see HALF32): header prediction
-        # calls this for every segment
-        if (tsval == recent or (recent - tsval) & MASK32 >= HALF32) and (
-                seq == last or (seq - last) & MASK32 >= HALF32):
+        if ge(tsval, recent) and le(seq, last):
             t.ts_recent, t.ts_recent_stamp = tsval, now
 
     def _on_reset(self) -> None:
@@ -1169,7 +1160,7 @@ class Connection:
                 if self.challenges.challenge(self.options, now):
                     self.receiver.ack_at_once()
             return False
-        if lt(ack, (t.snd_una - t.max_snd_wnd) & MASK32):
+        if lt(ack, add(t.snd_una, -t.max_snd_wnd)):
             # RFC 5961 §5.2: older than SND.UNA - MAX.SND.WND
             if self.challenges.challenge(self.options, now):
                 self.receiver.ack_at_once()
@@ -1204,12 +1195,10 @@ class Connection:
         """RFC 9293 §3.10.7.4 fifth (ESTABLISHED), the window update for an ACK with
         SND.UNA =< SEG.ACK: taken when SND.WL1 < SEG.SEQ, or SND.WL1 = SEG.SEQ and
         SND.WL2 =< SEG.ACK (so an older segment never shrinks the window).  Both the
-        full path and header prediction call it.  Sequence arithmetic inlined (see
-        HALF32): lt(a, b) is (a - b) & MASK32 >= HALF32."""
+        full path and header prediction call it."""
         t = self.tcb
         seq, wl1 = seg.seq, t.snd_wl1
-        if (wl1 - seq) & MASK32 >= HALF32 or (wl1 == seq and (
-                t.snd_wl2 == ack or (t.snd_wl2 - ack) & MASK32 >= HALF32)):
+        if lt(wl1, seq) or (wl1 == seq and le(t.snd_wl2, ack)):
             t.snd_wnd = seg.window << t.snd_wscale
             if t.snd_wnd > t.max_snd_wnd:
                 t.max_snd_wnd = t.snd_wnd
@@ -1219,12 +1208,11 @@ class Connection:
         """New data acknowledged: RTT, send buffer, RTO timer (RFC 6298 §5.2/5.3)."""
         t = self.tcb
         ack = seg.ack
-        # sub/add/lt inlined (see HALF32): once per ACK of new data
-        acked = ((ack - t.snd_una + HALF32) & MASK32) - HALF32
+        acked = sub(ack, t.snd_una)
         self._rtt_sample(seg, now)
         self.sender.drop_acked(ack)
         t.snd_una = ack
-        if (t.snd_nxt - ack) & MASK32 >= HALF32:
+        if lt(t.snd_nxt, ack):
             t.snd_nxt = ack  # after go-back-N the ACK may jump past SND.NXT
         self.loss.on_ack_advance(ack, acked)
         self.timers.data_acked()
@@ -1286,9 +1274,9 @@ class Connection:
         ends in go-back-N each dropped the other's ACKs for ever."""
         t = self.tcb
         snd_max = t.snd_max
-        wnd_end = (t.snd_una + t.snd_wnd) & MASK32
+        wnd_end = add(t.snd_una, t.snd_wnd)
         # not lt(wnd_end, snd_max), or past it by less than one window unit (Linux)
-        if (wnd_end - snd_max) & MASK32 < HALF32 \
+        if not lt(wnd_end, snd_max) \
                 or (snd_max - wnd_end) & MASK32 < 1 << t.rcv_wscale:
             return snd_max
         return wnd_end
@@ -1317,8 +1305,7 @@ class Connection:
 
     def _emit(self, seg: tcp.Repr) -> None:
         self._out.append(seg)
-        values = self.counters.values  # counters.add("TcpOutSegs"), inlined: every segment
-        values["TcpOutSegs"] = values["TcpOutSegs"] + 1 if "TcpOutSegs" in values else 1
+        self.counters.add("TcpOutSegs")
 
 
 __all__ = ["Connection", "ListenAction", "choose_wscale", "listen_action", "reset_for",

@@ -19,8 +19,6 @@ from rcunet.core.tcp.common import (
     FIN,
     FIN_WAIT_1,
     FIN_WAIT_2,
-    HALF32,
-    MASK32,
     PSH,
     TIME_WAIT,
 )
@@ -226,7 +224,7 @@ class Receiver:
 
     def advance_rcv(self, n: int) -> None:
         t = self.tcb
-        t.rcv_nxt = (t.rcv_nxt + n) & MASK32  # add, inlined (see HALF32): every delivery
+        t.rcv_nxt = add(t.rcv_nxt, n)
         self.ofo.advance(n)
         self.rx_blocks.advance(n)
         if self.fin_offset is not None:
@@ -368,7 +366,7 @@ class Receiver:
         else:
             field = free >> ws
         field = min(field, 0xFFFF)
-        edge = (t.rcv_nxt + (field << ws)) & MASK32  # add, inlined (see HALF32)
-        if (t.rcv_adv - edge) & MASK32 >= HALF32:  # gt(edge, rcv_adv)
+        edge = add(t.rcv_nxt, field << ws)
+        if lt(t.rcv_adv, edge):
             t.rcv_adv = edge
         return field

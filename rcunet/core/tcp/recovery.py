@@ -11,12 +11,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rcunet.core.freethreaded import lockfree_read_slots
-from rcunet.core.tcp.common import FIN, MASK32, SYN
+from rcunet.core.tcp.common import FIN, SYN
 from rcunet.core.tcp.counters import Counters
 from rcunet.core.tcp.sack import DUP_THRESH, Scoreboard
 from rcunet.core.tcp.tcb import Tcb
 from rcunet.wire import tcp
-from rcunet.wire.seqnum import add, gt, sub
+from rcunet.wire.seqnum import add, gt, lt, sub
 
 if TYPE_CHECKING:
     from rcunet.core.tcp.connection import Connection
@@ -177,7 +177,7 @@ class LossRecovery:
     def on_ack_advance(self, ack: int, acked: int) -> None:
         """SND.UNA moved to ``ack`` (``acked`` bytes on): HighRxt never trails it, the
         scoreboard slides, and a RecoveryPoint far behind is forgotten."""
-        if (self.high_rxt - ack) & MASK32 >= 0x80000000:  # seqnum.lt(high_rxt, ack)
+        if lt(self.high_rxt, ack):
             self.high_rxt = ack
         self.scoreboard.advance(acked)
         if self.recover is not None and self.algorithm is None \
@@ -216,7 +216,7 @@ class LossRecovery:
     def _enter(self, conn: Connection, now: int) -> None:
         t = self.tcb
         conn.cc.on_congestion(now, sub(t.snd_max, t.snd_una))
-        self.recover = (t.snd_max - 1) & MASK32  # RFC 6582 recover / RFC 6675 RecoveryPoint
+        self.recover = add(t.snd_max, -1)  # RFC 6582 recover / RFC 6675 RecoveryPoint
         self.counters.add("TcpExtTCPFastRetrans")
         algorithm = self.algorithm = SACK if t.sack_ok else NEWRENO
         algorithm.enter(self, conn, now)
@@ -232,7 +232,7 @@ class LossRecovery:
         """An RTO: no fast retransmit for data sent before it (RFC 6582 §3.2 step 4), no
         recovery, and the SACKs are forgotten (RFC 2018 §8: the receiver may renege)."""
         t = self.tcb
-        self.recover = (t.snd_max - 1) & MASK32
+        self.recover = add(t.snd_max, -1)
         self.algorithm = None
         self.dupacks = 0
         self.scoreboard.clear()
@@ -243,7 +243,7 @@ class LossRecovery:
         duplicate ACKs for the old flight must not start a fast retransmit (RFC 6582
         §3.2 step 4, as after a timeout); no congestion response."""
         t = self.tcb
-        self.recover = (t.snd_max - 1) & MASK32
+        self.recover = add(t.snd_max, -1)
         self.high_rxt = t.snd_una
 
     def sacked_below(self, seq: int) -> int:

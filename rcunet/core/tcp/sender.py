@@ -31,7 +31,7 @@ from rcunet.core.tcp.options import Options
 from rcunet.core.tcp.rto import RtoEstimator
 from rcunet.core.tcp.tcb import Tcb
 from rcunet.core.tcp.timers import Timers
-from rcunet.wire.seqnum import add, le, lt, sub
+from rcunet.wire.seqnum import add, gt, le, lt, sub
 
 if TYPE_CHECKING:
     from rcunet.core.tcp.connection import Connection
@@ -96,9 +96,13 @@ class Sender:
         """Bytes the send buffer takes now."""
         return max(0, options.sndbuf - len(self.tx))
 
+    def write_seq(self) -> int:
+        """The sequence number the next byte written takes (Linux ``tp->write_seq``)."""
+        return add(self.tx_seq, len(self.tx))
+
     def notsent(self) -> int:
         """Bytes written and not yet sent (Linux write_seq - snd_nxt: our SND.MAX)."""
-        return max(0, sub(add(self.tx_seq, len(self.tx)), self.tcb.snd_max))
+        return max(0, sub(self.write_seq(), self.tcb.snd_max))
 
     def write(self, conn: Connection, data: bytes | bytearray | memoryview, now: int,
               skb_ends: tuple[int, ...], more: bool, eor: bool) -> int:
@@ -116,8 +120,8 @@ class Sender:
             more = eor = False  # the writer will wait: tcp_push(flags & ~MSG_MORE)
         if n:
             if skb_ends:
-                start = (self.tx_seq + len(self.tx)) & MASK32
-                self.skb_ends.extend((start + off) & MASK32 for off in skb_ends if off <= n)
+                start = self.write_seq()
+                self.skb_ends.extend(add(start, off) for off in skb_ends if off <= n)
             self.tx.append(memoryview(data)[:n] if n < len(data) else data)
             self.mark_push(conn, n, more, eor)
             if self.nagle_holds_tail(conn):
@@ -253,19 +257,19 @@ class Sender:
         (``push_burst_end``), and the write's tail is pushed (tcp_push ->
         tcp_mark_push) unless MSG_MORE.  A MSG_EOR write's end is a record boundary that
         keeps its PSH."""
-        end = (self.tx_seq + len(self.tx)) & MASK32
+        end = self.write_seq()
         half = self.tcb.max_snd_wnd >> 1
         if n > half:
             goal = self.size_goal()
             unsent = self.notsent()
-            first = (end - unsent + min(unsent, self.sendable_now(conn))) & MASK32
-            left = ((end - first + HALF32) & MASK32) - HALF32
-            boundary = (first + goal) & MASK32
+            first = add(end, min(unsent, self.sendable_now(conn)) - unsent)
+            left = sub(end, first)
+            boundary = add(first, goal)
             for _ in range(max(0, (left - 1) // goal)):  # full skbs before the tail one
                 if ((boundary - self.pushed_seq) & MASK32) > half:
                     self.psh_marks.append(boundary)
                     self.pushed_seq = boundary
-                boundary = (boundary + goal) & MASK32
+                boundary = add(boundary, goal)
         forced = ((end - self.pushed_seq) & MASK32) > half
         if forced:
             self.forced_until = end
@@ -286,8 +290,7 @@ class Sender:
         t = self.tcb
         return (conn.loss.algorithm is None and not conn.receiver.ack_now
                 and t.snd_nxt == t.snd_max  # unsent bytes: sub(add(tx_seq, len), snd_nxt)
-                and ((self.tx_seq + len(self.tx) - t.snd_nxt + HALF32) & MASK32) - HALF32
-                < t.snd_mss
+                and sub(self.write_seq(), t.snd_nxt) < t.snd_mss
                 and not self.eor_marks
                 and self.nagle_applies(conn))
 
@@ -303,14 +306,14 @@ class Sender:
 
     def unsent(self) -> int:
         t = self.tcb
-        return ((self.tx_seq + len(self.tx) - t.snd_nxt + HALF32) & MASK32) - HALF32
+        return sub(self.write_seq(), t.snd_nxt)
 
     def chrono_rwnd(self, conn: Connection, now: int) -> None:
         """End of tcp_write_xmit: the peer's window held back a segment congestion
         control would have sent (tcp_snd_wnd_test failed) -- or it did not."""
         t = self.tcb
         unsent = self.unsent()
-        win_room = ((t.snd_una + t.snd_wnd - t.snd_nxt + HALF32) & MASK32) - HALF32
+        win_room = sub(add(t.snd_una, t.snd_wnd), t.snd_nxt)
         if unsent > 0 and self.cwnd_room(conn) > 0 and win_room < min(unsent, t.snd_mss):
             self.chrono.start(RWND_LIMITED, now)
         else:
@@ -334,15 +337,15 @@ class Sender:
         if snd_nxt != t.snd_max:
             return  # still resending below SND.MAX: the burst was retransmissions
         forced = self.forced_until
-        if forced is None or (snd_nxt - forced) & MASK32 < HALF32:  # ge(snd_nxt, forced)
+        if forced is None or not lt(snd_nxt, forced):
             loss = conn.loss
             if loss.algorithm is not None or loss.dupacks or conn.cc.cwnd >= conn.cc.ssthresh:
                 return
-        unsent = ((self.tx_seq + len(self.tx) - snd_nxt + HALF32) & MASK32) - HALF32
+        unsent = sub(self.write_seq(), snd_nxt)
         want = min(unsent, t.snd_mss)
         if want <= 0:
             return
-        win_room = ((t.snd_una + t.snd_wnd - snd_nxt + HALF32) & MASK32) - HALF32
+        win_room = sub(add(t.snd_una, t.snd_wnd), snd_nxt)
         if win_room >= want and self.cwnd_room(conn) >= want:
             return  # not cwnd- or window-limited: Nagle or SWS held the rest
         out = conn._out
@@ -359,11 +362,11 @@ class Sender:
         ``is_cwnd_limited``; a new window starts once SND.UNA passes the last one's end."""
         t = self.tcb
         snd_una = t.snd_una
-        flight = ((t.snd_nxt - snd_una + HALF32) & MASK32) - HALF32  # sub, inlined
+        flight = sub(t.snd_nxt, snd_una)
         limited = flight >= conn.cc.cwnd
         if not (sent or limited):
             return
-        if (limited or (snd_una - self.max_flight_seq) & MASK32 < HALF32  # ge
+        if (limited or not lt(snd_una, self.max_flight_seq)
                 or (not self.cwnd_limited and flight > self.max_flight)):
             self.cwnd_limited = limited
             self.max_flight = flight
@@ -401,12 +404,11 @@ class Sender:
         t = self.tcb
         sml = self.snd_sml
         # tcp_minshall_check: after(snd_sml, snd_una) && !after(snd_sml, snd_nxt), with
-        # Linux's snd_nxt being our SND.MAX (seqnum.lt/le inlined, see HALF32).  Only
+        # Linux's snd_nxt being our SND.MAX.  Only
         # small data segments move snd_sml, so a Fast Open child's SYN,ACK in flight
         # (its request socket's in Linux, not in packets_out) never holds one.
         return (not conn.options.nodelay and not self.send_blocked
-                and (t.snd_una - sml) & MASK32 >= HALF32
-                and (t.snd_max - sml) & MASK32 < HALF32)
+                and lt(t.snd_una, sml) and not lt(t.snd_max, sml))
 
     def tail_held(self, conn: Connection) -> bool:
         """Does the partial segment at the tail wait?  tcp_nagle_check: TCP_CORK or a
@@ -429,7 +431,7 @@ class Sender:
         if not marks:
             return False
         una = self.tcb.snd_una
-        while marks and (una - marks[0]) & MASK32 < HALF32:  # ge(snd_una, mark)
+        while marks and not lt(una, marks[0]):
             marks.popleft()  # acknowledged: no segment ends there again
         return end in marks
 
@@ -438,10 +440,10 @@ class Sender:
         two: tcp_skb_can_collapse_to); records wholly acknowledged are forgotten."""
         marks = self.eor_marks
         una = self.tcb.snd_una
-        while marks and (una - marks[0]) & MASK32 < HALF32:  # ge(snd_una, mark)
+        while marks and not lt(una, marks[0]):
             marks.popleft()
         for mark in marks:
-            left = ((mark - seq + HALF32) & MASK32) - HALF32
+            left = sub(mark, seq)
             if left > 0:
                 return left
         return HALF32
@@ -454,12 +456,11 @@ class Sender:
         """
         t = self.tcb
         snd_nxt = t.snd_nxt
-        # seqnum.sub(snd_nxt, snd_una) and seqnum.lt inlined (see HALF32): once per send
-        room = conn.cc.cwnd - (((snd_nxt - t.snd_una + HALF32) & MASK32) - HALF32)
+        room = conn.cc.cwnd - sub(snd_nxt, t.snd_una)
         loss = conn.loss
         if loss.algorithm is None and loss.dupacks and snd_nxt == t.snd_max:
             room += min(loss.dupacks, 2) * t.snd_mss
-        if t.sack_ok and (snd_nxt - t.snd_max) & MASK32 >= HALF32:
+        if t.sack_ok and lt(snd_nxt, t.snd_max):
             # going back N after an RTO: what the peer SACKed since is not in flight
             room += loss.sacked_below(t.snd_nxt)
         return room
@@ -471,14 +472,11 @@ class Sender:
         SACK recovery).  ``force`` overrides SWS/Nagle (persist timer expiry).
         """
         t = self.tcb
-        # Sequence arithmetic inlined (see HALF32; this runs at least once per engine
-        # call that may send): lt(a, b) is (a - b) & MASK32 >= HALF32, sub(a, b) is
-        # ((a - b + HALF32) & MASK32) - HALF32, add(a, n) is (a + n) & MASK32.
-        sacked_limit = (self.skip_sacked(conn) if (t.snd_nxt - t.snd_max) & MASK32 >= HALF32
+        sacked_limit = (self.skip_sacked(conn) if lt(t.snd_nxt, t.snd_max)
                         else None)  # may move snd_nxt: loaded after it
         snd_nxt = t.snd_nxt
-        data_end = (self.tx_seq + len(self.tx)) & MASK32
-        avail = ((data_end - snd_nxt + HALF32) & MASK32) - HALF32
+        data_end = self.write_seq()
+        avail = sub(data_end, snd_nxt)
         if avail < 0 or (avail == 0 and not self.fin_queued):
             return False  # nothing (more) to send: the common second call from _output
         fin_pending = self.fin_queued and conn.state in (
@@ -488,7 +486,7 @@ class Sender:
             bound = self.skb_bound(snd_nxt)
             if bound is not None and bound < avail:
                 avail, fin_pending = bound, False
-        win_room = ((t.snd_una + t.snd_wnd - snd_nxt + HALF32) & MASK32) - HALF32
+        win_room = sub(add(t.snd_una, t.snd_wnd), snd_nxt)
         record = avail  # bytes up to the end of the data, or of the MSG_EOR record
         if self.eor_marks:
             record = min(avail, self.record_left(snd_nxt))
@@ -497,7 +495,7 @@ class Sender:
             n = min(n, sacked_limit)
         if n < 0:
             n = 0
-        retransmission = (snd_nxt - t.snd_max) & MASK32 >= HALF32
+        retransmission = lt(snd_nxt, t.snd_max)
         if n == 0 and not (fin_pending and avail == 0):
             return False
         if not retransmission and not force and n < record:
@@ -512,15 +510,15 @@ class Sender:
         if n == 0 and not fin:
             return False
         seq = snd_nxt
-        off = ((seq - self.tx_seq + HALF32) & MASK32) - HALF32
+        off = sub(seq, self.tx_seq)
         payload = self.tx.slice(off, n)
         flags = ACK | (FIN if fin else 0)
-        if n and (force or self.push_marked((seq + n) & MASK32)):
+        if n and (force or self.push_marked(add(seq, n))):
             flags |= PSH  # tcp_write_wakeup (the probe timer's send) sets PSH as well
         conn._emit(conn._make(seq, flags, now, payload))
         if n:
             conn.delack.data_sent(now)
-        end = (seq + n + (1 if fin else 0)) & MASK32
+        end = add(seq, n + (1 if fin else 0))
         if 0 < n < t.snd_mss and not retransmission:
             self.snd_sml = end  # tcp_minshall_update
         if retransmission:
@@ -528,7 +526,7 @@ class Sender:
         elif self.rtt_seq is None and not t.ts_ok:
             self.rtt_seq, self.rtt_start = end, now  # time this segment (Karn, RFC 6298 §3)
         t.snd_nxt = end
-        if (t.snd_max - end) & MASK32 >= HALF32:  # gt(end, snd_max)
+        if gt(end, t.snd_max):
             t.snd_max = end
         if self.timers.rto_at is None:
             self.timers.rto_at = now + self.rto.rto  # RFC 6298 §5.1
@@ -540,10 +538,10 @@ class Sender:
         end); ends the peer acknowledged are dropped first."""
         ends = self.skb_ends
         una = self.tcb.snd_una
-        while ends and (una - ends[0]) & MASK32 < HALF32:  # le(end, snd_una)
+        while ends and not lt(una, ends[0]):
             ends.popleft()
         for end in ends:
-            d = ((end - seq + HALF32) & MASK32) - HALF32
+            d = sub(end, seq)
             if d > 0:
                 return d
         return None

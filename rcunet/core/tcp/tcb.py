@@ -45,9 +45,7 @@ class Tcb:
     @property
     def rcv_wnd(self) -> int:
         """RCV.WND as the peer sees it: what is left of the last advertised window."""
-        # seqnum.sub inlined (RFC 1982 mod-2**32 signed distance): read several times
-        # per segment
-        d = ((self.rcv_adv - self.rcv_nxt + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+        d = sub(self.rcv_adv, self.rcv_nxt)
         return d if d > 0 else 0
 
     def ts_val(self, now: int) -> int:

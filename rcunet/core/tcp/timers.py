@@ -19,7 +19,6 @@ from rcunet.core.tcp.common import (
     CLOSED,
     ESTABLISHED,
     FIN_WAIT_2,
-    MASK32,
     MS,
     RST,
     SYN_RECEIVED,
@@ -258,7 +257,7 @@ class Timers:
             conn._abort_timeout()
             return
         conn.counters.add("TcpExtTCPWinProbe")
-        conn._emit(conn._make((t.snd_una - 1) & MASK32, ACK, now))
+        conn._emit(conn._make(add(t.snd_una, -1), ACK, now))
         self.probes_out += 1
         self.persist_backoff += 1
         at = now + self.persist_interval(conn.rto.base_rto, o.rto_max)
@@ -292,5 +291,5 @@ class Timers:
             return
         self.keepalive_probes += 1
         conn.counters.add("TcpExtTCPKeepAlive")
-        conn._emit(conn._make((t.snd_una - 1) & MASK32, ACK, now))
+        conn._emit(conn._make(add(t.snd_una, -1), ACK, now))
         self.keepalive_at = now + o.keepalive_intvl
