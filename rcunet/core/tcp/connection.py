@@ -1152,11 +1152,11 @@ class Connection:
         t = self.tcb
         ack = seg.ack
         if gt(ack, t.snd_max):
-            # "If the ACK acks something not yet sent ... send an ACK, drop the segment".
-            # Linux: tcp_ack returns TCP_ACK_UNSENT_DATA; tcp_rcv_state_process answers
-            # it with a challenge ACK, but tcp_rcv_established (ESTABLISHED) drops the
-            # segment silently.
-            if self.state is not ESTABLISHED:
+            # "If the ACK acks something not yet sent ... send an ACK, drop the segment"
+            # (RFC 9293 §3.10.7.4, RFC 5961 §5.2).  Linux tcp_ack answers it with a
+            # challenge ACK in ESTABLISHED, tcp_rcv_state_process in the other full-socket
+            # states; what Linux keeps as a timewait sock drops a bare ACK silently.
+            if not self._is_timewait_sock():
                 if self.challenges.challenge(self.options, now):
                     self.receiver.ack_at_once()
             return False
@@ -1190,6 +1190,16 @@ class Connection:
                 self._enter_closed()
                 return False
         return True
+
+    def _is_timewait_sock(self) -> bool:
+        """Would Linux hold this connection as a timewait sock, whose in-window bare ACKs
+        get no answer (tcp_timewait_state_process)?  TIME-WAIT, and an orphaned
+        FIN-WAIT-2 whose tcp_fin_timeout fits in TIME-WAIT's length (tcp_time_wait with
+        TCP_FIN_WAIT2, from tcp_rcv_state_process and tcp_close)."""
+        st = self.state
+        return st is TIME_WAIT or (
+            st is FIN_WAIT_2 and self._orphaned
+            and self.options.fin_timeout <= self.options.time_wait_timeout)
 
     def _update_send_window(self, seg: tcp.Repr, ack: int) -> None:
         """RFC 9293 §3.10.7.4 fifth (ESTABLISHED), the window update for an ACK with
