@@ -132,13 +132,14 @@ class Connection:
     ``local_port``/``remote_port``, ``counters``, ``error`` (pending errno or None).
     """
 
-    # Slots with the GIL: about 60 attributes, past the 30 an instance dict shares its
-    # keys for, so without them every connection built (two per tcp_crr transaction) grew
-    # its own dict through several resizes; slot loads and stores are also the cheaper
-    # ones.  Free-threaded builds keep a dict (``lockfree_read_slots``): a connection is
-    # driven by whichever thread holds its socket lock - the receive path that made a
-    # child, then the thread that accepted it - and there a slot read of a value another
-    # thread made takes the instance's lock on every read.
+    # Slots with the GIL: slot loads and stores are the cheaper ones, and no connection
+    # (two are built per tcp_crr transaction) grows a dict.  Free-threaded builds keep a
+    # dict (``lockfree_read_slots``): a connection is driven by whichever thread holds its
+    # socket lock - the receive path that made a child, then the thread that accepted it -
+    # and there a slot read of a value another thread made takes the instance's lock on
+    # every read.  The parts it holds (Receiver, Sender, LossRecovery, Timers, DelayedAck,
+    # Autotune, ChallengeAcks) are driven the same way and use ``lockfree_read_slots``
+    # too (Tcb keeps its dataclass slots, as before).
     __slots__ = lockfree_read_slots(
         "autotune", "cc", "challenges", "chrono", "counters", "delack", "error",
         "fastopen_active", "fastopen_child", "local_addr", "local_port", "loss", "options",
