@@ -784,7 +784,7 @@ def test_out_of_order_queue_is_bounded_in_ranges() -> None:
     conn = established(plain_options(ofo_max_ranges=4))
     for i in range(10):  # one-byte islands
         conn.on_segment(seg(seq=R1 + 10 + 2 * i, payload=b"i"), 0)
-    assert len(conn._ofo) == 4 and conn._ofo.buffered == 4
+    assert len(conn.receiver.ofo) == 4 and conn.receiver.ofo.buffered == 4
     assert conn.counters["TcpExtTCPOFODrop"] == 6 and conn.counters["TcpExtTCPOFOQueue"] == 4
 
 

@@ -167,18 +167,17 @@ class SendQueue:
         if n <= 0:
             return b""
         chunks = self._chunks
-        tail, fill = self._tail, self._fill  # _size(), inlined: once per chunk walked
         pos = self._base + self._head + offset  # absolute
         index, start = self._at_index, self._at_start
         if pos < start:
             index, start = 0, self._base
         chunk = chunks[index]
-        size = fill if chunk is tail else len(chunk)
+        size = self._size(chunk)
         while pos >= start + size:
             start += size
             index += 1
             chunk = chunks[index]
-            size = fill if chunk is tail else len(chunk)
+            size = self._size(chunk)
         self._at_index, self._at_start = index, start
         pos -= start
         if pos + n <= size:
@@ -194,7 +193,7 @@ class SendQueue:
             if n:
                 index += 1
                 chunk = chunks[index]
-                size = fill if chunk is tail else len(chunk)
+                size = self._size(chunk)
                 pos = 0
         try:
             return b"".join(pieces)
