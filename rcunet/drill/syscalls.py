@@ -21,12 +21,12 @@ from rcunet.core.tcp import State as CState
 from rcunet.drill import cmsg
 from rcunet.drill import script as s
 from rcunet.drill.errors import DrillError, DrillUnsupported
-from rcunet.host import tcp_fastopen
+from rcunet.host.tcp import fastopen_opts as tcp_fastopen
 from rcunet.tables.entry import AF_INET, AF_INET6, State
 
 if TYPE_CHECKING:
     from rcunet.host.host import Host
-    from rcunet.host.tcp_sock import TcpSock
+    from rcunet.host.tcp.sock import TcpSock
 
 BLOCKED = object()
 

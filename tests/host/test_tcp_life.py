@@ -1,4 +1,4 @@
-"""A TCP socket's life (rcunet.host.tcp_life): the steps real sockets take, in order, and
+"""A TCP socket's life (rcunet.host.tcp.life): the steps real sockets take, in order, and
 the transitions the table forbids."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from tcp_helpers import connected_pair
 
 from rcunet.api import host_socket
 from rcunet.host.network import Network
-from rcunet.host.tcp_life import (
+from rcunet.host.tcp.life import (
     FINISHED,
     FORGOTTEN,
     LISTEN_CLOSED,
@@ -26,7 +26,7 @@ from rcunet.sync import hooks
 
 
 class _Sock:
-    """What tcp_life needs of a socket: its life and the wq lock that guards it."""
+    """What host/tcp/life.py needs of a socket: its life and the wq lock that guards it."""
 
     def __init__(self, life: int = 0) -> None:
         self.life = life

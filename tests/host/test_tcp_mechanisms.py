@@ -32,7 +32,7 @@ from tcp_helpers import (
 from rcunet.core.tcp.timewait import TimeWait
 from rcunet.host.network import Network
 from rcunet.host.tcp import TCBINFO_LOCK
-from rcunet.host.tcp_sock import TIMER_DEFERRED
+from rcunet.host.tcp.sock import TIMER_DEFERRED
 from rcunet.sync import hooks, lockstat
 from rcunet.tables.entry import State
 from rcunet.tuning import Tuning

@@ -1,7 +1,7 @@
 """TCP on a Host: the per-host tables (``TcpHashInfo``: ehash with TIME_WAIT entries,
 bhash/bhash2, lhash2, connect-time port selection), the receive path, the listener's SYN
 and accept queues, SYN cookies, timers, TIME_WAIT and teardown.  Sockets are
-``rcunet.host.tcp_sock.TcpSock``; the engine is ``rcunet.core.tcp.Connection``.
+``rcunet.host.tcp.sock.TcpSock``; the engine is ``rcunet.core.tcp.Connection``.
 
 One module per responsibility, composed into ``TcpLayer`` (``layer``):
 
@@ -14,6 +14,16 @@ One module per responsibility, composed into ``TcpLayer`` (``layer``):
   icmp       ICMP errors: path MTU, soft errors
   buffers    pooled receive buffers and their deferred frees (seed 001)
   common     the global lock, the table state of each engine state, address helpers
+
+The socket (the user side, what ``rcunet.api.socket.Socket`` delegates to):
+
+  sock          ``TcpSock``: socket lock, send/recv/connect/accept/close, waking
+  sockopt       setsockopt/getsockopt and the engine options they make
+  fastopen_opts Fast Open's socket options and its client side (sendto MSG_FASTOPEN)
+  errq          the error queue: MSG_ZEROCOPY completions, transmit timestamps
+  info          TCP_INFO (Linux's struct tcp_info)
+  poll          the real fd whose poll state mirrors the socket
+  life          the socket's life: its steps and their order
 
 Segments the engine produces are queued on the socket's ``outbox`` under the socket lock
 and transmitted by ``flush`` after the lock is dropped, so an inline link that runs the

@@ -15,8 +15,8 @@ from typing import Any
 
 from rcunet.host.ip import Delivery
 from rcunet.host.tcp.common import MAPPED
+from rcunet.host.tcp.sock import SEGMENT_OVERHEAD, TcpSock
 from rcunet.host.tcp.timewait import TcpTimeWait
-from rcunet.host.tcp_sock import SEGMENT_OVERHEAD, TcpSock
 from rcunet.sync.deferred import Buffer
 from rcunet.tables.ehash import put_entry
 from rcunet.tables.entry import TableEntry

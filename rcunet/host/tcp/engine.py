@@ -11,10 +11,10 @@ from typing import Any
 from rcunet.core.tcp import Closed, DataReceived, Established, TimeWaitEntered
 from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.timewait import TimeWait
-from rcunet.host import tcp_errq
+from rcunet.host.tcp import errq as tcp_errq
 from rcunet.host.tcp.common import TABLE_STATE
-from rcunet.host.tcp_life import FINISHED, UNHASHED, USER_CLOSED, advance
-from rcunet.host.tcp_sock import TIMER_DEFERRED, TcpSock, Teardown
+from rcunet.host.tcp.life import FINISHED, UNHASHED, USER_CLOSED, advance
+from rcunet.host.tcp.sock import TIMER_DEFERRED, TcpSock, Teardown
 from rcunet.sync.deferred import Buffer
 from rcunet.sync.hooks import yield_point
 from rcunet.wire import tcp

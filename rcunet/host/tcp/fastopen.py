@@ -1,7 +1,7 @@
 """TCP Fast Open on a Host's listeners (RFC 7413; Linux net/ipv4/tcp_fastopen.c): the
 listener's Fast Open queue and key, and the decision a SYN gets
 (``rcunet.core.tcp.fastopen.server_decision``, Linux tcp_try_fastopen).  The socket
-options are ``rcunet.host.tcp_fastopen``.
+options are ``rcunet.host.tcp.fastopen_opts``.
 
 A SYN that opens fast makes a child that takes the SYN's data and goes straight onto the
 accept queue in SYN_RECV (Linux tcp_fastopen_create_child: inet_csk_reqsk_queue_add), so
@@ -17,8 +17,8 @@ from typing import Any
 from rcunet.core.tcp import fastopen
 from rcunet.host.ip import Delivery
 from rcunet.host.sockerr import wire
-from rcunet.host.tcp_fastopen import host_key
-from rcunet.host.tcp_sock import TcpSock
+from rcunet.host.tcp.fastopen_opts import host_key
+from rcunet.host.tcp.sock import TcpSock
 from rcunet.wire import tcp
 
 

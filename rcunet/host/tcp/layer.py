@@ -19,10 +19,7 @@ from rcunet.host.tcp.demux import DemuxMixin
 from rcunet.host.tcp.engine import EngineMixin
 from rcunet.host.tcp.fastopen import FastOpenMixin
 from rcunet.host.tcp.icmp import IcmpMixin
-from rcunet.host.tcp.listener import ListenerMixin
-from rcunet.host.tcp.timewait import TcpTimeWait, TimeWaitMixin
-from rcunet.host.tcp.transmit import TransmitMixin
-from rcunet.host.tcp_life import (
+from rcunet.host.tcp.life import (
     FINISHED,
     FORGOTTEN,
     LISTEN_CLOSED,
@@ -30,7 +27,10 @@ from rcunet.host.tcp_life import (
     USER_CLOSED,
     advance,
 )
-from rcunet.host.tcp_sock import TcpSock, oserror, wire
+from rcunet.host.tcp.listener import ListenerMixin
+from rcunet.host.tcp.sock import TcpSock, oserror, wire
+from rcunet.host.tcp.timewait import TcpTimeWait, TimeWaitMixin
+from rcunet.host.tcp.transmit import TransmitMixin
 from rcunet.sync.deferred import DeferredFreeList, PerThreadCounter
 from rcunet.tables import TcpHashInfo
 from rcunet.tables.ehash import destroy_entry

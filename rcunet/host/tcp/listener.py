@@ -14,8 +14,8 @@ from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.isn import initial_sequence
 from rcunet.host.ip import Delivery
 from rcunet.host.tcp.common import TABLE_STATE, family_form
-from rcunet.host.tcp_life import FINISHED, LISTEN_CLOSED, UNHASHED, USER_CLOSED, advance
-from rcunet.host.tcp_sock import TcpSock
+from rcunet.host.tcp.life import FINISHED, LISTEN_CLOSED, UNHASHED, USER_CLOSED, advance
+from rcunet.host.tcp.sock import TcpSock
 from rcunet.sync.hooks import yield_point
 from rcunet.wire import tcp
 

@@ -10,8 +10,8 @@ from typing import Any
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.core.tcp.timewait import TimeWait, TwAction
 from rcunet.host.ip import Delivery
-from rcunet.host.tcp_life import UNHASHED, USER_CLOSED, advance
-from rcunet.host.tcp_sock import TcpSock
+from rcunet.host.tcp.life import UNHASHED, USER_CLOSED, advance
+from rcunet.host.tcp.sock import TcpSock
 from rcunet.tables.entry import TableEntry, TimeWaitEntry
 from rcunet.wire import tcp
 

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 from rcunet.core.tcp import reset_for
 from rcunet.host.ip import LIMITED_BROADCAST, Delivery, is_multicast
 from rcunet.host.tcp.common import MAPPED, offloads
-from rcunet.host.tcp_life import FINISHED
-from rcunet.host.tcp_sock import TcpSock
+from rcunet.host.tcp.life import FINISHED
+from rcunet.host.tcp.sock import TcpSock
 from rcunet.wire import tcp
 
 if TYPE_CHECKING:

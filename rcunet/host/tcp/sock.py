@@ -1,7 +1,7 @@
 """A TCP socket on a Host: its table identity (``SockEntry``), the Linux-style socket lock
 (``SocketLock``: owner + backlog), the sans-IO ``Connection`` it drives, the listener's
 queues and the calls ``rcunet.api.socket.Socket`` delegates to.  Its socket options are
-``rcunet.host.tcp_sockopt`` (a part of the class); its life, ``rcunet.host.tcp_life``.
+``rcunet.host.tcp.sockopt`` (a part of the class); its life, ``rcunet.host.tcp.life``.
 
 The protocol work shared by every socket (input, output, timers, teardown, the listener
 path) lives in ``rcunet.host.tcp.TcpLayer``; this module is the user side.
@@ -32,12 +32,13 @@ from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.core.tcp import Connection
 from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.timewait import TimeWait
-from rcunet.host import tcp_errq, tcp_fastopen
 from rcunet.host.sockerr import oserror, wire
 from rcunet.host.socklock import BACKLOG_EXTRA, SocketLock
-from rcunet.host.tcp_life import FINISHED, LISTEN_CLOSED, UNHASHED, USER_CLOSED, advance, reopen
-from rcunet.host.tcp_poll import PollFd
-from rcunet.host.tcp_sockopt import TcpSockOptions
+from rcunet.host.tcp import errq as tcp_errq
+from rcunet.host.tcp import fastopen_opts as tcp_fastopen
+from rcunet.host.tcp.life import FINISHED, LISTEN_CLOSED, UNHASHED, USER_CLOSED, advance, reopen
+from rcunet.host.tcp.poll import PollFd
+from rcunet.host.tcp.sockopt import TcpSockOptions
 from rcunet.host.wakeups import open_gates
 from rcunet.sync import lock as _lock_mod
 from rcunet.sync.deferred import Buffer
@@ -97,8 +98,8 @@ class TcpSock(TcpSockOptions, SockEntry):
                   lock.
       life        the socket's life: an int of steps (USER_CLOSED, LISTEN_CLOSED,
                   FINISHED, UNHASHED, FORGOTTEN), each taken once, in the order
-                  ``rcunet.host.tcp_life.REQUIRES`` allows, by ``tcp_life.advance``
-                  under wq; read without a lock (one attribute load, see tcp_life).
+                  ``rcunet.host.tcp.life.REQUIRES`` allows, by ``life.advance``
+                  under wq; read without a lock (one attribute load, see host/tcp/life.py).
       outbox      deque of segments to transmit: appended under the socket lock, drained
                   by ``TcpLayer.flush`` with ``popleft`` (both atomic).
       dst         the pinned route (sk_dst_cache), guarded-by: xmit (the transmitter);
@@ -162,7 +163,7 @@ class TcpSock(TcpSockOptions, SockEntry):
         self.embryos: set[TcpSock] = set()
         self.syn_qlen = 0
         self.max_ack_backlog = 0
-        self.life = 0  # tcp_life's steps; written by tcp_life.advance/reopen under wq
+        self.life = 0  # life.py's steps; written by life.advance/reopen under wq
         self.rskq_lock: Any = None  # a listener's: made by listen()
         self.last_overflow_at: int | None = None
         tuning = layer.host.tuning
@@ -194,13 +195,13 @@ class TcpSock(TcpSockOptions, SockEntry):
         self.tx_csum_offload = False  # the route's link offloads checksums (set at connect)
         # sk_dst_cache: the pinned route (one reference held), guarded-by: xmit
         self.dst: DstEntry | None = None
-        # SO_ZEROCOPY, its ranges in flight, sk_error_queue, sk_error_report count: host/tcp_errq
+        # SO_ZEROCOPY, its ranges in flight, sk_error_queue, sk_error_report count: host/tcp/errq.py
         self.zerocopy, self.err_reports = False, 0
         self.zc: Zerocopy | None = None
         self.errq: ErrorQueue | None = None
-        self.ts: TxTimestamps | None = None  # SO_TIMESTAMPING (host/tcp_errq)
+        self.ts: TxTimestamps | None = None  # SO_TIMESTAMPING (host/tcp/errq.py)
         self.mark = 0  # SO_MARK: kept and reported (rcunet has no policy routing)
-        # Fast Open (host/tcp_fastopen.py): queue limit, count (guarded-by rskq_lock),
+        # Fast Open (host/tcp/fastopen_opts.py): queue limit, count (guarded-by rskq_lock),
         # TCP_FASTOPEN_KEY keys; a Fast Open child's listener until its handshake ends.
         self.fastopen_max_qlen = self.fastopen_qlen = 0
         self.fastopen_keys: tuple[bytes, ...] = ()

@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING
 
 from rcunet.core.tcp import State as CState
 from rcunet.core.tcp import fastopen
-from rcunet.host import tcp_errq
 from rcunet.host.sockerr import oserror, wire
-from rcunet.host.tcp_life import reopen
+from rcunet.host.tcp import errq as tcp_errq
+from rcunet.host.tcp.life import reopen
 from rcunet.tables.entry import State
 
 if TYPE_CHECKING:
-    from rcunet.host.tcp_sock import TcpSock
+    from rcunet.host.tcp.sock import TcpSock
 
 SOL_TCP = _pysocket.IPPROTO_TCP
 #: Linux's option numbers (include/uapi/linux/tcp.h).

@@ -1,7 +1,7 @@
 """A TCP socket's options: setsockopt and getsockopt (SOL_SOCKET, SOL_TCP, IPV6_V6ONLY),
 TCP_INFO, and what a connection's engine takes from them (``conn_options`` when it is
 made, ``live_options`` when setsockopt reaches it, ``inherit_from`` for a listener's
-child).  ``TcpSockOptions`` is a part of ``rcunet.host.tcp_sock.TcpSock`` (a mixin, as
+child).  ``TcpSockOptions`` is a part of ``rcunet.host.tcp.sock.TcpSock`` (a mixin, as
 host/tcp's parts of TcpLayer: one class, so a method lookup costs nothing more); the
 attributes it reads and writes are TcpSock's, guarded by the socket lock (setsockopt
 and getsockopt take it)."""
@@ -17,14 +17,15 @@ from typing import TYPE_CHECKING, Any
 from rcunet.core.tcp import Options
 from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.window import full_space
-from rcunet.host import tcp_errq, tcp_fastopen
 from rcunet.host.sockerr import int_option, oserror, ranged
-from rcunet.host.tcp_info import pack as pack_tcp_info
-from rcunet.host.tcp_info import snapshot as tcp_info_snapshot
+from rcunet.host.tcp import errq as tcp_errq
+from rcunet.host.tcp import fastopen_opts as tcp_fastopen
+from rcunet.host.tcp.info import pack as pack_tcp_info
+from rcunet.host.tcp.info import snapshot as tcp_info_snapshot
 from rcunet.tables.entry import State
 
 if TYPE_CHECKING:
-    from rcunet.host.tcp_sock import TcpSock
+    from rcunet.host.tcp.sock import TcpSock
 
 SOL_TCP = _pysocket.IPPROTO_TCP
 SOL_SOCKET = _pysocket.SOL_SOCKET
@@ -209,7 +210,7 @@ class TcpSockOptions:
         return [(SOL_TCP, TCP_INQ, struct.pack("i", self.inq_hint()))]
 
     def tcp_info(self, buflen: int | None = None) -> bytes:
-        """TCP_INFO: Linux's struct tcp_info (host/tcp_info.py), cut to ``buflen``."""
+        """TCP_INFO: Linux's struct tcp_info (host/tcp/info.py), cut to ``buflen``."""
         since = self._lock()
         try:
             values = tcp_info_snapshot(self, self.host.now())
