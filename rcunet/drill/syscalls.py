@@ -335,7 +335,7 @@ class Syscalls:
         if isinstance(args[1], s.Symbol) and args[1].name == "AF_UNSPEC":
             if fd.sk.state == State.LISTEN:  # inet_csk_listen_stop: no longer listening
                 raise DrillUnsupported(0, "connect(AF_UNSPEC) on a listener")
-            fd.sk.layer.disconnect(fd.sk)  # tcp_disconnect
+            fd.sk.disconnect()  # tcp_disconnect
             fd.state = "new"
             return Outcome(0)
         addr, port = self._sockaddr(args[1], self.remote_ip, self.connect_port)

@@ -151,18 +151,19 @@ def test_a_reset_racing_time_wait_entry_is_dropped() -> None:
     srv, cli, child = connected_pair(net, a, b)
     sk = child._sk
     layer = b.tcp
-    enter_time_wait = layer._enter_time_wait
+    teardown = layer.teardown
     raced: list[str] = []
 
-    def rst_lands_first(tsk: Any, state: TimeWait) -> None:
-        tcb = tsk.conn.tcb
-        rst = tcp.Repr(src_port=cli._sk.lport, dst_port=tsk.lport, seq=tcb.rcv_nxt,
-                       ack=0, flags=tcp.RST, window=0)
-        layer._deliver(tsk, rst, None)  # what another receive thread would do now
-        raced.append(tsk.conn.state.name)
-        enter_time_wait(tsk, state)
+    def rst_lands_first(tsk: Any, state: TimeWait | None) -> None:
+        if state is not None:
+            tcb = tsk.conn.tcb
+            rst = tcp.Repr(src_port=cli._sk.lport, dst_port=tsk.lport, seq=tcb.rcv_nxt,
+                           ack=0, flags=tcp.RST, window=0)
+            layer._deliver(tsk, rst, None)  # what another receive thread would do now
+            raced.append(tsk.conn.state.name)
+        teardown(tsk, state)
 
-    layer._enter_time_wait = rst_lands_first  # type: ignore[method-assign]
+    layer.teardown = rst_lands_first  # type: ignore[method-assign]
     child.close()  # the server closes first: it will hold the TIME_WAIT
     wait_eof(net, cli)
     cli.close()
@@ -271,7 +272,7 @@ def test_timer_firing_while_owned_runs_at_release() -> None:
         assert b.counters.get("TcpExtDelayedACKs") == delayed
     finally:
         sk.sl.release_sock()
-    b.tcp.post(sk)
+    sk.post()
     assert b.counters.get("TcpExtDelayedACKs") == delayed + 1  # exactly once, at release
     net.run(0.1)
     assert b.counters.get("TcpExtDelayedACKs") == delayed + 1

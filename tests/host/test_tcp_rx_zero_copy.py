@@ -1,6 +1,6 @@
 """The receive queue keeps views of the pooled receive buffers ("skbs") the host copied
 each data segment into, so the host may recycle a buffer only once every byte delivered
-with it has been read: ``after_engine`` records one ``rx_skbs`` entry per data delivery
+with it has been read: ``TcpSock.engine`` records one ``rx_skbs`` entry per data delivery
 (with a buffer or without one), ``recv`` counts them off in delivery order.
 
 A buffer recycled early would be handed to the next segment, whose bytes would then

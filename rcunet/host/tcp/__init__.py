@@ -6,8 +6,7 @@ and accept queues, SYN cookies, timers, TIME_WAIT and teardown.  Sockets are
 One module per responsibility, composed into ``TcpLayer`` (``layer``):
 
   demux      the receive path (``tcp_v4_rcv``): parse, ehash lookup, ``bh_deliver``
-  engine     engine glue under the socket lock: backlog segments, ``after_engine``,
-             options, ``post`` (transmit, then teardown), timers, ``tcp_done``
+  teardown   the one teardown (tcp_done and tcp_time_wait), claimed by ``TcpSock.post``
   transmit   the outbox through the socket's pinned route; the layer's own replies
   listener   SYN and accept queues, children, SYN cookies
   timewait   TIME_WAIT entries (their rules: ``rcunet.core.tcp.timewait``)
@@ -25,15 +24,17 @@ The socket (the user side, what ``rcunet.api.socket.Socket`` delegates to):
   poll          the real fd whose poll state mirrors the socket
   life          the socket's life: its steps and their order
 
-Segments the engine produces are queued on the socket's ``outbox`` under the socket lock
-and transmitted by ``flush`` after the lock is dropped, so an inline link that runs the
-peer's receive path in this thread never runs it under our lock.
+Every call into a connection's engine goes through ``TcpSock.engine``, which collects
+what it produced (segments, events, counters, the next deadline).  Segments are queued
+on the socket's ``outbox`` under the socket lock and transmitted by ``flush`` after the
+lock is dropped, so an inline link that runs the peer's receive path in this thread
+never runs it under our lock.
 
 With ``Tuning.accept_no_global_lock`` False, a FreeBSD-9.2-style global ``tcbinfo_lock``
 is taken on accept, SYN processing and teardown (the "before" of seed 004): around the
 accept queue, the listener's SYN and handshake-completing ACK, TIME_WAIT and unhashing,
 and, as 9.2's ``tcp_input`` took ``INP_INFO_WLOCK``, around the input of every segment
-that carries SYN, FIN or RST or reaches a connection not ESTABLISHED (``_input_global``).
+that carries SYN, FIN or RST or reaches a connection not ESTABLISHED (``legacy_input_lock``).
 
 Counters use nstat names (TcpActiveOpens, TcpExtListenOverflows, TcpExtTWRecycled, ...):
 the engine's per-connection counters are moved to ``host.counters`` after each call.

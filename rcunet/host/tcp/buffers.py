@@ -54,7 +54,7 @@ class BuffersMixin:
         buf.length = n
         return buf, view
 
-    def _free(self, buf: Buffer | None) -> None:
+    def free_buffer_maybe(self, buf: Buffer | None) -> None:
         if buf is not None:
             self.deferred.free(buf, buf.owner)
 

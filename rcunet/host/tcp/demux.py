@@ -43,12 +43,12 @@ class DemuxMixin:
             seg = tcp.Repr.parse(view) if offload else tcp.Repr.parse(view, info.src, info.dst)
         except WireError:
             self.host.counters.inc("TcpInErrs")
-            self._free(buf)
+            self.free_buffer_maybe(buf)
             return
         if seg.checksum_ok is False:
             self.host.counters.inc("TcpInCsumErrors")
             self.host.counters.inc("TcpInErrs")
-            self._free(buf)
+            self.free_buffer_maybe(buf)
             return
         src, dst, ifindex = info.src, info.dst, info.iface.ifindex
         found = self._lookup_established(dst, seg.dst_port, src, seg.src_port, ifindex)
@@ -61,7 +61,7 @@ class DemuxMixin:
                     self._tw_input(found, seg, info)
             finally:
                 put_entry(found)
-                self._free(buf)
+                self.free_buffer_maybe(buf)
             return
         try:
             listener = self.hashinfo.listen.lookup(dst, seg.dst_port, src, seg.src_port,
@@ -71,7 +71,7 @@ class DemuxMixin:
             else:
                 self._no_socket(seg, info)
         finally:
-            self._free(buf)
+            self.free_buffer_maybe(buf)
 
     def _lookup_established(self, laddr: bytes, lport: int, faddr: bytes, fport: int,
                             dif: int) -> TableEntry | None:
@@ -89,9 +89,9 @@ class DemuxMixin:
             # child stays in SYN_RECV and the peer retransmits.
             self.host.counters.inc("TcpExtListenOverflows")
             self.host.counters.inc("TcpExtListenDrops")
-            self._free(buf)
+            self.free_buffer_maybe(buf)
             return
-        legacy = self._input_global(sk, seg)  # taken outside slock: the outermost lock
+        legacy = self.legacy_input_lock(sk, seg)  # taken outside slock: the outermost lock
         if legacy is not None:
             legacy.acquire()
         try:
@@ -103,4 +103,4 @@ class DemuxMixin:
             # After slock is released, so the woken owner does not queue on it (the
             # state it waits for was changed under slock: visible before this bump).
             sk.wakeup()
-        self.post(sk)
+        sk.post()

@@ -46,14 +46,14 @@ class IcmpMixin:
                     found.mtu_info = (mtu, _quoted_seq(flow))  # one store; read locked
                     found.sl.bh_defer(MTU_REDUCED_DEFERRED,
                                      partial(self.mtu_reduced_locked, found))
-                    self.post(found)
+                    found.post()
             elif not self._icmp_in_window(found, _quoted_seq(flow)):
                 self.host.counters.inc("TcpExtOutOfWindowIcmps")
             else:
                 err = _icmp_errno(family, kind, code)
                 found.soft_err = err  # one store; a hard error also aborts SYN_SENT below
                 found.sl.bh_defer(ICMP_DEFERRED, partial(self._icmp_locked, found, err))
-                self.post(found)
+                found.post()
         finally:
             put_entry(found)
 
@@ -72,8 +72,7 @@ class IcmpMixin:
             self.host.counters.inc("TcpExtOutOfWindowIcmps")
             return
         headers = 40 if len(wire(sk.faddr)) == 4 else 60  # IP + bare TCP header
-        if conn.mtu_reduced(mtu - headers, self.host.now()):
-            self.after_engine(sk)
+        sk.engine(conn.mtu_reduced, mtu - headers, self.host.now())
 
     @staticmethod
     def _icmp_in_window(sk: TcpSock, seq: int | None) -> bool:
@@ -93,15 +92,13 @@ class IcmpMixin:
     def _icmp_locked(self, sk: TcpSock, err: int) -> None:
         conn = sk.conn
         if conn is not None and conn.state is CState.SYN_SENT and err in _HARD_ERRORS:
-            conn.abort(self.host.now())
-            self.after_engine(sk)
+            sk.engine(conn.abort, self.host.now())
         elif conn is not None and conn.fastopen_child and conn.state is CState.SYN_RECEIVED \
                 and self._fastopen_unaccepted(sk):
             # tcp_v4_err for a Fast Open child nobody accepted yet: sk_err, then
             # tcp_done (no RST); read() reports the error after the SYN's data
             sk.soft_err = 0
-            conn.fail(err, self.host.now())
-            self.after_engine(sk)
+            sk.engine(conn.fail, err, self.host.now())
 
     @staticmethod
     def _fastopen_unaccepted(sk: TcpSock) -> bool:

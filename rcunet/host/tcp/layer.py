@@ -16,7 +16,6 @@ from rcunet.core.tcp.isn import initial_sequence, timestamp_offset
 from rcunet.host.tcp.buffers import BuffersMixin
 from rcunet.host.tcp.common import TCBINFO_LOCK, family_form, offloads
 from rcunet.host.tcp.demux import DemuxMixin
-from rcunet.host.tcp.engine import EngineMixin
 from rcunet.host.tcp.fastopen import FastOpenMixin
 from rcunet.host.tcp.icmp import IcmpMixin
 from rcunet.host.tcp.life import (
@@ -29,6 +28,7 @@ from rcunet.host.tcp.life import (
 )
 from rcunet.host.tcp.listener import ListenerMixin
 from rcunet.host.tcp.sock import TcpSock, oserror, wire
+from rcunet.host.tcp.teardown import TeardownMixin
 from rcunet.host.tcp.timewait import TcpTimeWait, TimeWaitMixin
 from rcunet.host.tcp.transmit import TransmitMixin
 from rcunet.sync.deferred import DeferredFreeList, PerThreadCounter
@@ -47,7 +47,7 @@ TS_OFFSET_CACHE = 4096
 DELIVERING = frozenset({State.FIN_WAIT1, State.CLOSING, State.LAST_ACK})
 
 
-class TcpLayer(DemuxMixin, EngineMixin, TransmitMixin, ListenerMixin, FastOpenMixin,
+class TcpLayer(DemuxMixin, TeardownMixin, TransmitMixin, ListenerMixin, FastOpenMixin,
                TimeWaitMixin, IcmpMixin, BuffersMixin):
     """The Host's TCP.  One class (a segment's path crosses every part of it, and a
     method found through the class costs what a local one does), written as one mixin
@@ -86,7 +86,7 @@ class TcpLayer(DemuxMixin, EngineMixin, TransmitMixin, ListenerMixin, FastOpenMi
             return contextlib.nullcontext()
         return self.tcbinfo
 
-    def _input_global(self, sk: TcpSock, seg: tcp.Repr) -> Any:
+    def legacy_input_lock(self, sk: TcpSock, seg: tcp.Repr) -> Any:
         """FreeBSD 9.2's ``tcp_input``: the global write lock for a state-changing segment
         (SYN, FIN or RST) or any segment to a connection not ESTABLISHED, so the
         handshake, FIN and RST of a short connection all run under it.  Nothing in modern,
@@ -140,9 +140,7 @@ class TcpLayer(DemuxMixin, EngineMixin, TransmitMixin, ListenerMixin, FastOpenMi
             return
         with self._sockets_lock:
             self.sockets.discard(sk)
-        leftovers = [skb[0] for skb in sk.rx_skbs if skb[0] is not None]
-        sk.rx_skbs.clear()
-        self.free_buffers_deferred(leftovers)
+        self.free_buffers_deferred(sk.take_receive_queue())
         if sk.ref.put():
             destroy_entry(sk)
 
@@ -221,7 +219,6 @@ class TcpLayer(DemuxMixin, EngineMixin, TransmitMixin, ListenerMixin, FastOpenMi
             options=sk.conn_options(path_mss),
             ts_offset=self._ts_offset(laddr, dst), counters=Counters(), ts_recent=ts_recent,
             syn_data=syn_data, fastopen_option=option)
-        sk.conn = conn
-        sk.tx_csum_offload = offload
-        self.after_engine(sk)
+        sk.attach(conn, tx_csum_offload=offload)
+        sk.engine()  # the SYN
         return len(syn_data)

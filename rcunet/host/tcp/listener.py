@@ -13,7 +13,7 @@ from rcunet.core.tcp import Connection, Counters, ListenAction, listen_action, s
 from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.isn import initial_sequence
 from rcunet.host.ip import Delivery
-from rcunet.host.tcp.common import TABLE_STATE, family_form
+from rcunet.host.tcp.common import family_form
 from rcunet.host.tcp.life import FINISHED, LISTEN_CLOSED, UNHASHED, USER_CLOSED, advance
 from rcunet.host.tcp.sock import TcpSock
 from rcunet.sync.hooks import yield_point
@@ -77,7 +77,7 @@ class ListenerMixin:
         with self._global():
             child = self._new_child(lsk, seg, info, iss)
         if child is not None:
-            self.post(child)  # transmit outside every lock (an inline link re-enters)
+            child.post()  # transmit outside every lock (an inline link re-enters)
 
     def _child_options(self, lsk: TcpSock, info: Delivery) -> tuple[Any, int]:
         ts_offset = self._ts_offset(info.dst, info.src)
@@ -121,7 +121,7 @@ class ListenerMixin:
         with self._global():
             child = self._adopt_child(lsk, conn, info, seg.src_port)
         if child is not None:
-            self.post(child)
+            child.post()
         return True
 
     def _new_child(self, lsk: TcpSock, seg: tcp.Repr, info: Delivery,
@@ -155,9 +155,7 @@ class ListenerMixin:
             child.inherit_from(lsk)
         child.set_key(family_form(lsk.family, info.dst), lsk.lport,
                       family_form(lsk.family, info.src), fport)
-        child.conn = conn
-        child.state = TABLE_STATE[conn.state]
-        child.tx_csum_offload = self._tx_offload(info.src)
+        child.attach(conn, tx_csum_offload=self._tx_offload(info.src))
         with lsk.rskq_lock:
             if lsk.life & LISTEN_CLOSED:
                 return None
@@ -180,7 +178,7 @@ class ListenerMixin:
             self.forget(child)
             return None
         with child.sl.slock:
-            self.after_engine(child)
+            child.engine()  # the SYN,ACK attach left to collect
             if fastopen:
                 self._enqueue_fastopen_child(lsk, child)
         return child
@@ -204,8 +202,7 @@ class ListenerMixin:
         advance(child, USER_CLOSED)
         conn = child.conn
         if conn is not None:
-            conn.abort(self.host.now())
-            self.after_engine(child)
+            child.engine(conn.abort, self.host.now())
 
     def _inherit_port(self, child: TcpSock, lsk: TcpSock) -> bool:
         """__inet_inherit_port (``BindTables.inherit_port``): the child joins the
@@ -216,7 +213,7 @@ class ListenerMixin:
             return False
         return True
 
-    def _publish_child(self, child: TcpSock) -> None:
+    def publish_child(self, child: TcpSock) -> None:
         """The handshake completed (child's socket lock held): now, and only now, the
         child is visible to accept() (seed 004)."""
         lsk = child.listener
@@ -277,10 +274,9 @@ class ListenerMixin:
             conn = sk.conn
             if conn is not None and conn.state is not CState.CLOSED:
                 if spare_fin_wait2 and conn.state is CState.FIN_WAIT_2:
-                    conn.expire_fin_wait2(self.host.now())
+                    sk.engine(conn.expire_fin_wait2, self.host.now())
                 else:
-                    conn.abort(self.host.now())
-                self.after_engine(sk)
+                    sk.engine(conn.abort, self.host.now())
         finally:
             sk._unlock(since)
         # atomic: loads of life and conn.  We took USER_CLOSED before reading UNHASHED; a
@@ -291,4 +287,4 @@ class ListenerMixin:
             self.forget(sk)
         elif not life & FINISHED and (sk.conn is None or sk.conn.state is CState.CLOSED):
             if advance(sk, FINISHED):  # nobody took the teardown: it is ours
-                self._finish(sk)  # forgets sk: USER_CLOSED is taken
+                self.teardown(sk, None)  # forgets sk: USER_CLOSED is taken

@@ -23,19 +23,21 @@ import errno
 import socket as _pysocket
 import time
 from collections import deque
+from collections.abc import Callable
 from functools import partial
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
 from rcunet.core.errqueue import ErrorQueue, TxTimestamps, Zerocopy, iov_after
 from rcunet.core.freethreaded import lockfree_read_slots
-from rcunet.core.tcp import Connection
+from rcunet.core.tcp import Closed, Connection, DataReceived, Established, TimeWaitEntered
 from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.timewait import TimeWait
 from rcunet.host.sockerr import oserror, wire
 from rcunet.host.socklock import BACKLOG_EXTRA, SocketLock
 from rcunet.host.tcp import errq as tcp_errq
 from rcunet.host.tcp import fastopen_opts as tcp_fastopen
+from rcunet.host.tcp.common import TABLE_STATE
 from rcunet.host.tcp.life import FINISHED, LISTEN_CLOSED, UNHASHED, USER_CLOSED, advance, reopen
 from rcunet.host.tcp.poll import PollFd
 from rcunet.host.tcp.sockopt import TcpSockOptions
@@ -44,10 +46,12 @@ from rcunet.sync import lock as _lock_mod
 from rcunet.sync.deferred import Buffer
 from rcunet.sync.lock import LockClass
 from rcunet.tables.entry import AF_INET, ANY4, ANY6, SockEntry, State
+from rcunet.wire import tcp
 
 if TYPE_CHECKING:
     from rcunet.host.routecache import DstEntry
     from rcunet.host.tcp.layer import TcpLayer
+    from rcunet.host.timers import Timer
 
 WQ_LOCK = LockClass("tcp_sock.wq")
 #: Transmit serialisation per socket; an inline link nests the peer's under ours.
@@ -76,6 +80,10 @@ MTU_REDUCED_DEFERRED = 2
 #: An ICMP error met an owned socket: kept as soft_err only (tcp_v4_err does not abort a
 #: connect the user is inside), so release_sock has nothing to do for it.
 ICMP_DEFERRED = 4
+
+#: The engine calls that may answer with nothing to collect (``Connection.quiet``): a
+#: send whose bytes joined a segment Nagle holds, a read that owed no ACK.
+_QUIET_CALLS = frozenset({Connection.send, Connection.recv})
 
 
 class Teardown(enum.Enum):
@@ -144,9 +152,8 @@ class TcpSock(TcpSockOptions, SockEntry):
         self.host = layer.host
         self.sl = SocketLock(self._do_rcv, backlog_limit=self._backlog_limit,
                              release_cb=self._release_cb, on_backlog_drop=self._backlog_drop,
-                             # a C partial, not a method of ours: one Python frame
-                             # less per segment (the lock's detach breaks the cycle)
-                             process_bh=partial(layer.deliver_bh_locked, self))
+                             # the lock's detach breaks the cycle of bound methods
+                             process_bh=self._rcv_bh)
         self.conn: Connection | None = None
         self.wq = WQ_LOCK.new()
         self.wq_gates: list[Any] | None = None  # guarded-by: wq (made by _wait)
@@ -155,7 +162,7 @@ class TcpSock(TcpSockOptions, SockEntry):
         # One entry per data delivery, in delivery order: [Buffer or None, bytes of it
         # not yet read].  The engine's receive queue holds views of those bytes.
         self.rx_skbs: deque[list[Any]] = deque()
-        self.timer: Any = None
+        self.timer: Timer | None = None
         self.teardown: Teardown | None = None
         self.time_wait: TimeWait | None = None  # the state TIME_WAIT keeps (Teardown.TIME_WAIT)
         self.listener: TcpSock | None = None  # set while an embryonic child (SYN_RECV)
@@ -216,12 +223,37 @@ class TcpSock(TcpSockOptions, SockEntry):
         rcvbuf = self.rcvbuf if conn is None else max(self.rcvbuf, conn.options.rcvbuf)
         return 2 * rcvbuf + self.sndbuf // 2 + BACKLOG_EXTRA  # tcp_add_backlog (2024)
 
-    def _do_rcv(self, item: Any) -> None:
-        self.layer.process_segment_locked(self, item[0], item[1])
+    def _rcv_bh(self, item: tuple[tcp.Repr, Buffer | None]) -> bool:
+        """tcp_v4_do_rcv from a receive worker (``slock`` held, not owned; the caller took
+        the legacy global lock) for ``item`` = (segment, its buffer): True when the
+        socket's waiters are to be woken once slock is released (the socket lock's
+        ``process_bh``, called by ``SocketLock.bh_deliver``)."""
+        seg, buf = item
+        conn = self.conn
+        if conn is None:
+            self.layer.free_buffer_maybe(buf)
+            return False
+        return bool(self.engine(conn.on_segment, seg, self.host.now(), buf=buf, softirq=True))
+
+    def _do_rcv(self, item: tuple[tcp.Repr, Buffer | None]) -> None:
+        """sk_backlog_rcv: one segment under the socket lock (the owner's backlog)."""
+        seg, buf = item
+        conn = self.conn
+        if conn is None:
+            self.layer.free_buffer_maybe(buf)
+            return
+        legacy = self.layer.legacy_input_lock(self, seg)  # the owner holds no slock
+        if legacy is not None:
+            legacy.acquire()
+        try:
+            self.engine(conn.on_segment, seg, self.host.now(), buf=buf)
+        finally:
+            if legacy is not None:
+                legacy.release()
 
     def _release_cb(self, work: int) -> None:
         if work & TIMER_DEFERRED:
-            self.layer.run_timer_locked(self)
+            self.run_timer()
         if work & MTU_REDUCED_DEFERRED:
             self.layer.mtu_reduced_locked(self)
         # ICMP_DEFERRED needs nothing here (see its definition).
@@ -247,7 +279,7 @@ class TcpSock(TcpSockOptions, SockEntry):
         self.sl.release_sock()
         if since:
             self._record_hold(perf_counter_ns() - since)
-        self.layer.post(self)
+        self.post()
 
     def _record_hold(self, held: int) -> None:
         with self.wq:  # the next owner may already run: account under a leaf lock
@@ -266,6 +298,200 @@ class TcpSock(TcpSockOptions, SockEntry):
             holds, total, longest = self.hold_count, self.hold_ns, self.hold_max_ns
         return {"holds": holds, "hold_ns_total": total, "hold_ns_max": longest,
                 "backlog_max_bytes": backlog_max, "backlog_drops": drops}
+
+    # ------------------------------------------------------------------ the engine
+    def engine(self, call: Callable[..., Any] | None = None, *args: Any,
+               buf: Buffer | None = None, softirq: bool = False) -> Any:
+        """The one way into the engine, socket lock held: ``call(*args)``, one of
+        ``self.conn``'s methods (or a function that drives it), then what the engine
+        produced is collected, whatever the call returned or raised: segments to the
+        outbox, events (data to the receive queue, the handshake's end, the teardown it
+        asks for), counters, the table state and the timer at its next deadline.
+        ``call`` None: only the collection, of what the connection made when it was
+        ``attach``-ed or since the last call.
+
+        ``buf``: the pooled buffer the segment's bytes are in (a delivery keeps it until
+        they are read).  ``softirq``: a receive worker under slock, whose caller wakes
+        the waiters once slock is released: the result is then True when they are owed
+        a wakeup.  Nothing is collected after a send or a recv the engine answered with
+        nothing to collect (``Connection.quiet``) unless a poll fd mirrors the socket."""
+        conn = self.conn
+        assert conn is not None
+        if call is None:
+            return self._collect(conn, buf, not softirq)
+        try:
+            result = call(*args)
+        except BaseException:
+            self._collect(conn, buf, True)
+            raise
+        # atomic: attribute loads (quiet is the engine's, written by the call just made)
+        if conn.quiet and self.poll is None and getattr(call, "__func__", None) in _QUIET_CALLS:
+            return result
+        woke = self._collect(conn, buf, not softirq)
+        return woke if softirq else result
+
+    def attach(self, conn: Connection, *, tx_csum_offload: bool) -> None:
+        """The socket takes a new connection (connect, a listener's child): the table
+        state follows it; what it made (its SYN or SYN,ACK) waits for ``engine()``.
+        ``tx_csum_offload``: its route's link does checksums.  Socket lock held, or a
+        child no other thread has seen yet."""
+        self.conn = conn
+        self.state = TABLE_STATE[conn.state]
+        self.tx_csum_offload = tx_csum_offload
+
+    def _collect(self, conn: Connection, buf: Buffer | None, wake: bool) -> bool:
+        """What the engine produced (``engine``): segments to the outbox, events to the
+        socket (wakeups, the accept queue, teardown), counters, the timer.  Returns True
+        when ``wake`` is False and the caller owes the waiters a wakeup."""
+        layer = self.layer
+        segments = conn.take_segments()
+        if segments:
+            self.outbox.extend(segments)
+        events = conn.take_events()
+        for event in events:
+            kind = type(event)
+            if isinstance(event, DataReceived):
+                # Every delivery gets an entry, with a buffer or not: the receive queue
+                # keeps views of the delivered bytes (no copy), so a buffer goes back to
+                # its pool only once all the bytes delivered with it were read
+                # (_consume_skbs counts them off in delivery order).
+                self.rx_skbs.append([buf, event.length])
+                buf = None
+            elif kind is Established:
+                if self.listener is not None:
+                    layer.publish_child(self)
+                elif self.tfo_listener is not None:
+                    layer.fastopen_release(self)  # reqsk_fastopen_remove
+                elif conn.fastopen_active is not None:
+                    layer.fastopen_synack_seen(self, conn)  # tcp_fastopen_cache_set
+            elif kind is TimeWaitEntered:
+                self.teardown = Teardown.TIME_WAIT
+                self.time_wait = TimeWait.of(conn)
+            elif kind is Closed:
+                if self.teardown is None:
+                    self.teardown = Teardown.CLOSE
+        if buf is not None:
+            layer.free_buffer(buf)
+        if not self.life & FINISHED:  # atomic: one load; FINISHED is taken in post
+            self.state = TABLE_STATE[conn.state]
+        if conn.counters.values:  # a dict's truth: no take() when nothing was counted
+            # the engine's counts to the host's: Counters.inc per name, with the shard
+            # fetched once (most engine calls count something)
+            shard = self.host.counters.shard()
+            for name, n in conn.counters.take().items():
+                shard[name] = shard.get(name, 0) + n  # owner: this thread only
+        # MSG_ZEROCOPY completions, transmit timestamps: sk_error_report
+        reported = (self.zc is not None or self.ts is not None) and tcp_errq.collect(
+            self, conn, segments)
+        if (events or reported) and wake:
+            self.wakeup()
+        elif self.poll is not None:
+            self.update_poll()
+        self._arm_timer()
+        # the caller wakes the socket after unlocking
+        return (bool(events) or reported) and not wake
+
+    def take_receive_queue(self) -> list[Buffer]:
+        """Empty the receive queue's buffer list (close, disconnect, the last release):
+        the pooled buffers, for the caller to free after the lock section."""
+        unread = [skb[0] for skb in self.rx_skbs if skb[0] is not None]
+        self.rx_skbs.clear()
+        return unread
+
+    def update_options_locked(self, push: bool = False) -> None:
+        """setsockopt reached a live connection: the engine takes the socket's options
+        (``Connection.update_options``: keep-alive timer, what Nagle held).  Socket lock
+        held."""
+        conn = self.conn
+        if conn is None or conn.state is CState.CLOSED:
+            return
+        self.engine(partial(conn.update_options, **self.live_options()), self.host.now(),
+                    push)
+
+    def disconnect(self) -> None:
+        """connect(AF_UNSPEC) on a connection, Linux tcp_disconnect: the engine drops the
+        connection (RST where due); the teardown after the unlock unhashes it and frees
+        its port (and its place in a Fast Open queue), and connect() may start anew."""
+        unread: list[Buffer] = []
+        since = self._lock()
+        try:
+            conn = self.conn
+            if conn is not None and conn.state is not CState.CLOSED:
+                self.engine(conn.disconnect, self.host.now())
+            self.shutdown_rd = False
+            unread = self.take_receive_queue()
+        finally:
+            self._unlock(since)
+        self.layer.free_buffers_deferred(unread)
+
+    def post(self) -> None:
+        """After a socket-lock section: transmit, then any teardown the engine asked for
+        (only when nobody owns the socket; the owner's own ``post`` does it)."""
+        if self.outbox:
+            self.layer.flush(self)
+        if self.teardown is not None and not self.sl.owned:  # atomic loads; re-checked below
+            with self.sl.slock:
+                if self.sl.owned:
+                    return
+                todo, self.teardown = self.teardown, None
+                tw_state, self.time_wait = self.time_wait, None
+                # One teardown per connection: between taking TIME_WAIT here and its
+                # hashdance, the socket is still hashed, and another thread's segment (a
+                # RST answering our ACK of a retransmitted FIN) can make the engine ask
+                # for a close too.  Linux has no such window (tcp_time_wait runs under
+                # the socket lock); the later request is dropped, as RFC 1337 would drop
+                # that RST in TIME_WAIT.  Whoever takes FINISHED (``advance``: once)
+                # does the teardown.
+                if todo is not None and not advance(self, FINISHED):
+                    todo = None
+            if todo is not None:
+                self.layer.teardown(self, tw_state if todo is Teardown.TIME_WAIT else None)
+
+    # ------------------------------------------------------------------ the timer
+    def _arm_timer(self) -> None:
+        """One host timer per connection at the engine's next deadline.  A later deadline
+        keeps the armed (earlier) timer, which fires, finds nothing due and re-arms
+        (Linux's sk_reset_timer is as lazy); only an earlier one schedules anew.
+        Socket lock held."""
+        conn = self.conn
+        if self.life & FINISHED or conn is None:  # atomic: one load, paired with post's
+            return
+        at = conn.timers.next_at()  # conn.next_deadline(), one call less per segment
+        if at is None:
+            return
+        timer = self.timer
+        if timer is not None and not timer.cancelled and timer.at <= at:
+            return
+        if timer is not None:
+            timer.cancel()
+        self.timer = self.host.timers.schedule(at, self._timer_fired)
+
+    def _timer_fired(self, now: int) -> None:
+        self.sl.bh_defer(TIMER_DEFERRED, self.run_timer)
+        self.post()
+
+    def run_timer(self) -> None:
+        """The timer fired (or was deferred to release_sock): run the engine's due
+        timers.  Socket lock held."""
+        now = self.host.now()
+        timer = self.timer
+        if timer is not None and timer.at <= now:
+            self.timer = None
+        conn = self.conn
+        if self.life & FINISHED or conn is None:  # atomic: one load, paired with post's
+            return
+        due = conn.next_deadline()
+        if due is not None and due <= now:
+            self.engine(conn.on_timer, now)
+        else:
+            self._arm_timer()
+
+    def cancel_timer(self) -> None:
+        """The teardown: no timer fires for this socket again (FINISHED is taken, so none
+        is armed again)."""
+        timer, self.timer = self.timer, None
+        if timer is not None:
+            timer.cancel()
 
     # ------------------------------------------------------------------ waking and polling
     def wakeup(self) -> None:
@@ -533,15 +759,15 @@ class TcpSock(TcpSockOptions, SockEntry):
         if conn.state is CState.SYN_SENT and conn.error is None:
             return 0  # sk_stream_wait_connect: nothing is queued before the handshake
         now = self.host.now()
-        if (zc and self.zerocopy or self.ts is not None) and len(view):
-            n = tcp_errq.send_noted(self, conn, view, now, zc, partial_ends, iov)
+        if not len(view):
+            return 0
+        n: int
+        if zc and self.zerocopy or self.ts is not None:
+            n = self.engine(tcp_errq.send_noted, self, conn, view, now, zc, partial_ends, iov)
         elif more or eor:
-            n = conn.send(view, now, more=more, eor=eor) if len(view) else 0
+            n = self.engine(partial(conn.send, more=more, eor=eor), view, now)
         else:
-            n = conn.send(view, now) if len(view) else 0
-        if n and conn.quiet and self.poll is None:
-            return n  # the bytes joined a segment Nagle holds: nothing to collect
-        self.layer.after_engine(self)
+            n = self.engine(conn.send, view, now)
         return n
 
     def sendall(self, data: bytes, timeout: float | None) -> None:
@@ -646,15 +872,10 @@ class TcpSock(TcpSockOptions, SockEntry):
         conn = self._reader_locked()
         if conn is None:
             return b""
-        quiet = False
         try:
-            data = conn.recv(bufsize, self.host.now())
-            quiet = conn.quiet and self.poll is None  # no ACK, nothing else to collect
+            data: bytes = self.engine(conn.recv, bufsize, self.host.now())
         except BlockingIOError:
             return None
-        finally:
-            if not quiet:
-                self.layer.after_engine(self)
         self._consume_skbs(len(data), consumed)
         return data
 
@@ -720,8 +941,9 @@ class TcpSock(TcpSockOptions, SockEntry):
             if how in (SHUT_RD, SHUT_RDWR):
                 self.shutdown_rd = True
             if how in (SHUT_WR, SHUT_RDWR) and conn.state is not CState.SYN_SENT:
-                conn.shutdown_write(self.host.now())
-            self.layer.after_engine(self)
+                self.engine(conn.shutdown_write, self.host.now())
+            else:
+                self.engine()
             self.wakeup()
         finally:
             self._unlock(since)
@@ -746,12 +968,10 @@ class TcpSock(TcpSockOptions, SockEntry):
                 if self.linger == (True, 0):
                     if conn.state is not CState.CLOSED:
                         self.host.counters.inc("TcpExtTCPAbortOnLinger")
-                    conn.abort(now)
+                    self.engine(conn.abort, now)
                 else:
-                    conn.close(now)
-                self.layer.after_engine(self)
-            unread = [skb[0] for skb in self.rx_skbs if skb[0] is not None]
-            self.rx_skbs.clear()
+                    self.engine(conn.close, now)
+            unread = self.take_receive_queue()
         finally:
             self._unlock(since)
         self.layer.free_buffers_deferred(unread)

@@ -70,7 +70,7 @@ class TcpSockOptions:
             if self.conn is not None and (level == SOL_TCP or (level, opt) == _SO_KEEPALIVE):
                 # what live_options carries; TCP_NODELAY on pushes the tail
                 push = level == SOL_TCP and opt == _pysocket.TCP_NODELAY and self.nodelay
-                self.layer.update_options_locked(self, push)
+                self.update_options_locked(push)
         finally:
             self._unlock(since)
 

@@ -4,13 +4,11 @@ of ``rcunet.core.tcp.timewait.TimeWait`` (the one copy of them)."""
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.core.tcp.timewait import TimeWait, TwAction
 from rcunet.host.ip import Delivery
-from rcunet.host.tcp.life import UNHASHED, USER_CLOSED, advance
 from rcunet.host.tcp.sock import TcpSock
 from rcunet.tables.entry import TableEntry, TimeWaitEntry
 from rcunet.wire import tcp
@@ -34,24 +32,6 @@ class TimeWaitMixin:
 
     host: Any
     hashinfo: Any
-
-    def _enter_time_wait(self, sk: TcpSock, state: TimeWait) -> None:
-        """tcp_time_wait: a light TcpTimeWait entry replaces sk in ehash and among its
-        port's owners in one publication (``TcpHashInfo.time_wait``).  ``post`` took
-        FINISHED when it took this teardown."""
-        self.flush(sk)  # releases the pinned route (or leaves it to the transmitter)
-        self._cancel_timer(sk)
-        self.sync_tuning()  # tcp_max_tw_buckets as the Host has it now
-        tw = TcpTimeWait(sk, state, now=self.host.now())
-        with self._global():
-            if self.hashinfo.time_wait(sk, entry=tw) is not None:
-                tw.timer = self.host.timers.schedule(tw.expires_at,
-                                                     partial(self._tw_expired, tw))
-        self._leave_syn_queue(sk)
-        advance(sk, UNHASHED)  # before reading USER_CLOSED: see TcpSock.close
-        sk.wakeup()
-        if sk.life & USER_CLOSED:  # atomic: see TcpSock.close, which pairs with this
-            self.forget(sk)
 
     def _tw_expired(self, tw: TcpTimeWait, now: int) -> None:
         with self._global():

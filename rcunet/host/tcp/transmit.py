@@ -32,7 +32,7 @@ class TransmitMixin:
         been invalidated since (``DstCache.current``), with no lookup and no refcount
         traffic; a stale entry is dropped and looked up again.  Once the socket is
         FINISHED the route is released, by whoever transmits last: a transmitter
-        re-checks after letting go of ``xmit`` (``_finish`` may have found it busy)."""
+        re-checks after letting go of ``xmit`` (``teardown`` may have found it busy)."""
         outbox = sk.outbox
         xmit = sk.xmit
         # atomic: attribute loads; life pairs with advance(FINISHED) in post
