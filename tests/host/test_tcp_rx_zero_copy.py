@@ -56,7 +56,7 @@ def _send(net: Network, sock: Any, data: bytes) -> None:
 
 def _pool_balance(host: Any) -> list[tuple[int, int]]:
     """(free, created) of each of this thread's pools (deterministic: one thread)."""
-    return [(pool.free_count(), pool.created.value()) for pool in host.tcp._pools()]
+    return [(pool.free_count(), pool.created.value()) for pool in host.tcp.buffers.pools()]
 
 
 def test_unread_bytes_survive_later_segments() -> None:

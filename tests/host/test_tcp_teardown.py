@@ -30,7 +30,7 @@ def _fastopen_child(net: Network, a: Any, b: Any) -> tuple[Any, Any]:
     a.ip.handlers[tcp.PROTOCOL] = lambda info, payload: None  # the SYN,ACK goes unanswered
     syn = tcp.Repr(src_port=40000, dst_port=8080, seq=1000, ack=0, flags=tcp.SYN,
                    window=65535, mss=1460, payload=b"hello")
-    a.tcp._transmit(bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2]), syn)
+    a.tcp.transmit.segment(bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2]), syn)
     child = accept(net, srv)
     assert child.recv(16) == b"hello"
     assert srv._sk.fastopen_qlen == 1
@@ -47,7 +47,7 @@ def test_time_wait_teardown_releases_the_fast_open_slot() -> None:
     sk = child._sk
     assert sk.conn is not None
     advance(sk, FINISHED)  # what ``post`` takes when it claims a teardown
-    b.tcp.teardown(sk, TimeWait.of(sk.conn))
+    b.tcp.teardown.run(sk, TimeWait.of(sk.conn))
     assert sk.life & UNHASHED
     assert srv._sk.fastopen_qlen == 0
     child.close()

@@ -71,7 +71,7 @@ def setsockopt(sk: TcpSock, opt: int, value: int | bytes) -> None:
 def getsockopt(sk: TcpSock, opt: int, buflen: int | None = None) -> int | bytes:
     """do_tcp_getsockopt's Fast Open options (an int, or its bytes cut to ``buflen``)."""
     if opt == TCP_FASTOPEN_KEY:
-        keys = b"".join(sk.layer.fastopen_keys(sk))
+        keys = b"".join(sk.layer.fastopen.keys(sk))
         return keys if buflen is None else keys[:buflen]
     if opt == TCP_FASTOPEN:
         value = sk.fastopen_max_qlen
@@ -140,7 +140,7 @@ def defer_connect_locked(sk: TcpSock, addr: bytes, port: int) -> bool:
     """tcp_fastopen_defer_connect (connect() with TCP_FASTOPEN_CONNECT, socket lock
     held): with a cookie cached for the server (or none needed) the SYN waits for the
     first write, which it carries; connect() returns 0 at once."""
-    if not sk.fastopen_connect or not sk.layer.fastopen_may_defer(sk, wire(addr)):
+    if not sk.fastopen_connect or not sk.layer.fastopen.may_defer(sk, wire(addr)):
         return False
     sk.fastopen_defer = (addr, port)
     return True

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import errno
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rcunet.core.tcp import State as CState
 from rcunet.host.tcp.sock import ICMP_DEFERRED, MTU_REDUCED_DEFERRED, TcpSock, wire
@@ -14,23 +14,30 @@ from rcunet.tables.ehash import put_entry
 from rcunet.wire import icmpv4, icmpv6
 from rcunet.wire.seqnum import le
 
+if TYPE_CHECKING:
+    from rcunet.host.host import Host
+    from rcunet.host.tcp.demux import Demux
+
 #: Errors that abort a connection in SYN_SENT (icmp_err_convert's fatal ones).
 _HARD_ERRORS = frozenset({errno.ECONNREFUSED, errno.ENETUNREACH, errno.EHOSTUNREACH,
                           errno.ENOPROTOOPT, errno.EACCES})
 
 
-class IcmpMixin:
-    """``TcpLayer``'s ICMP error handler."""
+class IcmpErrors:
+    """The Host's ICMP error handler for TCP; holds no state (a socket's ``mtu_info``
+    and ``soft_err`` are the socket's)."""
 
-    host: Any
+    def __init__(self, host: Host, demux: Demux) -> None:
+        self.host = host
+        self.demux = demux
 
-    def icmp_error(self, family: int, kind: int, code: int, reporter: bytes,
+    def error(self, family: int, kind: int, code: int, reporter: bytes,
                    flow: icmpv4.QuotedFlow | icmpv6.QuotedFlow) -> None:
         """tcp_v4_err: a hard error aborts a connection still in SYN_SENT; otherwise it
         is remembered as the soft error SO_ERROR reports."""
         if flow.src_port is None or flow.dst_port is None:
             return
-        found = self._lookup_established(flow.src, flow.src_port, flow.dst, flow.dst_port, 0)
+        found = self.demux.lookup_established(flow.src, flow.src_port, flow.dst, flow.dst_port, 0)
         if found is None:
             return
         try:

@@ -1,13 +1,13 @@
 """The listener (Linux's request-socket design, FreeBSD's "fully initialised" rule of
 seed 004): a SYN creates a child socket in SYN_RECV that lives in ehash and counts in the
 listener's SYN queue; the child is appended to the accept queue only when the handshake
-completed (``_publish_child``), so ``accept`` needs only the listener's ``rskq_lock``.
+completed (``publish_child``), so ``accept`` needs only the listener's ``rskq_lock``.
 No socket lock on the listener (Linux >= 4.4).  SYN cookies when the SYN queue overflows
 (``rcunet.core.tcp.syncookies``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rcunet.core.tcp import Connection, Counters, ListenAction, listen_action, syncookies
 from rcunet.core.tcp import State as CState
@@ -19,22 +19,32 @@ from rcunet.host.tcp.sock import TcpSock
 from rcunet.sync.hooks import yield_point
 from rcunet.wire import tcp
 
+if TYPE_CHECKING:
+    from rcunet.host.tcp.layer import TcpLayer
+
 #: Syncookie ACKs are checked only this long after the SYN queue last overflowed.
 COOKIE_WINDOW = 2 * 60 * 1_000_000_000
 
 
-class ListenerMixin:
-    """``TcpLayer``'s listeners, SYN and accept queues."""
+class Listeners:
+    """The Host's listeners: their SYN and accept queues, children and SYN cookies.
+    Holds no state of its own: each listener's queues are its own, guarded by its
+    rskq_lock."""
 
-    host: Any
-    hashinfo: Any
-    secret: bytes
+    def __init__(self, layer: TcpLayer) -> None:
+        self.layer = layer
+        self.host = layer.host
+        self.hashinfo = layer.hashinfo
+        self.secret = layer.secret
+        self.transmit = layer.transmit
+        self.fastopen = layer.fastopen
+        self.global_lock = layer.global_lock
 
-    def _acceptq_full(self, listener: TcpSock) -> bool:
+    def acceptq_full(self, listener: TcpSock) -> bool:
         # sk_acceptq_is_full: len > max; lockless read of a deque length (one load).
         return len(listener.acceptq) > listener.max_ack_backlog
 
-    def _listen_input(self, lsk: TcpSock, seg: tcp.Repr, info: Delivery, *, iss: int = 0,
+    def input(self, lsk: TcpSock, seg: tcp.Repr, info: Delivery, *, iss: int = 0,
                       counted: bool = False) -> None:
         """tcp_v4_rcv for a LISTEN socket: no socket lock on the listener (Linux >= 4.4)."""
         counters = self.host.counters
@@ -45,7 +55,7 @@ class ListenerMixin:
             return
         if action is ListenAction.RESET:
             if not (seg.flags & tcp.ACK and self._cookie_ack(lsk, seg, info)):
-                self._reply_reset(seg, info)
+                self.transmit.reply_reset(seg, info)
             return
         tuning = self.host.tuning
         with lsk.rskq_lock:
@@ -63,7 +73,7 @@ class ListenerMixin:
             want_cookie = True
             if tuning.tcp_syncookies != 2:
                 counters.inc("TcpExtTCPReqQFullDoCookies")
-        if self._acceptq_full(lsk):
+        if self.acceptq_full(lsk):
             counters.inc("TcpExtListenOverflows")
             counters.inc("TcpExtListenDrops")
             return
@@ -74,13 +84,14 @@ class ListenerMixin:
         if want_cookie:
             self._send_cookie(lsk, seg, info)
             return
-        with self._global():
+        with self.global_lock():
             child = self._new_child(lsk, seg, info, iss)
         if child is not None:
             child.post()  # transmit outside every lock (an inline link re-enters)
 
-    def _child_options(self, lsk: TcpSock, info: Delivery) -> tuple[Any, int]:
-        ts_offset = self._ts_offset(info.dst, info.src)
+    def _child_options(self, lsk: TcpSock, info: Delivery) -> tuple[int, int]:
+        """(the path MSS, the TSval offset) of a child answering ``info``'s peer."""
+        ts_offset = self.layer.ts_offset(info.dst, info.src)
         mtu = info.iface.mtu
         return mtu - (40 if len(info.dst) == 4 else 60), ts_offset
 
@@ -94,7 +105,7 @@ class ListenerMixin:
         lsk.last_overflow_at = now  # one attribute store; read by _cookie_ack
         for name, n in engine_counters.take().items():
             self.host.counters.inc(name, n)
-        self._reply(reply, info)
+        self.transmit.reply(reply, info)
 
     def _cookie_ack(self, lsk: TcpSock, seg: tcp.Repr, info: Delivery) -> bool:
         """cookie_v4_check: an ACK to a listener that recently sent cookies may complete
@@ -107,7 +118,7 @@ class ListenerMixin:
             return False
         mss, ts_offset = self._child_options(lsk, info)
         engine_counters = Counters()
-        if self._acceptq_full(lsk):
+        if self.acceptq_full(lsk):
             self.host.counters.inc("TcpExtListenOverflows")
             self.host.counters.inc("TcpExtListenDrops")
             return True
@@ -118,7 +129,7 @@ class ListenerMixin:
             self.host.counters.inc(name, n)
         if conn is None:
             return False
-        with self._global():
+        with self.global_lock():
             child = self._adopt_child(lsk, conn, info, seg.src_port)
         if child is not None:
             child.post()
@@ -132,9 +143,9 @@ class ListenerMixin:
         if not iss:
             iss = initial_sequence(self.secret, info.dst, seg.dst_port, info.src,
                                    seg.src_port, now)
-        child = TcpSock(self, lsk.family)
+        child = TcpSock(self.layer, lsk.family)
         child.inherit_from(lsk)
-        decision = self.fastopen_decision(lsk, seg, info)
+        decision = self.fastopen.decision(lsk, seg, info)
         conn = Connection.accept_syn(
             seg, iss=iss, now=now, options=child.conn_options(mss), ts_offset=ts_offset,
             counters=Counters(), fastopen=decision.fastopen,
@@ -151,31 +162,30 @@ class ListenerMixin:
         A Fast Open child counts in the listener's Fast Open queue instead, and goes on
         to the accept queue at once, in SYN_RECV (tcp_fastopen_create_child)."""
         if child is None:
-            child = TcpSock(self, lsk.family)
+            child = TcpSock(self.layer, lsk.family)
             child.inherit_from(lsk)
         child.set_key(family_form(lsk.family, info.dst), lsk.lport,
                       family_form(lsk.family, info.src), fport)
-        child.attach(conn, tx_csum_offload=self._tx_offload(info.src))
+        child.attach(conn, tx_csum_offload=self.transmit.offload(info.src))
         with lsk.rskq_lock:
             if lsk.life & LISTEN_CLOSED:
                 return None
             if fastopen:
-                self.fastopen_charge(lsk, child)
+                self.fastopen.charge(lsk, child)
             else:
                 child.listener = lsk
                 lsk.embryos.add(child)  # before ehash: the final ACK may race us
                 lsk.syn_qlen += 1
-        with self._sockets_lock:
-            self.sockets.add(child)
+        self.layer.track(child)
         yield_point("tcp.child.before_hash")
         if not self._inherit_port(child, lsk) or not self.hashinfo.ehash.insert(child):
             self.hashinfo.bind.unbind(child)
             advance(child, USER_CLOSED)
-            self._leave_syn_queue(child)
-            self.fastopen_release(child)
+            self.leave_syn_queue(child)
+            self.fastopen.release(child)
             advance(child, FINISHED)
             advance(child, UNHASHED)
-            self.forget(child)
+            self.layer.forget(child)
             return None
         with child.sl.slock:
             child.engine()  # the SYN,ACK attach left to collect
@@ -233,16 +243,16 @@ class ListenerMixin:
             return
         lsk.wakeup()
 
-    def accept_dequeue(self, lsk: TcpSock) -> TcpSock | None:
+    def accept(self, lsk: TcpSock) -> TcpSock | None:
         """inet_csk_accept: take a complete child.  Modern: only the listener's
         rskq_lock.  Legacy (seed 004 before): under the global tcbinfo lock as well."""
-        with self._global(), lsk.rskq_lock:
+        with self.global_lock(), lsk.rskq_lock:
             child = lsk.acceptq.popleft() if lsk.acceptq else None
         if child is not None and lsk.poll is not None:
             lsk.update_poll()
         return child
 
-    def close_listener(self, lsk: TcpSock, *, forget: bool) -> None:
+    def close(self, lsk: TcpSock, *, forget: bool) -> None:
         """Stop listening: unhash, abort queued and embryonic children (RST)."""
         with lsk.rskq_lock:
             advance(lsk, LISTEN_CLOSED)
@@ -252,7 +262,7 @@ class ListenerMixin:
             lsk.syn_qlen = 0
         since = lsk._lock()
         try:
-            with self._global():
+            with self.global_lock():
                 self.hashinfo.close(lsk)
             advance(lsk, FINISHED)
             advance(lsk, UNHASHED)
@@ -260,12 +270,12 @@ class ListenerMixin:
             lsk._unlock(since)
         for child in children:
             child.listener = None
-            self._abort_orphan(child)
+            self.abort_orphan(child)
         lsk.wakeup()
         if forget:
-            self.forget(lsk)
+            self.layer.forget(lsk)
 
-    def _abort_orphan(self, sk: TcpSock, spare_fin_wait2: bool = False) -> None:
+    def abort_orphan(self, sk: TcpSock, spare_fin_wait2: bool = False) -> None:
         """Abort a connection its program has closed.  ``spare_fin_wait2`` (a Host
         shutting down): one in FIN-WAIT-2 ends as its timeout would, without a RST."""
         since = sk._lock()
@@ -284,7 +294,20 @@ class ListenerMixin:
         # us forgets sk, and only once it is out of the tables (see TcpSock.close).
         life = sk.life
         if life & UNHASHED:
-            self.forget(sk)
+            self.layer.forget(sk)
         elif not life & FINISHED and (sk.conn is None or sk.conn.state is CState.CLOSED):
             if advance(sk, FINISHED):  # nobody took the teardown: it is ours
-                self.teardown(sk, None)  # forgets sk: USER_CLOSED is taken
+                self.layer.teardown.run(sk, None)  # forgets sk: USER_CLOSED is taken
+
+    def leave_syn_queue(self, sk: TcpSock) -> None:
+        """An embryonic child died before its handshake completed: nobody will accept
+        it, so it is released like an orphan."""
+        listener = sk.listener
+        if listener is None:
+            return
+        sk.listener = None
+        with listener.rskq_lock:
+            if sk in listener.embryos:
+                listener.embryos.discard(sk)
+                listener.syn_qlen -= 1
+        advance(sk, USER_CLOSED)

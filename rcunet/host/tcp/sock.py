@@ -231,7 +231,7 @@ class TcpSock(TcpSockOptions, SockEntry):
         seg, buf = item
         conn = self.conn
         if conn is None:
-            self.layer.free_buffer_maybe(buf)
+            self.layer.buffers.free_maybe(buf)
             return False
         return bool(self.engine(conn.on_segment, seg, self.host.now(), buf=buf, softirq=True))
 
@@ -240,7 +240,7 @@ class TcpSock(TcpSockOptions, SockEntry):
         seg, buf = item
         conn = self.conn
         if conn is None:
-            self.layer.free_buffer_maybe(buf)
+            self.layer.buffers.free_maybe(buf)
             return
         legacy = self.layer.legacy_input_lock(self, seg)  # the owner holds no slock
         if legacy is not None:
@@ -255,13 +255,13 @@ class TcpSock(TcpSockOptions, SockEntry):
         if work & TIMER_DEFERRED:
             self.run_timer()
         if work & MTU_REDUCED_DEFERRED:
-            self.layer.mtu_reduced_locked(self)
+            self.layer.icmp.mtu_reduced_locked(self)
         # ICMP_DEFERRED needs nothing here (see its definition).
 
     def _backlog_drop(self, item: Any) -> None:
         self.host.counters.inc("TcpExtTCPBacklogDrop")
         if item[1] is not None:
-            self.layer.free_buffer(item[1])
+            self.layer.buffers.free(item[1])
 
     def _lock(self) -> int:
         """lock_sock; returns when the owner section began, or 0 when it is not timed
@@ -359,11 +359,11 @@ class TcpSock(TcpSockOptions, SockEntry):
                 buf = None
             elif kind is Established:
                 if self.listener is not None:
-                    layer.publish_child(self)
+                    layer.listeners.publish_child(self)
                 elif self.tfo_listener is not None:
-                    layer.fastopen_release(self)  # reqsk_fastopen_remove
+                    layer.fastopen.release(self)  # reqsk_fastopen_remove
                 elif conn.fastopen_active is not None:
-                    layer.fastopen_synack_seen(self, conn)  # tcp_fastopen_cache_set
+                    layer.fastopen.synack_seen(self, conn)  # tcp_fastopen_cache_set
             elif kind is TimeWaitEntered:
                 self.teardown = Teardown.TIME_WAIT
                 self.time_wait = TimeWait.of(conn)
@@ -371,7 +371,7 @@ class TcpSock(TcpSockOptions, SockEntry):
                 if self.teardown is None:
                     self.teardown = Teardown.CLOSE
         if buf is not None:
-            layer.free_buffer(buf)
+            layer.buffers.free(buf)
         if not self.life & FINISHED:  # atomic: one load; FINISHED is taken in post
             self.state = TABLE_STATE[conn.state]
         if conn.counters.values:  # a dict's truth: no take() when nothing was counted
@@ -422,13 +422,13 @@ class TcpSock(TcpSockOptions, SockEntry):
             unread = self.take_receive_queue()
         finally:
             self._unlock(since)
-        self.layer.free_buffers_deferred(unread)
+        self.layer.buffers.free_deferred(unread)
 
     def post(self) -> None:
         """After a socket-lock section: transmit, then any teardown the engine asked for
         (only when nobody owns the socket; the owner's own ``post`` does it)."""
         if self.outbox:
-            self.layer.flush(self)
+            self.layer.transmit.flush(self)
         if self.teardown is not None and not self.sl.owned:  # atomic loads; re-checked below
             with self.sl.slock:
                 if self.sl.owned:
@@ -445,7 +445,7 @@ class TcpSock(TcpSockOptions, SockEntry):
                 if todo is not None and not advance(self, FINISHED):
                     todo = None
             if todo is not None:
-                self.layer.teardown(self, tw_state if todo is Teardown.TIME_WAIT else None)
+                self.layer.teardown.run(self, tw_state if todo is Teardown.TIME_WAIT else None)
 
     # ------------------------------------------------------------------ the timer
     def _arm_timer(self) -> None:
@@ -522,7 +522,7 @@ class TcpSock(TcpSockOptions, SockEntry):
         """(readable, writable) as tcp_poll reports them.  Lockless reads of single
         attributes, ordered after the change that called for them by ``PollFd.refresh``
         (which reads them under its lock, see there)."""
-        # atomic: one load of life, paired with advance(LISTEN_CLOSED) in close_listener
+        # atomic: one load of life, paired with advance(LISTEN_CLOSED) in Listeners.close
         listen_closed = bool(self.life & LISTEN_CLOSED)
         if listen_closed or self.state == State.LISTEN:
             return bool(self.acceptq) or listen_closed, False
@@ -677,10 +677,10 @@ class TcpSock(TcpSockOptions, SockEntry):
         while True:
             with self.wq:
                 seen = self.wake_seq
-            child = self.layer.accept_dequeue(self)
+            child = self.layer.listeners.accept(self)
             if child is not None:
                 return child
-            # atomic: one load of life, paired with advance(LISTEN_CLOSED) in close_listener
+            # atomic: one load of life, paired with advance(LISTEN_CLOSED) in Listeners.close
             if self.life & LISTEN_CLOSED or self.state != State.LISTEN:
                 raise oserror(errno.EINVAL, "the listener was closed")
             self._block_or_fail(seen, timeout, deadline)
@@ -845,11 +845,11 @@ class TcpSock(TcpSockOptions, SockEntry):
                 else:
                     data = self._recv_locked(bufsize, consumed)
                 if not defer:
-                    layer.free_buffers_now(consumed)  # legacy: inside the lock section
+                    layer.buffers.free_now(consumed)  # legacy: inside the lock section
             finally:
                 self._unlock(since)
             if defer and consumed:
-                layer.free_buffers_deferred(consumed)  # after release_sock (seed 001)
+                layer.buffers.free_deferred(consumed)  # after release_sock (seed 001)
             if data is not None:
                 return data
             self._block_or_fail(seen, timeout, deadline)
@@ -931,7 +931,7 @@ class TcpSock(TcpSockOptions, SockEntry):
             raise oserror(errno.EINVAL)
         if self.state == State.LISTEN:
             if how != SHUT_WR:
-                self.layer.close_listener(self, forget=False)
+                self.layer.listeners.close(self, forget=False)
             return
         since = self._lock()
         try:
@@ -956,7 +956,7 @@ class TcpSock(TcpSockOptions, SockEntry):
             return
         if life & LISTEN_CLOSED or self.state == State.LISTEN:
             advance(self, USER_CLOSED)
-            self.layer.close_listener(self, forget=True)
+            self.layer.listeners.close(self, forget=True)
             return
         unread: list[Buffer] = []
         since = self._lock()
@@ -974,7 +974,7 @@ class TcpSock(TcpSockOptions, SockEntry):
             unread = self.take_receive_queue()
         finally:
             self._unlock(since)
-        self.layer.free_buffers_deferred(unread)
+        self.layer.buffers.free_deferred(unread)
         if self.conn is None:
             self.layer.release_unconnected(self)
         elif self.linger[0] and self.linger[1] > 0 and not self.host.deterministic:
