@@ -1,13 +1,12 @@
-"""Names the modules of ``rcunet.host.tcp`` share: the legacy global lock, units, the
-table state of each engine state, and address helpers."""
+"""Names the modules of ``rcunet.host.tcp`` share: the legacy global lock, units, and
+address helpers."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rcunet.core.tcp import State as CState
 from rcunet.sync.lock import LockClass
-from rcunet.tables.entry import AF_INET6, State
+from rcunet.tables.entry import AF_INET6
 
 if TYPE_CHECKING:
     from rcunet.host.host import Host
@@ -18,13 +17,6 @@ MS = 1_000_000
 MASK32 = 0xFFFFFFFF
 MAPPED = b"\0" * 10 + b"\xff\xff"
 
-TABLE_STATE = {
-    CState.CLOSED: State.CLOSE, CState.LISTEN: State.LISTEN, CState.SYN_SENT: State.SYN_SENT,
-    CState.SYN_RECEIVED: State.SYN_RECV, CState.ESTABLISHED: State.ESTABLISHED,
-    CState.FIN_WAIT_1: State.FIN_WAIT1, CState.FIN_WAIT_2: State.FIN_WAIT2,
-    CState.CLOSE_WAIT: State.CLOSE_WAIT, CState.CLOSING: State.CLOSING,
-    CState.LAST_ACK: State.LAST_ACK, CState.TIME_WAIT: State.TIME_WAIT,
-}
 
 
 def offloads(host: Host, entry: Any, dst: bytes, local: bool) -> bool:

@@ -18,7 +18,6 @@ section (``free_now``).  While lock statistics are on (the Host's ``Tuning.lock_
 from __future__ import annotations
 
 import _thread
-import enum
 import errno
 import socket as _pysocket
 import time
@@ -37,8 +36,18 @@ from rcunet.host.sockerr import oserror, wire
 from rcunet.host.socklock import BACKLOG_EXTRA, SocketLock
 from rcunet.host.tcp import errq as tcp_errq
 from rcunet.host.tcp import fastopen_opts as tcp_fastopen
-from rcunet.host.tcp.common import TABLE_STATE
-from rcunet.host.tcp.life import FINISHED, LISTEN_CLOSED, UNHASHED, USER_CLOSED, advance, reopen
+from rcunet.host.tcp.life import (
+    CLOSE,
+    FINISHED,
+    LISTEN_CLOSED,
+    UNHASHED,
+    USER_CLOSED,
+    TeardownRequest,
+    advance,
+    ask_teardown,
+    reopen,
+    table_state,
+)
 from rcunet.host.tcp.poll import PollFd
 from rcunet.host.tcp.sockopt import TcpSockOptions
 from rcunet.host.wakeups import open_gates
@@ -86,15 +95,6 @@ ICMP_DEFERRED = 4
 _QUIET_CALLS = frozenset({Connection.send, Connection.recv})
 
 
-class Teardown(enum.Enum):
-    """What the engine asked the host to do once the socket lock is released (``post``)."""
-
-    #: tcp_done: unhash, release the port.
-    CLOSE = enum.auto()
-    #: tcp_time_wait: a TIME_WAIT entry takes the socket's place (``TcpSock.time_wait``).
-    TIME_WAIT = enum.auto()
-
-
 class TcpSock(TcpSockOptions, SockEntry):
     """One TCP socket (listener, connection, or a listener's child).
 
@@ -102,8 +102,9 @@ class TcpSock(TcpSockOptions, SockEntry):
       sl          the socket lock (reference §5.1).  "Holding the socket lock" below means
                   owning it (``lock_sock``) or holding ``sl.slock`` while not owned (the
                   receive/timer path, via ``bh_deliver``/``bh_defer``).
-      conn, rx_skbs, timer, teardown, time_wait, user options   guarded by the socket
-                  lock.
+      conn, rx_skbs, timer, teardown, user options   guarded by the socket lock; the
+                  socket is their only writer (the engine's output reaches them through
+                  ``engine``; teardown: ``life.ask_teardown``).
       life        the socket's life: an int of steps (USER_CLOSED, LISTEN_CLOSED,
                   FINISHED, UNHASHED, FORGOTTEN), each taken once, in the order
                   ``rcunet.host.tcp.life.REQUIRES`` allows, by ``life.advance``
@@ -132,7 +133,7 @@ class TcpSock(TcpSockOptions, SockEntry):
     # instance's lock there, and receive paths and user threads all read a socket).
     __slots__ = lockfree_read_slots(
         "layer", "host", "sl", "conn", "wq", "wq_gates", "wake_seq", "outbox",
-        "rx_skbs", "timer", "teardown", "time_wait", "listener", "acceptq", "embryos", "syn_qlen",
+        "rx_skbs", "timer", "teardown", "listener", "acceptq", "embryos", "syn_qlen",
         "max_ack_backlog", "life", "rskq_lock", "last_overflow_at", "rcvbuf", "sndbuf", "nodelay",
         "cork", "inq", "user_timeout", "notsent_lowat",
         "keepalive", "keepidle", "keepintvl", "keepcnt", "syncnt", "user_mss", "linger",
@@ -163,8 +164,7 @@ class TcpSock(TcpSockOptions, SockEntry):
         # not yet read].  The engine's receive queue holds views of those bytes.
         self.rx_skbs: deque[list[Any]] = deque()
         self.timer: Timer | None = None
-        self.teardown: Teardown | None = None
-        self.time_wait: TimeWait | None = None  # the state TIME_WAIT keeps (Teardown.TIME_WAIT)
+        self.teardown: TeardownRequest | None = None  # what post() tears down (host/tcp/life.py)
         self.listener: TcpSock | None = None  # set while an embryonic child (SYN_RECV)
         self.acceptq: deque[TcpSock] = deque()
         self.embryos: set[TcpSock] = set()
@@ -336,7 +336,7 @@ class TcpSock(TcpSockOptions, SockEntry):
         ``tx_csum_offload``: its route's link does checksums.  Socket lock held, or a
         child no other thread has seen yet."""
         self.conn = conn
-        self.state = TABLE_STATE[conn.state]
+        self.state = table_state(conn.state)
         self.tx_csum_offload = tx_csum_offload
 
     def _collect(self, conn: Connection, buf: Buffer | None, wake: bool) -> bool:
@@ -365,15 +365,13 @@ class TcpSock(TcpSockOptions, SockEntry):
                 elif conn.fastopen_active is not None:
                     layer.fastopen.synack_seen(self, conn)  # tcp_fastopen_cache_set
             elif kind is TimeWaitEntered:
-                self.teardown = Teardown.TIME_WAIT
-                self.time_wait = TimeWait.of(conn)
+                self.teardown = ask_teardown(self.teardown, TimeWait.of(conn))
             elif kind is Closed:
-                if self.teardown is None:
-                    self.teardown = Teardown.CLOSE
+                self.teardown = ask_teardown(self.teardown, CLOSE)
         if buf is not None:
             layer.buffers.free(buf)
         if not self.life & FINISHED:  # atomic: one load; FINISHED is taken in post
-            self.state = TABLE_STATE[conn.state]
+            self.state = table_state(conn.state)
         if conn.counters.values:  # a dict's truth: no take() when nothing was counted
             # the engine's counts to the host's: Counters.inc per name, with the shard
             # fetched once (most engine calls count something)
@@ -434,7 +432,6 @@ class TcpSock(TcpSockOptions, SockEntry):
                 if self.sl.owned:
                     return
                 todo, self.teardown = self.teardown, None
-                tw_state, self.time_wait = self.time_wait, None
                 # One teardown per connection: between taking TIME_WAIT here and its
                 # hashdance, the socket is still hashed, and another thread's segment (a
                 # RST answering our ACK of a retransmitted FIN) can make the engine ask
@@ -445,7 +442,7 @@ class TcpSock(TcpSockOptions, SockEntry):
                 if todo is not None and not advance(self, FINISHED):
                     todo = None
             if todo is not None:
-                self.layer.teardown.run(self, tw_state if todo is Teardown.TIME_WAIT else None)
+                self.layer.teardown.run(self, None if todo is CLOSE else todo)
 
     # ------------------------------------------------------------------ the timer
     def _arm_timer(self) -> None:
