@@ -9,7 +9,8 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from rcunet.core.tcp import State as CState
-from rcunet.host.tcp.sock import ICMP_DEFERRED, MTU_REDUCED_DEFERRED, TcpSock, wire
+from rcunet.host.sockerr import wire
+from rcunet.host.tcp.sock import ICMP_DEFERRED, MTU_REDUCED_DEFERRED, TcpSock
 from rcunet.tables.ehash import put_entry
 from rcunet.wire import icmpv4, icmpv6
 from rcunet.wire.seqnum import le

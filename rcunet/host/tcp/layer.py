@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from rcunet.core.tcp import Connection, Counters
 from rcunet.core.tcp.isn import initial_sequence, timestamp_offset
+from rcunet.host.sockerr import oserror, wire
 from rcunet.host.tcp.buffers import RxBuffers
 from rcunet.host.tcp.common import TCBINFO_LOCK, family_form, offloads
 from rcunet.host.tcp.demux import Demux
@@ -26,7 +27,7 @@ from rcunet.host.tcp.life import (
     advance,
 )
 from rcunet.host.tcp.listener import Listeners
-from rcunet.host.tcp.sock import TcpSock, oserror, wire
+from rcunet.host.tcp.sock import TcpSock
 from rcunet.host.tcp.teardown import Teardown
 from rcunet.host.tcp.timewait import TcpTimeWait, TimeWaits
 from rcunet.host.tcp.transmit import Transmit

@@ -1,7 +1,7 @@
 """A TCP socket on a Host: its table identity (``SockEntry``), the Linux-style socket lock
 (``SocketLock``: owner + backlog), the sans-IO ``Connection`` it drives, the listener's
 queues and the calls ``rcunet.api.socket.Socket`` delegates to.  Its socket options are
-``rcunet.host.tcp.sockopt`` (a part of the class); its life, ``rcunet.host.tcp.life``.
+``rcunet.host.tcp.sockopt`` (functions of the socket); its life, ``rcunet.host.tcp.life``.
 
 The protocol work shared by every socket (input, output, timers, teardown, the listener
 path) lives in ``rcunet.host.tcp.TcpLayer``; this module is the user side.
@@ -29,13 +29,21 @@ from typing import TYPE_CHECKING, Any
 
 from rcunet.core.errqueue import ErrorQueue, TxTimestamps, Zerocopy, iov_after
 from rcunet.core.freethreaded import lockfree_read_slots
-from rcunet.core.tcp import Closed, Connection, DataReceived, Established, TimeWaitEntered
+from rcunet.core.tcp import (
+    Closed,
+    Connection,
+    DataReceived,
+    Established,
+    Options,
+    TimeWaitEntered,
+)
 from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.timewait import TimeWait
 from rcunet.host.sockerr import oserror, wire
 from rcunet.host.socklock import BACKLOG_EXTRA, SocketLock
 from rcunet.host.tcp import errq as tcp_errq
 from rcunet.host.tcp import fastopen_opts as tcp_fastopen
+from rcunet.host.tcp import sockopt
 from rcunet.host.tcp.life import (
     CLOSE,
     FINISHED,
@@ -49,7 +57,6 @@ from rcunet.host.tcp.life import (
     table_state,
 )
 from rcunet.host.tcp.poll import PollFd
-from rcunet.host.tcp.sockopt import TcpSockOptions
 from rcunet.host.wakeups import open_gates
 from rcunet.sync import lock as _lock_mod
 from rcunet.sync.deferred import Buffer
@@ -95,7 +102,7 @@ ICMP_DEFERRED = 4
 _QUIET_CALLS = frozenset({Connection.send, Connection.recv})
 
 
-class TcpSock(TcpSockOptions, SockEntry):
+class TcpSock(SockEntry):
     """One TCP socket (listener, connection, or a listener's child).
 
     Concurrency:
@@ -403,7 +410,7 @@ class TcpSock(TcpSockOptions, SockEntry):
         conn = self.conn
         if conn is None or conn.state is CState.CLOSED:
             return
-        self.engine(partial(conn.update_options, **self.live_options()), self.host.now(),
+        self.engine(partial(conn.update_options, **sockopt.live_options(self)), self.host.now(),
                     push)
 
     def disconnect(self) -> None:
@@ -431,7 +438,8 @@ class TcpSock(TcpSockOptions, SockEntry):
             with self.sl.slock:
                 if self.sl.owned:
                     return
-                todo, self.teardown = self.teardown, None
+                todo: TeardownRequest | None = self.teardown
+                self.teardown = None
                 # One teardown per connection: between taking TIME_WAIT here and its
                 # hashdance, the socket is still hashed, and another thread's segment (a
                 # RST answering our ACK of a retransmitted FIN) can make the engine ask
@@ -489,6 +497,25 @@ class TcpSock(TcpSockOptions, SockEntry):
         timer, self.timer = self.timer, None
         if timer is not None:
             timer.cancel()
+
+    # ------------------------------------------------------------------ options
+    def setsockopt(self, level: int, opt: int, value: int | bytes) -> None:
+        sockopt.setsockopt(self, level, opt, value)
+
+    def getsockopt(self, level: int, opt: int, buflen: int | None = None) -> int | bytes:
+        return sockopt.getsockopt(self, level, opt, buflen)
+
+    def recv_cmsgs(self) -> list[tuple[int, int, bytes]]:
+        """The control messages a recvmsg that just read data gets (TCP_CM_INQ)."""
+        return sockopt.recv_cmsgs(self)
+
+    def conn_options(self, mss: int) -> Options:
+        """Engine settings for a connection of this socket (``sockopt.conn_options``)."""
+        return sockopt.conn_options(self, mss)
+
+    def inherit_from(self, listener: TcpSock) -> None:
+        """Socket options a child copies from its listener (sk_clone_lock)."""
+        sockopt.inherit_from(self, listener)
 
     # ------------------------------------------------------------------ waking and polling
     def wakeup(self) -> None:
@@ -578,8 +605,9 @@ class TcpSock(TcpSockOptions, SockEntry):
         if remaining > 0 and gate.acquire(timeout=remaining):
             return True
         with self.wq:
-            if gate in self.wq_gates:
-                self.wq_gates.remove(gate)
+            gates = self.wq_gates  # not None: this sleeper listed its gate in it
+            if gates is not None and gate in gates:
+                gates.remove(gate)
             return self.wake_seq != seen
 
     def _deadline(self, timeout: float | None) -> float | None:
@@ -767,7 +795,7 @@ class TcpSock(TcpSockOptions, SockEntry):
             n = self.engine(conn.send, view, now)
         return n
 
-    def sendall(self, data: bytes, timeout: float | None) -> None:
+    def sendall(self, data: bytes | memoryview, timeout: float | None) -> None:
         view = data if type(data) is memoryview else memoryview(data)
         deadline = None if timeout is None else time.monotonic() + timeout
         sent = 0

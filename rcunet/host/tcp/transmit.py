@@ -8,7 +8,8 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from rcunet.core.tcp import reset_for
-from rcunet.host.ip import LIMITED_BROADCAST, Delivery, is_multicast
+from rcunet.host.ip import Delivery
+from rcunet.host.ipaddr import LIMITED_BROADCAST, is_multicast
 from rcunet.host.tcp.common import MAPPED, offloads
 from rcunet.host.tcp.life import FINISHED
 from rcunet.host.tcp.sock import TcpSock
