@@ -17,7 +17,7 @@ ENTRY_POINTS = frozenset({
 })
 #: (module, function) allowed to call them: the helper, and what it is handed to call.
 ALLOWED = frozenset({
-    ("host/tcp/sock.py", "_collect"),  # take_segments / take_events: the collection
+    ("host/tcp/sock.py", "engine"),  # the helper: the call, then the collection
     ("host/tcp/errq.py", "send_noted"),  # called as TcpSock.engine(send_noted, ...)
 })
 ROOT = Path(rcunet.__file__).parent

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from rcunet.core.tcp import Connection, Counters
 from rcunet.core.tcp.isn import initial_sequence, timestamp_offset
 from rcunet.host.sockerr import oserror, wire
+from rcunet.host.tcp import sockopt
 from rcunet.host.tcp.buffers import RxBuffers
 from rcunet.host.tcp.common import TCBINFO_LOCK, family_form, offloads
 from rcunet.host.tcp.demux import Demux
@@ -233,7 +234,7 @@ class TcpLayer:
             syn_data, option = self.fastopen.syn(sk, dst, path_mss, fastopen)
         conn = Connection.connect(
             local_port=sk.lport, remote_port=port, iss=iss, now=now,
-            options=sk.conn_options(path_mss),
+            options=sockopt.conn_options(sk, path_mss),
             ts_offset=self.ts_offset(laddr, dst), counters=Counters(), ts_recent=ts_recent,
             syn_data=syn_data, fastopen_option=option)
         sk.attach(conn, tx_csum_offload=offload)

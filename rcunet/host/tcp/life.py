@@ -110,8 +110,9 @@ def reopen(sk: Any) -> bool:
 # -- the table state ------------------------------------------------------------------
 #: The table state (``SockEntry.state``, what ``ss`` and the tables read) of each engine
 #: state: the engine's state machine (``rcunet.core.tcp``) is the one that moves; the
-#: socket shows it (``table_state``), until FINISHED, after which the tables own it.
-_TABLE_STATE: Final = {
+#: socket shows it (``TABLE_STATE[conn.state]``, once per engine call: a subscript, not
+#: a call), until FINISHED, after which the tables own it.
+TABLE_STATE: Final = {
     CState.CLOSED: State.CLOSE, CState.LISTEN: State.LISTEN, CState.SYN_SENT: State.SYN_SENT,
     CState.SYN_RECEIVED: State.SYN_RECV, CState.ESTABLISHED: State.ESTABLISHED,
     CState.FIN_WAIT_1: State.FIN_WAIT1, CState.FIN_WAIT_2: State.FIN_WAIT2,
@@ -122,7 +123,7 @@ _TABLE_STATE: Final = {
 
 def table_state(state: CState) -> State:
     """The table state a socket whose engine is in ``state`` shows."""
-    return _TABLE_STATE[state]
+    return TABLE_STATE[state]
 
 
 # -- the teardown the engine asks for --------------------------------------------------

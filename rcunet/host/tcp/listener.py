@@ -13,6 +13,7 @@ from rcunet.core.tcp import Connection, Counters, ListenAction, listen_action, s
 from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.isn import initial_sequence
 from rcunet.host.ip import Delivery
+from rcunet.host.tcp import sockopt
 from rcunet.host.tcp.common import family_form
 from rcunet.host.tcp.life import FINISHED, LISTEN_CLOSED, UNHASHED, USER_CLOSED, advance
 from rcunet.host.tcp.sock import TcpSock
@@ -101,7 +102,8 @@ class Listeners:
         engine_counters = Counters()
         reply = syncookies.syn_ack_for(
             seg, secret=self.secret, saddr=info.src, daddr=info.dst, now=now,
-            options=lsk.conn_options(mss), ts_offset=ts_offset, counters=engine_counters)
+            options=sockopt.conn_options(lsk, mss), ts_offset=ts_offset,
+            counters=engine_counters)
         lsk.last_overflow_at = now  # one attribute store; read by _cookie_ack
         for name, n in engine_counters.take().items():
             self.host.counters.inc(name, n)
@@ -124,7 +126,8 @@ class Listeners:
             return True
         conn = syncookies.connection_from_ack(
             seg, secret=self.secret, saddr=info.src, daddr=info.dst, now=now,
-            options=lsk.conn_options(mss), ts_offset=ts_offset, counters=engine_counters)
+            options=sockopt.conn_options(lsk, mss), ts_offset=ts_offset,
+            counters=engine_counters)
         for name, n in engine_counters.take().items():
             self.host.counters.inc(name, n)
         if conn is None:
@@ -144,10 +147,11 @@ class Listeners:
             iss = initial_sequence(self.secret, info.dst, seg.dst_port, info.src,
                                    seg.src_port, now)
         child = TcpSock(self.layer, lsk.family)
-        child.inherit_from(lsk)
+        sockopt.inherit_from(child, lsk)
         decision = self.fastopen.decision(lsk, seg, info)
         conn = Connection.accept_syn(
-            seg, iss=iss, now=now, options=child.conn_options(mss), ts_offset=ts_offset,
+            seg, iss=iss, now=now, options=sockopt.conn_options(child, mss),
+            ts_offset=ts_offset,
             counters=Counters(), fastopen=decision.fastopen,
             synack_options=(decision.reply,) if decision.reply is not None else ())
         return self._adopt_child(lsk, conn, info, seg.src_port, child,
@@ -163,7 +167,7 @@ class Listeners:
         to the accept queue at once, in SYN_RECV (tcp_fastopen_create_child)."""
         if child is None:
             child = TcpSock(self.layer, lsk.family)
-            child.inherit_from(lsk)
+            sockopt.inherit_from(child, lsk)
         child.set_key(family_form(lsk.family, info.dst), lsk.lport,
                       family_form(lsk.family, info.src), fport)
         child.attach(conn, tx_csum_offload=self.transmit.offload(info.src))

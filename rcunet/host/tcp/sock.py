@@ -34,7 +34,6 @@ from rcunet.core.tcp import (
     Connection,
     DataReceived,
     Established,
-    Options,
     TimeWaitEntered,
 )
 from rcunet.core.tcp import State as CState
@@ -48,13 +47,13 @@ from rcunet.host.tcp.life import (
     CLOSE,
     FINISHED,
     LISTEN_CLOSED,
+    TABLE_STATE,
     UNHASHED,
     USER_CLOSED,
     TeardownRequest,
     advance,
     ask_teardown,
     reopen,
-    table_state,
 )
 from rcunet.host.tcp.poll import PollFd
 from rcunet.host.wakeups import open_gates
@@ -321,20 +320,70 @@ class TcpSock(SockEntry):
         they are read).  ``softirq``: a receive worker under slock, whose caller wakes
         the waiters once slock is released: the result is then True when they are owed
         a wakeup.  Nothing is collected after a send or a recv the engine answered with
-        nothing to collect (``Connection.quiet``) unless a poll fd mirrors the socket."""
+        nothing to collect (``Connection.quiet``) unless a poll fd mirrors the socket.
+
+        The collection is written here, in the ``finally`` (not in a helper of its own:
+        one frame less on every segment and every call)."""
         conn = self.conn
         assert conn is not None
-        if call is None:
-            return self._collect(conn, buf, not softirq)
+        result: Any = None
+        quiet = False
+        woke = False
         try:
-            result = call(*args)
-        except BaseException:
-            self._collect(conn, buf, True)
-            raise
-        # atomic: attribute loads (quiet is the engine's, written by the call just made)
-        if conn.quiet and self.poll is None and getattr(call, "__func__", None) in _QUIET_CALLS:
-            return result
-        woke = self._collect(conn, buf, not softirq)
+            if call is not None:
+                result = call(*args)
+                # atomic: attribute loads (quiet is the engine's, written by the call
+                # just made, in this thread)
+                quiet = conn.quiet and self.poll is None and getattr(
+                    call, "__func__", None) in _QUIET_CALLS
+        finally:
+            if not quiet:
+                wake = not softirq
+                layer = self.layer
+                segments = conn.take_segments()
+                if segments:
+                    self.outbox.extend(segments)
+                events = conn.take_events()
+                for event in events:
+                    kind = type(event)
+                    if isinstance(event, DataReceived):
+                        # Every delivery gets an entry, with a buffer or not: the receive
+                        # queue keeps views of the delivered bytes (no copy), so a buffer
+                        # goes back to its pool only once all the bytes delivered with it
+                        # were read (_consume_skbs counts them off in delivery order).
+                        self.rx_skbs.append([buf, event.length])
+                        buf = None
+                    elif kind is Established:
+                        if self.listener is not None:
+                            layer.listeners.publish_child(self)
+                        elif self.tfo_listener is not None:
+                            layer.fastopen.release(self)  # reqsk_fastopen_remove
+                        elif conn.fastopen_active is not None:
+                            layer.fastopen.synack_seen(self, conn)  # tcp_fastopen_cache_set
+                    elif kind is TimeWaitEntered:
+                        self.teardown = ask_teardown(self.teardown, TimeWait.of(conn))
+                    elif kind is Closed:
+                        self.teardown = ask_teardown(self.teardown, CLOSE)
+                if buf is not None:
+                    layer.buffers.free(buf)
+                if not self.life & FINISHED:  # atomic: one load; FINISHED is taken in post
+                    self.state = TABLE_STATE[conn.state]
+                if conn.counters.values:  # a dict's truth: no take() when nothing counted
+                    # the engine's counts to the host's: Counters.inc per name, with the
+                    # shard fetched once (most engine calls count something)
+                    shard = self.host.counters.shard()
+                    for name, n in conn.counters.take().items():
+                        shard[name] = shard.get(name, 0) + n  # owner: this thread only
+                # MSG_ZEROCOPY completions, transmit timestamps: sk_error_report
+                reported = (self.zc is not None or self.ts is not None) and tcp_errq.collect(
+                    self, conn, segments)
+                if (events or reported) and wake:
+                    self.wakeup()
+                elif self.poll is not None:
+                    self.update_poll()
+                self._arm_timer()
+                # the caller wakes the socket after unlocking
+                woke = (bool(events) or reported) and not wake
         return woke if softirq else result
 
     def attach(self, conn: Connection, *, tx_csum_offload: bool) -> None:
@@ -343,58 +392,8 @@ class TcpSock(SockEntry):
         ``tx_csum_offload``: its route's link does checksums.  Socket lock held, or a
         child no other thread has seen yet."""
         self.conn = conn
-        self.state = table_state(conn.state)
+        self.state = TABLE_STATE[conn.state]
         self.tx_csum_offload = tx_csum_offload
-
-    def _collect(self, conn: Connection, buf: Buffer | None, wake: bool) -> bool:
-        """What the engine produced (``engine``): segments to the outbox, events to the
-        socket (wakeups, the accept queue, teardown), counters, the timer.  Returns True
-        when ``wake`` is False and the caller owes the waiters a wakeup."""
-        layer = self.layer
-        segments = conn.take_segments()
-        if segments:
-            self.outbox.extend(segments)
-        events = conn.take_events()
-        for event in events:
-            kind = type(event)
-            if isinstance(event, DataReceived):
-                # Every delivery gets an entry, with a buffer or not: the receive queue
-                # keeps views of the delivered bytes (no copy), so a buffer goes back to
-                # its pool only once all the bytes delivered with it were read
-                # (_consume_skbs counts them off in delivery order).
-                self.rx_skbs.append([buf, event.length])
-                buf = None
-            elif kind is Established:
-                if self.listener is not None:
-                    layer.listeners.publish_child(self)
-                elif self.tfo_listener is not None:
-                    layer.fastopen.release(self)  # reqsk_fastopen_remove
-                elif conn.fastopen_active is not None:
-                    layer.fastopen.synack_seen(self, conn)  # tcp_fastopen_cache_set
-            elif kind is TimeWaitEntered:
-                self.teardown = ask_teardown(self.teardown, TimeWait.of(conn))
-            elif kind is Closed:
-                self.teardown = ask_teardown(self.teardown, CLOSE)
-        if buf is not None:
-            layer.buffers.free(buf)
-        if not self.life & FINISHED:  # atomic: one load; FINISHED is taken in post
-            self.state = table_state(conn.state)
-        if conn.counters.values:  # a dict's truth: no take() when nothing was counted
-            # the engine's counts to the host's: Counters.inc per name, with the shard
-            # fetched once (most engine calls count something)
-            shard = self.host.counters.shard()
-            for name, n in conn.counters.take().items():
-                shard[name] = shard.get(name, 0) + n  # owner: this thread only
-        # MSG_ZEROCOPY completions, transmit timestamps: sk_error_report
-        reported = (self.zc is not None or self.ts is not None) and tcp_errq.collect(
-            self, conn, segments)
-        if (events or reported) and wake:
-            self.wakeup()
-        elif self.poll is not None:
-            self.update_poll()
-        self._arm_timer()
-        # the caller wakes the socket after unlocking
-        return (bool(events) or reported) and not wake
 
     def take_receive_queue(self) -> list[Buffer]:
         """Empty the receive queue's buffer list (close, disconnect, the last release):
@@ -508,14 +507,6 @@ class TcpSock(SockEntry):
     def recv_cmsgs(self) -> list[tuple[int, int, bytes]]:
         """The control messages a recvmsg that just read data gets (TCP_CM_INQ)."""
         return sockopt.recv_cmsgs(self)
-
-    def conn_options(self, mss: int) -> Options:
-        """Engine settings for a connection of this socket (``sockopt.conn_options``)."""
-        return sockopt.conn_options(self, mss)
-
-    def inherit_from(self, listener: TcpSock) -> None:
-        """Socket options a child copies from its listener (sk_clone_lock)."""
-        sockopt.inherit_from(self, listener)
 
     # ------------------------------------------------------------------ waking and polling
     def wakeup(self) -> None:
