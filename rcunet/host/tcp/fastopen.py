@@ -51,7 +51,7 @@ class FastOpen:
                           info: Delivery) -> fastopen.ServerDecision:
         """tcp_try_fastopen for a SYN this listener takes into its SYN queue.  Counts
         what Linux counts.  A child it lets open fast is charged to the Fast Open queue
-        by ``charge``."""
+        by ``TcpSock.queue_child``."""
         offered = fastopen.syn_cookie(seg.unknown_options) if seg.unknown_options else None
         syn_data = bool(seg.payload)
         if offered is None and not syn_data:
@@ -75,19 +75,9 @@ class FastOpen:
             self.host.counters.inc("TcpExtTCPFastOpenListenOverflow")
         return not full
 
-    def charge(self, lsk: TcpSock, child: TcpSock) -> None:
-        """The child counts in the listener's Fast Open queue (rskq_lock held)."""
-        lsk.fastopen_qlen += 1
-        child.tfo_listener = lsk
-
     def release(self, child: TcpSock) -> None:
         """reqsk_fastopen_remove: the child's handshake completed or it died."""
-        lsk, child.tfo_listener = child.tfo_listener, None
-        if lsk is None:
-            return
-        with lsk.rskq_lock:
-            if lsk.fastopen_qlen > 0:
-                lsk.fastopen_qlen -= 1
+        child.leave_fastopen_queue()
 
     # -- the client side (Linux tcp_send_syn_data, tcp_fastopen_cookie_check,
     # tcp_fastopen_cache_get/set) ------------------------------------------------------

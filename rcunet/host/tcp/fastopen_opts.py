@@ -15,7 +15,6 @@ from rcunet.core.tcp import State as CState
 from rcunet.core.tcp import fastopen
 from rcunet.host.sockerr import oserror, wire
 from rcunet.host.tcp import errq as tcp_errq
-from rcunet.host.tcp.life import reopen
 from rcunet.tables.entry import State
 
 if TYPE_CHECKING:
@@ -123,9 +122,7 @@ def sendto(sk: TcpSock, data: bytes, target: tuple[bytes, int] | None,
                 raise oserror(errno.EALREADY)  # another connect is in progress
             return None
         elif conn is not None:
-            if not reopen(sk):  # a failed attempt: start over (tcp_disconnect)
-                raise oserror(errno.EALREADY)  # the failed attempt is still tearing down
-            sk.conn = None
+            sk.start_over()  # a failed attempt: start over (tcp_disconnect)
         n = sk.layer.connect_locked(sk, target[0], target[1], fastopen=bytes(data))
         if zerocopy and n and sk.conn is not None:
             tcp_errq.zerocopy_syn_data(sk, sk.conn, n)

@@ -51,7 +51,7 @@ class IcmpErrors:
                 # (Linux TCP_MTU_REDUCED_DEFERRED with tp->mtu_info).
                 mtu = self.host.pmtu.get(flow.dst, self.host.now())
                 if mtu is not None:
-                    found.mtu_info = (mtu, _quoted_seq(flow))  # one store; read locked
+                    found.note_mtu_info(mtu, _quoted_seq(flow))
                     found.sl.bh_defer(MTU_REDUCED_DEFERRED,
                                      partial(self.mtu_reduced_locked, found))
                     found.post()
@@ -59,7 +59,7 @@ class IcmpErrors:
                 self.host.counters.inc("TcpExtOutOfWindowIcmps")
             else:
                 err = _icmp_errno(family, kind, code)
-                found.soft_err = err  # one store; a hard error also aborts SYN_SENT below
+                found.note_soft_error(err)  # a hard error also aborts SYN_SENT below
                 found.sl.bh_defer(ICMP_DEFERRED, partial(self._icmp_locked, found, err))
                 found.post()
         finally:
@@ -70,7 +70,7 @@ class IcmpErrors:
         we never sent or that is already acknowledged is ignored (RFC 5927 §4.1,
         ``TcpExtOutOfWindowIcmps``); otherwise the connection lowers its MSS to the path
         and resends its flight."""
-        info, sk.mtu_info = sk.mtu_info, None
+        info = sk.take_mtu_info()
         conn = sk.conn
         if info is None or conn is None:
             return
@@ -105,7 +105,7 @@ class IcmpErrors:
                 and self._fastopen_unaccepted(sk):
             # tcp_v4_err for a Fast Open child nobody accepted yet: sk_err, then
             # tcp_done (no RST); read() reports the error after the SYN's data
-            sk.soft_err = 0
+            sk.note_soft_error(0)
             sk.engine(conn.fail, err, self.host.now())
 
     @staticmethod

@@ -104,7 +104,7 @@ class Listeners:
             seg, secret=self.secret, saddr=info.src, daddr=info.dst, now=now,
             options=sockopt.conn_options(lsk, mss), ts_offset=ts_offset,
             counters=engine_counters)
-        lsk.last_overflow_at = now  # one attribute store; read by _cookie_ack
+        lsk.note_overflow(now)
         for name, n in engine_counters.take().items():
             self.host.counters.inc(name, n)
         self.transmit.reply(reply, info)
@@ -171,15 +171,8 @@ class Listeners:
         child.set_key(family_form(lsk.family, info.dst), lsk.lport,
                       family_form(lsk.family, info.src), fport)
         child.attach(conn, tx_csum_offload=self.transmit.offload(info.src))
-        with lsk.rskq_lock:
-            if lsk.life & LISTEN_CLOSED:
-                return None
-            if fastopen:
-                self.fastopen.charge(lsk, child)
-            else:
-                child.listener = lsk
-                lsk.embryos.add(child)  # before ehash: the final ACK may race us
-                lsk.syn_qlen += 1
+        if not lsk.queue_child(child, fastopen=fastopen):
+            return None
         self.layer.track(child)
         yield_point("tcp.child.before_hash")
         if not self._inherit_port(child, lsk) or not self.hashinfo.ehash.insert(child):
@@ -200,11 +193,7 @@ class Listeners:
     def _enqueue_fastopen_child(self, lsk: TcpSock, child: TcpSock) -> None:
         """inet_csk_reqsk_queue_add for a Fast Open child (its socket lock held): it is
         acceptable before its handshake completes, with the SYN's data readable."""
-        with lsk.rskq_lock:
-            closed = lsk.life & LISTEN_CLOSED
-            if not closed:
-                lsk.acceptq.append(child)
-        if closed:  # the listener closed meanwhile: nobody will accept the child
+        if not lsk.publish(child):  # the listener closed meanwhile: nobody will accept it
             self._abort_unaccepted(child)
             return
         lsk.wakeup()
@@ -231,18 +220,10 @@ class Listeners:
         """The handshake completed (child's socket lock held): now, and only now, the
         child is visible to accept() (seed 004)."""
         lsk = child.listener
-        child.listener = None
         if lsk is None:
             return
         yield_point("tcp.child.before_publish")  # complete, not yet acceptable
-        with lsk.rskq_lock:
-            if child in lsk.embryos:
-                lsk.embryos.discard(child)
-                lsk.syn_qlen -= 1
-            closed = lsk.life & LISTEN_CLOSED
-            if not closed:
-                lsk.acceptq.append(child)
-        if closed:
+        if not lsk.publish(child):
             self._abort_unaccepted(child)
             return
         lsk.wakeup()
@@ -250,20 +231,15 @@ class Listeners:
     def accept(self, lsk: TcpSock) -> TcpSock | None:
         """inet_csk_accept: take a complete child.  Modern: only the listener's
         rskq_lock.  Legacy (seed 004 before): under the global tcbinfo lock as well."""
-        with self.global_lock(), lsk.rskq_lock:
-            child = lsk.acceptq.popleft() if lsk.acceptq else None
+        with self.global_lock():
+            child = lsk.accept_pop()
         if child is not None and lsk.poll is not None:
             lsk.update_poll()
         return child
 
     def close(self, lsk: TcpSock, *, forget: bool) -> None:
         """Stop listening: unhash, abort queued and embryonic children (RST)."""
-        with lsk.rskq_lock:
-            advance(lsk, LISTEN_CLOSED)
-            children = list(lsk.acceptq) + list(lsk.embryos)
-            lsk.acceptq.clear()
-            lsk.embryos.clear()
-            lsk.syn_qlen = 0
+        children = lsk.stop_listening()
         since = lsk._lock()
         try:
             with self.global_lock():
@@ -273,7 +249,6 @@ class Listeners:
         finally:
             lsk._unlock(since)
         for child in children:
-            child.listener = None
             self.abort_orphan(child)
         lsk.wakeup()
         if forget:
@@ -306,12 +281,5 @@ class Listeners:
     def leave_syn_queue(self, sk: TcpSock) -> None:
         """An embryonic child died before its handshake completed: nobody will accept
         it, so it is released like an orphan."""
-        listener = sk.listener
-        if listener is None:
-            return
-        sk.listener = None
-        with listener.rskq_lock:
-            if sk in listener.embryos:
-                listener.embryos.discard(sk)
-                listener.syn_qlen -= 1
-        advance(sk, USER_CLOSED)
+        if sk.leave_syn_queue():
+            advance(sk, USER_CLOSED)

@@ -508,6 +508,98 @@ class TcpSock(SockEntry):
         """The control messages a recvmsg that just read data gets (TCP_CM_INQ)."""
         return sockopt.recv_cmsgs(self)
 
+    # ------------------------------------------------------------------ a listener's queues
+    # A listener writes its own queues, and a child its own ``listener``/``tfo_listener``,
+    # all under the listener's rskq_lock (LISTEN_CLOSED is read under it too).
+    def queue_child(self, child: TcpSock, *, fastopen: bool) -> bool:
+        """A new child counts in this listener's SYN queue (an embryo, until its
+        handshake completes: ``publish``) or, opening fast, in its Fast Open queue
+        (tcp_fastopen_create_child); False once the listener stopped listening."""
+        with self.rskq_lock:
+            if self.life & LISTEN_CLOSED:
+                return False
+            if fastopen:
+                self.fastopen_qlen += 1
+                child.tfo_listener = self
+            else:
+                child.listener = self
+                self.embryos.add(child)  # before ehash: the final ACK may race us
+                self.syn_qlen += 1
+        return True
+
+    def publish(self, child: TcpSock) -> bool:
+        """inet_csk_reqsk_queue_add: ``child`` leaves the SYN queue (if it was there) for
+        the accept queue; False when the listener stopped listening meanwhile (nobody
+        will accept the child)."""
+        child.listener = None
+        with self.rskq_lock:
+            if child in self.embryos:
+                self.embryos.discard(child)
+                self.syn_qlen -= 1
+            closed = self.life & LISTEN_CLOSED
+            if not closed:
+                self.acceptq.append(child)
+        return not closed
+
+    def leave_syn_queue(self) -> bool:
+        """An embryonic child died before its handshake completed: it leaves its
+        listener's SYN queue.  False when it was not an embryo."""
+        listener, self.listener = self.listener, None
+        if listener is None:
+            return False
+        with listener.rskq_lock:
+            if self in listener.embryos:
+                listener.embryos.discard(self)
+                listener.syn_qlen -= 1
+        return True
+
+    def leave_fastopen_queue(self) -> None:
+        """reqsk_fastopen_remove: a Fast Open child's handshake completed or it died; its
+        place in the listener's Fast Open queue is free again."""
+        lsk, self.tfo_listener = self.tfo_listener, None
+        if lsk is None:
+            return
+        with lsk.rskq_lock:
+            if lsk.fastopen_qlen > 0:
+                lsk.fastopen_qlen -= 1
+
+    def accept_pop(self) -> TcpSock | None:
+        """inet_csk_accept's dequeue: the oldest complete child, or None."""
+        with self.rskq_lock:
+            return self.acceptq.popleft() if self.acceptq else None
+
+    def stop_listening(self) -> list[TcpSock]:
+        """LISTEN_CLOSED: the queues take no more children; the children they held (to
+        abort), each no longer an embryo of this listener."""
+        with self.rskq_lock:
+            advance(self, LISTEN_CLOSED)
+            children = list(self.acceptq) + list(self.embryos)
+            self.acceptq.clear()
+            self.embryos.clear()
+            self.syn_qlen = 0
+        for child in children:
+            child.listener = None
+        return children
+
+    def note_overflow(self, now: int) -> None:
+        """The SYN queue overflowed: SYN cookies are checked for a while (one store;
+        read by ``Listeners._cookie_ack``)."""
+        self.last_overflow_at = now
+
+    # ------------------------------------------------------------------ ICMP errors
+    def note_soft_error(self, err: int) -> None:
+        """An ICMP error the next SO_ERROR or failed call reports (one store)."""
+        self.soft_err = err
+
+    def note_mtu_info(self, mtu: int, seq: int | None) -> None:
+        """tp->mtu_info: the path MTU an ICMP error reported, with the sequence number
+        it quoted, for ``IcmpErrors.mtu_reduced_locked`` (one store; read locked)."""
+        self.mtu_info = (mtu, seq)
+
+    def take_mtu_info(self) -> tuple[int, int | None] | None:
+        info, self.mtu_info = self.mtu_info, None
+        return info
+
     # ------------------------------------------------------------------ waking and polling
     def wakeup(self) -> None:
         """Something a waiter may care about changed (called with the socket lock held).
@@ -659,9 +751,7 @@ class TcpSock(SockEntry):
                     raise oserror(errno.EALREADY)
                 if conn.state is not CState.CLOSED:
                     raise oserror(errno.EISCONN)
-                if not reopen(self):  # a failed attempt: start over (tcp_disconnect)
-                    raise oserror(errno.EALREADY)  # the failed attempt is still tearing down
-                self.conn = None
+                self.start_over()
             if self.fastopen_defer is not None:
                 raise oserror(errno.EISCONN)
             if tcp_fastopen.defer_connect_locked(self, addr, port):
@@ -1003,6 +1093,14 @@ class TcpSock(SockEntry):
         # while its table entries stay behind.
         if self.life & UNHASHED:
             self.layer.forget(self)
+
+    def start_over(self) -> None:
+        """connect() after a failed attempt (tcp_disconnect): the old connection goes
+        and the life starts anew; EALREADY while the failed attempt is still tearing
+        down.  Socket lock held."""
+        if not reopen(self):
+            raise oserror(errno.EALREADY)  # the failed attempt is still tearing down
+        self.conn = None
 
     def _linger_wait(self, seconds: int) -> None:
         """SO_LINGER {1, t}: close() waits until the FIN is acknowledged, or t seconds."""
