@@ -1,6 +1,7 @@
-"""Every call into a connection's engine from the host goes through ``TcpSock.engine``,
-which collects what the engine produced (segments, events, counters, the next deadline):
-a call made around it would leave its segments unsent and its timer unarmed."""
+"""The shape of host-side TCP.  Every call into a connection's engine from the host goes
+through ``TcpSock.engine``, which collects what the engine produced (segments, events,
+counters, the next deadline): a call made around it would leave its segments unsent and
+its timer unarmed.  And the layer's parts are objects, not mixins."""
 
 from __future__ import annotations
 
@@ -56,3 +57,17 @@ def test_the_check_sees_a_direct_call() -> None:
     source = ("def f(sk, now):\n    sk.conn.on_timer(now)\n"
               "def g(sk, conn, now):\n    sk.engine(conn.on_timer, now)\n")
     assert _direct_calls(source, "probe.py") == ["probe.py:2 f: conn.on_timer()"]
+
+
+def test_host_tcp_has_no_mixins() -> None:
+    """The layer's parts are objects it holds, not mixins of one class: every class in
+    rcunet/host/tcp derives from nothing but a table entry, an enum or an exception."""
+    allowed_bases = {"SockEntry", "TimeWaitEntry", "Enum", "enum.Enum", "RuntimeError"}
+    found = []
+    for path in sorted(ROOT.joinpath("host", "tcp").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef):
+                bases = {ast.unparse(base) for base in node.bases}
+                if bases - allowed_bases or node.name.endswith("Mixin"):
+                    found.append(f"{path.name}: {node.name}({', '.join(sorted(bases))})")
+    assert found == []
