@@ -97,8 +97,10 @@ MTU_REDUCED_DEFERRED = 2
 ICMP_DEFERRED = 4
 
 #: The engine calls that may answer with nothing to collect (``Connection.quiet``): a
-#: send whose bytes joined a segment Nagle holds, a read that owed no ACK.
-_QUIET_CALLS = frozenset({Connection.send, Connection.recv})
+#: send whose bytes joined a segment Nagle holds (``errq.send_noted`` is such a send), a
+#: read that owed no ACK.
+_QUIET_CALLS: frozenset[object] = frozenset({Connection.send, Connection.recv,
+                                             tcp_errq.send_noted})
 
 
 class TcpSock(SockEntry):
@@ -335,7 +337,7 @@ class TcpSock(SockEntry):
                 # atomic: attribute loads (quiet is the engine's, written by the call
                 # just made, in this thread)
                 quiet = conn.quiet and self.poll is None and getattr(
-                    call, "__func__", None) in _QUIET_CALLS
+                    call, "__func__", call) in _QUIET_CALLS
         finally:
             if not quiet:
                 wake = not softirq
@@ -871,7 +873,7 @@ class TcpSock(SockEntry):
         if zc and self.zerocopy or self.ts is not None:
             n = self.engine(tcp_errq.send_noted, self, conn, view, now, zc, partial_ends, iov)
         elif more or eor:
-            n = self.engine(partial(conn.send, more=more, eor=eor), view, now)
+            n = self.engine(conn.send, view, now, (), more, eor)  # skb_ends, more, eor
         else:
             n = self.engine(conn.send, view, now)
         return n
