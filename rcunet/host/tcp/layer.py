@@ -187,8 +187,7 @@ class TcpLayer:
                 advance(sk, USER_CLOSED)
                 self.listeners.close(sk, forget=True)
             elif not life & USER_CLOSED:
-                sk.linger = (True, 0)
-                sk.close()
+                sk.abort()
             else:
                 # A closed connection that has delivered everything, its FIN included,
                 # is not reset: its peer may still be reading up to our FIN.
@@ -222,12 +221,11 @@ class TcpLayer:
         self.hashinfo.connect(sk, addr, port, saddr=saddr)
         now = host.now()
         laddr = wire(sk.laddr)
-        iss = sk.write_seq or initial_sequence(self.secret, laddr, sk.lport, dst, port, now)
-        # A TIME_WAIT this connect took over (tcp_twsk_unique) left its TS.Recent: the new
-        # incarnation starts with it, as tcp_v4_connect's socket does (PAWS in SYN-SENT,
-        # the SYN's TSecr).
-        ts_recent = (sk.ts_recent, sk.ts_recent_stamp) if sk.ts_recent_stamp else None
-        sk.write_seq = sk.ts_recent = sk.ts_recent_stamp = 0
+        # A TIME_WAIT this connect took over (tcp_twsk_unique) left its ISN and its
+        # TS.Recent: the new incarnation starts with them, as tcp_v4_connect's socket
+        # does (PAWS in SYN-SENT, the SYN's TSecr).
+        reused_iss, ts_recent = sk.take_time_wait_reuse()
+        iss = reused_iss or initial_sequence(self.secret, laddr, sk.lport, dst, port, now)
         path_mss = mtu - (40 if len(dst) == 4 else 60)
         syn_data, option = b"", None
         if fastopen is not None:

@@ -1096,6 +1096,20 @@ class TcpSock(SockEntry):
         if self.life & UNHASHED:
             self.layer.forget(self)
 
+    def take_time_wait_reuse(self) -> tuple[int, tuple[int, int] | None]:
+        """What a TIME_WAIT this connect took over (tcp_twsk_unique, in the tables) left
+        for the new incarnation: its ISN (0: choose one) and its (TS.Recent, stamp), or
+        None without timestamps; taken once.  Socket lock held."""
+        iss = self.write_seq
+        ts_recent = (self.ts_recent, self.ts_recent_stamp) if self.ts_recent_stamp else None
+        self.write_seq = self.ts_recent = self.ts_recent_stamp = 0
+        return iss, ts_recent
+
+    def abort(self) -> None:
+        """close() with SO_LINGER {1, 0}: RST (a Host shutting down)."""
+        self.linger = (True, 0)
+        self.close()
+
     def start_over(self) -> None:
         """connect() after a failed attempt (tcp_disconnect): the old connection goes
         and the life starts anew; EALREADY while the failed attempt is still tearing
