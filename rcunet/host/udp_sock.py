@@ -1,6 +1,6 @@
 """A UDP socket on a Host: its table identity (``UdpEntry``), the receive queue, and the
 calls ``rcunet.api.socket.Socket`` delegates to (bind, connect, send/receive, options,
-shutdown, close) — the UDP counterpart of ``rcunet.host.tcp_sock.TcpSock``, with the same
+shutdown, close) — the UDP counterpart of ``rcunet.host.tcp.sock.TcpSock``, with the same
 method names and arguments so the api layer is one facade over both.
 
 Input, output and the tables shared by every socket live in ``rcunet.host.udp.UdpLayer``.
