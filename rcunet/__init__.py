@@ -1,6 +1,6 @@
 """rcunet: a userspace TCP/IP stack whose socket layer is built like the fastest kernels'."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def __getattr__(name: str) -> object:
