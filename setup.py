@@ -23,19 +23,13 @@ import tempfile
 from setuptools import setup
 
 COMPILED = [
-    "rcunet/wire/_common.py",
-    "rcunet/wire/arp.py",
+    # The wire views (every module with a Packet: _common, arp, ethernet, icmp*, igmp, ipv4,
+    # ipv6, tcp, udp) compile but then fail their tests: their class-level field
+    # descriptors (UintField, set_x = x.setter) leave an exception set under mypyc
+    # (SystemError from memoryview).  seqnum (SeqNum subclasses int) does not compile.
     "rcunet/wire/checksum.py",
     "rcunet/wire/errors.py",
-    "rcunet/wire/ethernet.py",
-    "rcunet/wire/icmpv4.py",
-    "rcunet/wire/icmpv6.py",
-    "rcunet/wire/igmp.py",
-    "rcunet/wire/ipv4.py",
-    "rcunet/wire/ipv6.py",
-    "rcunet/wire/tcp.py",
     "rcunet/wire/tcp_options.py",
-    "rcunet/wire/udp.py",
     "rcunet/core/tcp/rto.py",
     "rcunet/core/tcp/sack.py",
 ]

@@ -170,17 +170,18 @@ def _load_compiled(modules: list[tuple[str, str]]) -> str:
     if stale:
         return f"{stale[0]} is older than its source: rebuild (pip install .)"
     before = set(sys.modules)
+    loading = ""
     try:
-        for name, _path in modules:
-            module = importlib.import_module(name)
+        for loading, _path in modules:
+            module = importlib.import_module(loading)
             if not (getattr(module, "__file__", None) or "").endswith(_EXTENSION_SUFFIXES):
-                raise ImportError(f"{name} did not load from its compiled file")
+                raise ImportError(f"{loading} did not load from its compiled file")
     except Exception as exc:  # any failure means the source runs: say which and why
         for name in set(sys.modules) - before:
             if name.startswith("rcunet.") or name.endswith("__mypyc"):
                 del sys.modules[name]
         importlib.invalidate_caches()
-        return f"{name} failed to load: {type(exc).__name__}: {exc}"
+        return f"{loading} failed to load: {type(exc).__name__}: {exc}"
     return ""
 
 
