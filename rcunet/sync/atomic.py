@@ -4,8 +4,8 @@
 operations are C11 atomics on one 64-bit word: ``increment_and_get`` is one fetch-and-add,
 ``compare_and_set`` one compare-and-swap, ``get`` / ``set`` an atomic load / store.  It was
 chosen over ft-utils' ``AtomicInt64`` (the same operations) because it also ships wheels for
-GIL builds, where it beats the lock emulation below, so one code path serves both; the
-figures are in the seed-002 lab's notes (docs/BENCHMARKS.md).
+GIL builds, where it beats the lock emulation below, so one code path serves both
+(``rcunet lab seed002 --scale 1,2`` shows the rates, modern against legacy).
 
 ``LockedInt`` is the same four methods with a private lock held for one load+store: the
 stand-in where cereggii cannot be installed (an interpreter it has no wheel for and no C
