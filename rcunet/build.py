@@ -104,7 +104,9 @@ def compiled_modules(package_dir: str = _PACKAGE_DIR) -> list[tuple[str, str]]:
         subdirs[:] = [d for d in subdirs if d != "__pycache__"]
         for filename in files:
             suffix = next((s for s in _EXTENSION_SUFFIXES if filename.endswith(s)), None)
-            if suffix is None:
+            # Another interpreter's file (rto.cpython-311-...so seen by 3.13t, whose
+            # suffixes include a bare .so) is not a module name here: not ours.
+            if suffix is None or not filename[: -len(suffix)].isidentifier():
                 continue
             path = os.path.join(directory, filename)
             parts = os.path.relpath(path, root)[: -len(suffix)].split(os.sep)

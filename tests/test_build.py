@@ -80,6 +80,17 @@ def test_a_broken_compiled_module_makes_the_whole_package_pure_with_one_warning(
     assert "rcunet.core.tcp.rto failed to load" in warnings[0]
 
 
+def test_another_interpreters_extension_is_not_ours(tmp_path):
+    """A file built for another interpreter (as an editable install shared by 3.11 and
+    3.13t leaves beside the source) is neither loaded nor a reason to warn."""
+    package = copy_package(tmp_path)
+    (package / "wire" / "checksum.cpython-399-x86_64-linux-gnu.so").write_bytes(b"other")
+    lines = run_probe(tmp_path)
+    assert lines[0] == str(package / "wire" / "checksum.py")
+    assert lines[2].startswith("pure Python (no compiled modules installed); ")
+    assert not [line for line in lines if line.startswith("WARNING")]
+
+
 def test_a_compiled_module_older_than_its_source_is_not_used(tmp_path):
     """An editable install edited since its last build runs the edited source."""
     package = copy_package(tmp_path)
