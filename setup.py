@@ -9,7 +9,7 @@ package (rcunet/build.py): ``RCUNET_PURE=1`` forces the source.
 
 No compiled build (a pure-Python install, and a message saying why) when:
 - ``RCUNET_PURE_BUILD=1`` asks for none;
-- the interpreter is free-threaded (mypyc does not target 3.13t here: README, Install);
+- the interpreter is free-threaded (mypy cannot be installed on 3.13t: build_backend.py);
 - mypyc is missing, or the C compiler (``CC``, e.g. ``CC=false``) cannot build a test file.
 """
 
@@ -72,7 +72,7 @@ def extensions() -> list[object]:
         say("RCUNET_PURE_BUILD is set: installing pure Python")
         return []
     if sysconfig.get_config_var("Py_GIL_DISABLED"):
-        say("free-threaded interpreter: mypyc does not target it here, installing pure Python")
+        say("free-threaded interpreter: no mypyc here (build_backend.py), installing pure Python")
         return []
     try:
         from mypyc.build import mypycify
