@@ -101,7 +101,8 @@ class Tuning:
 
     @classmethod
     def legacy(cls, **overrides: object) -> Tuning:
-        flipped = {name: False for names in SEED_SWITCHES.values() for name in names}
+        flipped: dict[str, object] = {
+            name: False for names in SEED_SWITCHES.values() for name in names}
         flipped.update(overrides)
         return dataclasses.replace(cls(), **flipped)  # type: ignore[arg-type]
 

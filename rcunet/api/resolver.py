@@ -15,12 +15,13 @@ import socket as _pysocket
 from typing import TYPE_CHECKING, Any
 
 from rcunet.tables.entry import AF_INET, AF_INET6
+from rcunet.wire.addr import ANY4, ANY6, LOOPBACK4, LOOPBACK6, is_link_local6
 
 if TYPE_CHECKING:
     from rcunet.host.host import Host
 
 _LOCALHOST = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback")
-_LOOPBACK = [b"\x7f\0\0\x01", b"\0" * 15 + b"\x01"]
+_LOOPBACK = [LOOPBACK4, LOOPBACK6]
 _SOCKTYPES = ((_pysocket.SOCK_STREAM, _pysocket.IPPROTO_TCP),
               (_pysocket.SOCK_DGRAM, _pysocket.IPPROTO_UDP),
               (_pysocket.SOCK_RAW, 0))
@@ -46,7 +47,7 @@ def host_addresses(host: Host) -> list[bytes]:
     """``host``'s addresses a name answers with: every interface but lo, no link-local,
     IPv4 first; the loopback addresses for a Host with no other."""
     found = [a.addr for iface in host.interfaces.values() if iface.name != "lo"
-             for a in iface.addresses if not (len(a.addr) == 16 and a.addr[:2] == b"\xfe\x80")]
+             for a in iface.addresses if not is_link_local6(a.addr)]
     found.sort(key=len)
     return found or list(_LOOPBACK)
 
@@ -118,7 +119,7 @@ def getaddrinfo(host: Host, name: Any, port: Any, family: int = 0, type: int = 0
         if name is None and port is None:
             raise _gaierror(_pysocket.EAI_NONAME)
         passive = flags & _pysocket.AI_PASSIVE
-        addresses = [b"\0" * 4, b"\0" * 16] if passive else list(_LOOPBACK)
+        addresses = [ANY4, ANY6] if passive else list(_LOOPBACK)
     else:
         packed = _numeric(name)
         if packed is None and flags & _pysocket.AI_NUMERICHOST:

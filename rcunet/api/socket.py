@@ -28,7 +28,17 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from rcunet.host.sockerr import as_python_error, oserror
-from rcunet.tables.entry import AF_INET, AF_INET6, ANY4, ANY6
+from rcunet.tables.entry import AF_INET, AF_INET6
+from rcunet.wire.addr import (
+    ANY4,
+    ANY6,
+    LIMITED_BROADCAST,
+    LOOPBACK4,
+    LOOPBACK6,
+    V4_MAPPED_ANY,
+    is_any,
+    v4mapped,
+)
 
 if TYPE_CHECKING:
     from rcunet.host.host import Host
@@ -92,13 +102,13 @@ def pack_address(family: int, host: str | bytes, on: Host | None = None) -> byte
     elif host in ("", b""):
         packed = ANY4 if family == AF_INET else ANY6
     elif host == "<broadcast>":
-        packed = b"\xff\xff\xff\xff"
+        packed = LIMITED_BROADCAST
     else:
         packed = _parse_host(host.decode() if isinstance(host, bytes) else host, on, family)
     if family == AF_INET and len(packed) != 4:
         raise _oserror(errno.EAFNOSUPPORT, "IPv6 address on an AF_INET socket")
     if family == AF_INET6 and len(packed) == 4:
-        packed = b"\0" * 10 + b"\xff\xff" + packed  # v4-mapped, as the kernel stores it
+        packed = v4mapped(packed)  # as the kernel stores it
     return packed
 
 
@@ -394,7 +404,7 @@ class Socket:
     def getpeername(self) -> tuple[Any, ...]:
         self._check_open()
         _laddr, _lport, faddr, fport = self._sk.key  # atomic: one load, as in send()
-        if faddr in (ANY4, ANY6) and not fport:
+        if is_any(faddr) and not fport:
             raise _oserror(errno.ENOTCONN)
         return unpack_address(self.family, faddr, fport)
 
@@ -680,8 +690,7 @@ def _host_of(ref: _SockRef) -> Host:
     return ref.sk.host  # type: ignore[no-any-return]
 
 
-_LOOPBACK_FOR = {ANY4: b"\x7f\0\0\x01", ANY6: b"\0" * 15 + b"\x01",
-                 b"\0" * 10 + b"\xff\xff" + ANY4: b"\0" * 10 + b"\xff\xff\x7f\0\0\x01"}
+_LOOPBACK_FOR = {ANY4: LOOPBACK4, ANY6: LOOPBACK6, V4_MAPPED_ANY: v4mapped(LOOPBACK4)}
 
 
 def _destination(addr: bytes) -> bytes:

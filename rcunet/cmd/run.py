@@ -49,7 +49,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="the Host the program runs on (default: the first)")
     parser.add_argument("--impair", metavar="SPEC", default="",
                         help="every link, both ways: loss=2%%,delay=20ms,jitter=1ms,"
-                        "duplicate=0.1%%,corrupt=0.1%%,reorder=1%%,rate=10mbit,limit=1000")
+                        "duplicate=0.1%%,corrupt=0.1%%,reorder=1%%,rate=10mbit,limit=1000,"
+                        "ecn=1%% (CE instead of a drop for ECT packets),"
+                        "ce_threshold=1ms (CE past that queueing delay)")
     parser.add_argument("--pcap", metavar="FILE", help="capture every link's frames to FILE")
     parser.add_argument("--serve", metavar="LIST", default=DEFAULT_SERVE,
                         help=f"services on the other Hosts (default {DEFAULT_SERVE}; "

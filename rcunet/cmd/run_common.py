@@ -38,9 +38,9 @@ def parse_impairment(text: str) -> Any:
         if not sep:
             raise _usage(f"--impair {item!r}: expected NAME=VALUE")
         try:
-            if name in ("loss", "duplicate", "corrupt", "reorder"):
+            if name in ("loss", "duplicate", "corrupt", "reorder", "ecn"):
                 fields[name] = float(value[:-1]) / 100 if value.endswith("%") else float(value)
-            elif name in ("delay", "jitter", "reorder_delay"):
+            elif name in ("delay", "jitter", "reorder_delay", "ce_threshold"):
                 match = re.fullmatch(r"([\d.]+)(s|ms|us|ns|)", value)
                 if not match:
                     raise ValueError(value)

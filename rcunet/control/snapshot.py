@@ -12,6 +12,7 @@ import socket
 from typing import Any
 
 from rcunet.tables.entry import State
+from rcunet.wire.addr import unmapped
 
 NS_PER_MS = 1_000_000
 STATE_NAMES = {State.ESTABLISHED: "ESTAB", State.SYN_SENT: "SYN-SENT",
@@ -25,8 +26,8 @@ STATE_NAMES = {State.ESTABLISHED: "ESTAB", State.SYN_SENT: "SYN-SENT",
 def _addr(raw: bytes | None, family: int) -> str:
     if not raw:
         return "0.0.0.0" if family == socket.AF_INET else "::"
-    if len(raw) == 16 and family == socket.AF_INET and raw[:12] == bytes(10) + b"\xff\xff":
-        raw = raw[12:]
+    if family == socket.AF_INET:
+        raw = unmapped(raw)
     return socket.inet_ntop(socket.AF_INET if len(raw) == 4 else socket.AF_INET6, raw)
 
 

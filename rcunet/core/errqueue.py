@@ -42,6 +42,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from rcunet.core.freethreaded import lockfree_read_slots
+from rcunet.wire.seqnum import sub
 
 #: linux/errqueue.h
 SO_EE_ORIGIN_NONE = 0
@@ -63,7 +64,6 @@ ZC_BYTE_LIMIT = 1 << 19
 MAX_SKB_FRAGS = 17
 PAGE_SIZE = 4096
 _MASK32 = 0xFFFFFFFF
-_HALF32 = 1 << 31
 #: What an error-queue skb costs besides its payload (an sk_buff and its shared info)
 ENTRY_TRUESIZE = 512
 ENOMSG = 42
@@ -259,7 +259,7 @@ class Zerocopy:
         byte) complete, in order, into ``errq``.  True when anything was queued."""
         done = False
         pending = self.pending
-        while pending and ((snd_una - pending[0].end_seq + _HALF32) & _MASK32) - _HALF32 >= 0:
+        while pending and sub(snd_una, pending[0].end_seq) >= 0:
             rng = pending.popleft()
             errq.zerocopy_done(rng.lo, rng.count)
             done = True
@@ -339,7 +339,7 @@ class TxTimestamps:
         ACK timestamp for those that asked (SACKed bytes do not count)."""
         done = False
         requests = self.requests
-        while requests and ((snd_una - requests[0].tskey + _HALF32) & _MASK32) - _HALF32 > 0:
+        while requests and sub(snd_una, requests[0].tskey) > 0:
             req = requests.popleft()
             if req.flags & SOF_TX_ACK and errq.queue(
                     self._entry(req, SCM_TSTAMP_ACK, req.payload, now), limit):

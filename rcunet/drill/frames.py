@@ -8,6 +8,7 @@ import struct
 from dataclasses import dataclass, field
 
 from rcunet.wire.checksum import internet_checksum, pseudo_header_sum
+from rcunet.wire.tcp_options import ACCECN0, ACCECN1, AccEcnOption
 
 PROTO_ICMP, PROTO_TCP, PROTO_UDP, PROTO_ICMPV6 = 1, 6, 17, 58
 ECN_NAMES = {0: "noecn", 1: "ect1", 2: "ect0", 3: "ce"}
@@ -18,6 +19,9 @@ _FLAG_ORDER = "FSRP.UEWA"
 # TCP option kinds
 OPT_EOL, OPT_NOP, OPT_MSS, OPT_WS, OPT_SACKOK, OPT_SACK, OPT_TS = 0, 1, 2, 3, 4, 5, 8
 OPT_MD5, OPT_FO, OPT_EXP = 19, 34, 254
+OPT_ACCECN0, OPT_ACCECN1 = ACCECN0, ACCECN1
+#: packetdrill's names of the AccECN option's fields in each kind's order.
+ACCECN_FIELDS = {ACCECN0: ("e0b", "ceb", "e1b"), ACCECN1: ("e1b", "ceb", "e0b")}
 FO_MAGIC = 0xF989
 
 
@@ -238,7 +242,21 @@ def option_text(opt: RawOption) -> str:
         return f"FO {data.hex()}" if data else "FO"
     if opt.kind == OPT_EXP and len(data) >= 2 and struct.unpack_from("!H", data)[0] == FO_MAGIC:
         return f"FOEXP {data[2:].hex()}" if len(data) > 2 else "FOEXP"
+    if opt.kind in ACCECN_FIELDS and len(data) % 3 == 0 and len(data) <= 9:
+        fields = AccEcnOption.parse(opt.kind, data).fields
+        names = ACCECN_FIELDS[opt.kind]
+        return " ".join(["ECN", *(f"{names[i]} {v}" for i, v in enumerate(fields))])
     return f"opt{opt.kind} {data.hex()}"
+
+
+def accecn_option(fields: tuple[tuple[str, int], ...]) -> RawOption:
+    """A script's ``ECN e1b 1 ceb 0 e0b 1``: the field order names the kind (172 when
+    e0b comes first, 174 when e1b does, and 174 for a bare ``ECN``, Linux's kind)."""
+    names = tuple(name for name, _ in fields)
+    for kind, order in ACCECN_FIELDS.items():
+        if names == order[: len(names)] and (names or kind == ACCECN1):
+            return RawOption(kind, AccEcnOption(kind, tuple(v for _, v in fields)).data())
+    raise ValueError(f"AccECN fields {' '.join(names)} are in neither option's order")
 
 
 def frame_text(frame: Frame, seq_base: int = 0, ack_base: int = 0, ts_val_base: int = 0,

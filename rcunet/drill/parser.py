@@ -369,8 +369,12 @@ class _Parser:
             return s.TcpOption(kind, (cookie,))
         if kind == "MD5":
             return s.TcpOption("md5", (self.next().text,))
-        if kind == "ECN":
-            raise DrillUnsupported(tok.line, "the AccECN TCP option is not supported")
+        if kind == "ECN":  # AccECN: ECN [e0b|e1b|ceb N]...
+            fields = []
+            while self.kind() in ("E0B", "E1B", "CEB"):
+                name = self.next().text.lower()
+                fields.append((name, self.integer(f"AccECN {name} counter", 0, 0xFFFFFF)))
+            return s.TcpOption("accecn", tuple(fields))
         raise DrillError(tok.line, f"unknown TCP option {tok.text!r}")
 
     # -- system calls -----------------------------------------------------------------

@@ -24,7 +24,7 @@ from rcunet.drill.errors import DrillError, DrillFailure, DrillUnsupported
 from rcunet.drill.syscalls import BLOCKED, ERRNO_NAMES, Fd, Outcome, Syscalls, errno_name
 from rcunet.host.clock import VirtualClock
 from rcunet.host.host import Host
-from rcunet.host.tcp_info import snapshot
+from rcunet.host.tcp.info import snapshot
 
 #: The kernel selftests' runner (ksft_runner.sh) addresses and MTUs, per family.
 KERNEL_RUNNER = {
@@ -708,10 +708,19 @@ class Runner:
                                             + cookie))
             elif kind == "md5":
                 raw.append(fr.RawOption(fr.OPT_MD5, bytes(16)))
+            elif kind == "accecn":
+                raw.append(self._accecn(event.line, opt))
         encoded = fr.build_options(raw)
         if len(encoded) > 40:
             raise DrillError(event.line, f"TCP options too long ({len(encoded)} bytes)")
         return encoded
+
+    @staticmethod
+    def _accecn(line: int, opt: s.TcpOption) -> fr.RawOption:
+        try:
+            return fr.accecn_option(opt.values)
+        except ValueError as exc:
+            raise DrillError(line, str(exc)) from None
 
     def _live_ecr(self, event: s.Event, sock: DrillSocket, ecr: int) -> int:
         if ecr in sock.ts_map:
@@ -887,6 +896,8 @@ class Runner:
             if size is None:
                 if opt.kind == "sack":
                     size = 2 + 8 * len(opt.values)
+                elif opt.kind == "accecn":
+                    size = 2 + 3 * len(opt.values)
                 elif opt.kind == "FO":
                     size = 2 + len(str(opt.values[0])) // 2
                 else:
@@ -917,7 +928,11 @@ class Runner:
                  "wscale": fr.OPT_WS, "sackOK": fr.OPT_SACKOK, "sack": fr.OPT_SACK,
                  "TS": fr.OPT_TS, "md5": fr.OPT_MD5, "FO": fr.OPT_FO, "FOEXP": fr.OPT_EXP}
         for want, got in zip(script, actual, strict=True):
-            if kinds.get(want.kind) != got.kind:
+            if want.kind == "accecn":
+                expected_option = self._accecn(event.line, want)
+                if got.kind != expected_option.kind:
+                    raise DrillFailure(event.line, "bad outbound TCP options")
+            elif kinds.get(want.kind) != got.kind:
                 raise DrillFailure(event.line, "bad outbound TCP options")
             expected = self._expected_option_data(want, sock)
             if want.kind == "TS":
@@ -958,6 +973,8 @@ class Runner:
         if kind in ("FO", "FOEXP"):
             cookie = self._cookie(0, opt.values[0])
             return cookie if kind == "FO" else struct.pack("!H", fr.FO_MAGIC) + cookie
+        if kind == "accecn":
+            return self._accecn(0, opt).data
         return None
 
     def _cookie(self, line: int, value: object) -> bytes:

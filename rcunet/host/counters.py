@@ -39,10 +39,7 @@ class Counters(ShardRegistry[dict[str, int]]):
             retired[name] = retired.get(name, 0) + value
 
     def inc(self, name: str, amount: int = 1) -> None:
-        try:  # shard(), inlined: this runs several times per packet
-            shard = self._local.shard
-        except AttributeError:
-            shard = self._new_shard()
+        shard = self.shard()
         shard[name] = shard.get(name, 0) + amount  # owner: this thread only
 
     def get(self, name: str) -> int:

@@ -269,10 +269,7 @@ class Host:
         if self.deterministic:
             self._pending.append((iface, frame))  # atomic: deque.append
         elif iface.inline_rx or not self._running:
-            try:  # _rx_one, inlined: an inline link calls this for every frame
-                self.ip.link_input(iface, frame)
-            except Exception as exc:
-                self._rx_failed(exc)
+            self._rx_one(iface, frame)
         else:
             index = self.ip.flow_hash(iface, frame) % self.rx_queue_count
             rxq = self._rx_queues[index]

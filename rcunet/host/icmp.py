@@ -9,15 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from rcunet.core import neigh as nd
 from rcunet.host.interface import Interface, multicast_mac, solicited_node
-from rcunet.host.ipaddr import (
-    ALL_NODES,
-    LIMITED_BROADCAST,
-    MLDV2_ROUTERS,
-    PROTO_ICMPV6,
-    UNSPECIFIED6,
-    is_multicast,
-)
 from rcunet.wire import ethernet, icmpv4, icmpv6, igmp, ipv4, ipv6
+from rcunet.wire.addr import ALL_NODES, ANY4, ANY6, LIMITED_BROADCAST, MLDV2_ROUTERS, is_multicast
 from rcunet.wire.errors import WireError
 
 if TYPE_CHECKING:
@@ -92,7 +85,7 @@ class IcmpMixin:
             reply = icmpv6.Repr.echo_reply(msg.ident, msg.seq, bytes(msg.data))
             src = info.dst if not is_multicast(info.dst) else None
             self._count("Icmp6OutEchoReplies")
-            self.output(src, info.src, PROTO_ICMPV6,
+            self.output(src, info.src, icmpv6.PROTOCOL,
                         lambda s, d: reply.build(src=s, dst=d))  # type: ignore[return-value]
         elif kind == icmpv6.ECHO_REPLY:
             self._count("Icmp6InEchoReplies")
@@ -128,7 +121,7 @@ class IcmpMixin:
             if family == 4:
                 original = ipv4.Repr.parse(offending)
                 if is_multicast(original.dst) or original.dst == LIMITED_BROADCAST \
-                        or original.frag_offset or original.src == bytes(4):
+                        or original.frag_offset or original.src == ANY4:
                     return
                 if original.protocol == ipv4.PROTO_ICMP:
                     inner = icmpv4.Repr.parse(original.payload)
@@ -136,10 +129,10 @@ class IcmpMixin:
                         return
             else:
                 original6 = ipv6.Repr.parse(offending)
-                if original6.src == UNSPECIFIED6 or (
+                if original6.src == ANY6 or (
                         is_multicast(original6.dst) and kind != icmpv6.PACKET_TOO_BIG):
                     return
-                if original6.next_header == PROTO_ICMPV6:
+                if original6.next_header == icmpv6.PROTOCOL:
                     inner6 = icmpv6.Repr.parse(original6.payload)
                     if inner6.type in icmpv6.ERROR_TYPES:
                         return
@@ -174,7 +167,7 @@ class IcmpMixin:
             self._count("Icmp6OutMsgs")
             self._count("Icmp6OutDestUnreachs" if kind == icmpv6.DEST_UNREACHABLE
                         else "Icmp6OutErrors")
-            self.output(None, original6.src, PROTO_ICMPV6,
+            self.output(None, original6.src, icmpv6.PROTOCOL,
                         lambda s, d: message6.build(src=s, dst=d))  # type: ignore[return-value]
 
     def _icmp_host_unreachable(self, packet: Packet) -> None:
@@ -193,7 +186,7 @@ class IcmpMixin:
             return self.output(None, dst, ipv4.PROTO_ICMP, lambda s, d: body)
         request = icmpv6.Repr.echo_request(ident, seq, data)
         self._count("Icmp6OutEchos")
-        return self.output(None, dst, PROTO_ICMPV6,
+        return self.output(None, dst, icmpv6.PROTOCOL,
                            lambda s, d: request.build(src=s, dst=d))  # type: ignore[return-value]
 
     # -- NDP ----------
@@ -205,13 +198,13 @@ class IcmpMixin:
         self._count("Icmp6InNeighborSolicits")
         lladdr = next((o.addr for o in msg.options if isinstance(o, icmpv6.SourceLinkAddr)), None)
         actions: list[nd.Action] = []
-        if lladdr is not None and info.src != UNSPECIFIED6:
+        if lladdr is not None and info.src != ANY6:
             with iface.neigh_lock:
                 actions = iface.neigh6.solicitation_received(info.src, lladdr, self.host.now())
                 self._arm_neigh_locked(iface, 6)
         if iface.mac is None:
             return
-        dst = ALL_NODES if info.src == UNSPECIFIED6 else info.src
+        dst = ALL_NODES if info.src == ANY6 else info.src
         advert = icmpv6.Repr.neighbor_advert(
             msg.target, solicited=dst != ALL_NODES, override=True,
             options=(icmpv6.TargetLinkAddr(iface.mac),))
@@ -245,7 +238,7 @@ class IcmpMixin:
     def _send_ndp(self, iface: Interface, src: bytes, dst: bytes, msg: icmpv6.Repr,
                   lladdr: bytes | None) -> None:
         body = msg.build(src=src, dst=dst)
-        packet = ipv6.Repr(src, dst, PROTO_ICMPV6, body, hop_limit=255).build()
+        packet = ipv6.Repr(src, dst, icmpv6.PROTOCOL, body, hop_limit=255).build()
         self._send_frame(iface, lladdr or multicast_mac(dst), ethernet.ETHERTYPE_IPV6, packet)
 
     def join_solicited_node(self, iface: Interface, addr: bytes) -> None:
@@ -262,7 +255,7 @@ class IcmpMixin:
             kind = igmp.V2_REPORT if joined else igmp.LEAVE_GROUP
             dst = group if joined else igmp.ALL_ROUTERS
             body = igmp.Repr(kind, group).build()
-            src = self.select_source(iface, dst) or bytes(4)
+            src = self.select_source(iface, dst) or ANY4
             packet = ipv4.Repr(src, dst, igmp.PROTOCOL, body, ttl=1,
                                options=b"\x94\x04\x00\x00").build()  # Router Alert, RFC 2113
             self._send_frame(iface, multicast_mac(dst), ethernet.ETHERTYPE_IPV4, packet)
@@ -271,10 +264,10 @@ class IcmpMixin:
             mode = icmpv6.CHANGE_TO_EXCLUDE if joined else icmpv6.CHANGE_TO_INCLUDE
             report = icmpv6.Repr(icmpv6.MLDV2_REPORT, 0,
                                  records=(icmpv6.McastRecord(mode, group),))
-            src = self.select_source(iface, ALL_NODES) or UNSPECIFIED6
+            src = self.select_source(iface, ALL_NODES) or ANY6
             body = report.build(src=src, dst=MLDV2_ROUTERS)
-            hop_by_hop = ipv6.HopByHop(PROTO_ICMPV6, ((ipv6.OPT_ROUTER_ALERT, b"\x00\x00"),))
-            packet6 = ipv6.Repr(src, MLDV2_ROUTERS, PROTO_ICMPV6, body, hop_limit=1,
+            hop_by_hop = ipv6.HopByHop(icmpv6.PROTOCOL, ((ipv6.OPT_ROUTER_ALERT, b"\x00\x00"),))
+            packet6 = ipv6.Repr(src, MLDV2_ROUTERS, icmpv6.PROTOCOL, body, hop_limit=1,
                                 extensions=(hop_by_hop,)).build()
             self._send_frame(iface, multicast_mac(MLDV2_ROUTERS), ethernet.ETHERTYPE_IPV6, packet6)
             self._count("Icmp6OutMLDv2Reports")

@@ -16,18 +16,28 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from rcunet.core import neigh as nd
+from rcunet.core.ip.forward import (
+    BeyondScope,
+    HopLimitExceeded,
+    PacketTooBig,
+    forward_ipv4,
+    forward_ipv6,
+)
 from rcunet.core.ip.fragment import FragmentationNeeded, fragment_ipv4, fragment_ipv6
 from rcunet.core.ip.reassembly import Ipv4Reassembler, Ipv6Reassembler, ParameterProblem
 from rcunet.host.icmp import IcmpMixin
 from rcunet.host.interface import Interface, multicast_mac
-from rcunet.host.ipaddr import (  # re-exported: the transports import them from here
-    ALL_NODES,
-    LIMITED_BROADCAST,
-    is_multicast,
-)
 from rcunet.host.timers import Timer
 from rcunet.wire import arp, ethernet, icmpv4, icmpv6, igmp, ipv4, ipv6
 from rcunet.wire._common import Buffer, new_tuple
+from rcunet.wire.addr import (  # re-exported: the transports import them from here
+    ALL_NODES,
+    ANY4,
+    LIMITED_BROADCAST,
+    is_link_local6,
+    is_multicast,
+    is_multicast4,
+)
 from rcunet.wire.errors import WireError
 
 if TYPE_CHECKING:
@@ -38,7 +48,6 @@ _FLOW_V4 = struct.Struct("!4s4sHH")
 #: An Ethernet header's destination and EtherType (the source is not needed on input).
 _ETH_DST_TYPE = struct.Struct("!6s6xH")
 _IPV4_HLEN = ipv4.HEADER_LEN
-_V4_KEY = 4 << 8  # handlers registered for IPv4 only: (family << 8) | protocol
 
 
 #: A packet on the output path: bytes, or the pieces ``output_gather`` joins only when the
@@ -138,8 +147,9 @@ class IpLayer(IcmpMixin):
         if not candidates:
             candidates = [a for i in self.host.interfaces.values() for a in i.addresses_of(family)]
         if family == 6:
-            link_local_dst = dst[:2] == b"\xfe\x80" or (dst[0] == 0xFF and dst[1] & 0x0F == 2)
-            scoped = [a for a in candidates if (a.addr[:2] == b"\xfe\x80") == link_local_dst]
+            # a link-local destination, or a multicast one of link scope (ff02::/16 etc.)
+            link_local_dst = is_link_local6(dst) or (dst[0] == 0xFF and dst[1] & 0x0F == 2)
+            scoped = [a for a in candidates if is_link_local6(a.addr) == link_local_dst]
             candidates = scoped or candidates
         for address in candidates:  # prefer the address whose subnet holds dst
             if _same_subnet(address.addr, dst, address.prefix_len):
@@ -148,6 +158,38 @@ class IpLayer(IcmpMixin):
 
     def _count(self, name: str) -> None:
         self.host.counters.inc(name)
+
+    def handler_for(self, family: int, protocol: int) -> Handler | None:
+        """The transport handler of ``protocol`` for ``family`` (4 or 6): one registered
+        for that family alone, else one registered for both (inet_protos/inet6_protos)."""
+        handlers = self.handlers  # atomic: one attribute load and dict.get
+        return handlers.get((family << 8) | protocol) or handlers.get(protocol)
+
+    def _accept_v4(self, iface: Interface, dst: bytes, data: memoryview,
+                   link_multicast: bool, packet: ipv4.Repr | None = None) -> bool | None:
+        """Whether this host takes an IPv4 packet for ``dst`` received on ``iface``
+        (ip_route_input_noref's local/broadcast/multicast decision): True for a
+        multicast group joined on ``iface`` (or 224.0.0.1) or a broadcast, False for one
+        of our unicast addresses.  Anything else is handled here and gives None: a group
+        not joined is IpInAddrErrors, a unicast packet for another host is forwarded
+        (``packet``: its parse, if the caller has one) unless it came as a link-layer
+        broadcast."""
+        if is_multicast4(dst):
+            if dst in iface.groups or dst == igmp.ALL_HOSTS:
+                return True
+            self._count("IpInAddrErrors")
+            return None
+        # atomic: one attribute load of local_addrs (a set republished whole by address
+        # changes)
+        if _broadcast_on(iface, dst):
+            return True
+        if dst in self.host.local_addrs:
+            return False
+        if link_multicast:
+            self._count("IpInAddrErrors")  # Linux drops L2-broadcast frames not for us
+            return None
+        self._forward_v4(iface, packet if packet is not None else ipv4.Repr.parse(data), data)
+        return None
 
     # -- link input ----------
     def link_input(self, iface: Interface, frame: bytes) -> None:
@@ -227,7 +269,7 @@ class IpLayer(IcmpMixin):
         self._run_neigh_actions(iface, 4, actions)
 
     def _send_arp_request(self, iface: Interface, target: bytes, lladdr: bytes | None) -> None:
-        src = self.select_source(iface, target) or bytes(4)
+        src = self.select_source(iface, target) or ANY4
         request = arp.Repr(arp.REQUEST, iface.mac, src, bytes(6), target)
         self._send_frame(iface, lladdr or ethernet.BROADCAST, ethernet.ETHERTYPE_ARP,
                          request.build())
@@ -282,10 +324,10 @@ class IpLayer(IcmpMixin):
         ``output_gather``: a packet that waits for resolution is queued as it is)."""
         if len(next_hop) == 4:
             family, ethertype, table = 4, ethernet.ETHERTYPE_IPV4, iface.neigh4
-            if next_hop[0] >> 4 == 14:  # multicast (is_multicast, inlined: once a packet)
+            if is_multicast4(next_hop):
                 self._send_frame(iface, multicast_mac(next_hop), ethertype, packet)
                 return
-            if next_hop == LIMITED_BROADCAST or next_hop in iface.broadcasts:
+            if _broadcast_on(iface, next_hop):
                 self._send_frame(iface, ethernet.BROADCAST, ethertype, packet)
                 return
         else:
@@ -323,11 +365,10 @@ class IpLayer(IcmpMixin):
     def _ipv4_input(self, iface: Interface, data: bytes | memoryview, link_multicast: bool) -> None:
         """IPv4 input.  The common packet - no options, not a fragment, its total length
         within the buffer - is read by the codec's ``ipv4.parse_plain`` (one unpack, no
-        Repr) and handed to its transport with ``_deliver`` inlined; this runs once per
-        packet, so the counters' shard is fetched once for both counts.  Every other
-        packet goes through ``ipv4.Repr.parse`` (``_ipv4_input_parsed``)."""
-        counters = self.host.counters.shard()
-        counters["IpInReceives"] = counters.get("IpInReceives", 0) + 1  # owner: this thread
+        Repr); every other packet goes through ``ipv4.Repr.parse``
+        (``_ipv4_input_parsed``).  Both take the same acceptance rule (``_accept_v4``)
+        and delivery (``_deliver``)."""
+        self._count("IpInReceives")
         if type(data) is not memoryview:
             data = memoryview(data)
         plain = ipv4.parse_plain(data)
@@ -340,34 +381,11 @@ class IpLayer(IcmpMixin):
             self._count("IpInCsumErrors")
             self._count("IpInHdrErrors")
             return
-        multicast = dst[0] >> 4 == 14  # is_multicast, inlined
-        if multicast:
-            if dst not in iface.groups and dst != igmp.ALL_HOSTS:
-                self._count("IpInAddrErrors")
-                return
-            to_multicast = True
-        else:
-            # atomic: one attribute load each of local_addrs and broadcasts (sets
-            # republished whole by address changes)
-            to_multicast = dst == LIMITED_BROADCAST or dst in iface.broadcasts
-            if not to_multicast and dst not in self.host.local_addrs:
-                self._not_for_us_v4(iface, data, link_multicast)
-                return
-        handlers = self.handlers  # _deliver, inlined for the common packet
-        handler = handlers.get(_V4_KEY | protocol) or handlers.get(protocol)
-        if handler is None:
-            self._deliver(iface, 4, src, dst, protocol, ttl, to_multicast,
-                          data[_IPV4_HLEN:total_len], data)
+        to_multicast = self._accept_v4(iface, dst, data, link_multicast)
+        if to_multicast is None:
             return
-        counters["IpInDelivers"] = counters.get("IpInDelivers", 0) + 1
-        handler(new_tuple(Delivery, (iface, src, dst, protocol, ttl, to_multicast, data)),
-                data[_IPV4_HLEN:total_len])
-
-    def _not_for_us_v4(self, iface: Interface, data: memoryview, link_multicast: bool) -> None:
-        if link_multicast:
-            self._count("IpInAddrErrors")  # Linux drops L2-broadcast frames not for us
-            return
-        self._forward_v4(iface, ipv4.Repr.parse(data), data)
+        self._deliver(iface, 4, src, dst, protocol, ttl, to_multicast,
+                      data[_IPV4_HLEN:total_len], data)
 
     def _ipv4_input_parsed(self, iface: Interface, data: memoryview,
                            link_multicast: bool) -> None:
@@ -383,17 +401,8 @@ class IpLayer(IcmpMixin):
             self._count("IpInHdrErrors")
             return
         dst = packet.dst
-        local = dst in self.host.local_addrs
-        multicast = is_multicast(dst)
-        broadcast = dst == LIMITED_BROADCAST or dst in iface.broadcasts
-        if multicast and dst not in iface.groups and dst != igmp.ALL_HOSTS:
-            self._count("IpInAddrErrors")
-            return
-        if not (local or multicast or broadcast):
-            if link_multicast:
-                self._count("IpInAddrErrors")  # Linux drops L2-broadcast frames not for us
-                return
-            self._forward_v4(iface, packet, data)
+        to_multicast = self._accept_v4(iface, dst, data, link_multicast, packet)
+        if to_multicast is None:
             return
         if packet.more_fragments or packet.frag_offset:
             with self._frag_lock:
@@ -403,14 +412,13 @@ class IpLayer(IcmpMixin):
                 return
             packet = result
             data = packet.build()
-        self._deliver(iface, 4, packet.src, dst, packet.protocol, packet.ttl,
-                      multicast or broadcast, packet.payload, data)
+        self._deliver(iface, 4, packet.src, dst, packet.protocol, packet.ttl, to_multicast,
+                      packet.payload, data)
 
     def _deliver(self, iface: Interface, family: int, src: bytes, dst: bytes, protocol: int,
                  ttl: int, to_multicast: bool, payload: memoryview | bytes,
                  raw: bytes | memoryview) -> None:
-        handlers = self.handlers
-        handler = handlers.get((family << 8) | protocol) or handlers.get(protocol)
+        handler = self.handler_for(family, protocol)
         if handler is None:
             if family == 4:
                 self._count("IpInUnknownProtos")
@@ -466,12 +474,11 @@ class IpLayer(IcmpMixin):
 
     # -- forwarding ----------
     def _forward_v4(self, iface: Interface, packet: ipv4.Repr, raw: bytes | memoryview) -> None:
+        """A packet for another host: routed (ip_route_input), then the forwarding rule
+        of ``core.ip.forward`` (ip_forward: TTL, then fragmentation), errors answered
+        with ICMP and counted as Linux counts them."""
         if not self.host.tuning.ip_forward:
             self._count("IpInAddrErrors")
-            return
-        if packet.ttl <= 1:
-            self._count("IpInHdrErrors")
-            self.send_icmp_error(bytes(raw), 4, icmpv4.TIME_EXCEEDED, icmpv4.TTL_EXCEEDED)
             return
         dst_entry = self.host.dst_cache.lookup(packet.dst)
         if dst_entry is None:
@@ -480,17 +487,18 @@ class IpLayer(IcmpMixin):
             return
         try:
             out = dst_entry.use()
-            forwarded = packet._replace(ttl=packet.ttl - 1)
-            if forwarded.buffer_len() > out.mtu:
-                pieces = fragment_ipv4(forwarded, out.mtu)
-                if isinstance(pieces, FragmentationNeeded):
-                    self._count("IpFragFails")
-                    self.send_icmp_error(bytes(raw), 4, icmpv4.DEST_UNREACHABLE,
-                                         icmpv4.FRAG_NEEDED, mtu=out.mtu)
-                    return
+            pieces = forward_ipv4(packet, out.mtu)
+            if isinstance(pieces, HopLimitExceeded):
+                self._count("IpInHdrErrors")
+                self.send_icmp_error(bytes(raw), 4, icmpv4.TIME_EXCEEDED, icmpv4.TTL_EXCEEDED)
+                return
+            if isinstance(pieces, FragmentationNeeded):
+                self._count("IpFragFails")
+                self.send_icmp_error(bytes(raw), 4, icmpv4.DEST_UNREACHABLE,
+                                     icmpv4.FRAG_NEEDED, mtu=out.mtu)
+                return
+            if len(pieces) > 1:
                 self._count("IpFragOKs")
-            else:
-                pieces = [forwarded]
             self._count("IpForwDatagrams")
             for piece in pieces:
                 self._link_output(out.iface, out.next_hop, piece.build())
@@ -498,12 +506,10 @@ class IpLayer(IcmpMixin):
             dst_entry.release()
 
     def _forward_v6(self, iface: Interface, packet: ipv6.Repr, raw: bytes | memoryview) -> None:
-        if not self.host.tuning.ip_forward or packet.dst[:2] == b"\xfe\x80":
+        """As ``_forward_v4``, with ``core.ip.forward.forward_ipv6`` (ip6_forward: scope,
+        hop limit, and packet-too-big, since routers never fragment IPv6)."""
+        if not self.host.tuning.ip_forward:
             self._count("Ip6InAddrErrors")
-            return
-        if packet.hop_limit <= 1:
-            self._count("Ip6InHdrErrors")
-            self.send_icmp_error(bytes(raw), 6, icmpv6.TIME_EXCEEDED, icmpv6.HOP_LIMIT_EXCEEDED)
             return
         dst_entry = self.host.dst_cache.lookup(packet.dst)
         if dst_entry is None:
@@ -512,12 +518,23 @@ class IpLayer(IcmpMixin):
             return
         try:
             out = dst_entry.use()
-            if len(raw) > out.mtu:  # RFC 8200 §5: routers never fragment IPv6
+            forwarded = forward_ipv6(packet, out.mtu)
+            if isinstance(forwarded, BeyondScope):
+                self._count("Ip6InAddrErrors")
+                if forwarded.answer:  # a link-local source: ICMPV6_NOT_NEIGHBOUR
+                    self.send_icmp_error(bytes(raw), 6, icmpv6.DEST_UNREACHABLE,
+                                         icmpv6.BEYOND_SCOPE)
+                return
+            if isinstance(forwarded, HopLimitExceeded):
+                self._count("Ip6InHdrErrors")
+                self.send_icmp_error(bytes(raw), 6, icmpv6.TIME_EXCEEDED,
+                                     icmpv6.HOP_LIMIT_EXCEEDED)
+                return
+            if isinstance(forwarded, PacketTooBig):
                 self._count("Ip6InTooBigErrors")
                 self.send_icmp_error(bytes(raw), 6, icmpv6.PACKET_TOO_BIG, 0, mtu=out.mtu)
                 return
             self._count("Ip6OutForwDatagrams")
-            forwarded = packet._replace(hop_limit=packet.hop_limit - 1)
             self._link_output(out.iface, out.next_hop, forwarded.build())
         finally:
             dst_entry.release()
@@ -671,10 +688,7 @@ class IpLayer(IcmpMixin):
             self._count("Ip6OutRequests")
             ip_header = ipv6.Repr(src, dst, protocol, b"",
                                   hop_limit=self.host.tuning.ip_default_ttl).build_header(length)
-        if iface.mac is not None:  # is_ethernet
-            self._resolve_and_send(iface, next_hop, (ip_header, header, payload))
-        else:
-            iface.transmit(b"".join((ip_header, header, payload)))
+        self._link_output(iface, next_hop, (ip_header, header, payload))
         return 0
 
     def _output_multicast(self, src: bytes | None, dst: bytes, protocol: int,
@@ -705,10 +719,7 @@ class IpLayer(IcmpMixin):
             packet = ipv4.Repr(src, dst, protocol, payload, hops, self.next_ident(),
                                dont_fragment)
             if ipv4.HEADER_LEN + len(payload) <= mtu:  # no options: buffer_len()
-                if iface.mac is not None:  # is_ethernet (_link_output, inlined)
-                    self._resolve_and_send(iface, next_hop, packet.build())
-                else:
-                    iface.transmit(packet.build())
+                self._link_output(iface, next_hop, packet.build())
                 return 0
             pieces = fragment_ipv4(packet, mtu)
             if isinstance(pieces, FragmentationNeeded):
@@ -731,11 +742,19 @@ class IpLayer(IcmpMixin):
             self._link_output(iface, next_hop, piece.build())
         return 0
 
-    def _link_output(self, iface: Interface, next_hop: bytes, packet: bytes) -> None:
+    def _link_output(self, iface: Interface, next_hop: bytes, packet: Packet) -> None:
+        """``packet`` onto ``iface``'s link: through neighbour resolution on Ethernet,
+        as it is on a link with no link header (TUN, loopback)."""
         if iface.is_ethernet:
             self._resolve_and_send(iface, next_hop, packet)
         else:
-            iface.transmit(packet)
+            iface.transmit(b"".join(packet) if isinstance(packet, tuple) else packet)
+
+
+def _broadcast_on(iface: Interface, addr: bytes) -> bool:
+    """The limited broadcast, or the directed broadcast of one of ``iface``'s subnets."""
+    # atomic: one attribute load of broadcasts (a set republished whole by address changes)
+    return addr == LIMITED_BROADCAST or addr in iface.broadcasts
 
 
 def _same_subnet(a: bytes, b: bytes, prefix_len: int) -> bool:

@@ -61,6 +61,7 @@ from rcunet.host.busypoll import BusyPoller
 from rcunet.host.wakeups import deferred as deferred_wakeups
 from rcunet.link.ipc import IpcEndpoint
 from rcunet.tuning import Tuning
+from rcunet.wire.addr import is_link_local6
 
 START_METHODS = ("spawn", "forkserver")
 DEFAULT_START_METHOD = "spawn"
@@ -334,8 +335,7 @@ class HostProcess:
 
         found = [ipaddress.ip_interface(text).ip.packed
                  for ispec in self.spec.interfaces for text in ispec.addresses]
-        return sorted((a for a in found if not (len(a) == 16 and a[:2] == b"\xfe\x80")),
-                      key=len)
+        return sorted((a for a in found if not is_link_local6(a)), key=len)
 
     # -- running -------------------------------------------------------------------------
     def start(self, function: Callable[..., Any], *args: Any) -> HostProcess:

@@ -135,11 +135,7 @@ class DstCache:
         there is no route."""
         generation = self._host.routes.generation
         key = (dst, oif)
-        # this thread's dict (_thread_cache, inlined: every segment sent looks up here)
-        tls = self._tls
-        local: dict[tuple[bytes, int], DstEntry] | None = getattr(tls, "cache", None)
-        if local is None or tls.epoch != self._epoch:  # atomic: one attribute load
-            local = self._thread_cache()
+        local = self._thread_cache()
         entry = local[key] if key in local else None  # owner: this thread's dict
         if entry is not None and entry.generation == generation and entry.hold():
             if entry.generation == self._host.routes.generation:

@@ -8,9 +8,13 @@ import errno
 import os
 import struct
 
-from rcunet.tables.entry import is_v4mapped
+from rcunet.wire.addr import unmapped as wire
+from rcunet.wire.addr import v4mapped
 
-_V4MAPPED_PREFIX = b"\0" * 10 + b"\xff\xff"
+#: wire and v4mapped are the sockets' names for the rules of rcunet.wire.addr (re-exported).
+__all__ = ["OSERROR_CLASSES", "as_python_error", "int_option", "oserror", "ranged", "v4mapped",
+           "wire"]
+
 _C_INT = struct.Struct("i")
 
 #: The OSError subclass CPython raises for an errno (the rest raise OSError itself).
@@ -41,16 +45,6 @@ def as_python_error(exc: OSError) -> OSError:
             type(exc) is OSError and code in OSERROR_CLASSES):
         return oserror(code)
     return exc
-
-
-def wire(addr: bytes) -> bytes:
-    """The address on the wire: a v4-mapped IPv6 address is IPv4."""
-    return addr[12:] if is_v4mapped(addr) else addr
-
-
-def v4mapped(addr: bytes) -> bytes:
-    """An IPv4 address as an AF_INET6 socket sees it (``::ffff:a.b.c.d``); IPv6 as is."""
-    return _V4MAPPED_PREFIX + addr if len(addr) == 4 else addr
 
 
 def int_option(value: int | bytes) -> int:

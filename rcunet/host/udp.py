@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING
 from rcunet.host.ip import Delivery, is_multicast
 from rcunet.host.timers import Timer
 from rcunet.host.udp_sock import UdpSock
-from rcunet.tables.entry import AF_INET, AF_INET6, ANY4, ANY6
+from rcunet.tables.entry import AF_INET, AF_INET6
 from rcunet.tables.udp import UdpTable
 from rcunet.tables.udp_entry import UdpEntry
 from rcunet.tables.udp_mcast import mcast_deliver
 from rcunet.wire import icmpv4, icmpv6, udp
+from rcunet.wire.addr import is_any
 from rcunet.wire.errors import WireError
 
 if TYPE_CHECKING:
@@ -229,7 +230,7 @@ class UdpLayer:
         if sk is None:
             return
         try:
-            connected = sk.faddr not in (ANY4, ANY6)
+            connected = not is_any(sk.faddr)
             if isinstance(sk, UdpSock) and connected:
                 sk.set_error(_icmp_errno(family, kind, code))
         finally:
@@ -251,7 +252,7 @@ class UdpLayer:
         # atomic: one load of the identity tuple (set_key stores it last), so a concurrent
         # bind()/connect() gives the old or the new (address, port), never a mix.
         laddr, sport, _faddr, _fport = sk.key
-        src = None if laddr in (ANY4, ANY6) or is_multicast(laddr) else laddr
+        src = None if is_any(laddr) or is_multicast(laddr) else laddr
         message = udp.Repr(sport, dport, data)
         ttl = sk.multicast_ttl if is_multicast(dst) else sk.ttl
         oif = sk.multicast_if if is_multicast(dst) else sk.bound_dev

@@ -1,6 +1,6 @@
 """A UDP socket on a Host: its table identity (``UdpEntry``), the receive queue, and the
 calls ``rcunet.api.socket.Socket`` delegates to (bind, connect, send/receive, options,
-shutdown, close) — the UDP counterpart of ``rcunet.host.tcp_sock.TcpSock``, with the same
+shutdown, close) — the UDP counterpart of ``rcunet.host.tcp.sock.TcpSock``, with the same
 method names and arguments so the api layer is one facade over both.
 
 Input, output and the tables shared by every socket live in ``rcunet.host.udp.UdpLayer``.
@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 from rcunet.host.sockerr import int_option, oserror, ranged, v4mapped, wire
 from rcunet.sync.lock import LockClass
 from rcunet.sync.shared import lockfree_read_slots
-from rcunet.tables.entry import AF_INET, AF_INET6, ANY4, ANY6
+from rcunet.tables.entry import AF_INET, AF_INET6
 from rcunet.tables.udp_entry import UdpEntry
+from rcunet.wire.addr import ANY4, ANY6, LIMITED_BROADCAST, is_any, is_multicast
 
 if TYPE_CHECKING:
     from rcunet.host.host import Host
@@ -177,8 +178,7 @@ class UdpSock(UdpEntry):
     def bind(self, addr: bytes, port: int) -> None:
         w = wire(addr)
         host = self.host
-        local = w in (ANY4, ANY6) or host.ip.is_local(w) or w[0] >> 4 == 14 \
-            or w[0] == 0xFF or w == b"\xff" * 4
+        local = is_any(w) or host.ip.is_local(w) or is_multicast(w) or w == LIMITED_BROADCAST
         if not local:
             raise oserror(errno.EADDRNOTAVAIL, "cannot assign requested address")
         with self.lock:
@@ -211,7 +211,7 @@ class UdpSock(UdpEntry):
         with self.lock:
             if not self.hashed:
                 host.udp.table.autobind(self)
-            laddr = src if self.laddr in (ANY4, ANY6) else None
+            laddr = src if is_any(self.laddr) else None
             host.udp.table.connect(self, addr, port, laddr)
 
     def listen(self, backlog: int) -> None:
@@ -285,7 +285,7 @@ class UdpSock(UdpEntry):
     def shutdown(self, how: int) -> None:
         if how not in (_pysocket.SHUT_RD, _pysocket.SHUT_WR, _pysocket.SHUT_RDWR):
             raise oserror(errno.EINVAL)
-        if self.faddr in (ANY4, ANY6):
+        if is_any(self.faddr):
             raise oserror(errno.ENOTCONN)
         if how in (_pysocket.SHUT_RD, _pysocket.SHUT_RDWR):
             self.shutdown_rd = True

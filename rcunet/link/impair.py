@@ -11,7 +11,13 @@ Each frame goes through, in order:
 1. rate limit (token bucket, ``rate_bps`` with a ``burst``-byte bucket): a frame that
    finds too few tokens waits for them (FIFO); if more than ``rate_queue`` bytes are
    already waiting it is dropped (``rate_dropped``), as ``tbf``'s ``limit`` does;
-2. loss with probability ``loss`` (``lost``);
+2. congestion signals, where an ECN-capable queue marks CE instead of dropping (RFC
+   3168 §5; ``tc red ... ecn`` with one threshold, the step an L4S or DCTCP queue has):
+   a frame that waited longer than ``ce_threshold`` ns for the rate limiter, and with
+   probability ``ecn`` any frame, gets CE if it is ECT(0)/ECT(1) (``ce_marked``; one
+   already CE stays so) and is dropped if it is Not-ECT (``ecn_dropped``), as the queue
+   would drop it; non-IP frames pass;
+   then loss with probability ``loss`` (``lost``);
 3. duplication with probability ``duplicate`` (one extra copy, ``duplicated``);
 4. per copy: corruption with probability ``corrupt`` — one random bit flipped, as
    netem does (``corrupted``);
@@ -34,12 +40,14 @@ import dataclasses
 import heapq
 import random
 
+from rcunet.link.ecnmark import Mark, mark_ce
+
 MS = 1_000_000
 NS_PER_S = 1_000_000_000
 
 COUNTER_NAMES = (
     "frames", "lost", "duplicated", "corrupted", "reordered", "delayed",
-    "rate_delayed", "rate_dropped", "overflow",
+    "rate_delayed", "rate_dropped", "overflow", "ce_marked", "ecn_dropped",
 )
 
 
@@ -59,14 +67,19 @@ class ImpairmentConfig:
     rate_queue: int = 256 * 1024
     limit: int = 1000
     seed: int = 0
+    #: Probability of a congestion signal per frame: CE for ECT, a drop for Not-ECT.
+    ecn: float = 0.0
+    #: Queueing delay (ns, behind the rate limiter) beyond which every frame gets a
+    #: congestion signal; 0: none.
+    ce_threshold: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("loss", "duplicate", "corrupt", "reorder"):
+        for name in ("loss", "duplicate", "corrupt", "reorder", "ecn"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} probability {value} not in [0, 1]")
         for name in ("reorder_delay", "delay", "jitter", "rate_bps", "burst", "rate_queue",
-                     "limit"):
+                     "limit", "ce_threshold"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
 
@@ -76,7 +89,7 @@ class ImpairmentConfig:
         impairment must compute and verify checksums)."""
         return bool(
             self.loss or self.duplicate or self.corrupt or self.reorder or self.delay
-            or self.jitter or self.rate_bps
+            or self.jitter or self.rate_bps or self.ecn
         )
 
 
@@ -86,12 +99,15 @@ class Impairment:
     Concurrency: none inside; the link calls ``submit``/``release`` under its lock.
     """
 
-    def __init__(self, config: ImpairmentConfig | None = None, **settings: object) -> None:
+    def __init__(self, config: ImpairmentConfig | None = None, *, ethernet: bool = True,
+                 **settings: object) -> None:
         if config is None:
             config = ImpairmentConfig(**settings)  # type: ignore[arg-type]
         elif settings:
             config = dataclasses.replace(config, **settings)  # type: ignore[arg-type]
         self.config = config  # immutable
+        #: Frames start with an Ethernet header (else bare IP); the link sets it.
+        self.ethernet = ethernet
         self._rng = random.Random(config.seed)
         self._held: list[tuple[int, int, bytes]] = []  # heap of (release_at, seq, frame)
         self._seq = 0
@@ -126,6 +142,14 @@ class Impairment:
                 counters["rate_delayed"] += 1
             depart_at = rated
         rng = self._rng
+        signal = bool(cfg.ce_threshold) and depart_at - now > cfg.ce_threshold
+        if cfg.ecn and rng.random() < cfg.ecn:
+            signal = True
+        if signal:
+            marked = self._congestion_signal(frame)
+            if marked is None:
+                return []
+            frame = marked
         if cfg.loss and rng.random() < cfg.loss:
             counters["lost"] += 1
             return []
@@ -158,6 +182,16 @@ class Impairment:
         return self._held[0][0] if self._held else None
 
     # -- stages ----------------------------------------------------------------------
+
+    def _congestion_signal(self, frame: bytes) -> bytes | None:
+        """CE for an ECT frame, a drop (None) for a Not-ECT one; non-IP frames pass."""
+        result, out = mark_ce(frame, self.ethernet)
+        if result is Mark.NOT_ECT:
+            self.counters["ecn_dropped"] += 1
+            return None
+        if result is Mark.MARKED or result is Mark.ALREADY_CE:
+            self.counters["ce_marked"] += 1
+        return out
 
     def _delay(self, rng: random.Random) -> int:
         cfg = self.config

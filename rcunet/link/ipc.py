@@ -469,7 +469,7 @@ class IpcEndpoint:
         self._tx_config = tx_impair  # immutable (for pickling)
         self._rx_impair_active = rx_impair_active  # immutable
         self._seed = seed  # immutable
-        self.impairment = (Impairment(tx_impair, seed=seed)
+        self.impairment = (Impairment(tx_impair, seed=seed, ethernet=kind == KIND_ETHERNET)
                            if tx_impair is not None and tx_impair.active else None)
         self.receiver: Receiver | None = None  # atomic: one attribute store/load
         self.tap: Tap | None = None  # atomic: one attribute store/load

@@ -223,6 +223,9 @@ class _Link:
     ) -> Endpoint:
         if mac is not None and len(mac) != 6:
             raise ValueError("a MAC address is 6 bytes")
+        for impairment in (tx_impairment, rx_impairment):
+            if impairment is not None:  # where its CE marking finds the IP header
+                impairment.ethernet = self.kind == KIND_ETHERNET
         endpoint = Endpoint(self, name or f"ep{next(self._names)}", mac, tx_impairment,
                             rx_impairment)
         with self._lock:

@@ -11,9 +11,8 @@ instances share statistics and ordering rules)::
 Two modes, switched for every live instance at once by ``lockstat.enable()`` /
 ``lockdep.enable()`` (and back when both are off):
 
-* **fast** (default): ``lock.acquire``/``lock.release`` *are* the bound methods of the
-  underlying ``threading.Lock``, and ``with lock:`` reaches the raw lock's ``__enter__`` /
-  ``__exit__`` through a C-level property, so nothing Python-level runs per acquisition.
+* **fast** (default): ``acquire``/``release``/``with lock:`` test one module global and
+  call the underlying ``threading.Lock``; nothing else runs per acquisition.
 * **instrumented**: acquire first tries a non-blocking acquire; if that fails the
   acquisition is a *contention* and the blocking wait is timed.  Statistics record
   acquisitions, contentions, wait and hold times and call sites (lockstat on); lockdep
@@ -30,7 +29,6 @@ import itertools
 import sys
 import threading
 import weakref
-from operator import attrgetter
 from time import perf_counter_ns
 from types import CodeType, FrameType
 from typing import Any
@@ -41,10 +39,11 @@ from rcunet.sync.hooks import yield_point
 
 _get_ident = threading.get_ident
 
-# Global mode.  atomic: module-global loads in the instrumented path pair with the stores
-# in _set_mode(), which also re-points every instance under _registry_lock.
+# Global mode.  atomic: module-global loads (every acquire/release loads _instrumented)
+# pair with the stores in _set_mode(), made under _mode_lock.
 _stats_on = False
 _checks_on = False
+_instrumented = False  # _stats_on or _checks_on
 
 #: Yield point (instrumented mode only) after a failed trylock, before the blocking wait.
 CONTENDED = "lock.contended"
@@ -233,22 +232,17 @@ class Lock:
     ``locked()``, ``assert_held()``.  Works as the lock of a ``threading.Condition``.
 
     Concurrency:
-      ``_lock`` is the real lock.  ``acquire``/``release``/``_enter``/``_exit`` are instance
-      attributes re-pointed by ``_set_mode`` under ``_registry_lock`` (fast: the raw
-      lock's bound methods; instrumented: handles that call this object's methods
-      through a weak reference, so a lock is never a cycle with itself).  The bookkeeping fields
-      (``_owner``, ``_acquired_at``, ``_site``...) are written only by the holder.
+      ``_lock`` is the real lock.  Every method loads the module's mode once (fast: the
+      raw lock's own operation; instrumented: the bookkeeping around it).  The
+      bookkeeping fields (``_owner``, ``_acquired_at``, ``_site``...) are written only by
+      the holder.
     """
 
-    # Every thread that takes the lock reads acquire/_enter/...: ordinary attributes on
-    # free-threaded builds (rcunet.core.freethreaded explains why).
+    # Every thread that takes the lock reads _lock and the holder's fields: ordinary
+    # attributes on free-threaded builds (rcunet.core.freethreaded explains why).
     __slots__ = lockfree_read_slots(
         "_lock",
         "lock_class",
-        "acquire",
-        "release",
-        "_enter",
-        "_exit",
         "_owner",
         "_acquired_at",
         "_acq_thread",
@@ -257,11 +251,6 @@ class Lock:
         "_held_in",
         "__weakref__",
     )
-
-    # ``with lock:`` looks __enter__/__exit__ up on the type and binds descriptors: a
-    # property over attrgetter is C all the way down, so the fast mode stays bare-lock fast.
-    __enter__ = property(attrgetter("_enter"))
-    __exit__ = property(attrgetter("_exit"))
 
     def __init__(self, lock_class: LockClass) -> None:
         self._lock = threading.Lock()
@@ -272,7 +261,28 @@ class Lock:
         self._last_thread = 0
         self._site: Site | None = None
         self._held_in: list[Any] | None = None
-        _register_lock(self)
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if _instrumented:  # atomic: module-global load (see _set_mode)
+            return self._acquire_instrumented(blocking, timeout, 2)  # the site: our caller
+        return self._lock.acquire(blocking, timeout)
+
+    def release(self) -> None:
+        if _instrumented:  # atomic: module-global load (see _set_mode)
+            self._release_instrumented()
+        else:
+            self._lock.release()
+
+    def __enter__(self) -> bool:
+        if _instrumented:  # atomic: module-global load (see _set_mode)
+            return self._acquire_instrumented(True, -1, 2)  # the site: the with statement
+        return self._lock.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        if _instrumented:  # atomic: module-global load (see _set_mode)
+            self._release_instrumented()
+        else:
+            self._lock.release()
 
     def __repr__(self) -> str:
         state = "locked" if self._lock.locked() else "unlocked"
@@ -288,23 +298,6 @@ class Lock:
                 f"{self.lock_class.display_name} is not held by "
                 f"{threading.current_thread().name}"
             )
-
-    # -- mode switching ----------------------------------------------------------------
-    def _use_fast(self) -> None:
-        raw = self._lock
-        self.acquire = raw.acquire
-        self.release = raw.release
-        self._enter = raw.__enter__
-        self._exit = raw.__exit__
-
-    def _use_instrumented(self) -> None:
-        # Not this lock's bound methods: stored on the lock they would make every lock a
-        # reference cycle (lock -> method -> lock), freed only by the cyclic collector,
-        # long after its socket went.  The handles hold the lock weakly.
-        ref = weakref.ref(self)
-        self.acquire = self._enter = _InstrumentedAcquire(ref)
-        self.release = _InstrumentedRelease(ref)
-        self._exit = _InstrumentedExit(ref)
 
     # -- instrumented path ---------------------------------------------------------------
     def _acquire_instrumented(self, blocking: bool = True, timeout: float = -1,
@@ -369,89 +362,19 @@ class Lock:
         self._lock.release()  # RuntimeError on an unlocked lock, as threading.Lock
 
 
-class _InstrumentedAcquire:
-    """An instrumented lock's ``acquire`` and ``__enter__``.  The weak reference is dead
-    only for a lock nothing refers to any more (``with CLASS.new():`` keeps the handles,
-    not the lock): no other thread can reach it, so taking it is a no-op, as is the
-    matching release."""
-
-    __slots__ = ("_ref",)
-
-    def __init__(self, ref: weakref.ref[Lock]) -> None:
-        self._ref = ref  # immutable
-
-    def __call__(self, blocking: bool = True, timeout: float = -1) -> bool:
-        lock = self._ref()
-        if lock is None:
-            return True
-        return lock._acquire_instrumented(blocking, timeout, 2)  # the site: our caller
-
-
-class _InstrumentedRelease:
-    """An instrumented lock's ``release`` (see ``_InstrumentedAcquire``)."""
-
-    __slots__ = ("_ref",)
-
-    def __init__(self, ref: weakref.ref[Lock]) -> None:
-        self._ref = ref  # immutable
-
-    def __call__(self) -> None:
-        lock = self._ref()
-        if lock is not None:
-            lock._release_instrumented()
-
-
-class _InstrumentedExit(_InstrumentedRelease):
-    """An instrumented lock's ``__exit__``."""
-
-    __slots__ = ()
-
-    def __call__(self, *exc: object) -> None:  # type: ignore[override]
-        lock = self._ref()
-        if lock is not None:
-            lock._release_instrumented()
-
-
-_registry_lock = threading.Lock()
-_locks: list[weakref.ref[Lock]] = []  # guarded-by: _registry_lock
-_prune_at = 1024  # guarded-by: _registry_lock
-
-
-def _register_lock(lock: Lock) -> None:
-    global _locks, _prune_at
-    ref = weakref.ref(lock)
-    with _registry_lock:
-        if _stats_on or _checks_on:
-            lock._use_instrumented()
-        else:  # lock._use_fast(), inlined: every socket creates several locks
-            raw = lock._lock
-            lock.acquire = raw.acquire
-            lock.release = raw.release
-            lock._enter = raw.__enter__
-            lock._exit = raw.__exit__
-        _locks.append(ref)
-        if len(_locks) >= _prune_at:
-            _locks = [r for r in _locks if r() is not None]
-            _prune_at = max(1024, 2 * len(_locks))
+_mode_lock = threading.Lock()
 
 
 def _set_mode(*, stats: bool | None = None, checks: bool | None = None) -> None:
-    """Switch statistics and/or checks, re-pointing every live lock."""
-    global _stats_on, _checks_on
-    with _registry_lock:
+    """Switch statistics and/or checks for every lock at once (the next acquisition of
+    each sees the new mode)."""
+    global _stats_on, _checks_on, _instrumented
+    with _mode_lock:
         if stats is not None:
             _stats_on = stats
         if checks is not None:
             _checks_on = checks
-        instrumented = _stats_on or _checks_on
-        for ref in _locks:
-            lock = ref()
-            if lock is None:
-                continue
-            if instrumented:
-                lock._use_instrumented()
-            else:
-                lock._use_fast()
+        _instrumented = _stats_on or _checks_on  # atomic: one module-global store
 
 
 def stats_enabled() -> bool:

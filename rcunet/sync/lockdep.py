@@ -318,19 +318,26 @@ def _scenario(outer: str, inner: str) -> list[str]:
     ]
 
 
-def _report_circular(held: _Held, cls: LockClass, site: str, chain: list[int]) -> None:
-    # caller holds _graph_lock; chain runs cls -> ... -> held class
-    outer = held.lock_class
-    lines = [
+def _report_head(warning: str, held: _Held, cls: LockClass, site: str) -> list[str]:
+    """A lock-order report's first lines: the warning, the lock wanted, the lock held."""
+    return [
         _RULE,
-        "WARNING: possible circular locking dependency detected",
+        f"WARNING: {warning}",
         "------------------------------------------------------",
         f"thread {_thread_name()} is trying to acquire lock:",
         f"  ({cls.display_name}), at: {site}",
         "",
         "but thread is already holding lock:",
-        f"  ({outer.display_name}), at: {held.site}",
+        f"  ({held.lock_class.display_name}), at: {held.site}",
         "",
+    ]
+
+
+def _report_circular(held: _Held, cls: LockClass, site: str, chain: list[int]) -> None:
+    # caller holds _graph_lock; chain runs cls -> ... -> held class
+    outer = held.lock_class
+    lines = _report_head("possible circular locking dependency detected", held, cls, site)
+    lines += [
         "which lock already depends on the new lock.",
         "",
         "the existing dependency chain (in reverse order) is:",
@@ -353,16 +360,8 @@ def _declaring_chain(path: list[str]) -> list[str]:
 def _report_declared(held: _Held, cls: LockClass, site: str, declared: list[str]) -> None:
     # caller holds _graph_lock; declared runs cls.name -> ... -> outer.name
     outer = held.lock_class
-    lines = [
-        _RULE,
-        "WARNING: lock order violation against a declared order",
-        "------------------------------------------------------",
-        f"thread {_thread_name()} is trying to acquire lock:",
-        f"  ({cls.display_name}), at: {site}",
-        "",
-        "but thread is already holding lock:",
-        f"  ({outer.display_name}), at: {held.site}",
-        "",
+    lines = _report_head("lock order violation against a declared order", held, cls, site)
+    lines += [
         f"declared order: {' -> '.join(_declaring_chain(declared))}",
         "",
     ]

@@ -48,42 +48,67 @@ _GP_POLL_FIRST_S = 2e-6
 _GP_POLL_MAX_S = 1e-3
 
 
-class _ReaderSlot:
-    """One thread's read-side state in one domain.  owner: that thread (epoch is also read
-    by writers)."""
-
-    # epoch is loaded by synchronize() in other threads (rcunet.core.freethreaded: why no slots)
-    __slots__ = lockfree_read_slots("epoch", "nesting", "thread_name", "__weakref__")
-
-    def __init__(self, thread_name: str) -> None:
-        self.epoch = 0  # atomic: attribute store by owner, loaded by synchronize()
-        self.nesting = 0  # owner only
-        self.thread_name = thread_name
-
-
 class RcuError(RuntimeError):
     """RCU API misuse (unbalanced unlock, synchronize inside a read section)."""
 
 
-class _ReadSection:
-    __slots__ = ("_rcu",)
+class ReadSection:
+    """One thread's read side in one domain: the only code that enters and leaves a read
+    section.  ``Rcu.section()`` returns the calling thread's; a hot path keeps it in a
+    local for the section's length::
 
-    def __init__(self, rcu: Rcu) -> None:
-        self._rcu = rcu
+        section = rcu.section()
+        section.enter()
+        try:
+            ...  # may look at what a writer unpublishes and reuses after a grace period
+        finally:
+            section.exit()
+
+    It is also ``with``-able (``with rcu.read():`` is ``with rcu.section():``).  Sections
+    nest; only the outermost stores the epoch.  owner: that thread (``epoch`` is also
+    loaded by writers in ``synchronize``)."""
+
+    # epoch is loaded by synchronize() in other threads (rcunet.core.freethreaded: why no slots)
+    __slots__ = lockfree_read_slots("epoch", "nesting", "thread_name", "_rcu", "__weakref__")
+
+    def __init__(self, rcu: Rcu, thread_name: str) -> None:
+        self.epoch = 0  # atomic: attribute store by owner, loaded by synchronize()
+        self.nesting = 0  # owner only
+        self.thread_name = thread_name
+        self._rcu = rcu  # immutable
+
+    def enter(self) -> None:
+        """rcu_read_lock."""
+        nesting = self.nesting
+        if nesting == 0:
+            # atomic: one load of the domain's epoch, one store to this slot; the store
+            # comes before the caller loads shared data (pairs with _readers_left's load).
+            self.epoch = self._rcu._epoch
+        self.nesting = nesting + 1
+
+    def exit(self) -> None:
+        """rcu_read_unlock; RcuError without a matching ``enter``."""
+        nesting = self.nesting
+        if nesting == 0:
+            raise RcuError(f"{self._rcu.name}: read_unlock without read_lock")
+        self.nesting = nesting - 1
+        if nesting == 1:
+            self.epoch = 0  # atomic: attribute store; pairs with the load in _readers_left
 
     def __enter__(self) -> None:
-        self._rcu.read_lock()
+        self.enter()
 
     def __exit__(self, *exc: object) -> None:
-        self._rcu.read_unlock()
+        self.exit()
 
 
 class Rcu:
     """An RCU domain.
 
     Concurrency:
-      readers   ``read_lock``/``read_unlock`` touch only the calling thread's slot (found
-                through a ``threading.local``); the first use per thread registers the slot
+      readers   a ``ReadSection`` (``section()``; ``read_lock``/``read_unlock``/``read``
+                use it) touches only the calling thread's slot (found through a
+                ``threading.local``); the first use per thread registers the slot
                 under ``_registry_lock`` (once).
       writers   ``synchronize`` holds ``_gp_lock`` while it advances the epoch and waits, so
                 grace periods are serialised; ``call_rcu`` appends to a deque and takes no
@@ -98,51 +123,39 @@ class Rcu:
         self._completed = 0  # last epoch whose grace period ended; stored under _gp_lock
         self._gp_lock = threading.Lock()
         self._registry_lock = threading.Lock()
-        self._slots: tuple[weakref.ref[_ReaderSlot], ...] = ()  # rcu: copy-on-write
+        self._slots: tuple[weakref.ref[ReadSection], ...] = ()  # rcu: copy-on-write
         self._tls = threading.local()
         self._callbacks: deque[tuple[int, Callable[[], object]]] = deque()
         self._run_lock = threading.Lock()  # one thread runs callbacks at a time
-        self._read_section = _ReadSection(self)
         self.grace_periods = 0  # stored under _gp_lock (statistics)
 
     # -- read side ---------------------------------------------------------------------
+    def section(self) -> ReadSection:
+        """The calling thread's read section (registered on first use)."""
+        section: ReadSection | None = getattr(self._tls, "section", None)
+        return self._register_reader() if section is None else section
+
+    def read(self) -> ReadSection:
+        """``with rcu.read():`` — a read-side critical section."""
+        return self.section()
+
     def read_lock(self) -> None:
-        slot: _ReaderSlot | None = getattr(self._tls, "slot", None)
-        if slot is None:
-            slot = self._register_reader()
-        if slot.nesting == 0:
-            slot.epoch = self._epoch  # atomic: load global epoch, store own slot
-        slot.nesting += 1
+        self.section().enter()
 
     def read_unlock(self) -> None:
-        slot: _ReaderSlot | None = getattr(self._tls, "slot", None)
-        if slot is None or slot.nesting == 0:
-            raise RcuError(f"{self.name}: read_unlock without read_lock")
-        slot.nesting -= 1
-        if slot.nesting == 0:
-            slot.epoch = 0  # atomic: attribute store; pairs with the load in _readers_left
-
-    def reader_slot(self) -> _ReaderSlot:
-        """The calling thread's slot (for primitives that inline a read section, such as
-        RcuRef.put; they must follow read_lock/read_unlock exactly)."""
-        slot: _ReaderSlot | None = getattr(self._tls, "slot", None)
-        return self._register_reader() if slot is None else slot
-
-    def read(self) -> _ReadSection:
-        """``with rcu.read():`` — a read-side critical section."""
-        return self._read_section
+        self.section().exit()
 
     def in_read_section(self) -> bool:
-        slot: _ReaderSlot | None = getattr(self._tls, "slot", None)
-        return slot is not None and slot.nesting > 0
+        section: ReadSection | None = getattr(self._tls, "section", None)
+        return section is not None and section.nesting > 0
 
-    def _register_reader(self) -> _ReaderSlot:
-        slot = _ReaderSlot(threading.current_thread().name)
-        self._tls.slot = slot  # the thread-local keeps it alive while the thread lives
+    def _register_reader(self) -> ReadSection:
+        section = ReadSection(self, threading.current_thread().name)
+        self._tls.section = section  # the thread-local keeps it alive while the thread lives
         with self._registry_lock:
             alive = tuple(ref for ref in self._slots if ref() is not None)
-            self._slots = alive + (weakref.ref(slot),)  # atomic: one attribute store
-        return slot
+            self._slots = alive + (weakref.ref(section),)  # atomic: one attribute store
+        return section
 
     # -- write side --------------------------------------------------------------------
     def synchronize(self, timeout: float | None = None) -> bool:
@@ -186,7 +199,7 @@ class Rcu:
             slot = ref()
             if slot is None:
                 continue
-            epoch = slot.epoch  # atomic: attribute load; pairs with read_lock/read_unlock
+            epoch = slot.epoch  # atomic: attribute load; pairs with ReadSection.enter/exit
             if epoch and epoch < new_epoch:
                 left.append(slot.thread_name)
         return left

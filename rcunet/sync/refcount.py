@@ -132,23 +132,13 @@ class RcuRef:
 
     def put(self) -> bool:
         """rcuref_put: True when this call dropped the last reference and marked it DEAD."""
-        # The guard (rcuref_put's preempt_disable): an RCU read section, inlined — this is
-        # Rcu.read_lock/read_unlock on the caller's slot, without two more calls per put.
-        rcu = self._rcu
-        slot = rcu.reader_slot()
-        nesting = slot.nesting
-        if nesting == 0:
-            slot.epoch = rcu._epoch  # atomic: as Rcu.read_lock
-        slot.nesting = nesting + 1
+        # The guard (rcuref_put's preempt_disable): a read section in the ref's domain.
+        section = self._rcu.section()
+        section.enter()
         try:
-            word = self._cnt.increment_and_get(-1)  # atomic_add_negative_release(-1)
-            if word & MASK <= MAXREF:
-                return False
-            return self._put_slowpath(word)
+            return self.put_rcusafe()
         finally:
-            slot.nesting = nesting
-            if nesting == 0:
-                slot.epoch = 0  # atomic: as Rcu.read_unlock
+            section.exit()
 
     def put_rcusafe(self) -> bool:
         """rcuref_put_rcusafe: the caller is in a read section (or otherwise blocks grace

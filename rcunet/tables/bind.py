@@ -34,19 +34,17 @@ from rcunet.tables.ehash import EstablishedTable
 from rcunet.tables.entry import (
     AF_INET,
     AF_INET6,
-    ANY4,
-    ANY6,
     SockEntry,
     State,
     TableEntry,
     check_address,
     check_port,
     fast_saddr_match,
-    is_v4mapped,
     rcv_saddr_equal,
 )
 from rcunet.tables.secret import HashSecret
 from rcunet.tuning import Tuning
+from rcunet.wire.addr import ANY4, ANY6, V4_MAPPED_ANY, V4_MAPPED_PREFIX, is_any, is_v4mapped
 
 BHASH_LOCK = LockClass("bhash_lock")
 BHASH2_LOCK = LockClass("bhash2_lock")
@@ -59,13 +57,11 @@ _T = TypeVar("_T")
 FASTREUSEPORT_ANY = 1
 FASTREUSEPORT_STRICT = 2
 
-_V4_MAPPED_PREFIX = b"\0" * 10 + b"\xff\xff"
-MAPPED_ANY = _V4_MAPPED_PREFIX + ANY4
 
 
 def v6_key(family: int, addr: bytes) -> bytes:
     """A tb2's address: IPv6 as is, IPv4 v4-mapped (``tb2->v6_rcv_saddr``)."""
-    return addr if family == AF_INET6 else _V4_MAPPED_PREFIX + addr
+    return addr if family == AF_INET6 else V4_MAPPED_PREFIX + addr
 
 
 class BindBucket:
@@ -154,8 +150,8 @@ def match_addr_any(tb2: Bind2Bucket, sk: TableEntry) -> bool:
     if sk.family == AF_INET6:
         if tb2.addr == ANY6:
             return True
-        return is_v4mapped(sk.laddr) and tb2.addr == MAPPED_ANY
-    return tb2.addr == ANY6 or tb2.addr == MAPPED_ANY
+        return is_v4mapped(sk.laddr) and tb2.addr == V4_MAPPED_ANY
+    return tb2.addr == ANY6 or tb2.addr == V4_MAPPED_ANY
 
 
 def bind_conflict(sk: TableEntry, sk2: TableEntry, relax: bool, reuseport_ok: bool) -> bool:
@@ -262,14 +258,12 @@ class BindTables:
         return self._bhash2_locks[j] or self._bhash2_locks.create(j)  # LockArray: atomic
 
     def bhash_chain_rcu(self, port: int) -> tuple[BindBucket, ...]:
-        """Snapshot of the port's bhash chain: one list-slot load, no lock.  (The index
-        is ``bhash_index`` written out; connect()'s candidate loop inlines this through
-        ``bhash_rcu``.)"""
-        return self._bhash[(port + self.secret.net_mix) & self._mask]
+        """Snapshot of the port's bhash chain: one list-slot load, no lock."""
+        return self._bhash[self.bhash_index(port)]
 
     def bhash_rcu(self) -> tuple[list[tuple[BindBucket, ...]], int, int]:
         """(bhash list, net_mix, mask) for connect()'s candidate loop: the chain of
-        ``port`` is ``bhash[(port + net_mix) & mask]`` (one list-slot load, pairing with
+        ``port`` is ``bhash[bhash_slot(port, net_mix, mask)]`` (one list-slot load, pairing with
         the stores in ``create_tb_locked``/``_destroy_tb_locked``).  All three are
         immutable; the loop reads them once per connect() instead of once per candidate."""
         return self._bhash, self.secret.net_mix, self._mask
@@ -357,7 +351,7 @@ class BindTables:
             raise
         if isinstance(sk, SockEntry):  # SOCK_BINDPORT_LOCK / SOCK_BINDADDR_LOCK
             sk.bind_port_locked = explicit_port
-            sk.bind_addr_locked = not _is_wildcard(sk)
+            sk.bind_addr_locked = not is_any(sk.laddr)
         return port
 
     def listen_port(self, sk: TableEntry, stats: BindStats | None = None) -> None:
@@ -592,8 +586,4 @@ class BindTables:
 
     def all_tb2(self) -> list[Bind2Bucket]:
         return [b for chain in list(self._bhash2) for b in chain]
-
-
-def _is_wildcard(sk: TableEntry) -> bool:
-    return sk.laddr == ANY4 or sk.laddr == ANY6
 

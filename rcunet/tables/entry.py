@@ -22,13 +22,11 @@ import errno
 
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.sync.refcount import RcuRef
+from rcunet.wire.addr import ANY4, ANY6, is_v4mapped
 
 AF_INET = 2
 AF_INET6 = 10
 
-ANY4 = b"\0\0\0\0"
-ANY6 = b"\0" * 16
-_V4_MAPPED_PREFIX = b"\0" * 10 + b"\xff\xff"
 #: What Linux stores in ``sk_rcv_saddr`` of an IPv6 socket bound to a non-mapped address.
 LOOPBACK4_IPV6 = b"\x7f\0\0\x06"
 
@@ -48,23 +46,6 @@ class State(enum.IntEnum):
     LISTEN = 10
     CLOSING = 11
     NEW_SYN_RECV = 12
-
-
-def is_any(addr: bytes) -> bool:
-    return addr == ANY4 or addr == ANY6
-
-
-def is_v4mapped(addr: bytes) -> bool:
-    return len(addr) == 16 and addr[:12] == _V4_MAPPED_PREFIX
-
-
-def is_loopback(addr: bytes) -> bool:
-    """127/8, ::1, or v4-mapped 127/8 (the ``tcp_tw_reuse = 2`` test, reference §3.4)."""
-    if len(addr) == 4:
-        return addr[0] == 127
-    if is_v4mapped(addr):
-        return addr[12] == 127
-    return addr == b"\0" * 15 + b"\x01"
 
 
 class TableEntry:

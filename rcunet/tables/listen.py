@@ -17,16 +17,9 @@ import errno
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.sync.lock import LockClass
 from rcunet.sync.lockarray import LockArray
-from rcunet.tables.entry import (
-    AF_INET,
-    AF_INET6,
-    ANY4,
-    ANY6,
-    State,
-    TableEntry,
-    rcv_saddr_equal,
-)
+from rcunet.tables.entry import AF_INET, AF_INET6, State, TableEntry, rcv_saddr_equal
 from rcunet.tables.secret import HashSecret
+from rcunet.wire.addr import ANY4, ANY6
 
 LHASH2_LOCK = LockClass("lhash2_lock")
 DEFAULT_LHASH2_SIZE = 1 << 10

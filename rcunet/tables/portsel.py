@@ -44,11 +44,10 @@ from rcunet.tables.entry import (
     TimeWaitEntry,
     check_address,
     check_port,
-    is_any,
-    is_loopback,
 )
-from rcunet.tables.secret import M32
+from rcunet.tables.secret import M32, bhash_slot
 from rcunet.tuning import Tuning
+from rcunet.wire.addr import is_any, is_loopback
 
 #: INET_TABLE_PERTURB_SIZE
 PERTURB_SIZE = 1 << 16
@@ -344,7 +343,8 @@ class PortSelector:
                 if precheck:
                     # Lockless pre-check: one list-slot load per chain, no lock, no pin.
                     skip = False
-                    for tb in bhash[(port + net_mix) & bmask]:  # atomic: list-slot load
+                    # atomic: list-slot load
+                    for tb in bhash[bhash_slot(port, net_mix, bmask)]:
                         if tb.port == port:
                             # atomic: list-slot load, pairs with ehash._publish_locked
                             skip = (tb.fastreuse >= 0 or tb.fastreuseport >= 0

@@ -22,14 +22,12 @@ import hashlib
 import random
 
 from rcunet.core.freethreaded import lockfree_read_slots
+from rcunet.wire.addr import ANY4, ANY6, V4_MAPPED_PREFIX
 
 M32 = 0xFFFFFFFF
 #: Linux re-salts the ephemeral-port secret every 10 seconds (``jiffies / (10 * HZ)``).
 PORT_SECRET_PERIOD_NS = 10 * 1_000_000_000
 
-_V4_MAPPED_PREFIX = b"\0" * 10 + b"\xff\xff"
-_ANY4 = b"\0\0\0\0"
-_ANY6 = b"\0" * 16
 
 
 def portaddr_key(addr: bytes) -> bytes:
@@ -37,11 +35,17 @@ def portaddr_key(addr: bytes) -> bytes:
     wildcard hash like their IPv4 forms, so 0.0.0.0, :: and ::ffff:0.0.0.0 share a
     bucket (reference §2.2, bhash2 "addr any" check)."""
     if len(addr) == 16:
-        if addr == _ANY6:
-            return _ANY4
-        if addr[:12] == _V4_MAPPED_PREFIX:
+        if addr == ANY6:
+            return ANY4
+        if addr[:12] == V4_MAPPED_PREFIX:
             return addr[12:]
     return addr
+
+
+def bhash_slot(port: int, net_mix: int, mask: int) -> int:
+    """``inet_bhashfn``: ``(port + net_hash_mix(net)) & (bhash_size - 1)``.  A function of
+    plain ints, so a loop that read ``net_mix`` and ``mask`` once can call it per port."""
+    return (port + net_mix) & mask
 
 
 class HashSecret:
@@ -70,8 +74,8 @@ class HashSecret:
 
     # --- bind / listen tables (reference §2.1, §2.2, §2.5) -------------------------------
     def bhash_index(self, port: int, mask: int) -> int:
-        """``(port + net_hash_mix(net)) & (bhash_size - 1)``."""
-        return (port + self.net_mix) & mask
+        """``inet_bhashfn``: the bind-hash slot of ``port`` (``mask``: size - 1)."""
+        return bhash_slot(port, self.net_mix, mask)
 
     def portaddr_hash(self, addr: bytes, port: int) -> int:
         """``ipv{4,6}_portaddr_hash(net, addr, port)``: keyed address hash xor port."""

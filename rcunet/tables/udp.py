@@ -67,22 +67,13 @@ from rcunet.sync.hooks import yield_point
 from rcunet.sync.lock import Lock, LockClass
 from rcunet.sync.rcu import Rcu
 from rcunet.sync.shards import ShardedStats
-from rcunet.tables.entry import (
-    AF_INET,
-    AF_INET6,
-    ANY4,
-    ANY6,
-    State,
-    check_address,
-    check_port,
-    is_v4mapped,
-    rcv_saddr_equal,
-)
+from rcunet.tables.entry import AF_INET, AF_INET6, State, check_address, check_port, rcv_saddr_equal
 from rcunet.tables.secret import HashSecret
 from rcunet.tables.udp_entry import UdpEntry, v4_view
 from rcunet.tables.udp_mcast import McastStats, mcast_deliver
 from rcunet.tables.udp_reuseport import ReuseportGroup, reciprocal_scale
 from rcunet.tuning import Tuning
+from rcunet.wire.addr import ANY4, ANY6, is_any, is_v4mapped
 
 HSLOT_LOCK = LockClass("udp_hslot_lock")
 HSLOT2_LOCK = LockClass("udp_hslot2_lock")
@@ -242,9 +233,6 @@ class UdpTable:
         self.any_portaddr_hash = self.secret.portaddr_hash(ANY4, 0)  # immutable
         if self.secret.portaddr_hash(ANY4, 0xBEEF) != self.any_portaddr_hash ^ 0xBEEF:
             raise RuntimeError("portaddr_hash must be (address hash) xor port, as in Linux")
-        probe = b"\xef\x01\x02\x03"
-        if self.portaddr_hash(probe, 5000) != self.secret.portaddr_hash(probe, 5000):
-            raise RuntimeError("UdpTable.portaddr_hash disagrees with HashSecret's")
 
     # --- hash, slot helpers ----------------------------------------------------------
     def primary_slot(self, port: int) -> UdpSlot:
@@ -253,11 +241,6 @@ class UdpTable:
 
     def portaddr_hash(self, addr: bytes, port: int) -> int:
         """``ipv{4,6}_portaddr_hash``: keyed hash of the address xor the port."""
-        if len(addr) == 4:
-            # HashSecret.portaddr_hash, inlined for an IPv4 address (which portaddr_key
-            # leaves as it is): multicast delivery hashes every datagram's group.
-            # __init__ checks that the two agree.
-            return (hash((self.net_mix, addr)) ^ port) & M32
         return self.secret.portaddr_hash(addr, port)
 
     def secondary_slot(self, portaddr_hash: int) -> UdpSlot:
@@ -431,7 +414,7 @@ class UdpTable:
                 group.add_locked(sk)
                 sk.reuseport_cb = group
                 return
-        sk.reuseport_cb = ReuseportGroup(sk, bind_inany=sk.laddr in (ANY4, ANY6))
+        sk.reuseport_cb = ReuseportGroup(sk, bind_inany=is_any(sk.laddr))
 
     def _reuseport_detach_locked(self, sk: UdpEntry) -> None:
         group = sk.reuseport_cb
@@ -494,7 +477,7 @@ class UdpTable:
             return
         slot = self.primary_slot(sk.lport)
         with slot.lock:
-            rehash = laddr is not None and sk.laddr in (ANY4, ANY6) and laddr != sk.laddr
+            rehash = laddr is not None and is_any(sk.laddr) and laddr != sk.laddr
             new_laddr = laddr if rehash and laddr is not None else sk.laddr
             sk.set_key(new_laddr, sk.lport, faddr, fport)  # one key store for readers
             if rehash:

@@ -22,16 +22,8 @@ from collections.abc import Iterable
 
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.sync.hooks import yield_point
-from rcunet.tables.entry import (
-    AF_INET,
-    AF_INET6,
-    ANY4,
-    ANY6,
-    LOOPBACK4_IPV6,
-    SockEntry,
-    check_address,
-    is_v4mapped,
-)
+from rcunet.tables.entry import AF_INET, AF_INET6, LOOPBACK4_IPV6, SockEntry, check_address
+from rcunet.wire.addr import ANY4, ANY6, is_multicast, is_multicast4, is_v4mapped
 
 _DROPS_LOCK = threading.Lock()
 
@@ -55,13 +47,6 @@ def v4_view(addr: bytes) -> bytes:
     if is_v4mapped(addr):
         return addr[12:]
     return ANY4 if addr == ANY6 else LOOPBACK4_IPV6
-
-
-def is_multicast(addr: bytes) -> bool:
-    """224.0.0.0/4 or ff00::/8."""
-    if len(addr) == 4:
-        return 224 <= addr[0] <= 239
-    return addr[0] == 0xFF
 
 
 class UdpEntry(SockEntry):
@@ -179,7 +164,7 @@ def mcast_allowed(sk: UdpEntry, group: bytes, source: bytes, ifindex: int) -> bo
     EXCLUDE the refused ones.
     """
     if len(group) == 4:
-        if not 224 <= group[0] <= 239:
+        if not is_multicast4(group):
             return True
         per_if = sk.mc_list.get(group)  # atomic: attribute load + dict.get (COW dict)
         found = per_if.get(ifindex) if per_if is not None else None

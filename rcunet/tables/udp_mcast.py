@@ -48,8 +48,9 @@ from typing import TYPE_CHECKING
 
 from rcunet.sync.hooks import yield_point
 from rcunet.sync.shards import ShardedStats
-from rcunet.tables.entry import AF_INET6, ANY4, ANY6
-from rcunet.tables.udp_entry import MCAST_INCLUDE, UdpEntry, mcast_allowed, v4_view
+from rcunet.tables.entry import AF_INET6
+from rcunet.tables.udp_entry import UdpEntry, mcast_allowed, v4_view
+from rcunet.wire.addr import ANY4, ANY6
 
 if TYPE_CHECKING:
     from rcunet.tables.udp import UdpSlot, UdpTable
@@ -112,15 +113,7 @@ def is_mcast_sock4(sk: UdpEntry, daddr: bytes, dport: int, saddr: bytes, sport: 
     dev = sk.bound_dev
     if dev and dev != dif:
         return False
-    # ip_mc_sf_allow, inlined on this hot path (mcast_allowed is the reference version).
-    if not 224 <= daddr[0] <= 239:
-        return True  # broadcast: no membership involved
-    per_if = sk.mc_list.get(daddr)  # atomic: attribute load + dict.get (COW dicts)
-    found = per_if.get(dif) if per_if is not None else None
-    if found is None:
-        return sk.mc_all
-    mode, sources = found
-    return (saddr in sources) if mode == MCAST_INCLUDE else (saddr not in sources)
+    return mcast_allowed(sk, daddr, saddr, dif)
 
 
 def is_mcast_sock6(sk: UdpEntry, daddr: bytes, dport: int, saddr: bytes, sport: int,
@@ -146,16 +139,14 @@ MatchFn = Callable[[UdpEntry, bytes, int, bytes, int, int], bool]
 def mcast_slots(table: UdpTable, daddr: bytes, dport: int, use_hash2: bool) -> Sequence[UdpSlot]:
     """The chains to walk: the primary slot, or - modern, primary count > 10 - the hash2
     slots of (daddr, port) and (wildcard, port), once if they coincide."""
-    mask = table.mask
-    hslot = table.hash[(dport + table.net_mix) & mask]  # table.primary_slot, inlined
+    hslot = table.primary_slot(dport)
     # A racy int load (see UdpSlot): either answer walks a complete index.
     if not use_hash2 or hslot.count <= 10:
         return (hslot,)
-    hash2 = table.hash2  # table.secondary_slot, inlined twice
-    slot2 = hash2[table.portaddr_hash(daddr, dport) & mask]
+    slot2 = table.secondary_slot(table.portaddr_hash(daddr, dport))
     # portaddr_hash(ANY, port) == portaddr_hash(ANY, 0) ^ port (the address part is
     # computed once, as udp_lib_get_port's hash2_nulladdr).
-    slot2_any = hash2[(table.any_portaddr_hash ^ dport) & mask]
+    slot2_any = table.secondary_slot(table.any_portaddr_hash ^ dport)
     if slot2 is slot2_any:
         return (slot2,)
     return (slot2, slot2_any)
@@ -182,14 +173,8 @@ def mcast_deliver(table: UdpTable, daddr: bytes, dport: int, saddr: bytes, sport
         count = _deliver_under_lock(table, slots, match, daddr, dport, saddr, sport, ifindex,
                                     datagram, deliver, clone_fn, shard)
     elif (collect if collect is not None else table.mcast_collect) == "rcu":
-        # The read section: Rcu.read_lock/read_unlock on this thread's slot, inlined as
-        # RcuRef.put does (two calls fewer per datagram).
-        rcu = table.rcu
-        section = rcu.reader_slot()
-        nesting = section.nesting
-        if nesting == 0:
-            section.epoch = rcu._epoch  # atomic: as Rcu.read_lock
-        section.nesting = nesting + 1
+        section = table.rcu.section()
+        section.enter()
         try:
             receivers = _collect_rcu(slots, match, daddr, dport, saddr, sport, ifindex)
             yield_point("udp.mcast.collected")
@@ -199,9 +184,7 @@ def mcast_deliver(table: UdpTable, daddr: bytes, dport: int, saddr: bytes, sport
             elif count:
                 _fan_out(receivers, datagram, deliver, clone_fn, shard)
         finally:
-            section.nesting = nesting
-            if nesting == 0:
-                section.epoch = 0  # atomic: as Rcu.read_unlock
+            section.exit()
     else:
         receivers = _collect_locked(slots, match, daddr, dport, saddr, sport, ifindex,
                                     shard)

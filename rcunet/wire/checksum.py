@@ -87,12 +87,10 @@ def pseudo_header_words(src: bytes, dst: bytes, protocol: int, length: int) -> i
 def segment_checksum_ok(segment: Buffer, src: bytes, dst: bytes, protocol: int) -> bool:
     """True when a whole transport segment (checksum field included) and its pseudo-header
     sum to all ones.  The word total is never zero (``protocol`` is in it), so a residue of
-    zero is the sum 0xFFFF.  ``pseudo_header_words``, inlined: this runs on every segment."""
-    if len(src) != len(dst) or len(src) not in _ADDRESS_LENS:
-        raise _bad_address()
+    zero is the sum 0xFFFF."""
     size = len(segment)
     total = int.from_bytes(segment, "big") << (8 * (size & 1))
-    return (total + int.from_bytes(src + dst, "big") + protocol + size) % 0xFFFF == 0
+    return (total + pseudo_header_words(src, dst, protocol, size)) % 0xFFFF == 0
 
 
 _ADDRESS_LENS = (4, 16)

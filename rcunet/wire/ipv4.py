@@ -46,7 +46,6 @@ OPT_NOP = 1
 #: version/IHL byte of a header without options.
 _VIHL_PLAIN = VERSION << 4 | HEADER_LEN >> 2
 _HEADER = struct.Struct("!BBHHHBBH4s4s")
-_HEADER_CHUNKS = struct.Struct("!QQI")
 _U16 = struct.Struct("!H")
 _CHECKSUM_AT = 10
 #: What receive paths read of a plain header, in one unpack (``parse_plain``): version and
@@ -244,15 +243,11 @@ class Repr(NamedTuple):
         if vihl == _VIHL_PLAIN:
             header_len = HEADER_LEN
             options = b""
-            # header_checksum_ok, inlined: 2**64 == 2**32 == 1 (mod 0xFFFF), so the three
-            # big-endian chunks add up to the header's word sum modulo 0xFFFF.
-            high, middle, low = _HEADER_CHUNKS.unpack_from(view)
-            checksum_ok = (high + middle + low) % 0xFFFF == 0
         else:
             header_len = header_len_of(vihl, available)
             options = bytes(view[HEADER_LEN:header_len])
             check_options(options)
-            checksum_ok = header_checksum_ok(view[:header_len])
+        checksum_ok = header_checksum_ok(view[:header_len])
         if total_len > available or total_len < header_len:
             _check_total_len(total_len, header_len, available)
         if verify and not checksum_ok:

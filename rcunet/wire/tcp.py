@@ -36,6 +36,23 @@ CWR = 0x80
 #: RFC 3540's NS bit, now AE (accurate ECN): the low bit of byte 12.
 AE = 0x100
 FLAGS_MASK = 0x1FF
+#: RFC 9768's ACE field: AE, CWR and ECE read as one 3-bit number (AE the high bit).
+ACE = AE | CWR | ECE
+_ACE_SHIFT = 6
+
+
+
+def ace(flags: int) -> int:
+    """The ACE field of ``flags`` (0-7): Linux tcp_accecn_ace, (AE << 2) | (CWR << 1) | ECE."""
+    return (flags & ACE) >> _ACE_SHIFT
+
+
+def with_ace(flags: int, value: int) -> int:
+    """``flags`` with its AE, CWR and ECE bits set to the 3-bit ACE ``value``."""
+    if not 0 <= value <= 7:
+        raise WireError("bad-field", f"ACE value {value} beyond 3 bits")
+    return (flags & ~ACE) | value << _ACE_SHIFT
+
 
 _FIXED = struct.Struct("!HHIIBBHHH")
 # Fixed header followed by the NOP NOP TS word and TSval, TSecr (data offset 8).

@@ -84,9 +84,7 @@ def spend_quickacks(conn: Connection) -> None:
     """Leave quick-ack mode the way 16 ACKed segments would (Linux tcp_dec_quickack_mode:
     no quick ACKs left, ato at its floor): a new connection ACKs its first segments one by
     one (tcp_incr_quickack), and tests of the delayed-ACK rules start past that."""
-    conn._quick = 0
-    conn._ato = conn.options.delack_delay
-    conn._lrcvtime = conn._now  # as if data had just arrived
+    conn.delack.leave_quickack_mode(conn.options, conn._now)
 
 
 # ------------------------------------------------------------------ the wire

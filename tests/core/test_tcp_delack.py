@@ -29,12 +29,12 @@ def test_a_reply_within_ato_makes_the_connection_interactive() -> None:
     assert len(send(conn, seg(payload=b"req1"), now=0)) == 1  # quick ACK
     conn.send(b"resp", MS)
     assert [o.payload for o in conn.take_segments()] == [b"resp"]
-    assert conn._pingpong == 1
+    assert conn.delack.pingpong == 1
     assert send(conn, seg(seq=R1 + 4, payload=b"req2"), now=2 * MS) == []  # delayed
     deadline = conn.next_deadline()
     assert deadline is not None
     conn.on_timer(deadline)
-    assert len(conn.take_segments()) == 1 and conn._pingpong == 0
+    assert len(conn.take_segments()) == 1 and conn.delack.pingpong == 0
     assert len(send(conn, seg(seq=R1 + 8, payload=b"req3"), now=deadline + MS)) == 1
 
 

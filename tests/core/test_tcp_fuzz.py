@@ -84,8 +84,8 @@ def test_arbitrary_segments_never_raise_and_stay_bounded(kind, ts, sack, segs, g
             assert 0 <= out.window <= 0xFFFF
             assert len(out.payload) <= conn.tcb.snd_mss
         conn.take_events()
-        assert conn.readable + conn._ofo.buffered <= opts.rcvbuf
-        assert len(conn._ofo) <= opts.ofo_max_ranges
+        assert conn.readable + conn.receiver.ofo.buffered <= opts.rcvbuf
+        assert len(conn.receiver.ofo) <= opts.ofo_max_ranges
         assert conn.unacked <= opts.sndbuf
         t = conn.tcb
         assert le(t.snd_una, t.snd_nxt) and le(t.snd_nxt, t.snd_max)

@@ -1,5 +1,5 @@
 """SACK blocks and the MTU: a data segment carries only the blocks its payload leaves
-room for within SND.MSS (output.py ``_make``); pure ACKs carry them all."""
+room for within SND.MSS (``Receiver.sack_blocks``); pure ACKs carry them all."""
 
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ def test_fin_waits_for_the_last_skb() -> None:
 def test_ends_past_what_the_buffer_took_are_dropped() -> None:
     conn = established(plain_options(nodelay=True, sndbuf=8))
     assert conn.send(b"d" * 20, 0, skb_ends=(5, 17)) == 8
-    assert list(conn._skb_ends) == [ISS_LOCAL + 1 + 5]
+    assert list(conn.sender.skb_ends) == [ISS_LOCAL + 1 + 5]
 
 
 def test_skb_ends_of_iovecs() -> None:

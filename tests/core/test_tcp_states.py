@@ -386,17 +386,34 @@ def test_challenge_acks_are_rate_limited_per_connection() -> None:
     assert len(send(conn, seg(flags=RST, seq=R1 + 7), now=600 * MS)) == 1
 
 
-def test_ack_for_unsent_data_is_dropped_silently_when_established() -> None:
-    """Linux tcp_rcv_established drops it without an answer (tcp_ack's
-    TCP_ACK_UNSENT_DATA); the other states challenge it (tcp_rcv_state_process)."""
+def test_ack_for_unsent_data_is_challenged_and_dropped() -> None:
+    """Linux tcp_ack (after(ack, snd_nxt)): a challenge ACK and the segment dropped,
+    in ESTABLISHED (tcp_rcv_established) as in the other full-socket states
+    (tcp_rcv_state_process); each answer is rate limited per socket."""
     conn = established()
-    assert send(conn, seg(ack=L1 + 1000, payload=b"data")) == []
+    out = send(conn, seg(ack=L1 + 1000, payload=b"data"))
+    assert [(o.flags, o.seq, o.ack) for o in out] == [(ACK, L1, R1)]
     assert conn.readable == 0 and conn.tcb.snd_una == L1
+    assert conn.counters["TcpExtTCPChallengeACK"] == 1
+    assert send(conn, seg(ack=L1 + 1000, payload=b"data"), now=100 * MS) == []
+    assert conn.counters["TcpExtTCPACKSkippedChallenge"] == 1
     conn.shutdown_write(0)
     assert [o.flags for o in conn.take_segments()] == [ACK | FIN]
-    out = send(conn, seg(ack=L1 + 1000, payload=b"data"))
+    out = send(conn, seg(ack=L1 + 1000, payload=b"data"), now=600 * MS)
     assert [(o.flags, o.seq, o.ack) for o in out] == [(ACK, L1 + 1, R1)]
     assert conn.readable == 0 and conn.tcb.snd_una == L1
+
+
+def test_ack_for_unsent_data_in_a_timewait_sock_gets_no_answer() -> None:
+    """What Linux holds as a timewait sock (an orphaned FIN-WAIT-2, TIME-WAIT) drops a
+    bare in-window ACK silently, whatever it acknowledges (tcp_timewait_state_process)."""
+    conn = fin_wait_2()
+    conn.close(0)
+    assert send(conn, seg(ack=L1 + 1000)) == []
+    assert conn.state is State.FIN_WAIT_2
+    conn = time_wait()
+    assert send(conn, seg(seq=R1 + 1, ack=L1 + 1000)) == []
+    assert conn.counters["TcpExtTCPChallengeACK"] == 0
 
 
 def test_ack_too_old_is_dropped_rfc5961() -> None:
@@ -767,7 +784,7 @@ def test_out_of_order_queue_is_bounded_in_ranges() -> None:
     conn = established(plain_options(ofo_max_ranges=4))
     for i in range(10):  # one-byte islands
         conn.on_segment(seg(seq=R1 + 10 + 2 * i, payload=b"i"), 0)
-    assert len(conn._ofo) == 4 and conn._ofo.buffered == 4
+    assert len(conn.receiver.ofo) == 4 and conn.receiver.ofo.buffered == 4
     assert conn.counters["TcpExtTCPOFODrop"] == 6 and conn.counters["TcpExtTCPOFOQueue"] == 4
 
 
@@ -816,9 +833,9 @@ def test_ack_acceptability_boundaries_rfc5961() -> None:
     assert conn.readable == 2
     conn.on_segment(seg(seq=R1 + 2, ack=low - 1, payload=b"no"), 600 * MS)
     assert conn.readable == 2 and conn.counters["TcpExtTCPChallengeACK"] == 1
-    # unsent: dropped, and in ESTABLISHED without a challenge (tcp_rcv_established)
+    # unsent: dropped with a challenge (tcp_ack: after(ack, snd_nxt))
     conn.on_segment(seg(seq=R1 + 2, ack=L1 + 101, payload=b"no"), 1200 * MS)
-    assert conn.readable == 2 and conn.counters["TcpExtTCPChallengeACK"] == 1
+    assert conn.readable == 2 and conn.counters["TcpExtTCPChallengeACK"] == 2
     conn.on_segment(seg(seq=R1 + 2, ack=L1 + 100, payload=b"ok"), 1300 * MS)
     assert conn.readable == 4
 

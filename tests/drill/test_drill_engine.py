@@ -195,3 +195,40 @@ def test_cli_lines_json_table_and_exit_status(tmp_path: pytest.TempPathFactory,
     out = capsys.readouterr().out
     assert "| good.pkt | pass | pass |  |" in out
     assert "1 of 3 scripts pass in every family run." in out
+
+
+def test_accecn_option_is_read_and_encoded_in_its_fields_order() -> None:
+    """packetdrill's ``ECN e1b 1 ceb 0 e0b 1``: kind 174 when e1b comes first, 172 when
+    e0b does (RFC 9768 §3.2.3), each field 3 bytes; printed back the same way."""
+    from rcunet.drill import frames as fr
+
+    script = parse("0 < . 1:1(0) ack 1 win 257 <ECN e1b 1 ceb 0 e0b 1,nop>\n", "t.pkt")
+    packet = script.events[0].action
+    assert isinstance(packet, s.PacketSpec) and packet.options
+    option = packet.options[0]
+    assert option == s.TcpOption("accecn", (("e1b", 1), ("ceb", 0), ("e0b", 1)))
+    raw = fr.accecn_option(option.values)
+    assert (raw.kind, raw.data) == (174, bytes.fromhex("000001000000000001"))
+    assert fr.option_text(raw) == "ECN e1b 1 ceb 0 e0b 1"
+    zero = fr.accecn_option((("e0b", 5), ("ceb", 7)))
+    assert (zero.kind, zero.data, fr.option_text(zero)) == (
+        172, bytes.fromhex("000005000007"), "ECN e0b 5 ceb 7")
+    assert fr.accecn_option(()).kind == 174 and fr.option_text(fr.accecn_option(())) == "ECN"
+    with pytest.raises(ValueError):
+        fr.accecn_option((("ceb", 0), ("e1b", 1)))
+
+
+@pytest.mark.parametrize(("tail", "status", "words"), [
+    # the stack takes a segment carrying the option (an unknown option to it)
+    ("+0 < P. 1:11(10) ack 1 win 257 <ECN e0b 1 ceb 0 e1b 1,nop>\n"
+     "+0 > . 1:1(0) ack 11 <...>\n+0 read(4, ..., 100) = 10\n", "pass", ""),
+    # an expected option the stack does not send fails
+    ("+0 < P. 1:11(10) ack 1 win 257\n+0 > . 1:1(0) ack 11 <ECN e1b 1 ceb 0 e0b 1,nop>\n",
+     "fail", "tcp_data_offset"),
+    ("+0 < P. 1:11(10) ack 1 win 257 <ECN ceb 0 e1b 1,nop>\n", "error",
+     "neither option's order"),
+])
+def test_accecn_option_in_a_script(tail: str, status: str, words: str) -> None:
+    result = _run(PASSIVE + tail)
+    assert result[0] == status, result
+    assert words in result[2]

@@ -153,6 +153,4 @@ def spend_quickacks(sock: Any) -> None:
     tcp_dec_quickack_mode): a new connection ACKs its first segments one by one
     (tcp_incr_quickack), and tests that need a delayed ACK start past that."""
     conn = sock._sk.conn
-    conn._quick = 0
-    conn._ato = conn.options.delack_delay
-    conn._lrcvtime = conn._now  # as if data had just arrived
+    conn.delack.leave_quickack_mode(conn.options, conn._now)

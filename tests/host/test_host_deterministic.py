@@ -13,7 +13,7 @@ import pytest
 
 from rcunet.host.network import Network
 from rcunet.tuning import Tuning
-from rcunet.wire import ethernet, ipv4, udp
+from rcunet.wire import ethernet, ipv4, ipv6, udp
 
 SECOND = 1_000_000_000
 
@@ -102,6 +102,44 @@ def test_ttl_expiry_answers_time_exceeded():
     assert not rx._sk.has_data()
     assert r.counters.get("IcmpOutTimeExcds") == 1
     assert a.counters.get("IcmpInTimeExcds") == 1
+
+
+def test_a_router_routes_before_it_checks_the_ttl():
+    """ip_route_input runs before ip_forward's TTL test: a TTL-1 packet the router has no
+    route for is answered net unreachable, not time exceeded."""
+    net, a, r, b = Network.routed()
+    tx = udp_socket(a)
+    tx.setsockopt(socket.IPPROTO_IP, socket.IP_TTL, 1)
+    tx.sendto(b"nowhere", ("192.0.2.1", 9))  # a's default route is r; r has none
+    net.run(1.0)
+    assert r.counters.get("IpOutNoRoutes") == 1
+    assert r.counters.get("IcmpOutDestUnreachs") == 1
+    assert r.counters.get("IcmpOutTimeExcds") == 0
+
+
+def test_a_router_refuses_a_link_local_source_beyond_its_link():
+    """RFC 4291 §2.5.6, ip6_forward: a link-local source must not be forwarded; the
+    router counts Ip6InAddrErrors and answers destination unreachable, beyond scope."""
+    net, a, r, b = Network.routed()
+    rx = udp_socket(b, socket.AF_INET6, 6003)
+    a_if = next(i for i in a.interfaces.values() if i.mac is not None)
+    r_if = next(i for i in r.interfaces.values() if i.has_address(_packed("fd01::1")))
+    datagram = udp.Repr(40000, 6003, b"scoped").build(
+        src=_packed("fe80::1"), dst=_packed("fd02::2"))
+    packet = ipv6.Repr(_packed("fe80::1"), _packed("fd02::2"), udp.PROTOCOL, datagram)
+    r.receive(r_if, ethernet.Repr(r_if.mac, a_if.mac, ethernet.ETHERTYPE_IPV6,
+                                  packet.build()).build())
+    net.run(1.0)
+    assert not rx._sk.has_data()
+    assert r.counters.get("Ip6InAddrErrors") == 1
+    assert r.counters.get("Icmp6OutDestUnreachs") == 1
+    assert r.counters.get("Ip6OutForwDatagrams") == 0
+
+
+def _packed(text):
+    import ipaddress
+
+    return ipaddress.ip_address(text).packed
 
 
 def test_forwarding_off_drops_transit_traffic():

@@ -170,16 +170,22 @@ def test_fast_mode_is_the_bare_lock():
     lockdep.disable()
     try:
         assert not lock_mod.stats_enabled() and not lock_mod.checks_enabled()
-        lk = LockClass("t_fast").new()
+        cls = LockClass("t_fast")
+        lk = cls.new()
         raw = lk._lock
-        assert lk.acquire.__self__ is raw and lk.release.__self__ is raw
         with lk:
             assert raw.locked()
+            assert lk._site is None and lk._owner is None  # no bookkeeping at all
         assert not raw.locked()
-        lockstat.enable()  # switching re-points existing instances
-        assert lk.acquire._ref() is lk and lk.release._ref() is lk
+        assert lk.acquire(False) and raw.locked()
+        lk.release()
+        lockstat.enable()  # an existing lock is instrumented from its next acquisition
+        with lk:
+            assert lk._site is not None
+        assert lockstat.class_stats(cls).acquisitions == 1
         lockstat.disable()
-        assert lk.acquire.__self__ is raw
+        with lk:
+            assert lk._acquired_at is None
     finally:
         lockdep.enable()
 

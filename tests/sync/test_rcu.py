@@ -1,7 +1,8 @@
 """Epoch-based RCU.
 
 Covered: synchronize waits for a reader that began before it and not for one that began
-after it (both forced with events, no sleeps); nested sections end at the outermost unlock;
+after it (both forced with events, no sleeps); nested sections end at the outermost unlock,
+whichever entry point (``section().enter/exit``, ``read_lock``, ``with read()``) opened them;
 call_rcu callbacks never run before a grace period has completed and run after barrier();
 misuse (unlock without lock, synchronize inside a read section) raises RcuError; timeouts
 bound every wait.
@@ -92,6 +93,39 @@ def test_nested_sections_end_at_the_outermost_unlock():
     assert rcu.synchronize(timeout=JOIN_S)
 
 
+def test_the_section_api_and_read_lock_are_one_section():
+    """A hot path's ``section().enter()`` and a ``read_lock()`` in the same thread nest in
+    one section: the grace period waits until the last of them has left."""
+    rcu = Rcu("t_section")
+    steps = [threading.Event() for _ in range(3)]
+    leave = [threading.Event() for _ in range(2)]
+
+    def reader():
+        section = rcu.section()
+        assert section is rcu.section() and section is rcu.read()
+        section.enter()
+        rcu.read_lock()
+        steps[0].set()
+        leave[0].wait(JOIN_S)
+        section.exit()  # the inner one: still inside
+        steps[1].set()
+        leave[1].wait(JOIN_S)
+        rcu.read_unlock()
+        steps[2].set()
+
+    t = threading.Thread(target=reader)
+    t.start()
+    assert steps[0].wait(JOIN_S)
+    assert rcu.synchronize(timeout=0.05) is False
+    leave[0].set()
+    assert steps[1].wait(JOIN_S)
+    assert rcu.synchronize(timeout=0.05) is False
+    leave[1].set()
+    assert steps[2].wait(JOIN_S)
+    t.join(JOIN_S)
+    assert rcu.synchronize(timeout=JOIN_S)
+
+
 def test_call_rcu_runs_only_after_a_grace_period():
     rcu = Rcu("t_cb")
     reader = Reader(rcu, "holder")
@@ -121,6 +155,8 @@ def test_misuse_raises():
     rcu = Rcu("t_misuse")
     with pytest.raises(RcuError):
         rcu.read_unlock()
+    with pytest.raises(RcuError):
+        rcu.section().exit()
     with rcu.read():
         with pytest.raises(RcuError):
             rcu.synchronize()

@@ -26,6 +26,7 @@ import dataclasses
 
 from rcunet.core.ip.fragment import FragmentationNeeded, fragment_ipv4
 from rcunet.wire import ipv4, ipv6
+from rcunet.wire.addr import is_link_local6
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -65,18 +66,13 @@ def forward_ipv4(
     return fragment_ipv4(onward, mtu)
 
 
-def is_link_local_v6(addr: bytes) -> bool:
-    """fe80::/10."""
-    return addr[0] == 0xFE and addr[1] & 0xC0 == 0x80
-
-
 def forward_ipv6(
     packet: ipv6.Repr, mtu: int
 ) -> ipv6.Repr | HopLimitExceeded | PacketTooBig | BeyondScope:
     """The packet to send on for a forwarded IPv6 ``packet`` (hop limit decremented)."""
-    if is_link_local_v6(packet.dst):
+    if is_link_local6(packet.dst):
         return BeyondScope(packet, answer=False)
-    if is_link_local_v6(packet.src):
+    if is_link_local6(packet.src):
         return BeyondScope(packet, answer=True)
     if packet.hop_limit <= 1:
         return HopLimitExceeded(packet)

@@ -1,8 +1,12 @@
 """TCP as a sans-IO engine (RFC 9293).  Start with ``connection.py``.
 
 Modules: ``state`` (states and allowed transitions), ``tcb`` (RFC variables), ``connection``
-(the engine: input, output, timers), ``listen`` (LISTEN decisions, stateless RSTs),
-``timers`` (deadlines), ``rto`` (RFC 6298),
+(the engine: the RFC 9293 state machine, coordinating its parts), the parts it holds --
+``receiver`` (receive queue, window, text and FIN), ``delack`` (ACK timing), ``autotune``
+(buffer growth), ``sender`` (send queue, Nagle, PSH, what goes out), ``recovery`` (loss
+detection, SACK/NewReno recovery), ``timers`` (deadlines, back-off, expiry),
+``challenge`` (RFC 5961 limits) -- ``listen`` (LISTEN decisions, stateless RSTs),
+``rto`` (RFC 6298),
 ``reassembly`` (out-of-order queue), ``sack`` (RFC 2018 blocks, RFC 6675 scoreboard),
 ``congestion`` (reno, cubic), ``isn`` (RFC 6528), ``syncookies`` (Linux's encoding),
 ``events``, ``counters`` (nstat names), ``options`` (per-connection settings).

@@ -4,20 +4,45 @@ ESTABLISHED (tcp_init_buffer_space / tcp_sndbuf_expand)."""
 
 from __future__ import annotations
 
-from rcunet.core.tcp.common import (
-    MS,
-)
+from rcunet.core.freethreaded import lockfree_read_slots
+from rcunet.core.tcp.common import MS
+from rcunet.core.tcp.options import Options
+from rcunet.core.tcp.tcb import Tcb
 from rcunet.wire import tcp
 from rcunet.wire.seqnum import add, lt, sub
 
 
-class AutotuneMixin:
-    """``Connection``'s receive and send buffer autotuning."""
+class Autotune:
+    """A connection's buffer autotuning (Linux rcvq_space, rcv_rtt_est, window_clamp):
+    the only writer of these fields.  It proposes buffer sizes; the connection, which
+    owns the options, applies them."""
 
-    __slots__ = ()
+    # lockfree_read_slots: read by whichever thread holds the socket lock (Connection)
+    __slots__ = lockfree_read_slots(
+        "tcb", "copied", "rcv_space", "rcv_space_copied", "rcv_space_at", "rcv_rtt",
+        "rcv_rtt_tsecr", "rcv_rtt_seq", "rcv_rtt_at", "window_clamp")
 
-    def _rcv_rtt_measure(self, seg: tcp.Repr, length: int, now: int) -> None:
-        """Sample the round trip as the receiver sees it, for ``_rcv_space_adjust``.
+    def __init__(self, tcb: Tcb) -> None:
+        self.tcb = tcb
+        self.copied = 0  # bytes the application has read (Linux copied_seq, unwrapped)
+        self.rcv_space = 0  # bytes read in the last measured round trip
+        self.rcv_space_copied = 0  # ``copied`` when the measurement started
+        self.rcv_space_at: int | None = None  # when it started (None: not established)
+        self.rcv_rtt = 0  # receiver's RTT estimate in ns (0: none yet)
+        self.rcv_rtt_tsecr: int | None = None  # TSecr of the last timestamp sample
+        self.rcv_rtt_seq: int | None = None  # window measurement: ends at this RCV.NXT
+        self.rcv_rtt_at = 0
+        self.window_clamp = 0  # tcp_init_buffer_space's clamp on every window (0: none)
+
+    def start(self, now: int, window_clamp: int, rcv_space: int) -> None:
+        """Linux tcp_init_buffer_space at ESTABLISHED: the clamp every later window
+        keeps under, and the first round trip's space (it may bring the initial window)."""
+        self.window_clamp = window_clamp
+        self.rcv_space = rcv_space
+        self.rcv_space_copied, self.rcv_space_at = self.copied, now
+
+    def rtt_measure(self, seg: tcp.Repr, length: int, now: int) -> None:
+        """Sample the round trip as the receiver sees it, for ``space_adjust``.
 
         With timestamps (tcp_rcv_rtt_measure_ts): the age of the TSval a full-sized
         segment echoes, at least one tick, smoothed by 1/8.  Without: the time one
@@ -25,68 +50,63 @@ class AutotuneMixin:
         """
         t = self.tcb
         if t.ts_ok:
-            if seg.timestamp is None or seg.timestamp[1] == self._rcv_rtt_tsecr:
+            if seg.timestamp is None or seg.timestamp[1] == self.rcv_rtt_tsecr:
                 return
-            self._rcv_rtt_tsecr = seg.timestamp[1]
+            self.rcv_rtt_tsecr = seg.timestamp[1]
             if length < t.rcv_mss or not seg.timestamp[1]:
                 return
-            ticks = sub(self._ts_val(now), seg.timestamp[1])
+            ticks = sub(t.ts_val(now), seg.timestamp[1])
             if ticks >= 0:
                 sample = max(ticks, 1) * MS
-                rtt = self._rcv_rtt
-                self._rcv_rtt = sample if not rtt else rtt + (sample - rtt) // 8
+                rtt = self.rcv_rtt
+                self.rcv_rtt = sample if not rtt else rtt + (sample - rtt) // 8
             return
-        if self._rcv_rtt_seq is not None and lt(add(t.rcv_nxt, length), self._rcv_rtt_seq):
+        if self.rcv_rtt_seq is not None and lt(add(t.rcv_nxt, length), self.rcv_rtt_seq):
             return
-        if self._rcv_rtt_seq is not None:
-            sample = max(now - self._rcv_rtt_at, 1)
-            if not self._rcv_rtt or sample < self._rcv_rtt:
-                self._rcv_rtt = sample
-        self._rcv_rtt_seq = add(t.rcv_nxt, length + t.rcv_wnd)
-        self._rcv_rtt_at = now
+        if self.rcv_rtt_seq is not None:
+            sample = max(now - self.rcv_rtt_at, 1)
+            if not self.rcv_rtt or sample < self.rcv_rtt:
+                self.rcv_rtt = sample
+        self.rcv_rtt_seq = add(t.rcv_nxt, length + t.rcv_wnd)
+        self.rcv_rtt_at = now
 
-    def _rcv_space_adjust(self, now: int) -> None:
-        """After recv(): grow the receive buffer to what the reader consumes per round
-        trip (Linux tcp_rcv_space_adjust, "dynamic right-sizing").
+    def on_read(self, n: int, options: Options, now: int) -> int:
+        """The application read ``n`` bytes: the receive buffer it should have now
+        (Linux tcp_rcv_space_adjust, "dynamic right-sizing"), or 0 to keep it.
 
-        Twice the bytes read in the last round trip plus 16 segments, more while the
-        rate still grows (the sender is in slow start), up to ``rcvbuf_max`` and what
-        the window scale can express.  The window, the window-update test and the
-        backlog limit all follow the grown ``options.rcvbuf``.
+        Once per measured round trip: twice the bytes read in the last round trip plus
+        16 segments, more while the rate still grows (the sender is in slow start), up
+        to ``rcvbuf_max`` and what the window scale can express.
         """
-        started = self._rcv_space_at
-        if started is None or not self._rcv_rtt or now - started < self._rcv_rtt:
-            return
-        copied = self._copied - self._rcv_space_copied
-        space = self._rcv_space
+        self.copied += n
+        started = self.rcv_space_at
+        if started is None or not self.rcv_rtt or now - started < self.rcv_rtt:
+            return 0
+        copied = self.copied - self.rcv_space_copied
+        space = self.rcv_space
+        grown = 0
         if copied > space:
-            o = self.options
-            ceiling = min(o.rcvbuf_max, 0xFFFF << self.tcb.rcv_wscale)
-            if ceiling > o.rcvbuf:
-                rcvwin = 2 * copied + 16 * o.mss
+            ceiling = min(options.rcvbuf_max, 0xFFFF << self.tcb.rcv_wscale)
+            if ceiling > options.rcvbuf:
+                rcvwin = 2 * copied + 16 * options.mss
                 if space:
                     rcvwin += 2 * (rcvwin * (copied - space) // space)
                 rcvbuf = min(rcvwin, ceiling)
-                if rcvbuf > o.rcvbuf:
-                    self.options = o.with_rcvbuf(rcvbuf)
-            self._rcv_space = copied
-        self._rcv_space_copied, self._rcv_space_at = self._copied, now
+                if rcvbuf > options.rcvbuf:
+                    grown = rcvbuf
+            self.rcv_space = copied
+        self.rcv_space_copied, self.rcv_space_at = self.copied, now
+        return grown
 
-    @property
-    def rcvbuf(self) -> int:
-        """The receive buffer now (it grows with autotuning): what SO_RCVBUF reports."""
-        return self.options.rcvbuf
 
-    def _expand_sndbuf(self) -> None:
-        """Linux tcp_init_buffer_space -> tcp_sndbuf_expand: room for two windows of
-        max(IW, cwnd) full segments (counted here in payload bytes), up to ``sndbuf_max``.
-        Without it a 64 KB MSS (loopback) leaves room for one segment: the writer stalls on
-        every ACK and sends a half-empty segment beside each full one."""
-        o = self.options
-        if not o.sndbuf_max:
-            return
-        t = self.tcb
-        segments = max(o.initial_cwnd, self.cc.cwnd // max(t.snd_mss, 1))
-        want = min(o.sndbuf_max, 2 * segments * t.snd_mss)
-        if want > o.sndbuf:
-            self.options = o.with_sndbuf(want)
+def expanded_sndbuf(options: Options, tcb: Tcb, cwnd: int) -> int:
+    """Linux tcp_init_buffer_space -> tcp_sndbuf_expand: the send buffer for room for two
+    windows of max(IW, cwnd) full segments (counted here in payload bytes), up to
+    ``sndbuf_max``; 0 to keep it.  Without it a 64 KB MSS (loopback) leaves room for one
+    segment: the writer stalls on every ACK and sends a half-empty segment beside each
+    full one."""
+    if not options.sndbuf_max:
+        return 0
+    segments = max(options.initial_cwnd, cwnd // max(tcb.snd_mss, 1))
+    want = min(options.sndbuf_max, 2 * segments * tcb.snd_mss)
+    return want if want > options.sndbuf else 0

@@ -10,7 +10,7 @@ chunks.  A sent byte is copied at most once on the way in (not at all when the w
 buffer is immutable ``bytes``: ``SendQueue`` keeps a reference) and once on the way out; a
 received byte only on the way out: ``RecvQueue`` keeps the segment's payload as given (a view of
 the receive buffer the host filled), and the host keeps that buffer until the bytes were
-read (``rcunet.host.tcp_sock.TcpSock.rx_skbs``).
+read (``rcunet.host.tcp.sock.TcpSock.rx_skbs``).
 
 Concurrency: none; owned by one ``Connection`` (its socket lock).
 """
@@ -167,18 +167,17 @@ class SendQueue:
         if n <= 0:
             return b""
         chunks = self._chunks
-        tail, fill = self._tail, self._fill  # _size(), inlined: once per chunk walked
         pos = self._base + self._head + offset  # absolute
         index, start = self._at_index, self._at_start
         if pos < start:
             index, start = 0, self._base
         chunk = chunks[index]
-        size = fill if chunk is tail else len(chunk)
+        size = self._size(chunk)
         while pos >= start + size:
             start += size
             index += 1
             chunk = chunks[index]
-            size = fill if chunk is tail else len(chunk)
+            size = self._size(chunk)
         self._at_index, self._at_start = index, start
         pos -= start
         if pos + n <= size:
@@ -194,7 +193,7 @@ class SendQueue:
             if n:
                 index += 1
                 chunk = chunks[index]
-                size = fill if chunk is tail else len(chunk)
+                size = self._size(chunk)
                 pos = 0
         try:
             return b"".join(pieces)

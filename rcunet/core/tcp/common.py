@@ -1,5 +1,5 @@
-"""Names every part of the TCP engine shares: the control bits, mod-2**32 arithmetic in
-the inlined forms the per-segment paths use, the states as module constants, and limits.
+"""Names every part of the TCP engine shares: the control bits, the sequence space's
+bounds, the states as module constants, and limits.
 (Split out of ``connection.py`` so ``input``, ``output``, ``recovery``... share one copy.)"""
 
 from __future__ import annotations
@@ -10,9 +10,8 @@ from rcunet.wire import tcp
 
 FIN, SYN, RST, PSH, ACK = tcp.FIN, tcp.SYN, tcp.RST, tcp.PSH, tcp.ACK
 MASK32 = 0xFFFFFFFF
-#: Half the sequence space: ``(a - b) & MASK32 >= HALF32`` is ``seqnum.lt(a, b)`` and
-#: ``((a - b + HALF32) & MASK32) - HALF32`` is ``seqnum.sub(a, b)`` (RFC 1982 / RFC 9293
-#: §3.4 mod-2**32 arithmetic), the forms the per-segment paths inline instead of a call.
+#: Half the sequence space (RFC 1982): no two sequence numbers the engine compares are
+#: this far apart.  Sequence arithmetic itself is ``rcunet.wire.seqnum``'s, everywhere.
 HALF32 = 0x80000000
 # The states as module constants: ``State.X`` is two type-attribute lookups per use (the
 # metaclass's, then the class's), which free-threaded 3.13 makes through the

@@ -35,6 +35,17 @@ RFC 5961 (blind in-window attacks), RFC 7323 (window scale, timestamps, PAWS), R
 6675 (SACK), RFC 5681 / 6582 (congestion control, NewReno) and RFC 6298 (RTO).  Where
 Linux chooses among RFC options, or deviates, this file does what Linux does and says so.
 
+The engine is a set of typed parts the Connection holds, as gVisor splits its endpoint:
+``receiver`` (``Receiver``: receive queue, out-of-order queue, the window we offer, the
+ACK owed; it holds ``delack`` and ``autotune``), ``sender`` (``Sender``: send queue,
+PSH marks, Nagle, what goes out and what is retransmitted), ``loss`` (``LossRecovery``:
+duplicate ACKs, the SACK scoreboard, NewReno/SACK recovery), ``timers`` (``Timers``:
+deadlines, their back-off, what each does on expiry) and ``challenges``
+(``ChallengeAcks``).  Each part is the only writer of its own fields; Connection runs
+the state machine and calls them.  A part never holds the Connection (methods that
+need it take it as an argument), so a connection has no reference cycle and is freed
+by its reference count.
+
 Concurrency: none.  A Connection is touched only by whoever holds its socket lock
 (reference §5.1); the engine keeps no references to anything shared except the
 ``Counters`` object the caller passes in, which must not be shared across threads.
@@ -44,26 +55,30 @@ from __future__ import annotations
 
 import dataclasses
 import errno as errnos
-from collections import deque
 
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.core.tcp import congestion
-from rcunet.core.tcp.autotune import AutotuneMixin
-from rcunet.core.tcp.buffers import RecvQueue, SendQueue
-from rcunet.core.tcp.challenge import ChallengeAckMixin
-from rcunet.core.tcp.chrono import Chrono
+from rcunet.core.tcp.autotune import Autotune, expanded_sndbuf
+from rcunet.core.tcp.buffers import SendQueue
+from rcunet.core.tcp.challenge import ChallengeAcks
+from rcunet.core.tcp.chrono import BUSY, SNDBUF_LIMITED, Chrono
 from rcunet.core.tcp.common import (
     ABORT_SENDS_RST,
     ACK,
     CLOSE_WAIT,
     CLOSED,
+    CLOSING,
     ESTABLISHED,
+    FIN,
     FIN_WAIT_1,
     FIN_WAIT_2,
-    HALF32,
     LAST_ACK,
     LISTEN,
     MASK32,
+    MS,
+    PAWS_IDLE_LIMIT,
+    PAWS_WINDOW,
+    PSH,
     RCV_MSS_HINT,
     RCV_MSS_MIN,
     RST,
@@ -72,19 +87,21 @@ from rcunet.core.tcp.common import (
     SYN_SENT,
     TIME_WAIT,
     TS_OPTION_LEN,
+    segment_repr,
 )
 from rcunet.core.tcp.counters import Counters
-from rcunet.core.tcp.delack import DelayedAckMixin
+from rcunet.core.tcp.delack import DelayedAck
 from rcunet.core.tcp.events import (
     Closed,
     ConnectionFailed,
     DataReceived,
     Established,
     Event,
+    ResetReceived,
+    SendSpaceAvailable,
     TimeWaitEntered,
 )
-from rcunet.core.tcp.fastopen import OPT_EXP, ActiveOpen
-from rcunet.core.tcp.input import InputMixin
+from rcunet.core.tcp.fastopen import OPT_EXP, ActiveOpen, syn_cookie
 from rcunet.core.tcp.listen import (
     MAX_WSCALE,
     ListenAction,
@@ -94,57 +111,41 @@ from rcunet.core.tcp.listen import (
     seg_len,
 )
 from rcunet.core.tcp.options import Options
-from rcunet.core.tcp.output import OutputMixin
-from rcunet.core.tcp.reassembly import Assembler
-from rcunet.core.tcp.recovery import Recovery, RecoveryMixin
+from rcunet.core.tcp.receiver import Receiver
+from rcunet.core.tcp.recovery import LossRecovery, Recovery
 from rcunet.core.tcp.rto import RtoEstimator
-from rcunet.core.tcp.sack import ReceiverBlocks, Scoreboard
+from rcunet.core.tcp.sack import Scoreboard
+from rcunet.core.tcp.sender import Sender
 from rcunet.core.tcp.state import TRANSITIONS, State
 from rcunet.core.tcp.tcb import Tcb
-from rcunet.core.tcp.timeouts import TimeoutsMixin
 from rcunet.core.tcp.timers import Timers
 from rcunet.core.tcp.timewait import TimeWait, reuse_iss
 from rcunet.core.tcp.window import TS_OPTION_BYTES, buffer_space_clamp, initial_window
-from rcunet.core.tcp.write import WriteMixin
 from rcunet.wire import tcp
-from rcunet.wire.seqnum import add, sub
+from rcunet.wire.seqnum import add, ge, gt, le, lt, sub
 
 
-class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
-                 DelayedAckMixin, WriteMixin, OutputMixin, TimeoutsMixin):
+class Connection:
     """One TCP connection.  See the module docstring for how to drive it.
 
     Public state for the host: ``state``, ``tcb`` (RFC 9293 variables), ``timers``,
     ``local_port``/``remote_port``, ``counters``, ``error`` (pending errno or None).
     """
 
-    # Slots with the GIL: about 60 attributes, past the 30 an instance dict shares its
-    # keys for, so without them every connection built (two per tcp_crr transaction) grew
-    # its own dict through several resizes; slot loads and stores are also the cheaper
-    # ones.  Free-threaded builds keep a dict (``lockfree_read_slots``): a connection is
-    # driven by whichever thread holds its socket lock - the receive path that made a
-    # child, then the thread that accepted it - and there a slot read of a value another
-    # thread made takes the instance's lock on every read.
+    # Slots with the GIL: slot loads and stores are the cheaper ones, and no connection
+    # (two are built per tcp_crr transaction) grows a dict.  Free-threaded builds keep a
+    # dict (``lockfree_read_slots``): a connection is driven by whichever thread holds its
+    # socket lock - the receive path that made a child, then the thread that accepted it -
+    # and there a slot read of a value another thread made takes the instance's lock on
+    # every read.  The parts it holds (Receiver, Sender, LossRecovery, Timers, DelayedAck,
+    # Autotune, ChallengeAcks) are driven the same way and use ``lockfree_read_slots``
+    # too (Tcb keeps its dataclass slots, as before).
     __slots__ = lockfree_read_slots(
-        "cc", "counters", "error", "fastopen_active", "fastopen_child", "local_addr",
-        "local_port", "options",
-        "passive", "quiet", "remote_addr", "remote_port", "rto", "scoreboard", "state",
+        "autotune", "cc", "challenges", "chrono", "counters", "delack", "error",
+        "fastopen_active", "fastopen_child", "local_addr", "local_port", "loss", "options",
+        "passive", "quiet", "receiver", "remote_addr", "remote_port", "rto", "sender", "state",
         "syn_data_acked", "tcb", "timers",
-        "_ack_now", "_ack_pushed", "_ack_sched", "_ato", "_challenge_count",
-        "_challenge_window_at", "_closed_reported", "_cwnd_limited", "_max_flight",
-        "_max_flight_seq",
-        "_copied", "_dsack", "_dupacks", "_events", "_fin_offset", "_fin_queued",
-        "_first_rtx_at", "_high_rxt", "_keepalive_probes", "_last_oow_ack_at",
-        "_last_rcv_at", "_lrcvtime", "_now", "_ofo", "_orphaned", "_out", "_peer_ws_offered",
-        "_persist_backoff", "_pingpong", "_pushed_seq", "_forced_until", "_snd_sml",
-        "_psh_seq", "_psh_marks", "_eor_marks", "_more", "_push_once", "_probes_out",
-        "_probes_tstamp",
-        "_quick", "_rcv_rtt", "_rcv_rtt_at",
-        "_rcv_rtt_seq",
-        "_rcv_rtt_tsecr", "_rcv_space", "_rcv_space_at", "_rcv_space_copied",
-        "_rcv_unacked", "_recover", "_recovery", "_retransmits", "_rtt_seq", "_rtt_start",
-        "_rx", "_rx_blocks", "_send_blocked", "_syn_retransmitted", "_syn_sent_at", "_tx",
-        "_tx_seq", "_skb_ends", "_window_clamp", "chrono",
+        "_closed_reported", "_events", "_now", "_orphaned", "_out", "_peer_ws_offered",
     )
 
     def __init__(self, *, local_port: int, remote_port: int, iss: int,
@@ -173,86 +174,15 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         self.timers = Timers()
         self.rto = RtoEstimator(options.rto_initial, options.rto_min, options.rto_max)
         self.cc = congestion.create(options.congestion_control, t.snd_mss, options.initial_cwnd)
-        # send side: _tx holds every byte from _tx_seq (first unacknowledged data byte) on
-        self._tx = SendQueue()
-        self._tx_seq = add(t.iss, 1)
-        self._fin_queued = False  # the application shut down its direction
-        self._send_blocked = False  # send() refused bytes: report SendSpaceAvailable
-        # Sequence numbers where a send-queue skb ends before the data does (Linux's
-        # MSG_ZEROCOPY skbs: MAX_SKB_FRAGS user pages, one uarg): no segment crosses
-        # one (tcp_write_xmit sends skbs).  Empty for ordinary writes.
-        self._skb_ends: deque[int] = deque()
-        # PSH bookkeeping (Linux tp->pushed_seq): where the last write's push mark went,
-        # and the end of a write that outgrew half the peer's largest window
-        # (forced_push), whose cwnd- or window-limited bursts end with PSH
-        self._pushed_seq = self._tx_seq
-        self._snd_sml = t.iss  # end of the last sub-MSS segment sent (Linux tp->snd_sml)
-        # Where segments carry PSH: the last write's tail (tcp_mark_push; None after a
-        # MSG_MORE write, whose tail Linux leaves unmarked) and the ends of MSG_EOR records,
-        # which no later byte joins (TCP_SKB_CB(skb)->eor); ``_more``: the output pass
-        # of a MSG_MORE send is corked (tcp_push with TCP_NAGLE_CORK)
-        self._psh_seq: int | None = None
-        self._eor_marks: deque[int] = deque()
-        self._psh_marks: deque[int] = deque()  # forced_push marks inside long writes
-        self._more = False
-        self._push_once = False  # this output pass pushes past cork and Nagle (TCP_NAGLE_PUSH)
-        self._forced_until: int | None = None
-        # receive side
-        self._rx = RecvQueue()  # in-order bytes the application has not read yet
-        self._ofo = Assembler(options.ofo_max_ranges)
-        self._rx_blocks = ReceiverBlocks()
-        self._fin_offset: int | None = None  # peer FIN beyond a hole, relative to RCV.NXT
-        self._dsack: tuple[int, int] | None = None  # duplicate range for the next ACK
-        self._rcv_unacked = 0  # bytes received since our last ACK (delayed ACK)
-        self._ack_now = False
-        # delayed-ACK engine (delack.py; Linux icsk_ack): ato 0 until the first data
-        self._ato = 0
-        self._quick = 0  # quick ACKs left (icsk_ack.quick)
-        self._pingpong = 0
-        self._lrcvtime = 0  # when in-order data last arrived
-        self._ack_sched = False
-        self._ack_pushed = 0
-        # tcp_cwnd_validate's bookkeeping for tcp_is_cwnd_limited (output.py, recovery.py):
-        # the largest flight of the current window (max_packets_out, in bytes), where that
-        # window ends (cwnd_usage_seq) and whether cwnd limited a send in it.
-        self._max_flight = 0
-        self._max_flight_seq = iss
-        self._cwnd_limited = False
-        self._orphaned = False  # close() was called: nobody reads any more
-        # receive-buffer autotuning (Linux rcvq_space, rcv_rtt_est; see _rcv_space_adjust)
-        self._copied = 0  # bytes the application has read (Linux copied_seq, unwrapped)
-        self._rcv_space = 0  # bytes read in the last measured round trip
-        self._window_clamp = 0  # tcp_init_buffer_space's clamp on every window (0: none)
         self.chrono = Chrono()  # busy / rwnd- / sndbuf-limited time (TCP_INFO)
-        self._rcv_space_copied = 0  # ``_copied`` when the measurement started
-        self._rcv_space_at: int | None = None
-        self._rcv_rtt = 0  # receiver's RTT estimate in ns (0: none yet)
-        self._rcv_rtt_tsecr: int | None = None  # TSecr of the last timestamp sample
-        self._rcv_rtt_seq: int | None = None  # window measurement: ends at this RCV.NXT
-        self._rcv_rtt_at = 0
-        # timing and recovery
-        self._syn_sent_at: int | None = None
-        self._syn_retransmitted = False
-        self._retransmits = 0  # consecutive RTO expiries
-        self._first_rtx_at: int | None = None  # Linux retrans_stamp
-        self._rtt_seq: int | None = None  # Karn timing: end seq of the timed segment
-        self._rtt_start = 0
-        self._dupacks = 0
-        # None, or the recovery in progress: NEWRENO (RFC 6582) or SACK (RFC 6675)
-        self._recovery: Recovery | None = None
-        # RFC 6582 "recover" / RFC 6675 RecoveryPoint; None until the first loss (the RFC
-        # starts it at ISS) and again once SND.UNA is far past it, so it never wraps.
-        self._recover: int | None = None
-        self._high_rxt = t.iss  # RFC 6675 HighRxt
-        self.scoreboard = Scoreboard()
-        self._persist_backoff = 0
-        self._keepalive_probes = 0
-        self._probes_out = 0  # unanswered zero-window probes (Linux icsk_probes_out)
-        self._probes_tstamp: int | None = None  # the first of them (icsk_probes_tstamp)
-        self._last_rcv_at = 0
-        self._challenge_window_at: int | None = None
-        self._challenge_count = 0
-        self._last_oow_ack_at: int | None = None
+        self.sender = Sender(t, self.timers, self.rto, self.counters, self.chrono)
+        self.delack = DelayedAck(t, self.timers, self.rto, self.counters)  # Linux icsk_ack
+        self.autotune = Autotune(t)  # receive-buffer autotuning and the window clamp
+        self.receiver = Receiver(t, self.counters, self.delack, self.autotune,
+                                 options.ofo_max_ranges)
+        self._orphaned = False  # close() was called: nobody reads any more
+        self.loss = LossRecovery(t, self.counters)  # SACK scoreboard, fast recovery
+        self.challenges = ChallengeAcks(self.counters)
         self._peer_ws_offered = False
         # outputs
         self._out: list[tcp.Repr] = []
@@ -308,9 +238,7 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
             if fastopen_option is not None:
                 extra = (fastopen_option,)
             if syn_data:
-                conn._tx.append(memoryview(bytes(syn_data)))
-                # the write's tail is pushed (tcp_sendmsg_fastopen -> tcp_push)
-                conn._psh_seq = conn._pushed_seq = add(conn._tx_seq, len(conn._tx))
+                conn.sender.queue_syn_data(bytes(syn_data))
         conn._send_syn(now, extra=extra, payload=bytes(syn_data))
         return conn
 
@@ -349,8 +277,7 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         data = bytes(syn.payload)
         if not data:
             return
-        self._rx.append(memoryview(data))
-        self._advance_rcv(len(data))
+        self.receiver.take_syn_data(self, data)
         self._events.append(DataReceived(len(data)))
         self.syn_data_acked = True
 
@@ -364,13 +291,13 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         ``mss``/``wscale``/``sack_ok``/``ts_ok`` are what ``syncookies.check`` decoded.
         The ACK itself is then processed like any segment (it may carry data).
         """
-        conn = cls(local_port=ack.dst_port, remote_port=ack.src_port, iss=(ack.ack - 1) & MASK32,
+        conn = cls(local_port=ack.dst_port, remote_port=ack.src_port, iss=add(ack.ack, -1),
                    options=options, ts_offset=ts_offset, counters=counters, passive=True,
                    local_addr=local_addr, remote_addr=remote_addr)
         conn._now = now
         t = conn.tcb
         opts = conn.options
-        t.irs = (ack.seq - 1) & MASK32
+        t.irs = add(ack.seq, -1)
         t.rcv_nxt = ack.seq
         t.snd_una = t.snd_nxt = t.snd_max = ack.ack
         if wscale is not None and opts.window_scaling:
@@ -383,7 +310,7 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         t.sack_ok = sack_ok and opts.sack
         conn._set_mss(mss)
         t.rcv_adv = add(t.rcv_nxt, conn._syn_window())  # what the SYN,ACK offered
-        t.snd_wl1, t.snd_wl2 = (ack.seq - 1) & MASK32, ack.ack
+        t.snd_wl1, t.snd_wl2 = add(ack.seq, -1), ack.ack
         conn._set_state(ESTABLISHED)
         conn._on_established(now)
         conn.on_segment(ack, now)
@@ -409,18 +336,62 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         return self.timers.next_at()
 
     @property
+    def rcvbuf(self) -> int:
+        """The receive buffer now (it grows with autotuning): what SO_RCVBUF reports."""
+        return self.options.rcvbuf
+
+    @property
+    def scoreboard(self) -> Scoreboard:
+        """The RFC 6675 scoreboard of what the peer SACKed (``loss`` keeps it)."""
+        return self.loss.scoreboard
+
+    @property
+    def _recovery(self) -> Recovery | None:
+        """The fast recovery in progress, or None (TCP_INFO's ca_state reads it)."""
+        return self.loss.algorithm
+
+    def _window_field(self) -> int:
+        """The window field the next ACK carries (``Receiver.window_field``)."""
+        return self.receiver.window_field(self)
+
+    @property
+    def _tx(self) -> SendQueue:
+        """The send queue: unacknowledged and unsent bytes (``ss``'s Send-Q)."""
+        return self.sender.tx
+
+    @property
+    def _retransmits(self) -> int:
+        """Consecutive RTO expiries (TCP_INFO's retransmits)."""
+        return self.timers.retransmits
+
+    @property
+    def _probes_out(self) -> int:
+        """Unanswered zero-window probes (TCP_INFO's probes)."""
+        return self.timers.probes_out
+
+    @property
+    def _last_rcv_at(self) -> int:
+        """When the peer last sent data or an acceptable ACK (TCP_INFO's last_data_recv)."""
+        return self.timers.last_rcv_at
+
+    @property
+    def _rcv_space(self) -> int:
+        """Bytes read in the last measured round trip (TCP_INFO's rcv_space)."""
+        return self.autotune.rcv_space
+
+    @property
     def readable(self) -> int:
         """Bytes ``recv`` can return now."""
-        return len(self._rx)
+        return len(self.receiver.rx)
 
     @property
     def send_space(self) -> int:
-        return max(0, self.options.sndbuf - len(self._tx))
+        return self.sender.send_space(self.options)
 
     @property
     def notsent(self) -> int:
         """Bytes written and not yet sent (Linux write_seq - snd_nxt: our SND.MAX)."""
-        return max(0, sub(add(self._tx_seq, len(self._tx)), self.tcb.snd_max))
+        return self.sender.notsent()
 
     def stream_memory_free(self) -> bool:
         """tcp_stream_memory_free: fewer unsent bytes than the not-sent low-water mark
@@ -432,23 +403,23 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
     @property
     def unacked(self) -> int:
         """Bytes in the send buffer (unsent and unacknowledged)."""
-        return len(self._tx)
+        return len(self.sender.tx)
 
     @property
     def write_seq(self) -> int:
         """The sequence number the next byte written will take (Linux ``tp->write_seq``)."""
-        return (self._tx_seq + len(self._tx)) & MASK32
+        return self.sender.write_seq()
 
     @property
     def una_seq(self) -> int:
         """The first data byte the peer has not acknowledged: every byte before it has
         left the send queue (``tcp_clean_rtx_queue``)."""
-        return self._tx_seq
+        return self.sender.tx_seq
 
     @property
     def at_eof(self) -> bool:
         """The peer's FIN has been received and every byte before it read."""
-        return self.state.fin_received and not self._rx
+        return self.state.fin_received and not self.receiver.rx
 
     def recv(self, max_bytes: int, now: int) -> bytes:
         """Up to ``max_bytes`` in-order bytes; b"" at EOF.
@@ -460,12 +431,13 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         self.quiet = False
         if max_bytes < 0:
             raise OSError(errnos.EINVAL, "negative recv size")
-        if self._rx and max_bytes:
-            data = self._rx.read(max_bytes)
-            self._copied += len(data)
-            self._rcv_space_adjust(now)
-            self._maybe_window_update()
-            if self._ack_now:  # reading changes nothing on the send side: only an ACK
+        if self.receiver.rx and max_bytes:
+            data = self.receiver.read(max_bytes)
+            rcvbuf = self.autotune.on_read(len(data), self.options, now)
+            if rcvbuf:  # the window, its update test and the backlog limit follow it
+                self.options = self.options.with_rcvbuf(rcvbuf)
+            self.receiver.maybe_window_update(self)
+            if self.receiver.ack_now:  # reading changes nothing on the send side: only an ACK
                 self._output(now)
             else:
                 self.quiet = True
@@ -477,8 +449,8 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         update, no ACK: nothing was consumed)."""
         if max_bytes < 0:
             raise OSError(errnos.EINVAL, "negative recv size")
-        if self._rx and max_bytes:
-            return self._rx.peek(max_bytes)
+        if self.receiver.rx and max_bytes:
+            return self.receiver.rx.peek(max_bytes)
         return self._nothing_readable(max_bytes)
 
     def _nothing_readable(self, max_bytes: int) -> bytes:
@@ -496,9 +468,8 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         st = self.state
         if st is CLOSED:
             raise OSError(errnos.ENOTCONN, "not connected")
-        if self._fin_queued:
+        if not self.sender.shut_down():
             return
-        self._fin_queued = True
         if st is ESTABLISHED:
             self._set_state(FIN_WAIT_1)
         elif st is CLOSE_WAIT:
@@ -520,13 +491,13 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
             self._enter_closed()
             self._output(now)
             return
-        if self._rx:  # Linux looks at the receive queue only; out-of-order data just goes
+        if self.receiver.rx:  # Linux looks at the receive queue only; out-of-order goes
             self.counters.add("TcpExtTCPAbortOnClose")
             self._abort(now)
             return
         self._orphaned = True
-        self._ofo.clear()
-        if not self._fin_queued and st is not TIME_WAIT:
+        self.receiver.drop_out_of_order()
+        if not self.sender.fin_queued and st is not TIME_WAIT:
             self.shutdown_write(now)
         if self.state is FIN_WAIT_2:
             self.timers.fin_wait2_at = now + self.options.fin_timeout
@@ -538,6 +509,16 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         if self.state is not CLOSED:
             self.counters.add("TcpExtTCPAbortOnData")  # Linux counts a linger-0 close here
             self._abort(now)
+
+    def on_timer(self, now: int) -> None:
+        """Run every deadline that is due (virtual time: call with ``next_deadline()``)."""
+        self._now = now
+        self.timers.fire(self, now)
+
+    def _abort_timeout(self) -> None:
+        """A timer gave up on the peer: nothing more will be sent (tcp_write_err)."""
+        self.sender.discard()
+        self._fail(errnos.ETIMEDOUT)
 
     def expire_fin_wait2(self, now: int) -> None:
         """End FIN-WAIT-2 now as its timeout would (tcp_fin_timeout's end in
@@ -591,20 +572,30 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
             self.timers.keepalive_at = None
         # Setting TCP_NODELAY, or clearing TCP_CORK with it set, pushes the tail once past
         # the cork as well (__tcp_sock_set_nodelay, __tcp_sock_set_cork: TCP_NAGLE_PUSH)
-        self._push_once = new.nodelay and (push or not old.nodelay
-                                           or (old.cork and not new.cork))
-        try:
-            self._output(now)
-        finally:
-            self._push_once = False
+        self.sender.push_pass(self, now, new.nodelay and (push or not old.nodelay
+                                                         or (old.cork and not new.cork)))
+
+    def send(self, data: bytes | bytearray | memoryview, now: int,
+             skb_ends: tuple[int, ...] = (), more: bool = False, eor: bool = False) -> int:
+        """Queue ``data``; return how many bytes the send buffer took (0 when full).
+        ``skb_ends``: offsets into ``data`` where an skb ends (no segment crosses one;
+        0 ends the skb the bytes before ``data`` are in); those past what was taken are
+        dropped.  ``more`` is MSG_MORE: this write's partial tail waits for more
+        (tcp_push with TCP_NAGLE_CORK) and gets no PSH; ``eor`` is MSG_EOR: the write
+        ends a record, which no later write's bytes join in a segment (Linux
+        tcp_skb_can_collapse_to).  Both apply only when every byte was taken (Linux sets
+        them on the last skb)."""
+        self._now = now
+        self.quiet = False
+        self._raise_pending_error()
+        return self.sender.write(self, data, now, skb_ends, more, eor)
 
     def _abort(self, now: int) -> None:
         if self.state in ABORT_SENDS_RST:
             self._emit(self._make(self._acceptable_seq(), RST | ACK, now))
             self.counters.add("TcpOutRsts")
-        self._tx.clear()
-        self._rx.clear()
-        self._ofo.clear()
+        self.sender.discard()
+        self.receiver.discard()
         self._enter_closed()
 
     def time_wait_accepts_syn(self, syn: tcp.Repr) -> bool:
@@ -636,10 +627,8 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
 
     def _on_established(self, now: int) -> None:
         t = self.tcb
-        self.timers.rto_at = None
-        self._retransmits = 0
-        self._last_rcv_at = now
-        if self._syn_retransmitted:
+        self.timers.established(now)
+        if self.timers.syn_retransmitted:
             if self.rto.srtt is None:
                 # RFC 6298 §5.7: no valid sample and the SYN was retransmitted
                 self.rto.base_rto = max(self.rto.base_rto, self.options.rto_fallback)
@@ -649,17 +638,16 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
             self.counters.add("TcpPassiveOpens")
         if self.options.keepalive:
             self.timers.keepalive_at = now + self.options.keepalive_time
-        self._expand_sndbuf()
-        # Linux tcp_init_buffer_space: the clamp every later window keeps under, and the
-        # first round trip may bring the initial window.
-        self._window_clamp = buffer_space_clamp(self.options.rcvbuf, self.options.window_clamp,
-                                                self.options.mss)
-        self._rcv_space = min(self._syn_window(), self.options.initial_cwnd * self.options.mss)
-        self._rcv_space_copied, self._rcv_space_at = self._copied, now
+        o = self.options
+        sndbuf = expanded_sndbuf(o, t, self.cc.cwnd)
+        if sndbuf:
+            self.options = o = o.with_sndbuf(sndbuf)
+        self.autotune.start(now, buffer_space_clamp(o.rcvbuf, o.window_clamp, o.mss),
+                            min(self._syn_window(), o.initial_cwnd * o.mss))
         self._events.append(Established())
-        if self._fin_queued:
+        if self.sender.fin_queued:
             self._set_state(FIN_WAIT_1)
-        if self.fastopen_active is not None and (t.snd_max - t.snd_una) & MASK32 < HALF32:
+        if self.fastopen_active is not None and not lt(t.snd_max, t.snd_una):
             # SYN data the SYN-ACK did not acknowledge is retransmitted, not new data
             # (tcp_rcv_fastopen_synack: tcp_mark_skb_lost, tcp_non_congestion_loss_retransmit):
             # no Nagle, no SWS wait for its tail
@@ -678,14 +666,14 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         if self.state is not CLOSED:
             self._set_state(CLOSED)
         self.timers.stop_all()
-        self._ofo.clear()
+        self.receiver.drop_out_of_order()
         if not self._closed_reported:
             self._closed_reported = True
             self._events.append(Closed())
 
     def _fail(self, err: int) -> None:
         self.error = err
-        self._tx.clear()
+        self.sender.discard()
         self._events.append(ConnectionFailed(err))
         self._enter_closed()
 
@@ -763,11 +751,10 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         # tcp_simple_retransmit: everything in flight was sized for the old path; go back to
         # snd_una without a congestion response.  Duplicate ACKs for the old flight must not
         # start a fast retransmit (RFC 6582 §3.2 step 4, as after a timeout).
-        self._recover = (t.snd_max - 1) & MASK32
-        self._rtt_seq = None  # Karn
-        self._high_rxt = t.snd_una
+        self.loss.on_path_shrunk()
+        self.sender.stop_rtt_timing()  # Karn
         t.snd_nxt = t.snd_una
-        end = self._retransmit_at(t.snd_una, now)
+        end = self.sender.retransmit_at(self, t.snd_una, now)
         if end is not None:
             t.snd_nxt = end
         self._output(now)
@@ -806,12 +793,12 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         if is_synack:
             wscale = t.rcv_wscale if (o.window_scaling and self._peer_ws_offered) else None
             sack_permitted = t.sack_ok
-            ts = (self._ts_val(now), t.ts_recent) if t.ts_ok else None
+            ts = (self.tcb.ts_val(now), t.ts_recent) if t.ts_ok else None
         else:
             wscale = t.rcv_wscale if o.window_scaling else None
             sack_permitted = o.sack
             # Linux tcp_syn_options echoes TS.Recent: 0, or what TIME-WAIT reuse inherited
-            ts = (self._ts_val(now), t.ts_recent) if o.timestamps else None
+            ts = (self.tcb.ts_val(now), t.ts_recent) if o.timestamps else None
         seg = tcp.Repr(src_port=self.local_port, dst_port=self.remote_port, seq=t.iss,
                        ack=t.rcv_nxt if is_synack else 0, flags=flags, window=self._syn_window(),
                        mss=o.mss, window_scale=wscale, sack_permitted=sack_permitted,
@@ -819,8 +806,8 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
         if is_synack:
             t.last_ack_sent = t.rcv_nxt
         self._emit(seg)
-        if not retransmit and self._syn_sent_at is None:
-            self._syn_sent_at = now
+        if not retransmit:
+            self.timers.syn_sent(now)
         if not (retransmit and (self.fastopen_child or self.fastopen_active is not None)):
             # (a Fast Open child retransmits only its SYN,ACK: data it sent in
             # SYN-RECEIVED stays in flight, tcp_fastopen_synack_timer; a Fast Open
@@ -828,6 +815,508 @@ class Connection(InputMixin, ChallengeAckMixin, RecoveryMixin, AutotuneMixin,
             t.snd_nxt = t.snd_max = add(t.iss, 1 + len(payload))
         if rearm or self.timers.rto_at is None:
             self.timers.rto_at = now + self.rto.rto
+
+    # ------------------------------------------------ segment arrival (RFC 9293 §3.10.7)
+    def on_segment(self, seg: tcp.Repr, now: int) -> None:
+        """Process one segment addressed to this connection (RFC 9293 §3.10.7)."""
+        self._now = now
+        self.counters.add("TcpInSegs")
+        if seg.checksum_ok is False:
+            self.counters.add("TcpInErrs")
+            self.counters.add("TcpInCsumErrors")
+            return
+        st = self.state
+        if st is ESTABLISHED and self._fast_path(seg, now):
+            self._output(now)  # header prediction took it: no walk of the state machine
+            return
+        if st is CLOSED:
+            reply = reset_for(seg)  # §3.10.7.1
+            if reply is not None:
+                self._emit(reply)
+                self.counters.add("TcpOutRsts")
+        elif st is SYN_SENT:
+            self._input_syn_sent(seg, now)
+        elif st is not LISTEN:
+            self._input_synchronized(seg, now)
+        self._output(now)
+
+    def _fast_path(self, seg: tcp.Repr, now: int) -> bool:
+        """Header prediction (Van Jacobson; Linux tcp_rcv_established): in ESTABLISHED, a
+        segment carrying the next expected bytes and an ACK for new data (or data with an
+        ACK that changes nothing), with nothing unusual about it or about us, needs only
+        the ACK bookkeeping and the in-order delivery of §3.10.7.4.  Returns False,
+        having changed nothing, when the full path must run.
+
+        What qualifies: ACK and at most PSH; SEG.SEQ = RCV.NXT; no SACK blocks; the
+        timestamp (if both use them) not older than TS.Recent, so PAWS passes; SND.UNA =<
+        SEG.ACK =< SND.MAX; a payload that fits the window; and no recovery, duplicate
+        ACKs, SACK scoreboard, out-of-order queue, pending FIN or close() on our side.  A
+        pure ACK that acknowledges nothing new goes the full way (it may be a duplicate).
+        """
+        t = self.tcb
+        flags = seg.flags
+        if flags & ~PSH != ACK or seg.seq != t.rcv_nxt or seg.sack_blocks:
+            return False
+        ack = seg.ack
+        new_ack = ack != t.snd_una
+        payload = seg.payload
+        if ((not new_ack and not payload) or not self.loss.idle()
+                or self.receiver.fin_offset is not None or self._orphaned or len(self.receiver.ofo)
+                or self.sender.fin_queued):
+            return False
+        if new_ack and not (lt(t.snd_una, ack) and le(ack, t.snd_max)):
+            return False
+        ts = seg.timestamp
+        if t.ts_ok and (ts is None or lt(ts[0], t.ts_recent)):
+            return False
+        if payload and len(payload) > t.rcv_wnd:
+            return False
+        self.timers.heard_from_peer(now)
+        if new_ack:
+            acked = sub(ack, t.snd_una)
+            self._ack_advance(seg, now)
+            self.sender.grow_cwnd(self, acked, now)
+        self._update_send_window(seg, ack)  # SND.UNA =< SEG.ACK: checked above
+        if ts is not None:
+            self._update_ts_recent(seg, now)
+        if payload:
+            data = memoryview(payload)
+            t.rcv_mss = max(t.rcv_mss, min(len(data), self.options.mss))
+            self.autotune.rtt_measure(seg, len(data), now)
+            self.receiver.deliver_in_order(self, data, bool(flags & PSH), now)
+        return True
+
+    def _input_syn_sent(self, seg: tcp.Repr, now: int) -> None:
+        """RFC 9293 §3.10.7.3 (SYN-SENT), with RFC 5961 §3.2's RST rule."""
+        t = self.tcb
+        flags = seg.flags
+        if flags & ACK:
+            # first: "If SEG.ACK =< ISS or SEG.ACK > SND.NXT, send a reset (unless RST)"
+            bad = le(seg.ack, t.iss) or gt(seg.ack, t.snd_max)
+            if not bad and not flags & RST and self._synack_tsecr_invalid(seg, now):
+                # Linux: a TSecr we never sent marks an old or forged SYN,ACK.
+                self.counters.add("TcpExtPAWSActive")
+                bad = True
+            if bad:
+                if not flags & RST:
+                    self._emit(tcp.Repr(src_port=self.local_port, dst_port=self.remote_port,
+                                        seq=seg.ack, ack=0, flags=RST, window=0))
+                    self.counters.add("TcpOutRsts")
+                return
+        if flags & RST:
+            # second: only a RST that acknowledges our SYN is acceptable (RFC 5961 §3.2)
+            if flags & ACK:
+                self.counters.add("TcpAttemptFails")
+                self._events.append(ResetReceived())
+                self._fail(errnos.ECONNREFUSED)
+            return
+        if not flags & SYN:
+            return  # fifth: "drop the segment and return"
+        if (not flags & ACK and t.ts_recent_stamp is not None and seg.timestamp is not None
+                and self._paws_reject(seg, now)):
+            # PAWS against a TS.Recent inherited from TIME-WAIT: Linux
+            # tcp_rcv_synsent_state_process checks it for a bare SYN only (simultaneous
+            # open); a SYN,ACK's TSecr was validated above, its TSval is the new peer's.
+            return
+        self._take_peer_syn(seg, now)
+        if flags & ACK:
+            self._rtt_sample_handshake(seg, now)
+            if self.fastopen_active is not None:
+                self._fastopen_synack(seg)
+            t.snd_una = seg.ack
+            self._set_state(ESTABLISHED)
+            self._on_established(now)
+            self.receiver.process_text_and_fin(self, seg, add(seg.seq, 1), now)
+            # tcp_rcv_synsent_state_process ends with tcp_send_ack: the handshake's ACK goes
+            # at once, even when the SYN-ACK carried data (and a FIN) that would
+            # otherwise wait for the delayed-ACK timer (tcp_fastopen_add_skb)
+            if self.state is not CLOSED:
+                self.receiver.ack_at_once()
+        else:
+            # Simultaneous open: "enter SYN-RECEIVED, form a SYN,ACK segment and send it".
+            # Text in the SYN is dropped (the peer retransmits it once synchronized).
+            self._set_state(SYN_RECEIVED)
+            self._send_syn(now)
+
+    def _fastopen_synack(self, seg: tcp.Repr) -> None:
+        """Linux tcp_rcv_fastopen_synack: note the SYN-ACK's cookie (only if we sent the
+        option) and MSS for the host's cookie cache, and take the SYN data it
+        acknowledged off the send queue; the rest goes again once the connection is
+        open (tcp_non_congestion_loss_retransmit)."""
+        fo = self.fastopen_active
+        assert fo is not None
+        t = self.tcb
+        fo.answered = True
+        fo.peer_mss = seg.mss
+        fo.retransmitted = self.timers.syn_retransmitted
+        found = syn_cookie(seg.unknown_options) if fo.option_sent else None
+        fo.cookie = found if found is not None and found.value else None
+        acked = min(max(sub(seg.ack, add(t.iss, 1)), 0), fo.data_len)
+        fo.data_acked = acked
+        self.sender.syn_data_acked(acked)
+        if fo.data_len:
+            if acked == fo.data_len:
+                self.syn_data_acked = True
+                self.counters.add("TcpExtTCPFastOpenActive")
+            else:
+                self.counters.add("TcpExtTCPFastOpenActiveFail")
+
+    def _synack_tsecr_invalid(self, seg: tcp.Repr, now: int) -> bool:
+        """TSecr of a SYN,ACK must echo a TSval we sent since our first SYN."""
+        if not self.options.timestamps or seg.timestamp is None or not seg.timestamp[1]:
+            return False
+        sent_at = self.timers.syn_sent_at
+        first = self.tcb.ts_val(sent_at if sent_at is not None else now)
+        tsecr = seg.timestamp[1]
+        return not (ge(tsecr, first) and le(tsecr, self.tcb.ts_val(now)))
+
+    def _input_synchronized(self, seg: tcp.Repr, now: int) -> None:
+        """RFC 9293 §3.10.7.4: SYN-RECEIVED and every synchronized state."""
+        t = self.tcb
+        flags = seg.flags
+        length = seg_len(seg)
+        # RFC 7323 §5.3 R1: PAWS, before the sequence check.
+        if (t.ts_ok and seg.timestamp is not None and not flags & RST
+                and self._paws_discard(seg, now)):
+            self.counters.add("TcpExtPAWSEstab")
+            if self.challenges.dupack(self.options, seg, now, "TcpExtTCPACKSkippedPAWS"):
+                self.receiver.ack_at_once()
+            return
+        if self._is_simultaneous_open_synack(seg):
+            # Linux tcp_validate_incoming: in a simultaneous open the peer's SYN,ACK
+            # repeats its SYN (not acceptable by the §3.10.7.4 table) but its ACK
+            # completes the handshake; take the ACK, skip the challenge.
+            seg = seg._replace(seq=add(seg.seq, 1), flags=flags & ~SYN)
+            flags, length = seg.flags, seg_len(seg)
+        if self.state is SYN_RECEIVED and flags & (SYN | ACK) == SYN and seg.seq == t.irs:
+            # The peer retransmitted its SYN: so do we, rate limited (Linux tcp_check_req).
+            if not self.challenges.rate_limited(self.options, now, "TcpExtTCPACKSkippedSynRecv"):
+                self._send_syn(now, retransmit=True, rearm=False)
+            return
+        # first: sequence number check
+        if not self.receiver.acceptable(self, seg.seq, length):
+            if not flags & (RST | SYN) and self.receiver.after_window(seg.seq):
+                self.counters.add("TcpExtBeyondWindow")  # tcp_sequence: INVALID_SEQUENCE
+            if flags & RST:
+                if self._rst_after_fin(seg):
+                    self._on_reset()
+                return  # "If the RST bit is set ... drop the segment and return"
+            if flags & FIN and self.state is TIME_WAIT:
+                # RFC 9293 §3.10.7.4 TIME-WAIT: a retransmitted FIN is ACKed and restarts 2MSL.
+                self.timers.time_wait_at = now + self.options.time_wait_timeout
+            if flags & SYN:
+                # RFC 5961 §4.2, whatever the seq
+                if self.challenges.challenge(self.options, now, syn=True):
+                    self.receiver.ack_at_once()
+                return
+            if seg.payload and lt(seg.seq, t.rcv_nxt):
+                # old data: our ACK was lost; D-SACK it and ACK quickly (tcp_send_dupack)
+                self.delack.enter_quickack_mode(self.options)
+                end = add(seg.seq, len(seg.payload))
+                self.receiver.note_dsack(seg.seq, end if lt(end, t.rcv_nxt) else t.rcv_nxt)
+            if self.challenges.dupack(self.options, seg, now, "TcpExtTCPACKSkippedSeq"):
+                self.receiver.ack_at_once()
+            return
+        if self.receiver.end_beyond_window(seg, length):
+            # Linux tcp_sequence (INVALID_END_SEQUENCE): a segment whose end passes the
+            # window is dropped whole, ACK included, unless the receive queue is empty.
+            if not flags & RST:
+                if flags & SYN:
+                    if self.challenges.challenge(self.options, now, syn=True):
+                        self.receiver.ack_at_once()
+                    return
+                self.counters.add("TcpExtBeyondWindow")
+                if self.challenges.dupack(self.options, seg, now, "TcpExtTCPACKSkippedSeq"):
+                    self.receiver.ack_at_once()
+            return
+        # second: RST (RFC 5961 §3.2)
+        if flags & RST:
+            if seg.seq == t.rcv_nxt:
+                self._on_reset()
+            else:
+                if self.challenges.challenge(self.options, now):
+                    self.receiver.ack_at_once()
+            return
+        # fourth: SYN (RFC 5961 §4.2)
+        if flags & SYN:
+            if self.challenges.challenge(self.options, now, syn=True):
+                self.receiver.ack_at_once()
+            return
+        # fifth: ACK
+        if not flags & ACK:
+            return
+        self.timers.heard_from_peer(now)
+        if self.state is SYN_RECEIVED:
+            if not (lt(t.snd_una, seg.ack) and le(seg.ack, t.snd_max)):
+                self._emit(tcp.Repr(src_port=self.local_port, dst_port=self.remote_port,
+                                    seq=seg.ack, ack=0, flags=RST, window=0))
+                self.counters.add("TcpOutRsts")
+                return
+            self._rtt_sample_handshake(seg, now)
+            if self.fastopen_child and gt(seg.ack, add(t.iss, 1)):
+                # it also acknowledges data a Fast Open child sent in SYN-RECEIVED
+                t.snd_una = add(t.iss, 1)
+                self._ack_advance(seg, now)
+            t.snd_una = seg.ack
+            t.snd_wnd = seg.window << t.snd_wscale
+            t.max_snd_wnd = max(t.max_snd_wnd, t.snd_wnd)
+            t.snd_wl1, t.snd_wl2 = seg.seq, seg.ack
+            self._set_state(ESTABLISHED)
+            self._on_established(now)
+        elif not self._process_ack(seg, now):
+            return
+        if self.state is CLOSED:
+            return
+        self._update_ts_recent(seg, now)
+        # sixth (URG) is not implemented: urgent data is delivered inline, as RFC 6093 advises.
+        self.receiver.process_text_and_fin(self, seg, seg.seq, now)
+
+    def _rst_after_fin(self, seg: tcp.Repr) -> bool:
+        """Linux tcp_reset_check: once the peer's FIN is in, a RST at RCV.NXT-1 counts too."""
+        return (self.state in (CLOSE_WAIT, CLOSING, LAST_ACK)
+                and seg.seq == add(self.tcb.rcv_nxt, -1))
+
+    def _is_simultaneous_open_synack(self, seg: tcp.Repr) -> bool:
+        t = self.tcb
+        return (self.state is SYN_RECEIVED and not self.passive
+                and seg.flags & (SYN | ACK | RST | FIN) == SYN | ACK and not seg.payload
+                and add(seg.seq, 1) == t.rcv_nxt and seg.ack == t.snd_nxt)
+
+    def _paws_reject(self, seg: tcp.Repr, now: int, window: int = 0) -> bool:
+        """RFC 7323 §5.3 R1: TSval older than TS.Recent (unless TS.Recent went stale, §5.5).
+
+        Linux tcp_paws_check: ``window`` ticks of slack, and no check while TS.Recent is 0.
+        """
+        t = self.tcb
+        assert seg.timestamp is not None
+        if t.ts_recent_stamp is not None and now - t.ts_recent_stamp > PAWS_IDLE_LIMIT:
+            return False
+        return t.ts_recent != 0 and sub(t.ts_recent, seg.timestamp[0]) > window
+
+    def _paws_discard(self, seg: tcp.Repr, now: int) -> bool:
+        """Linux tcp_paws_discard: PAWS with one tick of slack, sparing "disordered" ACKs.
+
+        A pure duplicate ACK that changes nothing and is at most one RTO older than
+        TS.Recent is a reordered ACK, not an old duplicate: dropping it would only lose
+        a dupack (Linux tcp_disordered_ack).
+        """
+        if not self._paws_reject(seg, now, window=PAWS_WINDOW):
+            return False
+        t = self.tcb
+        assert seg.timestamp is not None
+        disordered = (seg.flags & (ACK | SYN | FIN | RST) == ACK and not seg.payload
+                      and seg.seq == t.rcv_nxt and seg.ack == t.snd_una
+                      and not self._may_update_window(seg)
+                      and sub(t.ts_recent, seg.timestamp[0]) <= self.rto.rto // MS)
+        return not disordered
+
+    def _may_update_window(self, seg: tcp.Repr) -> bool:
+        """Linux tcp_may_update_window: would this ACK change SND.WND?"""
+        t = self.tcb
+        window = seg.window << t.snd_wscale
+        return (gt(seg.ack, t.snd_una) or gt(seg.seq, t.snd_wl1)
+                or (seg.seq == t.snd_wl1 and (window > t.snd_wnd or window == 0)))
+
+    def _update_ts_recent(self, seg: tcp.Repr, now: int) -> None:
+        """RFC 7323 §4.3 (2): TSval >= TS.Recent and SEG.SEQ =< Last.ACK.sent.
+
+        Done only once the segment passed the RST, SYN and ACK checks, as Linux does
+        (tcp_replace_ts_recent), so a rejected segment cannot move TS.Recent.
+        """
+        t = self.tcb
+        ts = seg.timestamp
+        if ts is None or not t.ts_ok:
+            return
+        tsval, seq, last, recent = ts[0], seg.seq, t.last_ack_sent, t.ts_recent
+        if ge(tsval, recent) and le(seq, last):
+            t.ts_recent, t.ts_recent_stamp = tsval, now
+
+    def _on_reset(self) -> None:
+        """An acceptable RST: errno by state as Linux's tcp_reset."""
+        st = self.state
+        self._events.append(ResetReceived())
+        if st in (ESTABLISHED, CLOSE_WAIT):
+            self.counters.add("TcpEstabResets")
+        if st is SYN_RECEIVED and self.passive and not self.fastopen_child:
+            self._enter_closed()  # RFC 9293: "return this connection to LISTEN"
+        elif st is SYN_RECEIVED and not self.fastopen_child:
+            self._fail(errnos.ECONNREFUSED)  # an active open (simultaneous)
+        elif st is CLOSE_WAIT:
+            self._fail(errnos.EPIPE)
+        elif st in (CLOSING, LAST_ACK, TIME_WAIT):
+            self._enter_closed()
+        else:
+            self._fail(errnos.ECONNRESET)
+
+    def _process_ack(self, seg: tcp.Repr, now: int) -> bool:
+        """RFC 9293 §3.10.7.4 fifth with RFC 5961 §5.2's range; False drops the segment."""
+        t = self.tcb
+        ack = seg.ack
+        if gt(ack, t.snd_max):
+            # "If the ACK acks something not yet sent ... send an ACK, drop the segment"
+            # (RFC 9293 §3.10.7.4, RFC 5961 §5.2).  Linux tcp_ack answers it with a
+            # challenge ACK in ESTABLISHED, tcp_rcv_state_process in the other full-socket
+            # states; what Linux keeps as a timewait sock drops a bare ACK silently.
+            if not self._is_timewait_sock():
+                if self.challenges.challenge(self.options, now):
+                    self.receiver.ack_at_once()
+            return False
+        if lt(ack, add(t.snd_una, -t.max_snd_wnd)):
+            # RFC 5961 §5.2: older than SND.UNA - MAX.SND.WND
+            if self.challenges.challenge(self.options, now):
+                self.receiver.ack_at_once()
+            return False
+        prior_wnd = t.snd_wnd
+        new_ack = gt(ack, t.snd_una)
+        acked = sub(ack, t.snd_una) if new_ack else 0
+        if new_ack:
+            self._ack_advance(seg, now)
+        if le(t.snd_una, ack):
+            self._update_send_window(seg, ack)
+        loss = self.loss
+        newly_sacked = loss.take_sack(seg)
+        if new_ack and loss.algorithm is None:
+            self.sender.grow_cwnd(self, acked, now)
+        loss.detect(self, seg, ack, new_ack, acked, prior_wnd, newly_sacked, now)
+        # state-specific ACK handling
+        st = self.state
+        if self.sender.fin_acked():
+            if st is FIN_WAIT_1:
+                self._set_state(FIN_WAIT_2)
+                if self._orphaned:
+                    self.timers.fin_wait2_at = now + self.options.fin_timeout
+            elif st is CLOSING:
+                self._enter_time_wait(now)
+            elif st is LAST_ACK:
+                self._enter_closed()
+                return False
+        return True
+
+    def _is_timewait_sock(self) -> bool:
+        """Would Linux hold this connection as a timewait sock, whose in-window bare ACKs
+        get no answer (tcp_timewait_state_process)?  TIME-WAIT, and an orphaned
+        FIN-WAIT-2 whose tcp_fin_timeout fits in TIME-WAIT's length (tcp_time_wait with
+        TCP_FIN_WAIT2, from tcp_rcv_state_process and tcp_close)."""
+        st = self.state
+        return st is TIME_WAIT or (
+            st is FIN_WAIT_2 and self._orphaned
+            and self.options.fin_timeout <= self.options.time_wait_timeout)
+
+    def _update_send_window(self, seg: tcp.Repr, ack: int) -> None:
+        """RFC 9293 §3.10.7.4 fifth (ESTABLISHED), the window update for an ACK with
+        SND.UNA =< SEG.ACK: taken when SND.WL1 < SEG.SEQ, or SND.WL1 = SEG.SEQ and
+        SND.WL2 =< SEG.ACK (so an older segment never shrinks the window).  Both the
+        full path and header prediction call it."""
+        t = self.tcb
+        seq, wl1 = seg.seq, t.snd_wl1
+        if lt(wl1, seq) or (wl1 == seq and le(t.snd_wl2, ack)):
+            t.snd_wnd = seg.window << t.snd_wscale
+            if t.snd_wnd > t.max_snd_wnd:
+                t.max_snd_wnd = t.snd_wnd
+            t.snd_wl1, t.snd_wl2 = seq, ack
+
+    def _ack_advance(self, seg: tcp.Repr, now: int) -> None:
+        """New data acknowledged: RTT, send buffer, RTO timer (RFC 6298 §5.2/5.3)."""
+        t = self.tcb
+        ack = seg.ack
+        acked = sub(ack, t.snd_una)
+        self._rtt_sample(seg, now)
+        self.sender.drop_acked(ack)
+        t.snd_una = ack
+        if lt(t.snd_nxt, ack):
+            t.snd_nxt = ack  # after go-back-N the ACK may jump past SND.NXT
+        self.loss.on_ack_advance(ack, acked)
+        self.timers.data_acked()
+        self.timers.rto_at = None if t.snd_una == t.snd_max else now + self.rto.rto
+        space = self.sender.unblock(self.options)
+        if space:
+            self._events.append(SendSpaceAvailable(space))
+            self.chrono.stop(SNDBUF_LIMITED, now, self.sender.queues_empty())  # tcp_check_space
+        if t.snd_una == t.snd_max:
+            self.chrono.stop(BUSY, now, self.sender.queues_empty())
+
+    def _rtt_sample(self, seg: tcp.Repr, now: int) -> None:
+        """RTTM (RFC 7323 §4) from TSecr, else Karn's timed segment (RFC 6298 §3)."""
+        t = self.tcb
+        if t.ts_ok and seg.timestamp is not None and seg.timestamp[1]:
+            rtt_ms = sub(self.tcb.ts_val(now), seg.timestamp[1])
+            if rtt_ms >= 0:
+                self.rto.on_sample(max(rtt_ms, 1) * MS, seg.ack, t.snd_max)
+            return
+        sent_at = self.sender.rtt_sample(seg.ack)
+        if sent_at is not None:
+            self.rto.on_sample(now - sent_at, seg.ack, t.snd_max)
+
+    def _rtt_sample_handshake(self, seg: tcp.Repr, now: int) -> None:
+        t = self.tcb
+        if t.ts_ok and seg.timestamp is not None and seg.timestamp[1]:
+            rtt_ms = sub(self.tcb.ts_val(now), seg.timestamp[1])
+            if 0 <= rtt_ms:
+                self.rto.on_sample(max(rtt_ms, 1) * MS, seg.ack, t.snd_max)
+        elif not self.timers.syn_retransmitted and self.timers.syn_sent_at is not None:
+            # Karn: only unretransmitted SYNs
+            self.rto.on_sample(now - self.timers.syn_sent_at, seg.ack, t.snd_max)
+
+    # ------------------------------------------------------------ what goes out
+    def _output(self, now: int) -> None:
+        """Generate whatever the state allows: data, FIN, ACKs; then arm the timers."""
+        st = self.state
+        t = self.tcb
+        if (st.synchronized and st is not TIME_WAIT) or (
+                self.fastopen_child and st is SYN_RECEIVED):
+            # (a Fast Open child sends before the handshake completes: tcp_sendmsg's
+            # tcp_passive_fastopen exception, RFC 7413 §4.2.2)
+            self.sender.transmit(self, now)
+        if self.receiver.ack_now and st is not CLOSED and st is not SYN_SENT:
+            self._emit_pure_ack(now)
+        if self.timers.rto_at is None and t.snd_una != t.snd_max and st is not CLOSED \
+                and st is not TIME_WAIT:
+            self.timers.rto_at = now + self.rto.rto  # RFC 6298 §5.1
+
+    def _emit_pure_ack(self, now: int) -> None:
+        self._emit(self._make(self._acceptable_seq(), ACK, now))
+
+    def _acceptable_seq(self) -> int:
+        """The sequence number of a segment that carries no data (an ACK, a RST): the
+        highest one sent, as Linux's tcp_acceptable_seq (its snd_nxt never moves back;
+        BSD's tcp_output uses snd_max), or the send window's right edge if that is
+        lower.  Not SND.NXT: after an RTO rolled it back, the peer already holds the
+        bytes above it, finds such an ACK below RCV.NXT and drops it unread; with both
+        ends in go-back-N each dropped the other's ACKs for ever."""
+        t = self.tcb
+        snd_max = t.snd_max
+        wnd_end = add(t.snd_una, t.snd_wnd)
+        # not lt(wnd_end, snd_max), or past it by less than one window unit (Linux)
+        if not lt(wnd_end, snd_max) \
+                or (snd_max - wnd_end) & MASK32 < 1 << t.rcv_wscale:
+            return snd_max
+        return wnd_end
+
+    def _make(self, seq: int, flags: int, now: int, payload: bytes = b"") -> tcp.Repr:
+        """A non-SYN segment with our window, timestamps and SACK blocks."""
+        t = self.tcb
+        ts = (self.tcb.ts_val(now), t.ts_recent) if t.ts_ok else None
+        blocks: tuple[tuple[int, int], ...] = ()
+        if flags & ACK:
+            receiver = self.receiver
+            ack = t.rcv_nxt
+            if t.sack_ok:
+                blocks = receiver.sack_blocks(len(payload))
+            window = receiver.window_field(self)
+            t.last_ack_sent = ack
+            receiver.ack_sent(self.options)
+        else:
+            ack, window = 0, 0
+        if flags & RST:
+            # an active reset (tcp_send_active_reset) goes out through tcp_transmit_skb,
+            # which gives it the receive window like any segment: no SACK blocks, though
+            blocks = ()
+        return segment_repr(self.local_port, self.remote_port, seq & MASK32, ack, flags,
+                            window, payload, blocks, ts)
+
+    def _emit(self, seg: tcp.Repr) -> None:
+        self._out.append(seg)
+        self.counters.add("TcpOutSegs")
 
 
 __all__ = ["Connection", "ListenAction", "choose_wscale", "listen_action", "reset_for",

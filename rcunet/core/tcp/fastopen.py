@@ -44,6 +44,8 @@ def _rotl(x: int, b: int) -> int:
 
 def siphash24(key: bytes, msg: bytes) -> int:
     """SipHash-2-4 (Aumasson and Bernstein) of ``msg`` under a 16-byte ``key``."""
+    k0: int
+    k1: int
     k0, k1 = struct.unpack("<QQ", key)
     v0, v1 = k0 ^ 0x736F6D6570736575, k1 ^ 0x646F72616E646F6D
     v2, v3 = k0 ^ 0x6C7967656E657261, k1 ^ 0x7465646279746573

@@ -1,19 +1,22 @@
 """Loss detection and fast recovery: duplicate ACKs and SACK loss marks decide when to
-enter recovery (RFC 5681 §3.2, RFC 6675 §5); the recovery itself is an object, NewReno
-(RFC 6582) or SACK (RFC 6675), which sets cwnd through the congestion controller's
-``set_cwnd`` and decides what recovery sends.  The recovery objects hold no state of
-their own (``_recover``, ``_high_rxt``, ``_dupacks`` are the connection's), so one
-instance of each serves every connection; ``Connection._recovery`` is None outside
-recovery."""
+enter recovery (RFC 5681 §3.2, RFC 6675 §5); the recovery itself is an algorithm object,
+NewReno (RFC 6582) or SACK (RFC 6675), which sets cwnd through the congestion
+controller's ``set_cwnd`` and decides what recovery sends.  ``LossRecovery`` is the
+connection's part that holds the state (``recover``, ``high_rxt``, ``dupacks``, the SACK
+scoreboard, the algorithm in use); the algorithm objects hold none of their own, so one
+instance of each serves every connection.  Later RACK-TLP and PRR belong here too."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rcunet.core.tcp.common import FIN, MASK32, SYN
-from rcunet.core.tcp.sack import DUP_THRESH
+from rcunet.core.freethreaded import lockfree_read_slots
+from rcunet.core.tcp.common import FIN, SYN
+from rcunet.core.tcp.counters import Counters
+from rcunet.core.tcp.sack import DUP_THRESH, Scoreboard
+from rcunet.core.tcp.tcb import Tcb
 from rcunet.wire import tcp
-from rcunet.wire.seqnum import add, gt, sub
+from rcunet.wire.seqnum import add, gt, lt, sub
 
 if TYPE_CHECKING:
     from rcunet.core.tcp.connection import Connection
@@ -24,9 +27,9 @@ class Recovery:
 
     name = "base"
 
-    def enter(self, conn: Connection, now: int) -> None:
-        """Loss detected: the algorithm's cwnd and first retransmission (the connection
-        has set ssthresh and RecoveryPoint)."""
+    def enter(self, loss: LossRecovery, conn: Connection, now: int) -> None:
+        """Loss detected: the algorithm's cwnd and first retransmission (``loss`` has
+        set ssthresh and RecoveryPoint)."""
         raise NotImplementedError
 
     def on_ack(self, conn: Connection, new_ack: bool, is_dup: bool, acked: int,
@@ -34,12 +37,12 @@ class Recovery:
         """An ACK below RecoveryPoint: a partial ACK or a duplicate."""
 
     def exit(self, conn: Connection, now: int) -> None:
-        """A full ACK: recovery ends (the connection then forgets it)."""
+        """A full ACK: recovery ends (``loss`` then forgets it)."""
         raise NotImplementedError
 
-    def output(self, conn: Connection, now: int) -> None:
+    def output(self, loss: LossRecovery, conn: Connection, now: int) -> None:
         """What the connection sends while in recovery."""
-        while conn._try_send(now, room=conn._cwnd_room()):
+        while conn.sender.try_send(conn, now, room=conn.sender.cwnd_room(conn)):
             pass
 
     def __repr__(self) -> str:
@@ -51,10 +54,10 @@ class NewRenoRecovery(Recovery):
 
     name = "reno"
 
-    def enter(self, conn: Connection, now: int) -> None:
+    def enter(self, loss: LossRecovery, conn: Connection, now: int) -> None:
         t = conn.tcb
         conn.counters.add("TcpExtTCPRenoRecovery")
-        conn._retransmit_at(t.snd_una, now)  # RFC 5681 §3.2 step 3
+        conn.sender.retransmit_at(conn, t.snd_una, now)  # RFC 5681 §3.2 step 3
         conn.cc.set_cwnd(conn.cc.ssthresh + 3 * t.snd_mss)
 
     def on_ack(self, conn: Connection, new_ack: bool, is_dup: bool, acked: int,
@@ -64,7 +67,7 @@ class NewRenoRecovery(Recovery):
         if new_ack:
             # RFC 6582 §3.2 step 3, partial ACK: retransmit the first unacknowledged
             # segment, deflate cwnd by the amount acked, add back one SMSS.
-            conn._retransmit_at(t.snd_una, now)
+            conn.sender.retransmit_at(conn, t.snd_una, now)
             cc.set_cwnd(max(cc.cwnd - acked + (t.snd_mss if acked >= t.snd_mss else 0),
                             t.snd_mss))
         elif is_dup:
@@ -82,105 +85,168 @@ class SackRecovery(Recovery):
 
     name = "sack"
 
-    def enter(self, conn: Connection, now: int) -> None:
+    def enter(self, loss: LossRecovery, conn: Connection, now: int) -> None:
         t = conn.tcb
         conn.counters.add("TcpExtTCPSackRecovery")
         conn.cc.set_cwnd(conn.cc.ssthresh)  # RFC 6675 §5 step (4.2)
-        conn._high_rxt = t.snd_una
-        hole = conn.scoreboard.next_seg_rule3(0, t.snd_mss)
-        end = conn._retransmit_at(t.snd_una, now, hole[1] if hole else None)  # step (4.3)
+        loss.high_rxt = t.snd_una
+        hole = loss.scoreboard.next_seg_rule3(0, t.snd_mss)
+        # step (4.3)
+        end = conn.sender.retransmit_at(conn, t.snd_una, now, hole[1] if hole else None)
         if end is not None:
-            conn._high_rxt = end
+            loss.high_rxt = end
 
     def exit(self, conn: Connection, now: int) -> None:
         conn.cc.on_recovery_exit(now)
 
-    def output(self, conn: Connection, now: int) -> None:
+    def output(self, loss: LossRecovery, conn: Connection, now: int) -> None:
         """RFC 6675 §5 step (C): while cwnd - pipe >= 1 SMSS, send NextSeg()."""
         t = conn.tcb
         mss = t.snd_mss
-        sb = conn.scoreboard
+        sb = loss.scoreboard
         for _ in range(1000):  # bounded: each pass sends a segment or stops
             una = t.snd_una
             high_data = sub(t.snd_max, una)
-            hrx = max(0, sub(conn._high_rxt, una))
+            hrx = max(0, sub(loss.high_rxt, una))
             if conn.cc.cwnd - sb.pipe(hrx, high_data, mss) < mss:
                 return
             nxt = sb.next_seg(hrx, mss)  # rule 1: lost and not yet retransmitted
-            if nxt is None and conn._try_send(now, room=mss):
+            if nxt is None and conn.sender.try_send(conn, now, room=mss):
                 continue  # rule 2: new data
             if nxt is None:
                 nxt = sb.next_seg_rule3(hrx, mss)  # rule 3
             if nxt is None:
                 return
-            end = conn._retransmit_at(add(una, nxt[0]), now, nxt[1])
+            end = conn.sender.retransmit_at(conn, add(una, nxt[0]), now, nxt[1])
             if end is None:
                 return
-            conn._high_rxt = end
+            loss.high_rxt = end
 
 
 NEWRENO = NewRenoRecovery()
 SACK = SackRecovery()
 
 
-class RecoveryMixin:
-    """``Connection``'s loss detection and the entry to and exit from recovery."""
+class LossRecovery:
+    """A connection's loss detection and recovery state; the only writer of it.  It
+    decides; the connection (its sender) sends what an algorithm asks for."""
 
-    __slots__ = ()
+    # lockfree_read_slots: read by whichever thread holds the socket lock (Connection)
+    __slots__ = lockfree_read_slots("tcb", "counters", "algorithm", "dupacks", "recover",
+                                    "high_rxt", "scoreboard")
 
-    def _loss_detection(self, seg: tcp.Repr, ack: int, new_ack: bool, acked: int,
-                        prior_wnd: int, newly_sacked: int, now: int) -> None:
+    def __init__(self, tcb: Tcb, counters: Counters) -> None:
+        self.tcb = tcb
+        self.counters = counters
+        # None, or the recovery in progress: NEWRENO (RFC 6582) or SACK (RFC 6675)
+        self.algorithm: Recovery | None = None
+        self.dupacks = 0
+        # RFC 6582 "recover" / RFC 6675 RecoveryPoint; None until the first loss (the RFC
+        # starts it at ISS) and again once SND.UNA is far past it, so it never wraps.
+        self.recover: int | None = None
+        self.high_rxt = tcb.iss  # RFC 6675 HighRxt
+        self.scoreboard = Scoreboard()
+
+    def idle(self) -> bool:
+        """Nothing to track: no recovery, no duplicate ACKs, nothing SACKed (what header
+        prediction requires)."""
+        return (self.algorithm is None and not self.dupacks
+                and not self.scoreboard.highest_sacked)
+
+    def take_sack(self, seg: tcp.Repr) -> int:
+        """Fold the peer's SACK blocks in, ignoring any outside [SND.UNA, SND.MAX] (RFC
+        2018); returns the bytes newly SACKed.  SACKed bytes at SND.UNA would have been
+        ACKed cumulatively: the receiver reneged (or lies), and its SACKs are forgotten
+        (RFC 2018 §8; Linux tcp_check_sack_reneging)."""
+        t = self.tcb
+        sb = self.scoreboard
+        new = 0
+        if t.sack_ok:
+            limit = sub(t.snd_max, t.snd_una)
+            for left, right in seg.sack_blocks:
+                start, end = sub(left, t.snd_una), sub(right, t.snd_una)
+                if 0 <= start < end <= limit:
+                    new += sb.add(start, end)
+        ranges = sb.ranges()
+        if ranges and ranges[0][0] == 0:
+            self.counters.add("TcpExtTCPSACKReneging")
+            sb.clear()
+            new = 0
+        return new
+
+    def on_ack_advance(self, ack: int, acked: int) -> None:
+        """SND.UNA moved to ``ack`` (``acked`` bytes on): HighRxt never trails it, the
+        scoreboard slides, and a RecoveryPoint far behind is forgotten."""
+        if lt(self.high_rxt, ack):
+            self.high_rxt = ack
+        self.scoreboard.advance(acked)
+        if self.recover is not None and self.algorithm is None \
+                and sub(ack, self.recover) > 1 << 30:
+            self.recover = None
+
+    def detect(self, conn: Connection, seg: tcp.Repr, ack: int, new_ack: bool, acked: int,
+               prior_wnd: int, newly_sacked: int, now: int) -> None:
+        """Count duplicate ACKs and enter, drive or leave recovery (RFC 5681 §3.2,
+        RFC 6582, RFC 6675 §5).  Outside recovery the caller has grown cwnd first."""
         t = self.tcb
         outstanding = t.snd_max != t.snd_una
         # RFC 5681 §2 duplicate ACK; RFC 6675 §2 also counts an ACK carrying new SACK info.
         is_dup = (not new_ack and ack == t.snd_una and outstanding and not seg.payload
                   and not seg.flags & (SYN | FIN)
                   and (newly_sacked > 0 or (t.snd_wnd == prior_wnd and not seg.sack_blocks)))
-        recovery = self._recovery
-        if recovery is None:
+        algorithm = self.algorithm
+        if algorithm is None:
             if new_ack:
-                self._dupacks = 0
-                self._grow_cwnd(acked, now)
+                self.dupacks = 0
             elif is_dup:
-                self._dupacks += 1
+                self.dupacks += 1
             lost = t.sack_ok and outstanding and self.scoreboard.is_lost(0, t.snd_mss)
-            if outstanding and (self._dupacks >= DUP_THRESH or lost):
+            if outstanding and (self.dupacks >= DUP_THRESH or lost):
                 # RFC 6582 §3.2 step 2: only if the ACK covers more than "recover".
-                if self._recover is None or gt(ack, add(self._recover, 1)):
-                    self._enter_recovery(now)
+                if self.recover is None or gt(ack, add(self.recover, 1)):
+                    self._enter(conn, now)
             return
-        if self._recover is None or gt(ack, self._recover):
-            self._exit_recovery(now)
+        if self.recover is None or gt(ack, self.recover):
+            algorithm.exit(conn, now)
+            self.algorithm = None
+            self.dupacks = 0
             return
-        recovery.on_ack(self, new_ack, is_dup, acked, now)
+        algorithm.on_ack(conn, new_ack, is_dup, acked, now)
 
-    def _grow_cwnd(self, acked: int, now: int) -> None:
-        """New data acknowledged outside recovery: congestion control grows cwnd, but
-        only while cwnd limits us (RFC 7661 §4.1 spirit; Linux tcp_cong_avoid asks
-        tcp_is_cwnd_limited).  Header prediction calls it too."""
-        if self._is_cwnd_limited():
-            self.cc.on_ack(acked, now, self.rto.srtt)
-
-    def _is_cwnd_limited(self) -> bool:
-        """Linux tcp_is_cwnd_limited: cwnd limited a send in the current window, or, in
-        slow start, cwnd is below twice the window's largest flight (``_cwnd_validate``
-        keeps both), so slow start goes on while the ACKs drain the flight."""
-        if self._cwnd_limited:
-            return True
-        cc = self.cc
-        return cc.in_slow_start and cc.cwnd < 2 * self._max_flight
-
-    def _enter_recovery(self, now: int) -> None:
+    def _enter(self, conn: Connection, now: int) -> None:
         t = self.tcb
-        flight = sub(t.snd_max, t.snd_una)
-        self.cc.on_congestion(now, flight)
-        self._recover = (t.snd_max - 1) & MASK32  # RFC 6582 recover / RFC 6675 RecoveryPoint
+        conn.cc.on_congestion(now, sub(t.snd_max, t.snd_una))
+        self.recover = add(t.snd_max, -1)  # RFC 6582 recover / RFC 6675 RecoveryPoint
         self.counters.add("TcpExtTCPFastRetrans")
-        recovery = self._recovery = SACK if t.sack_ok else NEWRENO
-        recovery.enter(self, now)
-        self._rtt_seq = None  # Karn
+        algorithm = self.algorithm = SACK if t.sack_ok else NEWRENO
+        algorithm.enter(self, conn, now)
+        conn.sender.stop_rtt_timing()  # Karn
 
-    def _exit_recovery(self, now: int) -> None:
-        self._recovery.exit(self, now)
-        self._recovery = None
-        self._dupacks = 0
+    def output(self, conn: Connection, now: int) -> None:
+        """What the connection sends in recovery (call only while ``algorithm`` is set)."""
+        algorithm = self.algorithm
+        assert algorithm is not None
+        algorithm.output(self, conn, now)
+
+    def on_timeout(self) -> None:
+        """An RTO: no fast retransmit for data sent before it (RFC 6582 §3.2 step 4), no
+        recovery, and the SACKs are forgotten (RFC 2018 §8: the receiver may renege)."""
+        t = self.tcb
+        self.recover = add(t.snd_max, -1)
+        self.algorithm = None
+        self.dupacks = 0
+        self.scoreboard.clear()
+        self.high_rxt = t.snd_una
+
+    def on_path_shrunk(self) -> None:
+        """tcp_simple_retransmit: everything in flight goes again from SND.UNA, and
+        duplicate ACKs for the old flight must not start a fast retransmit (RFC 6582
+        §3.2 step 4, as after a timeout); no congestion response."""
+        t = self.tcb
+        self.recover = add(t.snd_max, -1)
+        self.high_rxt = t.snd_una
+
+    def sacked_below(self, seq: int) -> int:
+        """Bytes SACKed between SND.UNA and ``seq``."""
+        limit = sub(seq, self.tcb.snd_una)
+        return sum(max(0, min(e, limit) - s) for s, e in self.scoreboard.ranges())

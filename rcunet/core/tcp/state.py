@@ -26,7 +26,7 @@ class State(enum.Enum):
     TIME_WAIT = "TIME-WAIT"
 
     def __str__(self) -> str:
-        return self.value
+        return str(self.value)
 
     # Members are singletons compared by identity, so the identity hash agrees with
     # equality; it is C code, where Enum's own __hash__ (hash of the name) is a Python

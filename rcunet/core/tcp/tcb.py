@@ -8,6 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rcunet.wire.seqnum import sub
+
+#: ns per millisecond: the timestamp clock's tick (common.MS; tcb.py sits below common)
+_MS = 1_000_000
+
 
 @dataclass(slots=True)
 class Tcb:
@@ -40,7 +45,14 @@ class Tcb:
     @property
     def rcv_wnd(self) -> int:
         """RCV.WND as the peer sees it: what is left of the last advertised window."""
-        # seqnum.sub inlined (RFC 1982 mod-2**32 signed distance): read several times
-        # per segment
-        d = ((self.rcv_adv - self.rcv_nxt + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+        d = sub(self.rcv_adv, self.rcv_nxt)
         return d if d > 0 else 0
+
+    def ts_val(self, now: int) -> int:
+        """Our TSval: a millisecond clock plus the per-connection offset (RFC 7323 §5.4)."""
+        return (now // _MS + self.ts_offset) & 0xFFFFFFFF
+
+    @property
+    def offered_window(self) -> int:
+        """The window our last ACK offered, from its RCV.NXT (Linux tp->rcv_wnd)."""
+        return max(0, sub(self.rcv_adv, self.last_ack_sent))

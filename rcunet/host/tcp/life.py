@@ -1,4 +1,8 @@
-"""A TCP socket's life (``TcpSock.life``): one int of four steps, each taken once.
+"""A TCP socket's life, written here and nowhere else: its steps (``TcpSock.life``), the
+teardown the engine asks for (``TcpSock.teardown``), and the table state each engine
+state shows (``table_state``).
+
+The steps: one int of bits, each taken once.
 
 The steps are independent of one another (a user may close before or after the engine
 finishes; a listener may stop listening, by ``shutdown``, before the user closes it), so
@@ -20,7 +24,12 @@ Plain ints, not an ``enum.IntFlag``: ``int & IntFlag`` runs IntFlag's Python-lev
 
 from __future__ import annotations
 
-from typing import Any
+import enum
+from typing import Any, Final
+
+from rcunet.core.tcp import State as CState
+from rcunet.core.tcp.timewait import TimeWait
+from rcunet.tables.entry import State
 
 #: close(): the user let go of the socket, or the socket was orphaned (a listener's child
 #: that nobody will accept, an embryo that died).  Whoever finishes it then forgets it.
@@ -96,3 +105,46 @@ def reopen(sk: Any) -> bool:
             raise LifeError(f"reopen at {describe(life)}")
         sk.life = 0
     return True
+
+
+# -- the table state ------------------------------------------------------------------
+#: The table state (``SockEntry.state``, what ``ss`` and the tables read) of each engine
+#: state: the engine's state machine (``rcunet.core.tcp``) is the one that moves; the
+#: socket shows it (``TABLE_STATE[conn.state]``, once per engine call: a subscript, not
+#: a call), until FINISHED, after which the tables own it.
+TABLE_STATE: Final = {
+    CState.CLOSED: State.CLOSE, CState.LISTEN: State.LISTEN, CState.SYN_SENT: State.SYN_SENT,
+    CState.SYN_RECEIVED: State.SYN_RECV, CState.ESTABLISHED: State.ESTABLISHED,
+    CState.FIN_WAIT_1: State.FIN_WAIT1, CState.FIN_WAIT_2: State.FIN_WAIT2,
+    CState.CLOSE_WAIT: State.CLOSE_WAIT, CState.CLOSING: State.CLOSING,
+    CState.LAST_ACK: State.LAST_ACK, CState.TIME_WAIT: State.TIME_WAIT,
+}
+
+
+def table_state(state: CState) -> State:
+    """The table state a socket whose engine is in ``state`` shows."""
+    return TABLE_STATE[state]
+
+
+# -- the teardown the engine asks for --------------------------------------------------
+class Close(enum.Enum):
+    """tcp_done: unhash, release the port (the one member, ``CLOSE``)."""
+
+    CLOSE = "tcp_done"
+
+
+CLOSE: Final = Close.CLOSE
+#: What ``TcpSock.teardown`` holds once the engine asked for a teardown: ``CLOSE``, or
+#: the state a TIME_WAIT entry keeps (tcp_time_wait).  One field: the kind and the state
+#: cannot disagree.
+TeardownRequest = TimeWait | Close
+
+
+def ask_teardown(pending: TeardownRequest | None, asked: TeardownRequest) -> TeardownRequest:
+    """The engine asked for ``asked`` while ``pending`` waits for ``post``: TIME_WAIT
+    wins over a close (the connection that entered TIME_WAIT has closed as well; the
+    close tcp_time_wait implies is its own), and a later TIME_WAIT state replaces an
+    earlier one."""
+    if asked is CLOSE and pending is not None:
+        return pending
+    return asked

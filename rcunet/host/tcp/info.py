@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from rcunet.core.tcp import State as CState
 
 if TYPE_CHECKING:
-    from rcunet.host.tcp_sock import TcpSock
+    from rcunet.host.tcp.sock import TcpSock
 
 #: Linux's TCP_* state numbers (include/net/tcp_states.h).
 LINUX_STATE = {

@@ -1,7 +1,7 @@
 """A TCP socket on a Host: its table identity (``SockEntry``), the Linux-style socket lock
 (``SocketLock``: owner + backlog), the sans-IO ``Connection`` it drives, the listener's
 queues and the calls ``rcunet.api.socket.Socket`` delegates to.  Its socket options are
-``rcunet.host.tcp_sockopt`` (a part of the class); its life, ``rcunet.host.tcp_life``.
+``rcunet.host.tcp.sockopt`` (functions of the socket); its life, ``rcunet.host.tcp.life``.
 
 The protocol work shared by every socket (input, output, timers, teardown, the listener
 path) lives in ``rcunet.host.tcp.TcpLayer``; this module is the user side.
@@ -18,35 +18,56 @@ section (``free_now``).  While lock statistics are on (the Host's ``Tuning.lock_
 from __future__ import annotations
 
 import _thread
-import enum
 import errno
 import socket as _pysocket
 import time
 from collections import deque
+from collections.abc import Callable
 from functools import partial
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
 from rcunet.core.errqueue import ErrorQueue, TxTimestamps, Zerocopy, iov_after
 from rcunet.core.freethreaded import lockfree_read_slots
-from rcunet.core.tcp import Connection
+from rcunet.core.tcp import (
+    Closed,
+    Connection,
+    DataReceived,
+    Established,
+    TimeWaitEntered,
+)
 from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.timewait import TimeWait
-from rcunet.host import tcp_errq, tcp_fastopen
 from rcunet.host.sockerr import oserror, wire
 from rcunet.host.socklock import BACKLOG_EXTRA, SocketLock
-from rcunet.host.tcp_life import FINISHED, LISTEN_CLOSED, UNHASHED, USER_CLOSED, advance, reopen
-from rcunet.host.tcp_poll import PollFd
-from rcunet.host.tcp_sockopt import TcpSockOptions
+from rcunet.host.tcp import errq as tcp_errq
+from rcunet.host.tcp import fastopen_opts as tcp_fastopen
+from rcunet.host.tcp import sockopt
+from rcunet.host.tcp.life import (
+    CLOSE,
+    FINISHED,
+    LISTEN_CLOSED,
+    TABLE_STATE,
+    UNHASHED,
+    USER_CLOSED,
+    TeardownRequest,
+    advance,
+    ask_teardown,
+    reopen,
+)
+from rcunet.host.tcp.poll import PollFd
 from rcunet.host.wakeups import open_gates
 from rcunet.sync import lock as _lock_mod
 from rcunet.sync.deferred import Buffer
 from rcunet.sync.lock import LockClass
-from rcunet.tables.entry import AF_INET, ANY4, ANY6, SockEntry, State
+from rcunet.tables.entry import AF_INET, SockEntry, State
+from rcunet.wire import tcp
+from rcunet.wire.addr import ANY4, ANY6
 
 if TYPE_CHECKING:
     from rcunet.host.routecache import DstEntry
     from rcunet.host.tcp.layer import TcpLayer
+    from rcunet.host.timers import Timer
 
 WQ_LOCK = LockClass("tcp_sock.wq")
 #: Transmit serialisation per socket; an inline link nests the peer's under ours.
@@ -76,29 +97,27 @@ MTU_REDUCED_DEFERRED = 2
 #: connect the user is inside), so release_sock has nothing to do for it.
 ICMP_DEFERRED = 4
 
-
-class Teardown(enum.Enum):
-    """What the engine asked the host to do once the socket lock is released (``post``)."""
-
-    #: tcp_done: unhash, release the port.
-    CLOSE = enum.auto()
-    #: tcp_time_wait: a TIME_WAIT entry takes the socket's place (``TcpSock.time_wait``).
-    TIME_WAIT = enum.auto()
+#: The engine calls that may answer with nothing to collect (``Connection.quiet``): a
+#: send whose bytes joined a segment Nagle holds (``errq.send_noted`` is such a send), a
+#: read that owed no ACK.
+_QUIET_CALLS: frozenset[object] = frozenset({Connection.send, Connection.recv,
+                                             tcp_errq.send_noted})
 
 
-class TcpSock(TcpSockOptions, SockEntry):
+class TcpSock(SockEntry):
     """One TCP socket (listener, connection, or a listener's child).
 
     Concurrency:
       sl          the socket lock (reference §5.1).  "Holding the socket lock" below means
                   owning it (``lock_sock``) or holding ``sl.slock`` while not owned (the
                   receive/timer path, via ``bh_deliver``/``bh_defer``).
-      conn, rx_skbs, timer, teardown, time_wait, user options   guarded by the socket
-                  lock.
+      conn, rx_skbs, timer, teardown, user options   guarded by the socket lock; the
+                  socket is their only writer (the engine's output reaches them through
+                  ``engine``; teardown: ``life.ask_teardown``).
       life        the socket's life: an int of steps (USER_CLOSED, LISTEN_CLOSED,
                   FINISHED, UNHASHED, FORGOTTEN), each taken once, in the order
-                  ``rcunet.host.tcp_life.REQUIRES`` allows, by ``tcp_life.advance``
-                  under wq; read without a lock (one attribute load, see tcp_life).
+                  ``rcunet.host.tcp.life.REQUIRES`` allows, by ``life.advance``
+                  under wq; read without a lock (one attribute load, see host/tcp/life.py).
       outbox      deque of segments to transmit: appended under the socket lock, drained
                   by ``TcpLayer.flush`` with ``popleft`` (both atomic).
       dst         the pinned route (sk_dst_cache), guarded-by: xmit (the transmitter);
@@ -123,7 +142,7 @@ class TcpSock(TcpSockOptions, SockEntry):
     # instance's lock there, and receive paths and user threads all read a socket).
     __slots__ = lockfree_read_slots(
         "layer", "host", "sl", "conn", "wq", "wq_gates", "wake_seq", "outbox",
-        "rx_skbs", "timer", "teardown", "time_wait", "listener", "acceptq", "embryos", "syn_qlen",
+        "rx_skbs", "timer", "teardown", "listener", "acceptq", "embryos", "syn_qlen",
         "max_ack_backlog", "life", "rskq_lock", "last_overflow_at", "rcvbuf", "sndbuf", "nodelay",
         "cork", "inq", "user_timeout", "notsent_lowat",
         "keepalive", "keepidle", "keepintvl", "keepcnt", "syncnt", "user_mss", "linger",
@@ -143,9 +162,8 @@ class TcpSock(TcpSockOptions, SockEntry):
         self.host = layer.host
         self.sl = SocketLock(self._do_rcv, backlog_limit=self._backlog_limit,
                              release_cb=self._release_cb, on_backlog_drop=self._backlog_drop,
-                             # a C partial, not a method of ours: one Python frame
-                             # less per segment (the lock's detach breaks the cycle)
-                             process_bh=partial(layer.deliver_bh_locked, self))
+                             # the lock's detach breaks the cycle of bound methods
+                             process_bh=self._rcv_bh)
         self.conn: Connection | None = None
         self.wq = WQ_LOCK.new()
         self.wq_gates: list[Any] | None = None  # guarded-by: wq (made by _wait)
@@ -154,15 +172,14 @@ class TcpSock(TcpSockOptions, SockEntry):
         # One entry per data delivery, in delivery order: [Buffer or None, bytes of it
         # not yet read].  The engine's receive queue holds views of those bytes.
         self.rx_skbs: deque[list[Any]] = deque()
-        self.timer: Any = None
-        self.teardown: Teardown | None = None
-        self.time_wait: TimeWait | None = None  # the state TIME_WAIT keeps (Teardown.TIME_WAIT)
+        self.timer: Timer | None = None
+        self.teardown: TeardownRequest | None = None  # what post() tears down (host/tcp/life.py)
         self.listener: TcpSock | None = None  # set while an embryonic child (SYN_RECV)
         self.acceptq: deque[TcpSock] = deque()
         self.embryos: set[TcpSock] = set()
         self.syn_qlen = 0
         self.max_ack_backlog = 0
-        self.life = 0  # tcp_life's steps; written by tcp_life.advance/reopen under wq
+        self.life = 0  # life.py's steps; written by life.advance/reopen under wq
         self.rskq_lock: Any = None  # a listener's: made by listen()
         self.last_overflow_at: int | None = None
         tuning = layer.host.tuning
@@ -194,13 +211,13 @@ class TcpSock(TcpSockOptions, SockEntry):
         self.tx_csum_offload = False  # the route's link offloads checksums (set at connect)
         # sk_dst_cache: the pinned route (one reference held), guarded-by: xmit
         self.dst: DstEntry | None = None
-        # SO_ZEROCOPY, its ranges in flight, sk_error_queue, sk_error_report count: host/tcp_errq
+        # SO_ZEROCOPY, its ranges in flight, sk_error_queue, sk_error_report count: host/tcp/errq.py
         self.zerocopy, self.err_reports = False, 0
         self.zc: Zerocopy | None = None
         self.errq: ErrorQueue | None = None
-        self.ts: TxTimestamps | None = None  # SO_TIMESTAMPING (host/tcp_errq)
+        self.ts: TxTimestamps | None = None  # SO_TIMESTAMPING (host/tcp/errq.py)
         self.mark = 0  # SO_MARK: kept and reported (rcunet has no policy routing)
-        # Fast Open (host/tcp_fastopen.py): queue limit, count (guarded-by rskq_lock),
+        # Fast Open (host/tcp/fastopen_opts.py): queue limit, count (guarded-by rskq_lock),
         # TCP_FASTOPEN_KEY keys; a Fast Open child's listener until its handshake ends.
         self.fastopen_max_qlen = self.fastopen_qlen = 0
         self.fastopen_keys: tuple[bytes, ...] = ()
@@ -215,20 +232,45 @@ class TcpSock(TcpSockOptions, SockEntry):
         rcvbuf = self.rcvbuf if conn is None else max(self.rcvbuf, conn.options.rcvbuf)
         return 2 * rcvbuf + self.sndbuf // 2 + BACKLOG_EXTRA  # tcp_add_backlog (2024)
 
-    def _do_rcv(self, item: Any) -> None:
-        self.layer.process_segment_locked(self, item[0], item[1])
+    def _rcv_bh(self, item: tuple[tcp.Repr, Buffer | None]) -> bool:
+        """tcp_v4_do_rcv from a receive worker (``slock`` held, not owned; the caller took
+        the legacy global lock) for ``item`` = (segment, its buffer): True when the
+        socket's waiters are to be woken once slock is released (the socket lock's
+        ``process_bh``, called by ``SocketLock.bh_deliver``)."""
+        seg, buf = item
+        conn = self.conn
+        if conn is None:
+            self.layer.buffers.free_maybe(buf)
+            return False
+        return bool(self.engine(conn.on_segment, seg, self.host.now(), buf=buf, softirq=True))
+
+    def _do_rcv(self, item: tuple[tcp.Repr, Buffer | None]) -> None:
+        """sk_backlog_rcv: one segment under the socket lock (the owner's backlog)."""
+        seg, buf = item
+        conn = self.conn
+        if conn is None:
+            self.layer.buffers.free_maybe(buf)
+            return
+        legacy = self.layer.legacy_input_lock(self, seg)  # the owner holds no slock
+        if legacy is not None:
+            legacy.acquire()
+        try:
+            self.engine(conn.on_segment, seg, self.host.now(), buf=buf)
+        finally:
+            if legacy is not None:
+                legacy.release()
 
     def _release_cb(self, work: int) -> None:
         if work & TIMER_DEFERRED:
-            self.layer.run_timer_locked(self)
+            self.run_timer()
         if work & MTU_REDUCED_DEFERRED:
-            self.layer.mtu_reduced_locked(self)
+            self.layer.icmp.mtu_reduced_locked(self)
         # ICMP_DEFERRED needs nothing here (see its definition).
 
     def _backlog_drop(self, item: Any) -> None:
         self.host.counters.inc("TcpExtTCPBacklogDrop")
         if item[1] is not None:
-            self.layer.free_buffer(item[1])
+            self.layer.buffers.free(item[1])
 
     def _lock(self) -> int:
         """lock_sock; returns when the owner section began, or 0 when it is not timed
@@ -246,7 +288,7 @@ class TcpSock(TcpSockOptions, SockEntry):
         self.sl.release_sock()
         if since:
             self._record_hold(perf_counter_ns() - since)
-        self.layer.post(self)
+        self.post()
 
     def _record_hold(self, held: int) -> None:
         with self.wq:  # the next owner may already run: account under a leaf lock
@@ -265,6 +307,301 @@ class TcpSock(TcpSockOptions, SockEntry):
             holds, total, longest = self.hold_count, self.hold_ns, self.hold_max_ns
         return {"holds": holds, "hold_ns_total": total, "hold_ns_max": longest,
                 "backlog_max_bytes": backlog_max, "backlog_drops": drops}
+
+    # ------------------------------------------------------------------ the engine
+    def engine(self, call: Callable[..., Any] | None = None, *args: Any,
+               buf: Buffer | None = None, softirq: bool = False) -> Any:
+        """The one way into the engine, socket lock held: ``call(*args)``, one of
+        ``self.conn``'s methods (or a function that drives it), then what the engine
+        produced is collected, whatever the call returned or raised: segments to the
+        outbox, events (data to the receive queue, the handshake's end, the teardown it
+        asks for), counters, the table state and the timer at its next deadline.
+        ``call`` None: only the collection, of what the connection made when it was
+        ``attach``-ed or since the last call.
+
+        ``buf``: the pooled buffer the segment's bytes are in (a delivery keeps it until
+        they are read).  ``softirq``: a receive worker under slock, whose caller wakes
+        the waiters once slock is released: the result is then True when they are owed
+        a wakeup.  Nothing is collected after a send or a recv the engine answered with
+        nothing to collect (``Connection.quiet``) unless a poll fd mirrors the socket.
+
+        The collection is written here, in the ``finally`` (not in a helper of its own:
+        one frame less on every segment and every call)."""
+        conn = self.conn
+        assert conn is not None
+        result: Any = None
+        quiet = False
+        woke = False
+        try:
+            if call is not None:
+                result = call(*args)
+                # atomic: attribute loads (quiet is the engine's, written by the call
+                # just made, in this thread)
+                quiet = conn.quiet and self.poll is None and getattr(
+                    call, "__func__", call) in _QUIET_CALLS
+        finally:
+            if not quiet:
+                wake = not softirq
+                layer = self.layer
+                segments = conn.take_segments()
+                if segments:
+                    self.outbox.extend(segments)
+                events = conn.take_events()
+                for event in events:
+                    kind = type(event)
+                    if isinstance(event, DataReceived):
+                        # Every delivery gets an entry, with a buffer or not: the receive
+                        # queue keeps views of the delivered bytes (no copy), so a buffer
+                        # goes back to its pool only once all the bytes delivered with it
+                        # were read (_consume_skbs counts them off in delivery order).
+                        self.rx_skbs.append([buf, event.length])
+                        buf = None
+                    elif kind is Established:
+                        if self.listener is not None:
+                            layer.listeners.publish_child(self)
+                        elif self.tfo_listener is not None:
+                            layer.fastopen.release(self)  # reqsk_fastopen_remove
+                        elif conn.fastopen_active is not None:
+                            layer.fastopen.synack_seen(self, conn)  # tcp_fastopen_cache_set
+                    elif kind is TimeWaitEntered:
+                        self.teardown = ask_teardown(self.teardown, TimeWait.of(conn))
+                    elif kind is Closed:
+                        self.teardown = ask_teardown(self.teardown, CLOSE)
+                if buf is not None:
+                    layer.buffers.free(buf)
+                if not self.life & FINISHED:  # atomic: one load; FINISHED is taken in post
+                    self.state = TABLE_STATE[conn.state]
+                if conn.counters.values:  # a dict's truth: no take() when nothing counted
+                    # the engine's counts to the host's: Counters.inc per name, with the
+                    # shard fetched once (most engine calls count something)
+                    shard = self.host.counters.shard()
+                    for name, n in conn.counters.take().items():
+                        shard[name] = shard.get(name, 0) + n  # owner: this thread only
+                # MSG_ZEROCOPY completions, transmit timestamps: sk_error_report
+                reported = (self.zc is not None or self.ts is not None) and tcp_errq.collect(
+                    self, conn, segments)
+                if (events or reported) and wake:
+                    self.wakeup()
+                elif self.poll is not None:
+                    self.update_poll()
+                self._arm_timer()
+                # the caller wakes the socket after unlocking
+                woke = (bool(events) or reported) and not wake
+        return woke if softirq else result
+
+    def attach(self, conn: Connection, *, tx_csum_offload: bool) -> None:
+        """The socket takes a new connection (connect, a listener's child): the table
+        state follows it; what it made (its SYN or SYN,ACK) waits for ``engine()``.
+        ``tx_csum_offload``: its route's link does checksums.  Socket lock held, or a
+        child no other thread has seen yet."""
+        self.conn = conn
+        self.state = TABLE_STATE[conn.state]
+        self.tx_csum_offload = tx_csum_offload
+
+    def take_receive_queue(self) -> list[Buffer]:
+        """Empty the receive queue's buffer list (close, disconnect, the last release):
+        the pooled buffers, for the caller to free after the lock section."""
+        unread = [skb[0] for skb in self.rx_skbs if skb[0] is not None]
+        self.rx_skbs.clear()
+        return unread
+
+    def update_options_locked(self, push: bool = False) -> None:
+        """setsockopt reached a live connection: the engine takes the socket's options
+        (``Connection.update_options``: keep-alive timer, what Nagle held).  Socket lock
+        held."""
+        conn = self.conn
+        if conn is None or conn.state is CState.CLOSED:
+            return
+        self.engine(partial(conn.update_options, **sockopt.live_options(self)), self.host.now(),
+                    push)
+
+    def disconnect(self) -> None:
+        """connect(AF_UNSPEC) on a connection, Linux tcp_disconnect: the engine drops the
+        connection (RST where due); the teardown after the unlock unhashes it and frees
+        its port (and its place in a Fast Open queue), and connect() may start anew."""
+        unread: list[Buffer] = []
+        since = self._lock()
+        try:
+            conn = self.conn
+            if conn is not None and conn.state is not CState.CLOSED:
+                self.engine(conn.disconnect, self.host.now())
+            self.shutdown_rd = False
+            unread = self.take_receive_queue()
+        finally:
+            self._unlock(since)
+        self.layer.buffers.free_deferred(unread)
+
+    def post(self) -> None:
+        """After a socket-lock section: transmit, then any teardown the engine asked for
+        (only when nobody owns the socket; the owner's own ``post`` does it)."""
+        if self.outbox:
+            self.layer.transmit.flush(self)
+        if self.teardown is not None and not self.sl.owned:  # atomic loads; re-checked below
+            with self.sl.slock:
+                if self.sl.owned:
+                    return
+                todo: TeardownRequest | None = self.teardown
+                self.teardown = None
+                # One teardown per connection: between taking TIME_WAIT here and its
+                # hashdance, the socket is still hashed, and another thread's segment (a
+                # RST answering our ACK of a retransmitted FIN) can make the engine ask
+                # for a close too.  Linux has no such window (tcp_time_wait runs under
+                # the socket lock); the later request is dropped, as RFC 1337 would drop
+                # that RST in TIME_WAIT.  Whoever takes FINISHED (``advance``: once)
+                # does the teardown.
+                if todo is not None and not advance(self, FINISHED):
+                    todo = None
+            if todo is not None:
+                self.layer.teardown.run(self, None if todo is CLOSE else todo)
+
+    # ------------------------------------------------------------------ the timer
+    def _arm_timer(self) -> None:
+        """One host timer per connection at the engine's next deadline.  A later deadline
+        keeps the armed (earlier) timer, which fires, finds nothing due and re-arms
+        (Linux's sk_reset_timer is as lazy); only an earlier one schedules anew.
+        Socket lock held."""
+        conn = self.conn
+        if self.life & FINISHED or conn is None:  # atomic: one load, paired with post's
+            return
+        at = conn.timers.next_at()  # conn.next_deadline(), one call less per segment
+        if at is None:
+            return
+        timer = self.timer
+        if timer is not None and not timer.cancelled and timer.at <= at:
+            return
+        if timer is not None:
+            timer.cancel()
+        self.timer = self.host.timers.schedule(at, self._timer_fired)
+
+    def _timer_fired(self, now: int) -> None:
+        self.sl.bh_defer(TIMER_DEFERRED, self.run_timer)
+        self.post()
+
+    def run_timer(self) -> None:
+        """The timer fired (or was deferred to release_sock): run the engine's due
+        timers.  Socket lock held."""
+        now = self.host.now()
+        timer = self.timer
+        if timer is not None and timer.at <= now:
+            self.timer = None
+        conn = self.conn
+        if self.life & FINISHED or conn is None:  # atomic: one load, paired with post's
+            return
+        due = conn.next_deadline()
+        if due is not None and due <= now:
+            self.engine(conn.on_timer, now)
+        else:
+            self._arm_timer()
+
+    def cancel_timer(self) -> None:
+        """The teardown: no timer fires for this socket again (FINISHED is taken, so none
+        is armed again)."""
+        timer, self.timer = self.timer, None
+        if timer is not None:
+            timer.cancel()
+
+    # ------------------------------------------------------------------ options
+    def setsockopt(self, level: int, opt: int, value: int | bytes) -> None:
+        sockopt.setsockopt(self, level, opt, value)
+
+    def getsockopt(self, level: int, opt: int, buflen: int | None = None) -> int | bytes:
+        return sockopt.getsockopt(self, level, opt, buflen)
+
+    def recv_cmsgs(self) -> list[tuple[int, int, bytes]]:
+        """The control messages a recvmsg that just read data gets (TCP_CM_INQ)."""
+        return sockopt.recv_cmsgs(self)
+
+    # ------------------------------------------------------------------ a listener's queues
+    # A listener writes its own queues, and a child its own ``listener``/``tfo_listener``,
+    # all under the listener's rskq_lock (LISTEN_CLOSED is read under it too).
+    def queue_child(self, child: TcpSock, *, fastopen: bool) -> bool:
+        """A new child counts in this listener's SYN queue (an embryo, until its
+        handshake completes: ``publish``) or, opening fast, in its Fast Open queue
+        (tcp_fastopen_create_child); False once the listener stopped listening."""
+        with self.rskq_lock:
+            if self.life & LISTEN_CLOSED:
+                return False
+            if fastopen:
+                self.fastopen_qlen += 1
+                child.tfo_listener = self
+            else:
+                child.listener = self
+                self.embryos.add(child)  # before ehash: the final ACK may race us
+                self.syn_qlen += 1
+        return True
+
+    def publish(self, child: TcpSock) -> bool:
+        """inet_csk_reqsk_queue_add: ``child`` leaves the SYN queue (if it was there) for
+        the accept queue; False when the listener stopped listening meanwhile (nobody
+        will accept the child)."""
+        child.listener = None
+        with self.rskq_lock:
+            if child in self.embryos:
+                self.embryos.discard(child)
+                self.syn_qlen -= 1
+            closed = self.life & LISTEN_CLOSED
+            if not closed:
+                self.acceptq.append(child)
+        return not closed
+
+    def leave_syn_queue(self) -> bool:
+        """An embryonic child died before its handshake completed: it leaves its
+        listener's SYN queue.  False when it was not an embryo."""
+        listener, self.listener = self.listener, None
+        if listener is None:
+            return False
+        with listener.rskq_lock:
+            if self in listener.embryos:
+                listener.embryos.discard(self)
+                listener.syn_qlen -= 1
+        return True
+
+    def leave_fastopen_queue(self) -> None:
+        """reqsk_fastopen_remove: a Fast Open child's handshake completed or it died; its
+        place in the listener's Fast Open queue is free again."""
+        lsk, self.tfo_listener = self.tfo_listener, None
+        if lsk is None:
+            return
+        with lsk.rskq_lock:
+            if lsk.fastopen_qlen > 0:
+                lsk.fastopen_qlen -= 1
+
+    def accept_pop(self) -> TcpSock | None:
+        """inet_csk_accept's dequeue: the oldest complete child, or None."""
+        with self.rskq_lock:
+            return self.acceptq.popleft() if self.acceptq else None
+
+    def stop_listening(self) -> list[TcpSock]:
+        """LISTEN_CLOSED: the queues take no more children; the children they held (to
+        abort), each no longer an embryo of this listener."""
+        with self.rskq_lock:
+            advance(self, LISTEN_CLOSED)
+            children = list(self.acceptq) + list(self.embryos)
+            self.acceptq.clear()
+            self.embryos.clear()
+            self.syn_qlen = 0
+        for child in children:
+            child.listener = None
+        return children
+
+    def note_overflow(self, now: int) -> None:
+        """The SYN queue overflowed: SYN cookies are checked for a while (one store;
+        read by ``Listeners._cookie_ack``)."""
+        self.last_overflow_at = now
+
+    # ------------------------------------------------------------------ ICMP errors
+    def note_soft_error(self, err: int) -> None:
+        """An ICMP error the next SO_ERROR or failed call reports (one store)."""
+        self.soft_err = err
+
+    def note_mtu_info(self, mtu: int, seq: int | None) -> None:
+        """tp->mtu_info: the path MTU an ICMP error reported, with the sequence number
+        it quoted, for ``IcmpErrors.mtu_reduced_locked`` (one store; read locked)."""
+        self.mtu_info = (mtu, seq)
+
+    def take_mtu_info(self) -> tuple[int, int | None] | None:
+        info, self.mtu_info = self.mtu_info, None
+        return info
 
     # ------------------------------------------------------------------ waking and polling
     def wakeup(self) -> None:
@@ -295,7 +632,7 @@ class TcpSock(TcpSockOptions, SockEntry):
         """(readable, writable) as tcp_poll reports them.  Lockless reads of single
         attributes, ordered after the change that called for them by ``PollFd.refresh``
         (which reads them under its lock, see there)."""
-        # atomic: one load of life, paired with advance(LISTEN_CLOSED) in close_listener
+        # atomic: one load of life, paired with advance(LISTEN_CLOSED) in Listeners.close
         listen_closed = bool(self.life & LISTEN_CLOSED)
         if listen_closed or self.state == State.LISTEN:
             return bool(self.acceptq) or listen_closed, False
@@ -354,8 +691,9 @@ class TcpSock(TcpSockOptions, SockEntry):
         if remaining > 0 and gate.acquire(timeout=remaining):
             return True
         with self.wq:
-            if gate in self.wq_gates:
-                self.wq_gates.remove(gate)
+            gates = self.wq_gates  # not None: this sleeper listed its gate in it
+            if gates is not None and gate in gates:
+                gates.remove(gate)
             return self.wake_seq != seen
 
     def _deadline(self, timeout: float | None) -> float | None:
@@ -416,9 +754,7 @@ class TcpSock(TcpSockOptions, SockEntry):
                     raise oserror(errno.EALREADY)
                 if conn.state is not CState.CLOSED:
                     raise oserror(errno.EISCONN)
-                if not reopen(self):  # a failed attempt: start over (tcp_disconnect)
-                    raise oserror(errno.EALREADY)  # the failed attempt is still tearing down
-                self.conn = None
+                self.start_over()
             if self.fastopen_defer is not None:
                 raise oserror(errno.EISCONN)
             if tcp_fastopen.defer_connect_locked(self, addr, port):
@@ -450,10 +786,10 @@ class TcpSock(TcpSockOptions, SockEntry):
         while True:
             with self.wq:
                 seen = self.wake_seq
-            child = self.layer.accept_dequeue(self)
+            child = self.layer.listeners.accept(self)
             if child is not None:
                 return child
-            # atomic: one load of life, paired with advance(LISTEN_CLOSED) in close_listener
+            # atomic: one load of life, paired with advance(LISTEN_CLOSED) in Listeners.close
             if self.life & LISTEN_CLOSED or self.state != State.LISTEN:
                 raise oserror(errno.EINVAL, "the listener was closed")
             self._block_or_fail(seen, timeout, deadline)
@@ -532,18 +868,18 @@ class TcpSock(TcpSockOptions, SockEntry):
         if conn.state is CState.SYN_SENT and conn.error is None:
             return 0  # sk_stream_wait_connect: nothing is queued before the handshake
         now = self.host.now()
-        if (zc and self.zerocopy or self.ts is not None) and len(view):
-            n = tcp_errq.send_noted(self, conn, view, now, zc, partial_ends, iov)
+        if not len(view):
+            return 0
+        n: int
+        if zc and self.zerocopy or self.ts is not None:
+            n = self.engine(tcp_errq.send_noted, self, conn, view, now, zc, partial_ends, iov)
         elif more or eor:
-            n = conn.send(view, now, more=more, eor=eor) if len(view) else 0
+            n = self.engine(conn.send, view, now, (), more, eor)  # skb_ends, more, eor
         else:
-            n = conn.send(view, now) if len(view) else 0
-        if n and conn.quiet and self.poll is None:
-            return n  # the bytes joined a segment Nagle holds: nothing to collect
-        self.layer.after_engine(self)
+            n = self.engine(conn.send, view, now)
         return n
 
-    def sendall(self, data: bytes, timeout: float | None) -> None:
+    def sendall(self, data: bytes | memoryview, timeout: float | None) -> None:
         view = data if type(data) is memoryview else memoryview(data)
         deadline = None if timeout is None else time.monotonic() + timeout
         sent = 0
@@ -618,11 +954,11 @@ class TcpSock(TcpSockOptions, SockEntry):
                 else:
                     data = self._recv_locked(bufsize, consumed)
                 if not defer:
-                    layer.free_buffers_now(consumed)  # legacy: inside the lock section
+                    layer.buffers.free_now(consumed)  # legacy: inside the lock section
             finally:
                 self._unlock(since)
             if defer and consumed:
-                layer.free_buffers_deferred(consumed)  # after release_sock (seed 001)
+                layer.buffers.free_deferred(consumed)  # after release_sock (seed 001)
             if data is not None:
                 return data
             self._block_or_fail(seen, timeout, deadline)
@@ -645,15 +981,10 @@ class TcpSock(TcpSockOptions, SockEntry):
         conn = self._reader_locked()
         if conn is None:
             return b""
-        quiet = False
         try:
-            data = conn.recv(bufsize, self.host.now())
-            quiet = conn.quiet and self.poll is None  # no ACK, nothing else to collect
+            data: bytes = self.engine(conn.recv, bufsize, self.host.now())
         except BlockingIOError:
             return None
-        finally:
-            if not quiet:
-                self.layer.after_engine(self)
         self._consume_skbs(len(data), consumed)
         return data
 
@@ -709,7 +1040,7 @@ class TcpSock(TcpSockOptions, SockEntry):
             raise oserror(errno.EINVAL)
         if self.state == State.LISTEN:
             if how != SHUT_WR:
-                self.layer.close_listener(self, forget=False)
+                self.layer.listeners.close(self, forget=False)
             return
         since = self._lock()
         try:
@@ -719,8 +1050,9 @@ class TcpSock(TcpSockOptions, SockEntry):
             if how in (SHUT_RD, SHUT_RDWR):
                 self.shutdown_rd = True
             if how in (SHUT_WR, SHUT_RDWR) and conn.state is not CState.SYN_SENT:
-                conn.shutdown_write(self.host.now())
-            self.layer.after_engine(self)
+                self.engine(conn.shutdown_write, self.host.now())
+            else:
+                self.engine()
             self.wakeup()
         finally:
             self._unlock(since)
@@ -733,7 +1065,7 @@ class TcpSock(TcpSockOptions, SockEntry):
             return
         if life & LISTEN_CLOSED or self.state == State.LISTEN:
             advance(self, USER_CLOSED)
-            self.layer.close_listener(self, forget=True)
+            self.layer.listeners.close(self, forget=True)
             return
         unread: list[Buffer] = []
         since = self._lock()
@@ -745,15 +1077,13 @@ class TcpSock(TcpSockOptions, SockEntry):
                 if self.linger == (True, 0):
                     if conn.state is not CState.CLOSED:
                         self.host.counters.inc("TcpExtTCPAbortOnLinger")
-                    conn.abort(now)
+                    self.engine(conn.abort, now)
                 else:
-                    conn.close(now)
-                self.layer.after_engine(self)
-            unread = [skb[0] for skb in self.rx_skbs if skb[0] is not None]
-            self.rx_skbs.clear()
+                    self.engine(conn.close, now)
+            unread = self.take_receive_queue()
         finally:
             self._unlock(since)
-        self.layer.free_buffers_deferred(unread)
+        self.layer.buffers.free_deferred(unread)
         if self.conn is None:
             self.layer.release_unconnected(self)
         elif self.linger[0] and self.linger[1] > 0 and not self.host.deterministic:
@@ -766,6 +1096,28 @@ class TcpSock(TcpSockOptions, SockEntry):
         # while its table entries stay behind.
         if self.life & UNHASHED:
             self.layer.forget(self)
+
+    def take_time_wait_reuse(self) -> tuple[int, tuple[int, int] | None]:
+        """What a TIME_WAIT this connect took over (tcp_twsk_unique, in the tables) left
+        for the new incarnation: its ISN (0: choose one) and its (TS.Recent, stamp), or
+        None without timestamps; taken once.  Socket lock held."""
+        iss = self.write_seq
+        ts_recent = (self.ts_recent, self.ts_recent_stamp) if self.ts_recent_stamp else None
+        self.write_seq = self.ts_recent = self.ts_recent_stamp = 0
+        return iss, ts_recent
+
+    def abort(self) -> None:
+        """close() with SO_LINGER {1, 0}: RST (a Host shutting down)."""
+        self.linger = (True, 0)
+        self.close()
+
+    def start_over(self) -> None:
+        """connect() after a failed attempt (tcp_disconnect): the old connection goes
+        and the life starts anew; EALREADY while the failed attempt is still tearing
+        down.  Socket lock held."""
+        if not reopen(self):
+            raise oserror(errno.EALREADY)  # the failed attempt is still tearing down
+        self.conn = None
 
     def _linger_wait(self, seconds: int) -> None:
         """SO_LINGER {1, t}: close() waits until the FIN is acknowledged, or t seconds."""

@@ -26,12 +26,12 @@ from rcunet.core import errqueue as eq
 from rcunet.core.errqueue import ErrorQueue, TxTimestamps, Zerocopy
 from rcunet.core.tcp import State as CState
 from rcunet.host.sockerr import oserror
-from rcunet.host.tcp_life import USER_CLOSED
+from rcunet.host.tcp.life import USER_CLOSED
 from rcunet.tables.entry import AF_INET
 
 if TYPE_CHECKING:
     from rcunet.core.tcp import Connection
-    from rcunet.host.tcp_sock import TcpSock
+    from rcunet.host.tcp.sock import TcpSock
     from rcunet.wire import tcp
 
 #: Linux values (asm-generic/socket.h, linux/socket.h, linux/in.h, linux/in6.h)

@@ -13,13 +13,12 @@ from typing import TYPE_CHECKING
 
 from rcunet.core.tcp import State as CState
 from rcunet.core.tcp import fastopen
-from rcunet.host import tcp_errq
 from rcunet.host.sockerr import oserror, wire
-from rcunet.host.tcp_life import reopen
+from rcunet.host.tcp import errq as tcp_errq
 from rcunet.tables.entry import State
 
 if TYPE_CHECKING:
-    from rcunet.host.tcp_sock import TcpSock
+    from rcunet.host.tcp.sock import TcpSock
 
 SOL_TCP = _pysocket.IPPROTO_TCP
 #: Linux's option numbers (include/uapi/linux/tcp.h).
@@ -71,7 +70,7 @@ def setsockopt(sk: TcpSock, opt: int, value: int | bytes) -> None:
 def getsockopt(sk: TcpSock, opt: int, buflen: int | None = None) -> int | bytes:
     """do_tcp_getsockopt's Fast Open options (an int, or its bytes cut to ``buflen``)."""
     if opt == TCP_FASTOPEN_KEY:
-        keys = b"".join(sk.layer.fastopen_keys(sk))
+        keys = b"".join(sk.layer.fastopen.keys(sk))
         return keys if buflen is None else keys[:buflen]
     if opt == TCP_FASTOPEN:
         value = sk.fastopen_max_qlen
@@ -123,9 +122,7 @@ def sendto(sk: TcpSock, data: bytes, target: tuple[bytes, int] | None,
                 raise oserror(errno.EALREADY)  # another connect is in progress
             return None
         elif conn is not None:
-            if not reopen(sk):  # a failed attempt: start over (tcp_disconnect)
-                raise oserror(errno.EALREADY)  # the failed attempt is still tearing down
-            sk.conn = None
+            sk.start_over()  # a failed attempt: start over (tcp_disconnect)
         n = sk.layer.connect_locked(sk, target[0], target[1], fastopen=bytes(data))
         if zerocopy and n and sk.conn is not None:
             tcp_errq.zerocopy_syn_data(sk, sk.conn, n)
@@ -140,7 +137,7 @@ def defer_connect_locked(sk: TcpSock, addr: bytes, port: int) -> bool:
     """tcp_fastopen_defer_connect (connect() with TCP_FASTOPEN_CONNECT, socket lock
     held): with a cookie cached for the server (or none needed) the SYN waits for the
     first write, which it carries; connect() returns 0 at once."""
-    if not sk.fastopen_connect or not sk.layer.fastopen_may_defer(sk, wire(addr)):
+    if not sk.fastopen_connect or not sk.layer.fastopen.may_defer(sk, wire(addr)):
         return False
     sk.fastopen_defer = (addr, port)
     return True

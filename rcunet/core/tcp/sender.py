@@ -1,0 +1,614 @@
+"""The sending half of a connection (Linux tcp_sendmsg_locked and tcp_write_xmit; RFC
+9293 §3.8.6 windows, Nagle, SWS avoidance; RFC 6298 timers armed): the send queue, the
+PSH marks a write leaves, what goes out now and what is retransmitted.  ``Sender`` is
+the only writer of its fields; it builds segments through the connection, which adds
+the receiver's window, SACK blocks and timestamps."""
+
+from __future__ import annotations
+
+import errno as errnos
+from collections import deque
+from typing import TYPE_CHECKING
+
+from rcunet.core.freethreaded import lockfree_read_slots
+from rcunet.core.tcp.buffers import SendQueue
+from rcunet.core.tcp.chrono import BUSY, RWND_LIMITED, SNDBUF_LIMITED, Chrono
+from rcunet.core.tcp.common import (
+    ACK,
+    CLOSING,
+    FIN,
+    FIN_WAIT_1,
+    HALF32,
+    LAST_ACK,
+    MASK32,
+    PSH,
+    RST,
+    SEND_STATES,
+    SYN,
+)
+from rcunet.core.tcp.counters import Counters
+from rcunet.core.tcp.options import Options
+from rcunet.core.tcp.rto import RtoEstimator
+from rcunet.core.tcp.tcb import Tcb
+from rcunet.core.tcp.timers import Timers
+from rcunet.wire.seqnum import add, gt, le, lt, sub
+
+if TYPE_CHECKING:
+    from rcunet.core.tcp.connection import Connection
+
+#: The payload one GSO skb may carry (Linux GSO_LEGACY_MAX_SIZE 65536 - 1 - MAX_TCP_HEADER)
+GSO_MAX_SIZE = 65536 - 1 - 320
+
+
+class Sender:
+    """A connection's sending half.  Methods that send take the connection, which
+    builds and queues the segments; the sender keeps no reference to it."""
+
+    # lockfree_read_slots: read by whichever thread holds the socket lock (Connection)
+    __slots__ = lockfree_read_slots(
+        "tcb", "timers", "rto", "counters", "chrono",
+        "tx", "tx_seq", "fin_queued", "send_blocked", "skb_ends", "pushed_seq", "snd_sml",
+        "psh_seq", "eor_marks", "psh_marks", "more", "push_once", "forced_until",
+        "max_flight", "max_flight_seq", "cwnd_limited", "rtt_seq", "rtt_start")
+
+    def __init__(self, tcb: Tcb, timers: Timers, rto: RtoEstimator, counters: Counters,
+                 chrono: Chrono) -> None:
+        self.tcb = tcb
+        self.timers = timers
+        self.rto = rto
+        self.counters = counters
+        self.chrono = chrono
+        # tx holds every byte from tx_seq (first unacknowledged data byte) on
+        self.tx = SendQueue()
+        self.tx_seq = add(tcb.iss, 1)
+        self.fin_queued = False  # the application shut down its direction
+        self.send_blocked = False  # send() refused bytes: report SendSpaceAvailable
+        # Sequence numbers where a send-queue skb ends before the data does (Linux's
+        # MSG_ZEROCOPY skbs: MAX_SKB_FRAGS user pages, one uarg): no segment crosses
+        # one (tcp_write_xmit sends skbs).  Empty for ordinary writes.
+        self.skb_ends: deque[int] = deque()
+        # PSH bookkeeping (Linux tp->pushed_seq): where the last write's push mark went,
+        # and the end of a write that outgrew half the peer's largest window
+        # (forced_push), whose cwnd- or window-limited bursts end with PSH
+        self.pushed_seq = self.tx_seq
+        self.snd_sml = tcb.iss  # end of the last sub-MSS segment sent (Linux tp->snd_sml)
+        # Where segments carry PSH: the last write's tail (tcp_mark_push; None after a
+        # MSG_MORE write, whose tail Linux leaves unmarked) and the ends of MSG_EOR records,
+        # which no later byte joins (TCP_SKB_CB(skb)->eor); ``more``: the output pass
+        # of a MSG_MORE send is corked (tcp_push with TCP_NAGLE_CORK)
+        self.psh_seq: int | None = None
+        self.eor_marks: deque[int] = deque()
+        self.psh_marks: deque[int] = deque()  # forced_push marks inside long writes
+        self.more = False
+        self.push_once = False  # this output pass pushes past cork and Nagle (TCP_NAGLE_PUSH)
+        self.forced_until: int | None = None
+        # tcp_cwnd_validate's bookkeeping for tcp_is_cwnd_limited: the largest flight of
+        # the current window (max_packets_out, in bytes), where that window ends
+        # (cwnd_usage_seq) and whether cwnd limited a send in it.
+        self.max_flight = 0
+        self.max_flight_seq = tcb.iss
+        self.cwnd_limited = False
+        self.rtt_seq: int | None = None  # Karn timing: end seq of the timed segment
+        self.rtt_start = 0
+
+    # ------------------------------------------------------------ the application's side
+    def send_space(self, options: Options) -> int:
+        """Bytes the send buffer takes now."""
+        return max(0, options.sndbuf - len(self.tx))
+
+    def write_seq(self) -> int:
+        """The sequence number the next byte written takes (Linux ``tp->write_seq``)."""
+        return add(self.tx_seq, len(self.tx))
+
+    def notsent(self) -> int:
+        """Bytes written and not yet sent (Linux write_seq - snd_nxt: our SND.MAX)."""
+        return max(0, sub(self.write_seq(), self.tcb.snd_max))
+
+    def write(self, conn: Connection, data: bytes | bytearray | memoryview, now: int,
+              skb_ends: tuple[int, ...], more: bool, eor: bool) -> int:
+        """Queue what the send buffer takes of ``data`` (``Connection.send`` has the
+        rules for ``skb_ends``, ``more`` and ``eor``) and send what may go now; returns
+        the bytes taken."""
+        if conn.state not in SEND_STATES or self.fin_queued:
+            raise BrokenPipeError(errnos.EPIPE, "send after shutdown or close")
+        n = min(len(data), self.send_room(conn))
+        if n:
+            self.chrono.start(BUSY, now)  # tcp_skb_entail
+        if n < len(data):
+            self.send_blocked = True
+            self.chrono.start(SNDBUF_LIMITED, now)  # the writer waits for space
+            more = eor = False  # the writer will wait: tcp_push(flags & ~MSG_MORE)
+        if n:
+            if skb_ends:
+                start = self.write_seq()
+                self.skb_ends.extend(add(start, off) for off in skb_ends if off <= n)
+            self.tx.append(memoryview(data)[:n] if n < len(data) else data)
+            self.mark_push(conn, n, more, eor)
+            if self.nagle_holds_tail(conn):
+                conn.quiet = True  # nothing was sent: the caller has nothing to collect
+            else:
+                self.more = more
+                try:
+                    conn._output(now)
+                finally:
+                    self.more = False
+        return n
+
+    def queue_syn_data(self, data: bytes) -> None:
+        """TCP Fast Open: the SYN's data is the first bytes of the send queue, and the
+        write's tail is pushed (tcp_sendmsg_fastopen -> tcp_push)."""
+        self.tx.append(memoryview(data))
+        self.psh_seq = self.pushed_seq = add(self.tx_seq, len(self.tx))
+
+    def shut_down(self) -> bool:
+        """SHUT_WR: a FIN follows the queued data.  False if one already did."""
+        if self.fin_queued:
+            return False
+        self.fin_queued = True
+        return True
+
+    def discard(self) -> None:
+        """The connection is reset or gave up: nothing queued will be sent."""
+        self.tx.clear()
+
+    def push_pass(self, conn: Connection, now: int, push: bool) -> None:
+        """One output pass that pushes the tail past TCP_CORK and Nagle when ``push``
+        (TCP_NAGLE_PUSH: setting TCP_NODELAY, clearing TCP_CORK)."""
+        self.push_once = push
+        try:
+            conn._output(now)
+        finally:
+            self.push_once = False
+
+    # ------------------------------------------------------------ the peer's ACKs
+    def drop_acked(self, ack: int) -> None:
+        """SEG.ACK moved SND.UNA to ``ack``: the acknowledged bytes leave the send queue."""
+        data_acked = min(max(sub(ack, self.tx_seq), 0), len(self.tx))
+        if data_acked:
+            self.tx.drop(data_acked)
+            self.tx_seq = add(self.tx_seq, data_acked)
+
+    def syn_data_acked(self, acked: int) -> None:
+        """A Fast Open SYN-ACK acknowledged ``acked`` bytes of the SYN's data."""
+        if acked:
+            self.tx.drop(acked)
+            self.tx_seq = add(self.tx_seq, acked)
+
+    def unblock(self, options: Options) -> int:
+        """After an ACK freed space: the room a writer that send() refused may now use
+        (0: none, or nobody was refused)."""
+        if self.send_blocked:
+            space = self.send_space(options)
+            if space:
+                self.send_blocked = False
+                return space
+        return 0
+
+    def rtt_sample(self, ack: int) -> int | None:
+        """Karn's timed segment (RFC 6298 §3): when ``ack`` covers it, the time it was
+        sent, and timing stops; else None."""
+        if self.rtt_seq is not None and (ack == self.rtt_seq or lt(self.rtt_seq, ack)):
+            self.rtt_seq = None
+            return self.rtt_start
+        return None
+
+    # ------------------------------------------------------------ output
+    def transmit(self, conn: Connection, now: int) -> None:
+        """What may go now (tcp_write_xmit): new data and the FIN within cwnd and the
+        peer's window, or what recovery sends; then PSH on a burst cut short, the
+        cwnd-use bookkeeping and the persist timer."""
+        out = conn._out
+        sent = len(out)
+        had_unsent = self.unsent() > 0  # tcp_write_xmit runs with a send head
+        loss = conn.loss
+        if loss.algorithm is None:
+            while self.try_send(conn, now, room=self.cwnd_room(conn)):
+                pass
+        else:
+            loss.output(conn, now)
+        burst = len(out) > sent
+        if burst and self.tx:
+            self.push_burst_end(conn, sent)
+        if had_unsent:
+            self.chrono_rwnd(conn, now)
+        self.cwnd_validate(conn, burst)
+        self.arm_persist(conn, now)
+
+    def send_room(self, conn: Connection) -> int:
+        """Bytes a write may queue now: the send buffer's room, and with a not-sent
+        low-water mark only while fewer bytes than it are unsent.  tcp_sendmsg_locked
+        checks sk_stream_memory_free before each new skb of size_goal bytes and sends
+        each full one at once (tcp_push_one), so a write takes what cwnd and the window
+        let out now, then whole skbs until the unsent bytes reach the mark."""
+        room = self.send_space(conn.options)
+        lowat = conn.options.notsent_lowat
+        if lowat < 0xFFFFFFFF:
+            notsent = self.notsent()
+            if notsent >= lowat:
+                return 0
+            goal = self.size_goal()
+            now_out = max(0, self.sendable_now(conn) - notsent)
+            below = lowat - notsent
+            room = min(room, now_out + (below + goal - 1) // goal * goal)
+        return room
+
+    def sendable_now(self, conn: Connection) -> int:
+        """Bytes cwnd and the peer's window let out now, beyond SND.MAX."""
+        t = self.tcb
+        flight = sub(t.snd_max, t.snd_una)
+        return max(0, min(conn.cc.cwnd - flight, t.snd_wnd - flight))
+
+    def size_goal(self) -> int:
+        """tcp_xmit_size_goal: the bytes one skb takes, whole segments up to the GSO
+        limit and half the largest window the peer offered (tcp_bound_to_half_wnd)."""
+        t = self.tcb
+        mss = t.snd_mss
+        cutoff = t.max_snd_wnd >> 1 if t.max_snd_wnd > 536 else t.max_snd_wnd
+        goal = min(GSO_MAX_SIZE, cutoff)
+        return max(mss, goal // mss * mss)
+
+    def mark_push(self, conn: Connection, n: int, more: bool, eor: bool) -> None:
+        """tcp_sendmsg_locked's push marks for a write of ``n`` bytes: each skb of
+        size_goal bytes it fills that ends more than half the peer's largest window past
+        the last mark is marked (forced_push -> tcp_mark_push; rcunet has no skbs: they
+        are counted from where what cwnd lets out at once ends, as Linux sends the head
+        skb when it is full and tso_fragment leaves the rest to take more bytes), the
+        parts of such a write that cwnd or the window let out end with PSH
+        (``push_burst_end``), and the write's tail is pushed (tcp_push ->
+        tcp_mark_push) unless MSG_MORE.  A MSG_EOR write's end is a record boundary that
+        keeps its PSH."""
+        end = self.write_seq()
+        half = self.tcb.max_snd_wnd >> 1
+        if n > half:
+            goal = self.size_goal()
+            unsent = self.notsent()
+            first = add(end, min(unsent, self.sendable_now(conn)) - unsent)
+            left = sub(end, first)
+            boundary = add(first, goal)
+            for _ in range(max(0, (left - 1) // goal)):  # full skbs before the tail one
+                if ((boundary - self.pushed_seq) & MASK32) > half:
+                    self.psh_marks.append(boundary)
+                    self.pushed_seq = boundary
+                boundary = add(boundary, goal)
+        forced = ((end - self.pushed_seq) & MASK32) > half
+        if forced:
+            self.forced_until = end
+        if forced or not more:
+            self.pushed_seq = end
+            self.psh_seq = end
+        else:
+            self.psh_seq = None  # appending to the tail clears its mark ("if (!copied)")
+        if eor:
+            self.eor_marks.append(end)
+
+    def nagle_holds_tail(self, conn: Connection) -> bool:
+        """Would ``transmit`` send nothing after an append?  True when nothing but new data
+        is pending (no recovery, no ACK owed, no retransmission), the unsent bytes are
+        less than a segment and Nagle holds them (``nagle_applies``, the rule
+        ``try_send`` applies): the common case of a writer's small chunks joining the
+        segment after the one in flight, where running the whole output path is waste."""
+        t = self.tcb
+        return (conn.loss.algorithm is None and not conn.receiver.ack_now
+                and t.snd_nxt == t.snd_max  # unsent bytes: sub(add(tx_seq, len), snd_nxt)
+                and sub(self.write_seq(), t.snd_nxt) < t.snd_mss
+                and not self.eor_marks
+                and self.nagle_applies(conn))
+
+    def fin_acked(self) -> bool:
+        """Our FIN is sent and acknowledged: every byte and the FIN are."""
+        if not self.fin_queued or self.tx:
+            return False
+        return self.tcb.snd_una == add(self.tx_seq, 1) and self.tcb.snd_max == self.tcb.snd_una
+
+    def queues_empty(self) -> bool:
+        """tcp_rtx_and_write_queues_empty: nothing unacknowledged, nothing unsent."""
+        return not len(self.tx) and self.tcb.snd_una == self.tcb.snd_max
+
+    def unsent(self) -> int:
+        t = self.tcb
+        return sub(self.write_seq(), t.snd_nxt)
+
+    def chrono_rwnd(self, conn: Connection, now: int) -> None:
+        """End of tcp_write_xmit: the peer's window held back a segment congestion
+        control would have sent (tcp_snd_wnd_test failed) -- or it did not."""
+        t = self.tcb
+        unsent = self.unsent()
+        win_room = sub(add(t.snd_una, t.snd_wnd), t.snd_nxt)
+        if unsent > 0 and self.cwnd_room(conn) > 0 and win_room < min(unsent, t.snd_mss):
+            self.chrono.start(RWND_LIMITED, now)
+        else:
+            self.chrono.stop(RWND_LIMITED, now, self.queues_empty())
+
+    def push_burst_end(self, conn: Connection, first: int) -> None:
+        """PSH on the last new-data segment of a burst that congestion control or the
+        peer's window cut short, where Linux's segments carry it.  Linux marks PSH on
+        the skb that ends a write (tcp_push -> tcp_mark_push) and on the skb where a
+        write passed half the peer's largest window (forced_push in tcp_sendmsg_locked);
+        tcp_write_xmit then sends whole skbs, whose size follows the pacing rate
+        (tcp_tso_autosize), so in slow start every burst ends at a marked skb.  rcunet
+        has no skbs: it marks the burst's end when the write was a forced push
+        (``mark_push``) or, in slow start outside loss recovery, always -- the
+        behaviour packetdrill's slow-start, MSS and initial-window scripts show, while
+        its limited-transmit and post-recovery scripts show unmarked bursts.  A burst
+        that ends because the data ran out already ended with the write's own PSH
+        (``try_send``); one that Nagle or SWS avoidance stopped gets none."""
+        t = self.tcb
+        snd_nxt = t.snd_nxt
+        if snd_nxt != t.snd_max:
+            return  # still resending below SND.MAX: the burst was retransmissions
+        forced = self.forced_until
+        if forced is None or not lt(snd_nxt, forced):
+            loss = conn.loss
+            if loss.algorithm is not None or loss.dupacks or conn.cc.cwnd >= conn.cc.ssthresh:
+                return
+        unsent = sub(self.write_seq(), snd_nxt)
+        want = min(unsent, t.snd_mss)
+        if want <= 0:
+            return
+        win_room = sub(add(t.snd_una, t.snd_wnd), snd_nxt)
+        if win_room >= want and self.cwnd_room(conn) >= want:
+            return  # not cwnd- or window-limited: Nagle or SWS held the rest
+        out = conn._out
+        for i in range(len(out) - 1, first - 1, -1):
+            seg = out[i]
+            if seg.payload:
+                if not seg.flags & (PSH | SYN | RST):
+                    out[i] = seg._replace(flags=seg.flags | PSH)
+                return
+
+    def cwnd_validate(self, conn: Connection, sent: bool) -> None:
+        """Linux tcp_cwnd_validate (end of tcp_write_xmit): remember whether cwnd limited
+        a send in the current window, else the window's largest flight, for
+        ``is_cwnd_limited``; a new window starts once SND.UNA passes the last one's end."""
+        t = self.tcb
+        snd_una = t.snd_una
+        flight = sub(t.snd_nxt, snd_una)
+        limited = flight >= conn.cc.cwnd
+        if not (sent or limited):
+            return
+        if (limited or not lt(snd_una, self.max_flight_seq)
+                or (not self.cwnd_limited and flight > self.max_flight)):
+            self.cwnd_limited = limited
+            self.max_flight = flight
+            self.max_flight_seq = t.snd_nxt
+
+    def stop_rtt_timing(self) -> None:
+        """Karn: the timed segment's sample would be ambiguous; time none until the next
+        new segment goes out."""
+        self.rtt_seq = None
+
+    def grow_cwnd(self, conn: Connection, acked: int, now: int) -> None:
+        """New data acknowledged outside recovery: congestion control grows cwnd, but
+        only while cwnd limits us (RFC 7661 §4.1 spirit; Linux tcp_cong_avoid asks
+        tcp_is_cwnd_limited).  Header prediction calls it too."""
+        if self.is_cwnd_limited(conn):
+            conn.cc.on_ack(acked, now, self.rto.srtt)
+
+    def is_cwnd_limited(self, conn: Connection) -> bool:
+        """Linux tcp_is_cwnd_limited: cwnd limited a send in the current window, or, in
+        slow start, cwnd is below twice the window's largest flight (``cwnd_validate``
+        keeps both), so slow start goes on while the ACKs drain the flight."""
+        if self.cwnd_limited:
+            return True
+        cc = conn.cc
+        return cc.in_slow_start and cc.cwnd < 2 * self.max_flight
+
+    def nagle_applies(self, conn: Connection) -> bool:
+        """Nagle (RFC 896, RFC 1122 §4.2.3.4) as Linux runs it, Minshall's variant
+        (tcp_nagle_check, tcp_minshall_check): a segment smaller than SMSS waits while an
+        earlier small segment is unacknowledged -- full segments in flight do not hold
+        it -- unless TCP_NODELAY.  Not while the writer waits for buffer space: nothing
+        more can join the segment (Linux pushes with TCP_NAGLE_PUSH before sleeping in
+        tcp_sendmsg).  The one copy of the rule: ``try_send`` and ``write``'s shortcut
+        (``nagle_holds_tail``) both ask it."""
+        t = self.tcb
+        sml = self.snd_sml
+        # tcp_minshall_check: after(snd_sml, snd_una) && !after(snd_sml, snd_nxt), with
+        # Linux's snd_nxt being our SND.MAX.  Only
+        # small data segments move snd_sml, so a Fast Open child's SYN,ACK in flight
+        # (its request socket's in Linux, not in packets_out) never holds one.
+        return (not conn.options.nodelay and not self.send_blocked
+                and lt(t.snd_una, sml) and not lt(t.snd_max, sml))
+
+    def tail_held(self, conn: Connection) -> bool:
+        """Does the partial segment at the tail wait?  tcp_nagle_check: TCP_CORK or a
+        MSG_MORE send (TCP_NAGLE_CORK) holds it whatever is in flight, Nagle
+        (``nagle_applies``) while a small segment is unacknowledged; a writer waiting
+        for buffer space pushes past both (TCP_NAGLE_PUSH)."""
+        if self.push_once:
+            return False
+        if (conn.options.cork or self.more) and not self.send_blocked:
+            return True
+        return self.nagle_applies(conn)
+
+    def push_marked(self, end: int) -> bool:
+        """Does a segment ending at ``end`` carry PSH: the last write's pushed tail
+        (tcp_mark_push), a forced push inside a long write, the end of a MSG_ZEROCOPY skb
+        (marked before a new one) or of a MSG_EOR record."""
+        if end == self.psh_seq or end in self.eor_marks or end in self.skb_ends:
+            return True
+        marks = self.psh_marks
+        if not marks:
+            return False
+        una = self.tcb.snd_una
+        while marks and not lt(una, marks[0]):
+            marks.popleft()  # acknowledged: no segment ends there again
+        return end in marks
+
+    def record_left(self, seq: int) -> int:
+        """Bytes from ``seq`` to the end of its MSG_EOR record (a segment never joins
+        two: tcp_skb_can_collapse_to); records wholly acknowledged are forgotten."""
+        marks = self.eor_marks
+        una = self.tcb.snd_una
+        while marks and not lt(una, marks[0]):
+            marks.popleft()
+        for mark in marks:
+            left = sub(mark, seq)
+            if left > 0:
+                return left
+        return HALF32
+
+    def cwnd_room(self, conn: Connection) -> int:
+        """Bytes congestion control lets us put in flight now.
+
+        RFC 3042 limited transmit: the first two duplicate ACKs each allow one more new
+        segment beyond cwnd (cwnd itself is unchanged).
+        """
+        t = self.tcb
+        snd_nxt = t.snd_nxt
+        room = conn.cc.cwnd - sub(snd_nxt, t.snd_una)
+        loss = conn.loss
+        if loss.algorithm is None and loss.dupacks and snd_nxt == t.snd_max:
+            room += min(loss.dupacks, 2) * t.snd_mss
+        if t.sack_ok and lt(snd_nxt, t.snd_max):
+            # going back N after an RTO: what the peer SACKed since is not in flight
+            room += loss.sacked_below(t.snd_nxt)
+        return room
+
+    def try_send(self, conn: Connection, now: int, room: int, force: bool = False) -> bool:
+        """Send one segment from SND.NXT if the windows, Nagle and SWS rules allow it.
+
+        ``room`` is what congestion control allows (cwnd minus flight, or one SMSS in
+        SACK recovery).  ``force`` overrides SWS/Nagle (persist timer expiry).
+        """
+        t = self.tcb
+        sacked_limit = (self.skip_sacked(conn) if lt(t.snd_nxt, t.snd_max)
+                        else None)  # may move snd_nxt: loaded after it
+        snd_nxt = t.snd_nxt
+        data_end = self.write_seq()
+        avail = sub(data_end, snd_nxt)
+        if avail < 0 or (avail == 0 and not self.fin_queued):
+            return False  # nothing (more) to send: the common second call from _output
+        fin_pending = self.fin_queued and conn.state in (
+            FIN_WAIT_1, CLOSING, LAST_ACK) and le(snd_nxt, data_end) \
+            and not self.fin_acked()
+        if self.skb_ends:  # an skb ends before the data: this segment stops there
+            bound = self.skb_bound(snd_nxt)
+            if bound is not None and bound < avail:
+                avail, fin_pending = bound, False
+        win_room = sub(add(t.snd_una, t.snd_wnd), snd_nxt)
+        record = avail  # bytes up to the end of the data, or of the MSG_EOR record
+        if self.eor_marks:
+            record = min(avail, self.record_left(snd_nxt))
+        n = min(record, t.snd_mss, win_room, room)
+        if sacked_limit is not None:
+            n = min(n, sacked_limit)
+        if n < 0:
+            n = 0
+        retransmission = lt(snd_nxt, t.snd_max)
+        if n == 0 and not (fin_pending and avail == 0):
+            return False
+        if not retransmission and not force and n < record:
+            # Sender SWS avoidance (RFC 9293 §3.8.6.2.1): a full segment, or half the
+            # largest window the peer ever offered.
+            if n < t.snd_mss and n < t.max_snd_wnd // 2:
+                return False
+        if (not retransmission and not force and n == avail and 0 < n < t.snd_mss
+                and not fin_pending and self.tail_held(conn)):
+            return False  # Nagle or the cork: this small segment waits
+        fin = fin_pending and n == avail and win_room > n
+        if n == 0 and not fin:
+            return False
+        seq = snd_nxt
+        off = sub(seq, self.tx_seq)
+        payload = self.tx.slice(off, n)
+        flags = ACK | (FIN if fin else 0)
+        if n and (force or self.push_marked(add(seq, n))):
+            flags |= PSH  # tcp_write_wakeup (the probe timer's send) sets PSH as well
+        conn._emit(conn._make(seq, flags, now, payload))
+        if n:
+            conn.delack.data_sent(now)
+        end = add(seq, n + (1 if fin else 0))
+        if 0 < n < t.snd_mss and not retransmission:
+            self.snd_sml = end  # tcp_minshall_update
+        if retransmission:
+            self.counters.add("TcpRetransSegs")
+        elif self.rtt_seq is None and not t.ts_ok:
+            self.rtt_seq, self.rtt_start = end, now  # time this segment (Karn, RFC 6298 §3)
+        t.snd_nxt = end
+        if gt(end, t.snd_max):
+            t.snd_max = end
+        if self.timers.rto_at is None:
+            self.timers.rto_at = now + self.rto.rto  # RFC 6298 §5.1
+        self.timers.persist_at = None
+        return True
+
+    def skb_bound(self, seq: int) -> int | None:
+        """Bytes from ``seq`` to the next skb end after it (None: none before the data's
+        end); ends the peer acknowledged are dropped first."""
+        ends = self.skb_ends
+        una = self.tcb.snd_una
+        while ends and not lt(una, ends[0]):
+            ends.popleft()
+        for end in ends:
+            d = sub(end, seq)
+            if d > 0:
+                return d
+        return None
+
+    def skip_sacked(self, conn: Connection) -> int | None:
+        """Go-back-N after an RTO skips what the peer SACKed since (RFC 6675 §5.1).
+
+        Moves SND.NXT past SACKed ranges; returns how many bytes may go before the next
+        SACKed range (None: no limit).  SACK information from before the timeout was
+        discarded (RFC 2018 §8), so only fresh reports are trusted here.
+        """
+        t = self.tcb
+        if not t.sack_ok:
+            return None
+        off = sub(t.snd_nxt, t.snd_una)
+        for start, end in conn.loss.scoreboard.ranges():
+            if end <= off:
+                continue
+            if start <= off:
+                off = end
+                t.snd_nxt = add(t.snd_una, off)
+                continue
+            return start - off
+        return None
+
+    def retransmit_at(self, conn: Connection, seq: int, now: int,
+                      max_len: int | None = None) -> int | None:
+        """Retransmit one segment starting at ``seq``; return its end sequence number."""
+        t = self.tcb
+        off = sub(seq, self.tx_seq)
+        if off < 0:
+            return None
+        limit = t.snd_mss if max_len is None else min(max_len, t.snd_mss)
+        bound = self.skb_bound(seq) if self.skb_ends else None
+        if bound is not None:
+            limit = min(limit, bound)
+        if self.eor_marks:
+            limit = min(limit, self.record_left(seq))
+        n = max(0, min(limit, len(self.tx) - off))
+        fin = (self.fin_queued and off + n == len(self.tx)
+               and conn.state in (FIN_WAIT_1, CLOSING, LAST_ACK)
+               and lt(add(seq, n), t.snd_max))
+        if n == 0 and not fin:
+            return None
+        flags = ACK | (FIN if fin else 0) | (
+            PSH if n and (off + n == len(self.tx) or n == bound
+                          or self.push_marked(add(seq, n))) else 0)
+        conn._emit(conn._make(seq, flags, now, self.tx.slice(off, n)))
+        if n:
+            conn.delack.data_sent(now)
+        self.counters.add("TcpRetransSegs")
+        end = add(seq, n + (1 if fin else 0))
+        if self.rtt_seq is not None and lt(seq, self.rtt_seq):
+            self.rtt_seq = None  # Karn: never time a retransmitted segment
+        if self.timers.rto_at is None:
+            self.timers.rto_at = now + self.rto.rto
+        return end
+
+    def arm_persist(self, conn: Connection, now: int) -> None:
+        """Start the persist timer when data waits on a closed window with nothing in flight."""
+        t = self.tcb
+        if t.snd_una != t.snd_max:
+            return
+        waiting = bool(self.tx) or (self.fin_queued and not self.fin_acked())
+        tm = self.timers
+        if not waiting:
+            tm.persist_stop()
+            return
+        if tm.persist_at is None:
+            tm.persist_at = now + tm.persist_interval(self.rto.base_rto, conn.options.rto_max)

@@ -1,0 +1,83 @@
+"""The engine's structure: typed parts the Connection holds, each the only writer of its own
+fields, none holding the Connection -- so a connection is freed by its reference count, not
+left to the cycle collector (two are built per tcp_crr transaction)."""
+
+from __future__ import annotations
+
+import ast
+import gc
+from pathlib import Path
+
+from tcp_harness import Net, transfer
+
+import rcunet.core.tcp as tcp_pkg
+from rcunet.core.tcp import Connection
+
+TCP_DIR = Path(tcp_pkg.__file__).parent
+
+#: Each part attribute of Connection, and the module that may assign its fields.
+PARTS = {
+    "sender": "sender.py",
+    "receiver": "receiver.py",
+    "loss": "recovery.py",
+    "delack": "delack.py",
+    "autotune": "autotune.py",
+    "challenges": "challenge.py",
+}
+
+
+def _reaches(start: object, target: object, limit: int = 20_000) -> bool:
+    """Is ``target`` among the objects reachable from ``start`` (gc.get_referents)?"""
+    seen = {id(start)}
+    todo = list(gc.get_referents(start))
+    while todo and len(seen) < limit:
+        obj = todo.pop()
+        if obj is target:
+            return True
+        if id(obj) in seen or isinstance(obj, type):
+            continue
+        seen.add(id(obj))
+        todo.extend(gc.get_referents(obj))
+    return False
+
+
+def test_connection_has_no_mixins() -> None:
+    assert Connection.__mro__ == (Connection, object)
+
+
+def test_no_part_refers_back_to_its_connection() -> None:
+    """After a whole exchange (handshake, data both ways, close), nothing a connection
+    holds leads back to it: no cycle."""
+    net = Net(seed=1)
+    assert transfer(net, b"x" * 200_000) == b"x" * 200_000
+    for conn in (net.client, net.server):
+        assert conn is not None
+        for name in ("tcb", "timers", "rto", "cc", "options", *PARTS):
+            assert not _reaches(getattr(conn, name), conn), name
+
+
+def _assigned_part_fields(tree: ast.AST) -> list[tuple[str, str, int]]:
+    """(part, field, line) for each ``<x>.<part>.<field> = ...`` (or ``+=``) in ``tree``."""
+    found = []
+    for node in ast.walk(tree):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        for target in targets:
+            for t in (target.elts if isinstance(target, ast.Tuple) else [target]):
+                if (isinstance(t, ast.Attribute) and isinstance(t.value, ast.Attribute)
+                        and t.value.attr in PARTS):
+                    found.append((t.value.attr, t.attr, t.lineno))
+    return found
+
+
+def test_each_part_is_the_only_writer_of_its_fields() -> None:
+    """No module of the engine stores into another part's fields; it calls the part."""
+    offenders = []
+    for path in sorted(TCP_DIR.glob("*.py")):
+        for part, field, line in _assigned_part_fields(ast.parse(path.read_text())):
+            if path.name != PARTS[part]:
+                offenders.append(f"{path.name}:{line}: {part}.{field}")
+    assert offenders == []
