@@ -2,6 +2,12 @@
 
 __version__ = "0.2.0"
 
+# The compiled modules, or the source of every one (RCUNET_PURE=1, or a compiled module
+# that cannot load): chosen once, here, before any other rcunet module is imported.
+from rcunet import build as _build  # noqa: E402
+
+_build.select()
+
 
 def __getattr__(name: str) -> object:
     # ``rcunet.patched(host)`` without importing the socket layer for every ``import rcunet``;
