@@ -63,19 +63,30 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         "linked by inter-process links (rcunet/host/procs.py)")
     parser.add_argument("--transport", choices=("seqpacket", "ring"), default="seqpacket",
                         help="--procs: the inter-process link (default seqpacket)")
-    parser.add_argument("-m", dest="module", metavar="MODULE",
-                        help="run library module MODULE as a script (python -m)")
+    # -m takes the rest of the line, options included, as ``python -m`` does: the
+    # module's own options (-m unittest -v) are never read as rcunet's.
+    parser.add_argument("-m", dest="module", metavar="MODULE [ARGS]", nargs=argparse.REMAINDER,
+                        help="run library module MODULE as a script (python -m); every "
+                        "later argument is the module's")
     parser.add_argument("program", nargs=argparse.REMAINDER,
-                        help="PROGRAM [ARGS...] (after --), or the module's ARGS with -m")
+                        help="PROGRAM [ARGS...] (after --)")
 
 
 def _program_argv(args: argparse.Namespace) -> list[str]:
+    """The program's arguments; ``args.module`` becomes the module's name (or None)."""
     argv = list(args.program)
+    if args.module is not None:  # -m MODULE ARGS...: ARGS are the module's, all of them
+        if not args.module:
+            raise _usage("-m: give a module: rcunet run [options] -m MODULE [ARGS]")
+        # argparse ends -m's list at a '--' and leaves it and the rest to ``program``:
+        # the module gets them verbatim, as from ``python -m``
+        args.module, argv = args.module[0], [*args.module[1:], *argv]
+        return argv
     if argv and argv[0] == "--":
         argv = argv[1:]
-    if not args.module and not argv:
+    if not argv:
         raise _usage("give a program: rcunet run [options] -- PROGRAM [ARGS] (or -m MODULE)")
-    if not args.module and not os.path.isfile(argv[0]):
+    if not os.path.isfile(argv[0]):
         raise _usage(f"{argv[0]}: no such file")
     return argv
 
