@@ -10,6 +10,11 @@ What rcunet does not do stays with the real module: AF_UNIX (asyncio's self-pipe
 rcunet's own poll fds), AF_PACKET/AF_NETLINK, ``socket.socket(fileno=N)`` of a foreign
 fd.  ``isinstance(s, socket.socket)`` is true for rcunet sockets while patched.
 
+Descriptor numbers behave as Linux's (``rcunet.api.fdtable``): ``socket.socket(fileno=N)``
+is a second object on number N, ``fromfd``/``dup``/``os.dup`` make new numbers, and
+``os.close(N)``/``socket.close(N)`` close that descriptor; the socket closes with its
+last one.  ``os.close``/``os.dup`` pass every other number to the real ones.
+
 The patch is process-wide (every thread sees it); patches nest, the innermost host wins.
 ``patched(host, this_thread=True)`` picks the host for the calling thread only (a test's
 server thread on one Host, its client on another), over the process-wide one.
@@ -18,13 +23,14 @@ server thread on one Host, its client on another), over the process-wide one.
 from __future__ import annotations
 
 import contextlib
+import os
 import socket as _pysocket
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from rcunet.api import resolver
-from rcunet.api.socket import Socket, adopt
+from rcunet.api import fdtable, resolver
+from rcunet.api.socket import Socket, dup_of, on_number
 
 if TYPE_CHECKING:
     from rcunet.host.host import Host
@@ -32,7 +38,8 @@ if TYPE_CHECKING:
 _REAL_SOCKET = _pysocket.socket
 _REAL = {name: getattr(_pysocket, name) for name in (
     "socket", "socketpair", "fromfd", "getaddrinfo", "gethostbyname", "gethostbyname_ex",
-    "gethostbyaddr", "gethostname")}
+    "gethostbyaddr", "gethostname", "close")}
+_REAL_OS = {"close": os.close, "dup": os.dup}
 _INET = (-1, _pysocket.AF_INET, _pysocket.AF_INET6)
 _lock = threading.Lock()
 _hosts: list[Host] = []  # guarded-by: _lock (the process-wide stack; the last is current)
@@ -67,7 +74,7 @@ class socket(_REAL_SOCKET, metaclass=_SocketMeta):  # noqa: N801 (socket.socket'
     def __new__(cls, family: int = -1, type: int = -1, proto: int = -1,
                 fileno: int | None = None) -> Any:
         if isinstance(fileno, int):
-            taken = adopt(fileno)
+            taken = on_number(fileno)
             if taken is not None:
                 return taken
             return _REAL_SOCKET(family, type, proto, fileno)
@@ -100,11 +107,23 @@ def socketpair(family: int | None = None, type: int = _pysocket.SOCK_STREAM,
 
 
 def fromfd(fd: int, family: int, type: int, proto: int = 0) -> Any:
-    """A readiness fd of an rcunet socket gives that socket (shared, as ``dup``)."""
-    taken = adopt(fd)
+    """An rcunet socket's number gives a new descriptor of that socket (fromfd dups)."""
+    taken = dup_of(fd)
     if taken is not None:
         return taken
     return _REAL["fromfd"](fd, family, type, proto)
+
+
+def close_fd(fd: int) -> None:
+    """``os.close``/``socket.close``: an rcunet number closes that descriptor."""
+    if not fdtable.close_number(fd):
+        _REAL_OS["close"](fd)
+
+
+def dup_fd(fd: int) -> int:
+    """``os.dup``: an rcunet number gives a new descriptor of that socket."""
+    number = fdtable.dup_number(fd)
+    return _REAL_OS["dup"](fd) if number is None else number
 
 
 def getaddrinfo(host: Any, port: Any, family: int = 0, type: int = 0, proto: int = 0,
@@ -131,8 +150,9 @@ def gethostname() -> str:
 _PATCHES: dict[str, Any] = {
     "socket": socket, "socketpair": socketpair, "fromfd": fromfd, "getaddrinfo": getaddrinfo,
     "gethostbyname": gethostbyname, "gethostbyname_ex": gethostbyname_ex,
-    "gethostbyaddr": gethostbyaddr, "gethostname": gethostname,
+    "gethostbyaddr": gethostbyaddr, "gethostname": gethostname, "close": close_fd,
 }
+_OS_PATCHES: dict[str, Any] = {"close": close_fd, "dup": dup_fd}
 
 
 def install(host: Host, this_thread: bool = False) -> None:
@@ -150,6 +170,8 @@ def install(host: Host, this_thread: bool = False) -> None:
         if _active == 1:
             for name, value in _PATCHES.items():
                 setattr(_pysocket, name, value)
+            for name, value in _OS_PATCHES.items():
+                setattr(os, name, value)
 
 
 def uninstall(host: Host, this_thread: bool = False) -> None:
@@ -163,6 +185,8 @@ def uninstall(host: Host, this_thread: bool = False) -> None:
         if _active == 0:
             for name, value in _REAL.items():
                 setattr(_pysocket, name, value)
+            for name, value in _REAL_OS.items():
+                setattr(os, name, value)
 
 
 @contextlib.contextmanager

@@ -6,9 +6,9 @@ strerror's text, timeouts raising ``TimeoutError``, non-blocking mode raising
 
 One facade over both protocol sockets (``TcpSock``, ``UdpSock``): they take the same calls.
 
-``fileno()`` is a readiness fd: a ``dup`` of the protocol socket's poll fd, owned by this
-object.  Whatever a program does with that number (``os.close``, ``socket.socket(fileno=)``
-taking it over, a selector keeping it) leaves the protocol socket and its poll fd intact.
+``fileno()`` is a descriptor number as Linux gives one (``rcunet.api.fdtable``): a
+``dup`` of the protocol socket's poll fd, so ``select``/``selectors``/asyncio wait on it;
+objects made over the same number share it, the socket closes with its last descriptor.
 
 This is the only layer that blocks a caller: it waits on the protocol socket with the
 socket's timeout.
@@ -22,11 +22,11 @@ import operator
 import os
 import socket as _pysocket
 import struct
-import threading
 import warnings
-import weakref
 from typing import TYPE_CHECKING, Any
 
+from rcunet.api import fdtable
+from rcunet.api.fdtable import Descriptor, SockRef
 from rcunet.host.sockerr import as_python_error, oserror
 from rcunet.tables.entry import AF_INET, AF_INET6, ANY4, ANY6
 
@@ -49,38 +49,7 @@ SO_EE_CODE_ZEROCOPY_COPIED = 1
 _TIMEVAL = struct.Struct("@ll")
 _RealSocket = _pysocket.socket
 
-#: Readiness fds handed out by ``fileno()`` -> their Socket, so ``socket.fromfd`` and
-#: ``socket.socket(fileno=)`` in drop-in mode find the rcunet socket behind a number.
-#: guarded-by: _FDS_LOCK
-_FDS: weakref.WeakValueDictionary[int, Socket] = weakref.WeakValueDictionary()
-#: Fds given away by ``detach()``: the protocol socket waits there to be adopted.
-_DETACHED: dict[int, tuple[_SockRef, int, int, int]] = {}
-_FDS_LOCK = threading.Lock()
-
-
 _oserror = oserror
-
-
-class _SockRef:
-    """One protocol socket shared by a Socket and its ``dup()``s: closed by the last."""
-
-    __slots__ = ("sk", "refs", "lock")
-
-    def __init__(self, sk: Any) -> None:
-        self.sk = sk
-        self.refs = 1  # guarded-by: lock
-        self.lock = threading.Lock()
-
-    def get(self) -> None:
-        with self.lock:
-            self.refs += 1
-
-    def put(self) -> None:
-        with self.lock:
-            self.refs -= 1
-            last = self.refs == 0
-        if last:
-            self.sk.close()
 
 
 def pack_address(family: int, host: str | bytes, on: Host | None = None) -> bytes:
@@ -183,37 +152,37 @@ class Socket:
         else:
             raise _oserror(errno.ESOCKTNOSUPPORT)
         timeout = 0.0 if type & _pysocket.SOCK_NONBLOCK else _pysocket.getdefaulttimeout()
-        self._init(host, sk, _SockRef(sk), family, base_type, proto, timeout)
+        ref = SockRef(sk, family, base_type, max(proto, 0))
+        self._init(host, Descriptor(ref), timeout)
 
-    def _init(self, host: Host, sk: Any, ref: _SockRef, family: int, type: int, proto: int,
-              timeout: float | None) -> None:
+    def _init(self, host: Host, desc: Descriptor, timeout: float | None) -> None:
         self._host = host
-        self._sk = sk
-        self._ref = ref
-        self.family = _pysocket.AddressFamily(family)
-        self.type = _pysocket.SocketKind(type)
-        self.proto = max(proto, 0)  # as given (CPython: 0 unless the caller named one)
+        self._desc = desc
+        self._sk = desc.ref.sk
+        self.family = _pysocket.AddressFamily(desc.ref.family)
+        self.type = _pysocket.SocketKind(desc.ref.type)
+        self.proto = desc.ref.proto  # as given (CPython: 0 unless the caller named one)
         self._timeout = timeout
         self._rcvtimeo: float | None = None  # SO_RCVTIMEO (0: none)
         self._sndtimeo: float | None = None  # SO_SNDTIMEO
         self._closed = False  # close() was called (CPython's flag)
-        self._released = False  # the protocol socket is no longer ours (real close/detach)
+        self._released = False  # this object let its descriptor go (real close/detach)
         self._io_refs = 0  # makefile() objects still open (CPython's deferred close)
-        self._fd = -1
-        self._fd_identity: tuple[int, int] | None = None
 
     @classmethod
-    def _sharing(cls, host: Host, ref: _SockRef, family: int, type: int, proto: int,
-                 timeout: float | None) -> Socket:
+    def _over(cls, host: Host, desc: Descriptor) -> Socket:
+        """A new object on ``desc`` (its number, or a new descriptor), with the default
+        timeout as CPython's constructor gives it."""
         sock = cls.__new__(cls)
-        sock._init(host, ref.sk, ref, family, type, proto, timeout)
+        sock._init(host, desc, _pysocket.getdefaulttimeout())
         return sock
 
     def __repr__(self) -> str:
-        closed = " [closed]" if self._released else ""
+        gone = self._released or self._desc.closed
+        closed = " [closed]" if gone else ""
         text = (f"<rcunet.Socket{closed} host={self._host.name} fd={self.fileno()}, "
                 f"family={self.family!s}, type={self.type!s}, proto={self.proto}")
-        if not self._released:
+        if not gone:
             for name, call in (("laddr", self.getsockname), ("raddr", self.getpeername)):
                 try:
                     text += f", {name}={call()}"
@@ -235,26 +204,14 @@ class Socket:
             self._real_close()
 
     def _real_close(self) -> None:
-        with _FDS_LOCK:  # test-and-set: two closing threads put our reference once
+        with fdtable.TABLE_LOCK:  # test-and-set: two closing threads close once
             if self._released:
                 return
             self._released = True
-            fd, self._fd = self._fd, -1
-            if fd >= 0 and _FDS.get(fd) is self:
-                del _FDS[fd]
-        try:
-            self._drop_fd(fd)
-        finally:
-            self._ref.put()
-
-    def _drop_fd(self, fd: int) -> None:
-        # Close our dup only if the number is still it: a program that os.close()d it may
-        # have had the number reused for a file of its own since (and close() then
-        # fails with EBADF, as CPython's does once its fd was closed under it).
-        if fd >= 0:
-            if _identity(fd) != self._fd_identity:
-                raise _oserror(errno.EBADF, "the socket's fd was closed by someone else")
-            os.close(fd)
+        if not fdtable.close(self._desc):
+            # another object on the same number (or os.close in drop-in mode) closed it
+            # first: EBADF, as CPython's close of an fd closed under it
+            raise _oserror(errno.EBADF)
 
     # CPython's own code: makefile() over socket.SocketIO, the io reference count that
     # defers close() until the last file object is closed, and sendfile by send().
@@ -290,46 +247,39 @@ class Socket:
             pass
 
     def _check_open(self) -> None:
-        # atomic: one attribute load; set once under _FDS_LOCK by _real_close/detach
-        if self._released:
+        # atomic: one load each of _released (set once under TABLE_LOCK by _real_close
+        # or detach) and of the descriptor's closed flag (set once under TABLE_LOCK)
+        if self._released or self._desc.closed:
             raise _oserror(errno.EBADF)
 
     def fileno(self) -> int:
-        """A readiness fd (``select``/``selectors``/asyncio wait on it), -1 once closed."""
-        # atomic: one load each of _fd and _released, both stored under _FDS_LOCK; a
-        # racing close() may make the number stale at once, as with any fd
-        fd = self._fd
-        if fd >= 0 or self._released:
-            return fd
-        poll_fd = self._sk.fileno()  # outside _FDS_LOCK: it may make the poll fd
-        with _FDS_LOCK:
-            if self._fd < 0 and not self._released:
-                fd = os.dup(poll_fd)  # non-inheritable, as sockets are
-                self._fd_identity = _identity(fd)
-                self._fd = fd
-                _FDS[fd] = self
-        self._mirror_blocking()
-        return self._fd
+        """The descriptor number (a readiness fd: ``select``/``selectors``/asyncio wait
+        on it), -1 once this object closed or detached it, or its number was closed."""
+        # atomic: one load of _released, set once under TABLE_LOCK
+        if self._released:
+            return -1
+        had = self._desc.number  # atomic: one load, stored under TABLE_LOCK
+        fd = fdtable.number_of(self._desc)
+        if had < 0 <= fd:
+            self._mirror_blocking()
+        return fd
 
     def dup(self) -> Socket:
-        """A second Socket on the same connection; the last close() closes it."""
+        """A new descriptor of the same socket; the last one closed closes it."""
         self._check_open()
-        self._ref.get()
-        return Socket._sharing(self._host, self._ref, self.family, self.type, self.proto,
-                               _pysocket.getdefaulttimeout())
+        self._desc.ref.get()
+        return Socket._over(self._host, Descriptor(self._desc.ref))
 
     def detach(self) -> int:
-        """Give up the socket object, keeping the connection: returns the fd number, which
-        ``socket.socket(fileno=N)``/``socket.fromfd`` (drop-in mode) take over."""
+        """Give up this object without closing its descriptor: returns the number, which
+        ``socket.socket(fileno=N)`` (drop-in mode) makes a new object on, and
+        ``os.close(N)`` closes."""
         self._closed = True
         fd = self.fileno()
-        with _FDS_LOCK:
+        with fdtable.TABLE_LOCK:
             if self._released or fd < 0:
                 return -1
-            _FDS.pop(fd, None)
-            self._fd = -1
             self._released = True
-            _DETACHED[fd] = (self._ref, self.family, self.type, self.proto)
         return fd
 
     def get_inheritable(self) -> bool:
@@ -349,7 +299,7 @@ class Socket:
         """O_NONBLOCK on our TCP readiness fd says what the socket's timeout says, as on
         a kernel socket (rcunet itself never relies on the flag: tcp_poll's transfers
         pass MSG_DONTWAIT).  UDP's eventfd keeps O_NONBLOCK: its reads rely on it."""
-        fd = self._fd
+        fd = self._desc.number  # atomic: one load, stored under TABLE_LOCK
         if fd >= 0 and self.type == SOCK_STREAM:
             try:
                 os.set_blocking(fd, self._timeout is None)
@@ -435,8 +385,8 @@ class Socket:
         except OSError as exc:
             raise as_python_error(exc) from None
         # CPython: the accepted socket takes the default timeout, not the listener's
-        child = Socket._sharing(self._host, _SockRef(child_sk), self.family, self.type,
-                                self.proto, _pysocket.getdefaulttimeout())
+        child = Socket._over(self._host, Descriptor(
+            SockRef(child_sk, self.family, self.type, self.proto)))
         return child, child.getpeername()
 
     def shutdown(self, how: int) -> None:
@@ -656,28 +606,24 @@ _NOT_HERE = {"sendmsg_afalg": errno.EOPNOTSUPP, "ioctl": errno.ENOTTY,
              "share": errno.EOPNOTSUPP}
 
 
-def adopt(fd: int) -> Socket | None:
-    """The Socket behind a readiness fd: a detached one is taken over (the fd becomes
-    the new Socket's), a live one is shared (as ``dup``); None for a foreign fd."""
-    with _FDS_LOCK:
-        detached = _DETACHED.pop(fd, None)
-        live = _FDS.get(fd)
-    if detached is not None:
-        ref, family, type, proto = detached
-        sock = Socket._sharing(_host_of(ref), ref, family, type, proto,
-                               _pysocket.getdefaulttimeout())
-        with _FDS_LOCK:
-            sock._fd = fd
-            sock._fd_identity = _identity(fd)
-            _FDS[fd] = sock
-        return sock
-    if live is not None:
-        return live.dup()
-    return None
+def on_number(fd: int) -> Socket | None:
+    """``socket.socket(fileno=fd)``: a new object on the rcunet descriptor numbered
+    ``fd`` (the same number, as CPython's: closing either closes it for both); None for
+    a number that is not an rcunet socket's."""
+    desc = fdtable.lookup(fd)
+    if desc is None:
+        return None
+    return Socket._over(desc.ref.sk.host, desc)
 
 
-def _host_of(ref: _SockRef) -> Host:
-    return ref.sk.host  # type: ignore[no-any-return]
+def dup_of(fd: int) -> Socket | None:
+    """``socket.fromfd(fd, ...)``: a new descriptor of the rcunet socket numbered ``fd``
+    (fromfd dups, as CPython's); None for a number that is not an rcunet socket's."""
+    desc = fdtable.lookup(fd)
+    if desc is None:
+        return None
+    desc.ref.get()
+    return Socket._over(desc.ref.sk.host, Descriptor(desc.ref))
 
 
 _LOOPBACK_FOR = {ANY4: b"\x7f\0\0\x01", ANY6: b"\0" * 15 + b"\x01",
@@ -697,15 +643,6 @@ def _c_int(value: int) -> int:
         raise OverflowError("signed integer is greater than maximum" if value > 0
                             else "signed integer is less than minimum")
     return value
-
-
-def _identity(fd: int) -> tuple[int, int] | None:
-    """(device, inode) of the open file behind ``fd``; None if it is not open."""
-    try:
-        status = os.fstat(fd)
-    except OSError:
-        return None
-    return status.st_dev, status.st_ino
 
 
 def _timeval_seconds(value: int | bytes) -> float | None:
