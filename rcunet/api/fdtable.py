@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import errno
 import os
+import socket
 import threading
 from typing import Any
 
@@ -46,8 +47,8 @@ class SockRef:
 
     def __init__(self, sk: Any, family: int, type: int, proto: int) -> None:
         self.sk = sk
-        self.family = family
-        self.type = type
+        self.family = socket.AddressFamily(family)
+        self.type = socket.SocketKind(type)
         self.proto = proto
         self.refs = 1  # guarded-by: lock
         self.lock = threading.Lock()

@@ -23,6 +23,7 @@ server thread on one Host, its client on another), over the process-wide one.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import socket as _pysocket
 import threading
@@ -65,14 +66,25 @@ def _host() -> Host:
 
 class _SocketMeta(type):
     def __instancecheck__(cls, obj: object) -> bool:
+        if cls is not socket:  # a program's subclass: only its own instances
+            return type.__instancecheck__(cls, obj)
         return isinstance(obj, Socket | _REAL_SOCKET)
 
 
-class socket(_REAL_SOCKET, metaclass=_SocketMeta):  # noqa: N801 (socket.socket's name)
-    """``socket.socket`` in drop-in mode: an rcunet Socket for the Internet families."""
+class socket(Socket, _REAL_SOCKET, metaclass=_SocketMeta):  # noqa: N801 (its name)
+    """``socket.socket`` in drop-in mode: an rcunet Socket for the Internet families.
+
+    A subclass a program defines while patched (libraries do: a socket with logging, a
+    test's mock) inherits from this class, whose MRO puts rcunet's Socket before the
+    real socket classes: its instances are rcunet sockets with the subclass's own
+    methods, and ``super()`` calls reach Socket's.  They are made by ``__init__`` (the
+    subclass's own ``__init__`` may call it through ``super()``) on the C object the
+    real type allocates, which never gets an fd of its own."""
 
     def __new__(cls, family: int = -1, type: int = -1, proto: int = -1,
                 fileno: int | None = None) -> Any:
+        if cls is not socket:
+            return _REAL_SOCKET.__new__(cls)  # the subclass's object; __init__ makes it
         if isinstance(fileno, int):
             taken = on_number(fileno)
             if taken is not None:
@@ -83,6 +95,34 @@ class socket(_REAL_SOCKET, metaclass=_SocketMeta):  # noqa: N801 (socket.socket'
         if family in _INET:
             return Socket(_host(), family, type, proto)
         return _REAL_SOCKET(family, type, proto)
+
+    def __init__(self, family: int = -1, type: int = -1, proto: int = -1,
+                 fileno: int | None = None) -> None:
+        """A subclass's instance (plain ``socket.socket()`` calls return a Socket from
+        ``__new__`` and never get here)."""
+        if isinstance(fileno, int):
+            desc = fdtable.lookup(fileno)
+            if desc is None:
+                raise OSError(errno.EBADF, f"fd {fileno} is not an rcunet socket: a "
+                              f"subclass of socket.socket defined in drop-in mode "
+                              f"({_type_name(self)}) wraps only rcunet sockets")
+            self._init(desc.ref.sk.host, desc, _pysocket.getdefaulttimeout())
+            return
+        if fileno is not None:
+            raise TypeError(f"'{_builtin_type(fileno).__name__}' object cannot be "
+                            "interpreted as an integer")
+        if family not in _INET:
+            raise OSError(errno.EAFNOSUPPORT, f"a subclass of socket.socket defined in "
+                          f"drop-in mode ({_type_name(self)}) makes only AF_INET and "
+                          "AF_INET6 sockets")
+        Socket.__init__(self, _host(), family, type, proto)
+
+
+_builtin_type = type
+
+
+def _type_name(obj: object) -> str:
+    return f"{_builtin_type(obj).__module__}.{_builtin_type(obj).__qualname__}"
 
 
 def socketpair(family: int | None = None, type: int = _pysocket.SOCK_STREAM,

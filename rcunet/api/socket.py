@@ -159,9 +159,6 @@ class Socket:
         self._host = host
         self._desc = desc
         self._sk = desc.ref.sk
-        self.family = _pysocket.AddressFamily(desc.ref.family)
-        self.type = _pysocket.SocketKind(desc.ref.type)
-        self.proto = desc.ref.proto  # as given (CPython: 0 unless the caller named one)
         self._timeout = timeout
         self._rcvtimeo: float | None = None  # SO_RCVTIMEO (0: none)
         self._sndtimeo: float | None = None  # SO_SNDTIMEO
@@ -196,6 +193,21 @@ class Socket:
     @property
     def host(self) -> Host:
         return self._host
+
+    # properties, not instance attributes: a subclass made in drop-in mode also has
+    # socket.socket's read-only ones behind these in its MRO (rcunet.api.patch)
+    @property
+    def family(self) -> _pysocket.AddressFamily:
+        return self._desc.ref.family
+
+    @property
+    def type(self) -> _pysocket.SocketKind:
+        return self._desc.ref.type
+
+    @property
+    def proto(self) -> int:
+        """As given (CPython: 0 unless the caller named one)."""
+        return self._desc.ref.proto
 
     # -- lifecycle ----------
     def close(self) -> None:
@@ -265,10 +277,19 @@ class Socket:
         return fd
 
     def dup(self) -> Socket:
-        """A new descriptor of the same socket; the last one closed closes it."""
+        """A new descriptor of the same socket; the last one closed closes it.  An object
+        of this one's class, as CPython's ``dup`` (a subclass's keeps its methods)."""
         self._check_open()
         self._desc.ref.get()
-        return Socket._over(self._host, Descriptor(self._desc.ref))
+        twin = Descriptor(self._desc.ref)
+        if type(self) is Socket:
+            return Socket._over(self._host, twin)
+        try:
+            number = fdtable.number_of(twin)
+            return type(self)(self.family, self.type, self.proto, fileno=number)
+        except BaseException:
+            fdtable.close(twin)
+            raise
 
     def detach(self) -> int:
         """Give up this object without closing its descriptor: returns the number, which
