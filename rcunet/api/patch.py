@@ -163,7 +163,9 @@ def close_fd(fd: int) -> None:
 def dup_fd(fd: int) -> int:
     """``os.dup``: an rcunet number gives a new descriptor of that socket."""
     number = fdtable.dup_number(fd)
-    return _REAL_OS["dup"](fd) if number is None else number
+    if number is None:
+        return int(_REAL_OS["dup"](fd))
+    return number
 
 
 def getaddrinfo(host: Any, port: Any, family: int = 0, type: int = 0, proto: int = 0,

@@ -473,14 +473,33 @@ class Socket:
         self._check_open()
         views = [_byte_view(b) for b in buffers]
         data = b"".join(views)
-        if list(ancdata):
-            raise _oserror(errno.EINVAL, "rcunet sockets take no ancillary data")
-        if address is not None and self.type == SOCK_DGRAM:
-            return self.sendto(data, flags, address)
+        control = [_cmsg_item(item) for item in ancdata]
+        if self.type == SOCK_DGRAM:
+            return self._sendmsg_datagram(data, control, flags, address)
+        _check_stream_cmsgs(control)
         if self.type == SOCK_STREAM and flags & MSG_ZEROCOPY and len(views) > 1:
             send = functools.partial(self._sk.send, iov=tuple(len(v) for v in views))
             return int(self._call(send, self._sndtimeo, _byte_view(data), flags))
         return self.send(data, flags)
+
+    def _sendmsg_datagram(self, data: bytes, control: list[tuple[int, int, bytes]],
+                          flags: int, address: Any) -> int:
+        """UDP's sendmsg: the control messages as ip_cmsg_send/ip6_datagram_send_ctl
+        take them (rcunet.host.udp_cmsg)."""
+        if address is None:
+            if not control:
+                return self.send(data, flags)
+            dst, port = self._sk.faddr, self._sk.fport
+            if not port:
+                raise _oserror(errno.EDESTADDRREQ)
+        else:
+            _c_int(flags)
+            host, port = _check_sockaddr(self.family, address)
+            dst = _destination(pack_address(self.family, host, self._host))
+        try:
+            return int(self._sk.sendmsg(data, dst, port, control))
+        except OSError as exc:
+            raise as_python_error(exc) from None
 
     # -- receive ----------
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
@@ -536,18 +555,19 @@ class Socket:
             raise ValueError("negative buffer size in recvmsg()")
         if flags & MSG_ERRQUEUE:
             return self._recv_errqueue(bufsize, ancbufsize)
-        data, address, size = self._recvfrom(bufsize, flags)
-        msg_flags = MSG_TRUNC if self.type == SOCK_DGRAM and size > len(data) else 0
-        ancdata: list[Any] = []
-        cmsgs = getattr(self._sk, "recv_cmsgs", None)  # TCP: TCP_CM_INQ with TCP_INQ set
-        if cmsgs is not None:
-            for level, kind, payload in cmsgs():
-                if ancbufsize < _pysocket.CMSG_LEN(len(payload)):
-                    msg_flags |= MSG_CTRUNC  # put_cmsg: no room for it
-                    break
-                ancbufsize -= _pysocket.CMSG_SPACE(len(payload))
-                ancdata.append((level, kind, payload))
-        return data, ancdata, msg_flags, address
+        if self.type == SOCK_DGRAM:
+            self._check_open()
+            if bufsize < 0:
+                raise ValueError("negative buffersize in recvmsg")
+            data, src, sport, size, cmsgs = self._call(self._sk.recvmsg, self._rcvtimeo,
+                                                       bufsize, flags)
+            address: Any = unpack_address(self.family, src, sport)
+            msg_flags = MSG_TRUNC if size > len(data) else 0
+        else:
+            data, address, _size = self._recvfrom(bufsize, flags)
+            cmsgs, msg_flags = self._sk.recv_cmsgs(), 0  # TCP_CM_INQ with TCP_INQ set
+        ancdata, truncated = _put_cmsgs(cmsgs, ancbufsize)
+        return data, ancdata, msg_flags | truncated, address
 
     def _recv_errqueue(self, bufsize: int, ancbufsize: int
                        ) -> tuple[bytes, list[Any], int, Any]:
@@ -655,6 +675,49 @@ def _destination(addr: bytes) -> bytes:
     """A destination of 0.0.0.0 / :: is this host, as on Linux (ip_route_output_key_hash
     makes it the loopback address): ``connect(("0.0.0.0", port))`` reaches a local server."""
     return _LOOPBACK_FOR.get(addr, addr)
+
+
+def _cmsg_item(item: Any) -> tuple[int, int, bytes]:
+    """One (level, type, data) of sendmsg's ancdata, checked as CPython checks it."""
+    try:
+        level, kind, data = item
+    except (TypeError, ValueError):
+        raise TypeError("ancillary data items must be (level, type, data) sequences"
+                        ) from None
+    return _c_int(level), _c_int(kind), bytes(_byte_view(data))
+
+
+#: SOL_SOCKET messages an inet socket's sendmsg takes and ignores (__sock_cmsg_send)
+_IGNORED_SOCKET_CMSGS = (_pysocket.SCM_RIGHTS, getattr(_pysocket, "SCM_CREDENTIALS", 2))
+
+
+def _check_stream_cmsgs(control: list[tuple[int, int, bytes]]) -> None:
+    """tcp_sendmsg: sock_cmsg_send reads SOL_SOCKET messages only (EINVAL for one it
+    does not take); other levels are ignored."""
+    for level, kind, _data in control:
+        if level == SOL_SOCKET and kind not in _IGNORED_SOCKET_CMSGS:
+            raise _oserror(errno.EINVAL, "control message not taken by a TCP socket")
+
+
+def _put_cmsgs(cmsgs: list[tuple[int, int, bytes]], room: int
+               ) -> tuple[list[tuple[int, int, bytes]], int]:
+    """What ``recvmsg`` with ``room`` bytes of control buffer gets, as Linux's put_cmsg
+    gives it: a message whose header fits but not its data comes cut, one whose header
+    does not fit is left out, and either sets MSG_CTRUNC.  Returns (messages, flags)."""
+    out: list[tuple[int, int, bytes]] = []
+    flags = 0
+    header = _pysocket.CMSG_LEN(0)
+    for level, kind, data in cmsgs:
+        if room < header:
+            flags = MSG_CTRUNC
+            continue
+        space = _pysocket.CMSG_SPACE(len(data))
+        if room < _pysocket.CMSG_LEN(len(data)):
+            flags = MSG_CTRUNC
+            data = data[: room - header]
+        out.append((level, kind, data))
+        room -= min(space, room)
+    return out, flags
 
 
 def _c_int(value: int) -> int:
