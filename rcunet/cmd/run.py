@@ -35,9 +35,11 @@ from rcunet.cmd.run_common import (
     _Program,
     _usage,
     build_network,
+    leave_stuck,
     parse_impairment,
     watch_also,
 )
+from rcunet.cmd.run_diagnosis import TIMEOUT_STATUS, Diagnosis, Watch, exit_now
 
 DEFAULT_SERVE = "echo:7,discard:9,udp-echo:7,http:80"
 
@@ -58,6 +60,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="another program on HOST, in a thread (repeatable)")
     parser.add_argument("--counters", action="store_true",
                         help="print each Host's counters (nstat layout) at exit")
+    parser.add_argument("--timeout", type=float, metavar="SECONDS",
+                        help="stop the program after SECONDS (exit status 124), printing "
+                        "each thread's stack and each socket's state first")
     parser.add_argument("--procs", action="store_true",
                         help="each Host but the program's in its own child process, "
                         "linked by inter-process links (rcunet/host/procs.py)")
@@ -98,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
     from rcunet.services import parse_specs, start_services
 
     argv = _program_argv(args)
+    if args.timeout is not None and not args.timeout > 0:
+        raise _usage("--timeout: give a number of seconds above 0")
     try:
         parse_specs(args.serve)
     except ValueError as exc:
@@ -116,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
     pcap = PcapWriter(args.pcap) if args.pcap else None
     services = []
     main = _Program(argv, args.module)
+    stuck: list[threading.Thread] = []
     try:
         if pcap is not None:
             for link in net.links:
@@ -128,11 +136,14 @@ def run(args: argparse.Namespace) -> int:
             for thread, _program in also:
                 thread.start()
             main_done, interrupted = threading.Event(), threading.Event()
-            if also:
-                watch_also([t for t, _ in also], main_done, interrupted)
-            status = main.run()
-            main_done.set()
-            _finish(also)
+            diagnosis = Diagnosis(net.hosts)
+            with Watch(diagnosis, args.timeout, interrupted,
+                       lambda: exit_now(TIMEOUT_STATUS)):
+                if also:
+                    watch_also([t for t, _ in also], main_done, interrupted)
+                status = main.run()
+                main_done.set()
+                stuck = _finish(also, diagnosis)
         if interrupted.is_set():  # the --also programs ended first: theirs is the result
             status = next((p.status for _t, p in also if p.status), 0)
     finally:
@@ -145,4 +156,6 @@ def run(args: argparse.Namespace) -> int:
         for each in net.hosts:
             print(f"# {each.name}", file=sys.stderr)
             print(format_nstat(each.counters.nonzero()), file=sys.stderr)
+    if stuck:
+        return leave_stuck(stuck, status)
     return status
