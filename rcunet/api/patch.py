@@ -30,7 +30,7 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from rcunet.api import fdtable, resolver
+from rcunet.api import fdtable, fork, resolver
 from rcunet.api.socket import Socket, dup_of, on_number
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ _REAL_SOCKET = _pysocket.socket
 _REAL = {name: getattr(_pysocket, name) for name in (
     "socket", "socketpair", "fromfd", "getaddrinfo", "gethostbyname", "gethostbyname_ex",
     "gethostbyaddr", "gethostname", "close")}
-_REAL_OS = {"close": os.close, "dup": os.dup}
+_REAL_OS = {"close": os.close, "dup": os.dup, "fork": os.fork}
 _INET = (-1, _pysocket.AF_INET, _pysocket.AF_INET6)
 _lock = threading.Lock()
 _hosts: list[Host] = []  # guarded-by: _lock (the process-wide stack; the last is current)
@@ -194,7 +194,7 @@ _PATCHES: dict[str, Any] = {
     "gethostbyname": gethostbyname, "gethostbyname_ex": gethostbyname_ex,
     "gethostbyaddr": gethostbyaddr, "gethostname": gethostname, "close": close_fd,
 }
-_OS_PATCHES: dict[str, Any] = {"close": close_fd, "dup": dup_fd}
+_OS_PATCHES: dict[str, Any] = {"close": close_fd, "dup": dup_fd, "fork": fork.fork}
 
 
 def install(host: Host, this_thread: bool = False) -> None:
