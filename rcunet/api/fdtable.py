@@ -17,9 +17,10 @@ behind a number (``socket.socket(fileno=)``, ``os.close``, ``os.dup``).  A numbe
 was closed behind rcunet's back (``os.close`` outside drop-in mode) is recognised by the
 open file's identity (device, inode) and treated as foreign.
 
-Locking: ``TABLE_LOCK`` guards ``TABLE`` and every descriptor's ``number``, ``identity``
-and ``closed``; it is a leaf (nothing is taken under it; the protocol socket's close
-runs after it is released).
+Locking: ``TABLE_LOCK`` guards ``TABLE``, ``OPEN`` and every descriptor's ``number``,
+``identity`` and ``closed``.  Lock order: TABLE_LOCK > SockRef.lock (only
+``rcunet.api.fork`` nests them, taking the child's references across the fork); the
+protocol socket's close runs after both are released.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import errno
 import os
 import socket
 import threading
+import weakref
 from typing import Any
 
 from rcunet.host.sockerr import oserror
@@ -68,16 +70,20 @@ class SockRef:
 class Descriptor:
     """One descriptor number of a socket: one reference on its ``SockRef``."""
 
-    __slots__ = ("ref", "number", "identity", "closed")
+    __slots__ = ("ref", "number", "identity", "closed", "__weakref__")
 
     def __init__(self, ref: SockRef) -> None:
         self.ref = ref
         self.number = -1  # guarded-by: TABLE_LOCK (-1: not made yet, or closed)
         self.identity: tuple[int, int] | None = None  # guarded-by: TABLE_LOCK
         self.closed = False  # guarded-by: TABLE_LOCK (set once)
+        with TABLE_LOCK:
+            OPEN.add(self)
 
 
 TABLE: dict[int, Descriptor] = {}  # guarded-by: TABLE_LOCK
+#: Every open descriptor, numbered or not (what a fork copies: rcunet.api.fork).
+OPEN: weakref.WeakSet[Descriptor] = weakref.WeakSet()  # guarded-by: TABLE_LOCK
 TABLE_LOCK = threading.Lock()
 
 
@@ -114,6 +120,7 @@ def close(desc: Descriptor) -> bool:
         if desc.closed:
             return False
         desc.closed = True
+        OPEN.discard(desc)
         fd, desc.number = desc.number, -1
         if fd >= 0 and TABLE.get(fd) is desc:
             del TABLE[fd]
@@ -133,6 +140,11 @@ def _close_own_fd(fd: int, own: tuple[int, int] | None) -> None:
         if identity(fd) != own:
             raise oserror(errno.EBADF, "the socket's fd was closed by someone else")
         _os_close(fd)
+
+
+def open_descriptors() -> list[Descriptor]:
+    """Every open descriptor (call with TABLE_LOCK held)."""
+    return [desc for desc in OPEN if not desc.closed]
 
 
 def lookup(fd: int) -> Descriptor | None:

@@ -160,6 +160,11 @@ def close_fd(fd: int) -> None:
         _REAL_OS["close"](fd)
 
 
+def fork_process() -> int:
+    """``os.fork``: the child's sockets are served by this process's Host (api/fork.py)."""
+    return fork.fork(current_host())
+
+
 def dup_fd(fd: int) -> int:
     """``os.dup``: an rcunet number gives a new descriptor of that socket."""
     number = fdtable.dup_number(fd)
@@ -194,7 +199,7 @@ _PATCHES: dict[str, Any] = {
     "gethostbyname": gethostbyname, "gethostbyname_ex": gethostbyname_ex,
     "gethostbyaddr": gethostbyaddr, "gethostname": gethostname, "close": close_fd,
 }
-_OS_PATCHES: dict[str, Any] = {"close": close_fd, "dup": dup_fd, "fork": fork.fork}
+_OS_PATCHES: dict[str, Any] = {"close": close_fd, "dup": dup_fd, "fork": fork_process}
 
 
 def install(host: Host, this_thread: bool = False) -> None:

@@ -25,7 +25,7 @@ import struct
 import warnings
 from typing import TYPE_CHECKING, Any
 
-from rcunet.api import fdtable
+from rcunet.api import fdtable, fork
 from rcunet.api.fdtable import Descriptor, SockRef
 from rcunet.host.sockerr import as_python_error, oserror
 from rcunet.tables.entry import AF_INET, AF_INET6, ANY4, ANY6
@@ -141,16 +141,19 @@ class Socket:
         if base_type == SOCK_DGRAM:
             if proto not in (0, -1, _pysocket.IPPROTO_UDP):
                 raise _oserror(errno.EPROTONOSUPPORT)
-            sk: Any = host.udp.new_socket(family)
         elif base_type == SOCK_STREAM:
             if proto not in (0, -1, _pysocket.IPPROTO_TCP):
                 raise _oserror(errno.EPROTONOSUPPORT)
-            tcp = getattr(host, "tcp", None)
-            if tcp is None:
+            if getattr(host, "tcp", None) is None:
                 raise _oserror(errno.EPROTONOSUPPORT, "TCP is not available on this host")
-            sk = tcp.new_socket(family)
         else:
             raise _oserror(errno.ESOCKTNOSUPPORT)
+        if fork.CHILD is not None:  # a forked child: the parent's Host makes it
+            sk: Any = fork.CHILD.new_socket(family, base_type)
+        elif base_type == SOCK_DGRAM:
+            sk = host.udp.new_socket(family)
+        else:
+            sk = host.tcp.new_socket(family)
         timeout = 0.0 if type & _pysocket.SOCK_NONBLOCK else _pysocket.getdefaulttimeout()
         ref = SockRef(sk, family, base_type, max(proto, 0))
         self._init(host, Descriptor(ref), timeout)
@@ -158,7 +161,6 @@ class Socket:
     def _init(self, host: Host, desc: Descriptor, timeout: float | None) -> None:
         self._host = host
         self._desc = desc
-        self._sk = desc.ref.sk
         self._timeout = timeout
         self._rcvtimeo: float | None = None  # SO_RCVTIMEO (0: none)
         self._sndtimeo: float | None = None  # SO_SNDTIMEO
@@ -193,6 +195,12 @@ class Socket:
     @property
     def host(self) -> Host:
         return self._host
+
+    @property
+    def _sk(self) -> Any:
+        """The protocol socket (a forked child's stand-in for it: rcunet.api.fork)."""
+        return self._desc.ref.sk  # atomic: two attribute loads; ref.sk is replaced only
+        # in a forked child, before any other thread exists
 
     # properties, not instance attributes: a subclass made in drop-in mode also has
     # socket.socket's read-only ones behind these in its MRO (rcunet.api.patch)

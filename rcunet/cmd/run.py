@@ -97,6 +97,7 @@ def _program_argv(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rcunet.api import fork as dropin_fork
     from rcunet.api.patch import patched
     from rcunet.host.counters import format_nstat
     from rcunet.link.pcap import PcapWriter
@@ -142,8 +143,10 @@ def run(args: argparse.Namespace) -> int:
                 if also:
                     watch_also([t for t, _ in also], main_done, interrupted)
                 status = main.run()
+                dropin_fork.exit_if_child(status)
                 main_done.set()
                 stuck = _finish(also, diagnosis)
+                dropin_fork.wait_children()  # their sockets need this Host
         if interrupted.is_set():  # the --also programs ended first: theirs is the result
             status = next((p.status for _t, p in also if p.status), 0)
     finally:

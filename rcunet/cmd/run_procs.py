@@ -298,6 +298,7 @@ def _all_ready(net: Any, deaths: _Deaths) -> bool:
 def _run_main(args: argparse.Namespace, argv: list[str], net: Any, host: Any,
               here: list[str], there: dict[str, Any]) -> tuple[int, list[threading.Thread]]:
     """The program's status, and its threads left blocked in rcunet socket calls."""
+    from rcunet.api import fork as dropin_fork
     from rcunet.api.patch import patched
     from rcunet.cmd.run_common import watch_also
     from rcunet.cmd.run_diagnosis import TIMEOUT_STATUS, Diagnosis, Watch, exit_now
@@ -319,8 +320,10 @@ def _run_main(args: argparse.Namespace, argv: list[str], net: Any, host: Any,
             if waiters:
                 watch_also(waiters, main_done, interrupted)
             status = main.run()
+            dropin_fork.exit_if_child(status)
             main_done.set()
             stuck = _finish(also, watch.diagnosis)
+            dropin_fork.wait_children()  # their sockets need this Host
         if stuck:
             return status, stuck
         statuses = [p.status for _t, p in also] + _child_statuses(children)
