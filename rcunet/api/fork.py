@@ -165,7 +165,7 @@ class _Server:
 
     def _accept_loop(self) -> None:
         while True:
-            fd, _address = self.listener._accept()
+            fd, _address = self.listener._accept()  # type: ignore[attr-defined]
             sock = _socket.socket(fileno=fd)
             threading.Thread(target=self._serve, args=(sock,), name="rcunet-fork-call",
                              daemon=True).start()

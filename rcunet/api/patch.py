@@ -40,7 +40,7 @@ _REAL_SOCKET = _pysocket.socket
 _REAL = {name: getattr(_pysocket, name) for name in (
     "socket", "socketpair", "fromfd", "getaddrinfo", "gethostbyname", "gethostbyname_ex",
     "gethostbyaddr", "gethostname", "close")}
-_REAL_OS = {"close": os.close, "dup": os.dup, "fork": os.fork}
+_REAL_OS: dict[str, Any] = {"close": os.close, "dup": os.dup, "fork": os.fork}
 _INET = (-1, _pysocket.AF_INET, _pysocket.AF_INET6)
 _lock = threading.Lock()
 _hosts: list[Host] = []  # guarded-by: _lock (the process-wide stack; the last is current)
@@ -71,7 +71,7 @@ class _SocketMeta(type):
         return isinstance(obj, Socket | _REAL_SOCKET)
 
 
-class socket(Socket, _REAL_SOCKET, metaclass=_SocketMeta):  # noqa: N801 (its name)
+class socket(Socket, _REAL_SOCKET, metaclass=_SocketMeta):  # type: ignore[misc]  # noqa: N801
     """``socket.socket`` in drop-in mode: an rcunet Socket for the Internet families.
 
     A subclass a program defines while patched (libraries do: a socket with logging, a

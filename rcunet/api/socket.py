@@ -294,7 +294,8 @@ class Socket:
             return Socket._over(self._host, twin)
         try:
             number = fdtable.number_of(twin)
-            return type(self)(self.family, self.type, self.proto, fileno=number)
+            subclass: Any = type(self)  # drop-in's socket.socket: (family, type, ...)
+            return subclass(self.family, self.type, self.proto, fileno=number)  # type: ignore[no-any-return]
         except BaseException:
             fdtable.close(twin)
             raise

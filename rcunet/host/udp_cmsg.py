@@ -167,11 +167,12 @@ def send_control(host: Host, socket_v6: bool, to_v4: bool, bound_dev: int,
             raise oserror(errno.ENODEV, "no such interface")
         if bound_dev and control.oif != bound_dev:
             raise oserror(errno.EINVAL, "interface differs from SO_BINDTODEVICE's")
-    if control.src is not None:
-        if control.src in (ANY4, ANY6):
+    src = control.src
+    if src is not None:
+        if src in (ANY4, ANY6):
             control = control._replace(src=None)
-        elif not host.ip.is_local(control.src):
-            if len(control.src) == 4:  # the route lookup with a foreign saddr
+        elif not host.ip.is_local(src):
+            if len(src) == 4:  # the route lookup with a foreign saddr
                 raise oserror(errno.ENETUNREACH)
             raise oserror(errno.EINVAL, "source address is not ours")
     return control
@@ -223,6 +224,8 @@ def _ipv6_cmsg(control: SendControl, kind: int, data: bytes, to_v4: bool) -> Sen
             raise oserror(errno.EINVAL, "value out of range")
         if value == -1:
             return control  # -1: the socket's own
-        return control._replace(**{"ttl" if kind == IPV6_HOPLIMIT else "tos": value})
+        if kind == IPV6_HOPLIMIT:
+            return control._replace(ttl=value)
+        return control._replace(tos=value)
     raise oserror(errno.EINVAL, "control message not taken by a UDP socket")
 
