@@ -169,12 +169,14 @@ class Watch:
             signal.signal(signum, handler)
 
     def _on_quit(self, signum: int, frame: FrameType | None) -> None:
+        if _in_forked_child():
+            return  # the parent reports; the child's copy of the Host has no threads
         threading.Thread(target=self.diagnosis.report, args=("SIGQUIT",),
                          name="rcunet-diagnosis", daemon=True).start()
 
     def _on_interrupt(self, signum: int, frame: FrameType | None) -> None:
         # the --also programs' end stops a server this way: that is no hang
-        if not self.planned_interrupt.is_set():
+        if not self.planned_interrupt.is_set() and not _in_forked_child():
             self.diagnosis.report_bounded("interrupted (Ctrl-C)")
         raise KeyboardInterrupt
 
@@ -187,6 +189,14 @@ class Watch:
                                       "program")
                 self.on_timeout()
                 return
+
+
+def _in_forked_child() -> bool:
+    """A child the program forked (rcunet.api.fork) inherits these handlers: Ctrl-C,
+    sent to the whole process group, is reported by the parent alone."""
+    from rcunet.api import fork
+
+    return fork.CHILD is not None
 
 
 def exit_now(status: int, stop: Callable[[], None] = lambda: None,

@@ -5,6 +5,7 @@ hanging."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import subprocess
@@ -129,3 +130,33 @@ def test_bad_timeout_is_a_usage_error(tmp_path: Path) -> None:
     done = subprocess.run(_command("--timeout", "30", "--", "ok.py"), cwd=tmp_path,
                           capture_output=True, text=True, timeout=120)
     assert (done.returncode, done.stdout) == (0, "ok\n")
+
+
+FORKED_AND_WAITING = """\
+import os, socket
+conn = socket.create_connection(("b", 9))
+pid = os.fork()
+if pid == 0:
+    conn.recv(10)  # the discard service never answers
+    os._exit(0)
+print("ready", flush=True)
+conn.recv(10)
+"""
+
+
+def test_ctrl_c_to_the_group_is_reported_once(tmp_path: Path) -> None:
+    """Ctrl-C reaches the forked child too; only the parent reports."""
+    (tmp_path / "forked.py").write_text(FORKED_AND_WAITING)
+    proc = subprocess.Popen(_command("--", "forked.py"), cwd=tmp_path, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        os.killpg(proc.pid, signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert err.count("rcunet run: interrupted (Ctrl-C)") == 1
+    assert proc.returncode == 130
