@@ -37,6 +37,7 @@ import errno
 import functools
 import os
 import pickle
+import select
 import struct
 import sys
 import threading
@@ -46,6 +47,7 @@ from typing import Any
 from rcunet.api import fdtable
 
 _real_fork = os.fork
+_os_close = os.close  # the real one: drop-in mode's takes the descriptor table's lock
 _LEN = struct.Struct("!I")
 _FD_ROOM = _socket.CMSG_SPACE(struct.calcsize("i"))
 
@@ -160,7 +162,12 @@ class _Server:
         self.lives: dict[int, Any] = {}  # guarded-by: lock (pid -> our end of its life)
         self.lock = threading.Condition()
         self.host: Any = None  # the Host new sockets of the children are made on
+        # one thread watches every child's life (started before any fork: a thread
+        # started by the forking thread right after fork can hang on 3.13t)
+        self._wake_r, self._wake_w = os.pipe()
         threading.Thread(target=self._accept_loop, name="rcunet-fork-server",
+                         daemon=True).start()
+        threading.Thread(target=self._watch_lives, name="rcunet-fork-watch",
                          daemon=True).start()
 
     def _accept_loop(self) -> None:
@@ -175,20 +182,42 @@ class _Server:
             self.children[pid] = child
             self.lives[pid] = life
             self.lock.notify_all()
-        threading.Thread(target=self._watch, args=(pid, child, life),
-                         name=f"rcunet-fork-watch-{pid}", daemon=True).start()
+        os.write(self._wake_w, b"!")  # _watch_lives: one more to watch
 
-    def _watch(self, pid: int, child: _Child, life: Any) -> None:
-        """The child's end of ``life`` closes when it ends: release what it held."""
-        try:
-            while life.recv(64):
-                pass
-        except OSError:
-            pass
-        child.release_all()
+    def _watch_lives(self) -> None:
+        """The child's end of its life socketpair closes when it ends (exit, kill,
+        exec): release what it held."""
+        poller = select.poll()
+        poller.register(self._wake_r, select.POLLIN)
+        watched: dict[int, tuple[int, Any]] = {}  # fd -> (pid, our end)
+        while True:
+            with self.lock:
+                lives = list(self.lives.items())
+            for pid, life in lives:
+                if life.fileno() not in watched:
+                    watched[life.fileno()] = (pid, life)
+                    poller.register(life.fileno(), select.POLLIN)
+            for fd, _events in poller.poll():
+                if fd == self._wake_r:
+                    os.read(self._wake_r, 4096)
+                    continue
+                pid, life = watched[fd]
+                try:
+                    if life.recv(64):
+                        continue  # a child never writes: not its end
+                except OSError:
+                    pass
+                poller.unregister(fd)
+                del watched[fd]
+                self._ended(pid, life)
+
+    def _ended(self, pid: int, life: Any) -> None:
         with self.lock:
-            self.children.pop(pid, None)
+            child = self.children.pop(pid, None)
             self.lives.pop(pid, None)
+        if child is not None:
+            child.release_all()
+        with self.lock:
             self.lock.notify_all()
         life.close()
 
@@ -308,7 +337,7 @@ class RemoteSock:
         except OSError:
             pass  # the parent is gone: so is its reference
         if self._fd >= 0:
-            os.close(self._fd)
+            _os_close(self._fd)
             self._fd = -1
 
 
@@ -373,6 +402,8 @@ def _become_child(server: _Server, host: Any, refs: list[fdtable.SockRef],
     server.listener.close()  # the copies of the parent's ends: its other children's
     for other in list(server.lives.values()):  # lives must end with the parent alone
         other.close()
+    _os_close(server._wake_r)  # TABLE_LOCK is still held here: the real close
+    _os_close(server._wake_w)
     counts: dict[int, int] = {}
     for desc in fdtable.open_descriptors():
         counts[id(desc.ref)] = counts.get(id(desc.ref), 0) + 1
