@@ -1,0 +1,229 @@
+"""``Simulation``: programs on the Hosts of a network, on virtual time, reproducible by seed.
+
+    sim = Simulation(seed=7)
+    a, b = sim.network.host("a"), sim.network.host("b")
+    sim.network.link(a, b, "10.0.0.1/24", "10.0.0.2/24",
+                     impair=ImpairmentConfig(loss=0.05, delay=50_000_000))
+    server = sim.spawn(b, serve)              # serve() and fetch() are ordinary code:
+    client = sim.spawn(a, fetch, "10.0.0.2")  # threads, blocking sockets, time.sleep...
+    sim.run()                                 # until every program ends
+    print(client.result, sim.now)
+    sim.close()
+
+Every thread runs one at a time under a scheduler seeded by ``seed``
+(rcunet/sim/scheduler.py); every clock the programs read is the network's virtual clock
+(rcunet/sim/patches.py).  ``run(until=, condition=)`` may stop early and be called
+again: the programs are paused in between, and go on where they were.  ``close()``
+unwinds whatever still runs and closes the network.
+
+A failure of the simulation itself (a deadlock, a busy loop, a refused call) raises a
+``SimulationError`` from ``run``; a program's own exception is its ``Program.error``
+(the traceback, with the simulated time and the seed), status 1.
+"""
+
+from __future__ import annotations
+
+import socket as _pysocket
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from rcunet.host.host import Host
+from rcunet.host.network import Network
+from rcunet.sim.clock import START_NS, SimClock
+from rcunet.sim.guard import GuardedSocketType
+from rcunet.sim.patches import Patches, real_time
+from rcunet.sim.scheduler import DONE, Scheduler, SimThread, Stop
+from rcunet.sim.watchdog import Watchdog
+from rcunet.tuning import Tuning
+
+#: Default bounds of the watchdog (rcunet/sim/watchdog.py), in real seconds.
+CPU_BOUND = 10.0
+WALL_BOUND = 60.0
+#: Steps of the network at one instant before the scheduler looks at the threads
+#: again: frames delivered inline can answer each other, but never without end.
+_MAX_STEPS = 10_000
+
+
+class Program:
+    """One function placed on a Host.  ``status``: None while it runs, 0 when it
+    returned, its ``sys.exit`` code, 1 when it raised (``error``: the report)."""
+
+    def __init__(self, sim: Simulation, host: Host, target: Callable[..., Any],
+                 args: tuple[Any, ...], name: str, daemon: bool) -> None:
+        self.sim = sim
+        self.host = host
+        self.target = target
+        self.args = args
+        self.name = name
+        self.daemon = daemon
+        self.result: Any = None
+        self.status: int | None = None
+        self.error: str | None = None
+        self.record: SimThread | None = None
+        self._started = False
+
+    @property
+    def done(self) -> bool:
+        return self.status is not None
+
+    def __repr__(self) -> str:
+        return f"<Program {self.name} on {self.host.name} status={self.status}>"
+
+    def _body(self) -> None:
+        from rcunet.api.patch import patched
+
+        try:
+            with patched(self.host, this_thread=True):
+                self.result = self.target(*self.args)
+            self.status = 0
+        except Stop:
+            self.status = -1  # unwound: the run stopped before it ended
+            raise
+        except SystemExit as exc:
+            code = exc.code
+            self.status = code if isinstance(code, int) else (0 if code is None else 1)
+            if code is not None and not isinstance(code, int):
+                print(code, file=sys.stderr)
+        except BaseException:
+            self.status = 1
+            self.error = (f"{traceback.format_exc()}rcunet sim: {self.name} on "
+                          f"{self.host.name} raised at simulated time {self.sim.now:.6f} s "
+                          f"(seed {self.sim.seed})\n")
+            print(self.error, end="", file=sys.stderr)
+
+
+class Simulation:
+    def __init__(self, seed: int = 1, *, tuning: Tuning | None = None,
+                 cpu_bound: float = CPU_BOUND, wall_bound: float = WALL_BOUND,
+                 exit_on_hang: bool = True) -> None:
+        self.seed = seed
+        self.clock = SimClock()
+        self.network = Network(seed=seed, clock=self.clock, tuning=tuning)
+        self.programs: list[Program] = []
+        self.sched = Scheduler(self.clock, seed, self._step, self.network.next_deadline)
+        self._patches = Patches()
+        self._watchdog = Watchdog(self.sched, cpu_bound, wall_bound, exit_on_hang)
+        self._guard: GuardedSocketType | None = None
+        self._saved_socket: Any = None
+        self.real_seconds = 0.0  # real time spent in run()
+        self.closed = False
+
+    @property
+    def now(self) -> float:
+        """Simulated seconds since the start."""
+        return (self.clock.now() - START_NS) / 1e9
+
+    # -- placing programs --------------------------------------------------------------
+    def spawn(self, host: Host, target: Callable[..., Any], *args: Any,
+              name: str | None = None, daemon: bool = False) -> Program:
+        """Run ``target(*args)`` on ``host`` (its ``socket`` module is ``host``'s) in a
+        thread of its own, from the next ``run``.  A ``daemon`` program does not keep
+        ``run`` going (a server the clients use)."""
+        if self.closed:
+            raise RuntimeError("the simulation is closed")
+        program = Program(self, host, target, args,
+                          name or getattr(target, "__name__", "program"), daemon)
+        self.programs.append(program)
+        return program
+
+    # -- running -----------------------------------------------------------------------
+    def run(self, until: float | None = None,
+            condition: Callable[[], bool] | None = None) -> bool:
+        """Run until every (non-daemon) program has ended, ``condition()`` is true, or the
+        simulated clock reaches ``until`` seconds; True unless ``until`` ended it.
+        Raises the ``SimulationError`` that stopped the run, if one did (the
+        simulation is closed then)."""
+        if self.closed:
+            raise RuntimeError("the simulation is closed")
+        deadline = None if until is None else START_NS + int(until * 1e9)
+
+        def finished() -> bool:
+            return all(p.done for p in self.programs if not p.daemon) or (
+                condition is not None and bool(condition()))
+
+        start = real_time["perf_counter"]()
+        self._enter()
+        try:
+            self._start_programs()
+            if not finished() and not self.sched.stopping:
+                self.sched.block(finished, deadline)
+            reached = finished()
+        finally:
+            self.real_seconds += real_time["perf_counter"]() - start
+            self._leave()
+        if self.sched.stopping:
+            self.close()
+        return reached
+
+    def interrupt(self, program: Program, error: BaseException) -> None:
+        """Raise ``error`` in ``program``'s thread at its blocking point (the CLI's
+        KeyboardInterrupt when the --also programs have ended)."""
+        if program.record is not None and program.record.state is not DONE:
+            self.sched.interrupt(program.record, error)
+
+    def close(self) -> None:
+        """Unwind every thread still running (``Stop`` at its blocking point), close the
+        network.  Raises the ``SimulationError`` that stopped the run, if one did."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            if self.sched.live():
+                self._enter()
+                try:
+                    self.sched.stopping = True
+                    while self.sched.live():
+                        self.sched.block(None, None)
+                finally:
+                    self._leave()
+        finally:
+            self.network.close()
+        failure = self.sched.failure
+        if failure is not None:
+            raise failure
+
+    def __enter__(self) -> Simulation:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals ---------------------------------------------------------------------
+    def _step(self) -> None:
+        for _ in range(_MAX_STEPS):
+            if not self.network.step():
+                return
+
+    def _start_programs(self) -> None:
+        import threading
+
+        for program in self.programs:
+            if not program._started:
+                program._started = True
+                thread = threading.Thread(target=program._body, name=program.name,
+                                          daemon=True)
+                thread.start()
+                program.record = thread.__dict__.get("_rcunet_sim")
+
+    def _enter(self) -> None:
+        from rcunet.api import patch
+
+        self._patches.install(self.sched)
+        self.sched.adopt_driver()
+        if self.network.hosts:
+            patch.install(self.network.hosts[0], this_thread=True)
+            self._saved_socket = _pysocket.socket
+            _pysocket.socket = GuardedSocketType.for_network(self.network)  # type: ignore[misc]
+        self._watchdog.start()
+
+    def _leave(self) -> None:
+        from rcunet.api import patch
+
+        self._watchdog.stop()
+        if self._saved_socket is not None:
+            _pysocket.socket = self._saved_socket  # type: ignore[misc]
+            self._saved_socket = None
+            patch.uninstall(self.network.hosts[0], this_thread=True)
+        self._patches.uninstall()
