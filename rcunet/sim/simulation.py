@@ -81,6 +81,8 @@ class Program:
         except Stop:
             self.status = -1  # unwound: the run stopped before it ended
             raise
+        except KeyboardInterrupt:
+            self.status = 130  # as Python's own exit status for it
         except SystemExit as exc:
             code = exc.code
             self.status = code if isinstance(code, int) else (0 if code is None else 1)
