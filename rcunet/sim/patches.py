@@ -21,6 +21,7 @@ import queue
 import select
 import selectors
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -279,6 +280,7 @@ class Patches:
                             ("localtime", localtime), ("gmtime", gmtime), ("ctime", ctime),
                             ("strftime", strftime)):
             self._set(time, name, value)
+        self._rebind_time_aliases()
         self._set(datetime, "datetime", SimDatetime)
         self._set(datetime, "date", SimDate)
         self._set(_thread, "allocate_lock", _lock_factory)
@@ -304,6 +306,22 @@ class Patches:
             if hasattr(os, name):
                 self._set(os, name, _refusing(name))
         self._set(subprocess.Popen, "_execute_child", _refused_execute_child)
+
+    def _rebind_time_aliases(self) -> None:
+        """Modules that bound a clock at import (``from time import monotonic as
+        _time``: threading, queue, socketserver, ...) get the simulated one too."""
+        replacements = {id(real): (real, getattr(time, name)) for name, real in real_time.items()}
+        for name, module in list(sys.modules.items()):
+            if module is None or name == "time" or name.startswith("rcunet.sim"):
+                continue
+            try:
+                namespace = vars(module)
+            except TypeError:
+                continue
+            for attr, value in list(namespace.items()):
+                pair = replacements.get(id(value))
+                if pair is not None and value is pair[0]:
+                    self._set(module, attr, pair[1])
 
     def uninstall(self) -> None:
         while self._saved:
