@@ -177,5 +177,5 @@ def test_an_hour_of_tcp_idle_with_keepalive_and_time_wait() -> None:
     assert sim.run()
     sim.close()
     assert 3600 < ends[0] - 1 < 3700
-    # a keepalive probe a minute, answered: about 60 of them each way (some lost)
-    assert a.counters.get("TcpOutSegs") > 50 and b.counters.get("TcpOutSegs") > 50
+    # a keepalive probe a minute, each answered: about 60 each way (a few lost)
+    assert a.counters.get("TcpOutSegs") > 40 and b.counters.get("TcpOutSegs") > 40
