@@ -80,7 +80,7 @@ def sleep(secs: float) -> None:
     if seconds == 0:
         sched.yield_now()
         return
-    sched.block(None, sched.clock.now() + int(seconds * 1e9))
+    sched.block(None, primitives.deadline_after(sched, seconds))
 
 
 def localtime(secs: float | None = None) -> time.struct_time:

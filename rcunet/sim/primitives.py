@@ -16,6 +16,7 @@ real behaviour from every primitive here.
 
 from __future__ import annotations
 
+import math
 import select as _select
 from typing import Any
 
@@ -31,7 +32,10 @@ def deadline_after(sched: scheduler.Scheduler, timeout: float | None) -> int | N
     """The virtual deadline ``timeout`` seconds from now (None: no deadline)."""
     if timeout is None or timeout < 0:
         return None
-    return sched.clock.now() + max(0, int(timeout * 1e9))
+    # Rounded up, as the kernel rounds a timeout up to its clock's tick: a caller that
+    # waits again for "deadline - now" seconds (a float a hair above zero) must see
+    # the clock move, or it would wait at one instant for ever.
+    return sched.clock.now() + math.ceil(timeout * 1e9)
 
 
 class SimLock:

@@ -223,13 +223,15 @@ class Scheduler:
 
     # -- switching ----------------------------------------------------------------------
     def _switch(self, record: SimThread) -> None:
-        waited, before = record.state is BLOCKED, self.clock.now()
+        before = self.clock.now()
         nxt = self._pick()
         if nxt is record:
-            if waited or self.clock.now() != before:
+            if self.clock.now() != before:
                 self._resumed(record)  # progress: its CPU-time bound starts again
-            else:  # a yield that found nobody else: still the same busy stretch
+            else:  # nobody else ran and no time passed: still the same busy stretch
                 record.state = RUNNABLE
+                record.ready = None
+                record.deadline = None
             return
         self._hand_to(nxt)
         self._park(record)
