@@ -9,6 +9,8 @@ Every option of ``rcunet run`` (topology, host, impair, pcap, serve, also, count
 
 * ``--seed N``: the seed of everything random (scheduling, impairments, ISNs, ports);
 * ``--until T``: stop at T simulated seconds (exit status 124 if the program still runs);
+* ``--seed-random``: the program's ``random``, ``os.urandom``, ``uuid4`` and ``secrets``
+  from the seed too;
 * ``--check-determinism``: run twice in child processes, compare their output and pcap;
 * ``--cpu-limit S``: the real CPU seconds a thread may run without reaching a blocking
   point before the run stops (a busy loop).
@@ -49,6 +51,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="stop at this simulated time")
     parser.add_argument("--check-determinism", action="store_true",
                         help="run twice (child processes) and compare output and pcap")
+    parser.add_argument("--seed-random", action="store_true",
+                        help="the program's random, os.urandom, uuid4 and secrets from "
+                        "the seed too")
     parser.add_argument("--cpu-limit", type=float, default=10.0, metavar="SECONDS",
                         help="real CPU seconds a thread may run without blocking "
                         "(default 10)")
@@ -92,7 +97,7 @@ def simulate(args: argparse.Namespace, argv: list[str], impair: Any) -> int:
     from rcunet.services import start_services
     from rcunet.sim import Simulation, SimulationError
 
-    sim = Simulation(args.seed, cpu_bound=args.cpu_limit)
+    sim = Simulation(args.seed, cpu_bound=args.cpu_limit, seed_random=args.seed_random)
     net = build_network(args.topology, impair, network=sim.network)
     host = net.host_named(args.host) if args.host else net.hosts[0]
     if host is None:
@@ -190,6 +195,8 @@ def _child_argv(args: argparse.Namespace, argv: list[str], pcap: str) -> list[st
                "--cpu-limit", str(args.cpu_limit), "--pcap", pcap]
     if args.host:
         command += ["--host", args.host]
+    if args.seed_random:
+        command.append("--seed-random")
     if args.until is not None:
         command += ["--until", repr(args.until)]
     for text in args.also:

@@ -18,6 +18,7 @@ import _thread
 import datetime
 import os
 import queue
+import random
 import select
 import selectors
 import subprocess
@@ -36,6 +37,7 @@ real_time = {name: getattr(time, name) for name in (
 _real_join = threading.Thread.join
 real_start_new_thread = _thread.start_new_thread
 _real_start_joinable = getattr(threading, "_start_joinable_thread", None)
+_real_urandom = os.urandom
 _real_datetime = datetime.datetime
 _real_date = datetime.date
 
@@ -258,22 +260,44 @@ def _refused_execute_child(self: Any, args: Any, *_rest: Any, **_kw: Any) -> Non
                  "clock, outside the simulated network")
 
 
+# -- seeded randomness ------------------------------------------------------------------
+class SeededRandom:
+    """What ``--seed-random`` gives a program: ``random``'s global generator seeded,
+    and ``os.urandom`` drawn from a generator of its own; both carry on across the
+    ``run`` calls of one simulation."""
+
+    def __init__(self, seed: int) -> None:
+        self.random_state = random.Random(seed).getstate()
+        self._bytes = random.Random(f"rcunet-sim-urandom-{seed}")
+
+    def save(self, state: Any) -> None:
+        self.random_state = state
+
+    def urandom(self, size: int) -> bytes:
+        if size < 0:
+            raise ValueError("negative argument not allowed")
+        return self._bytes.randbytes(size)
+
+
 # -- install -----------------------------------------------------------------------------
 class Patches:
     """The set of replacements, installed for one run (``install``/``uninstall``)."""
 
     def __init__(self) -> None:
         self._saved: list[tuple[Any, str, Any, bool]] = []
+        self._restore: list[Callable[[], object]] = []
 
     def _set(self, owner: Any, name: str, value: Any) -> None:
         had = name in vars(owner) if isinstance(owner, type) else hasattr(owner, name)
         self._saved.append((owner, name, getattr(owner, name, None), had))
         setattr(owner, name, value)
 
-    def install(self, sched: Scheduler) -> None:
+    def install(self, sched: Scheduler, seed_random: SeededRandom | None = None) -> None:
         if scheduler.active is not None:
             raise RuntimeError("a simulation is already running in this process")
         scheduler.active = sched
+        if seed_random is not None:
+            self._install_seeded_random(seed_random)
         for name, value in (("time", time_), ("time_ns", time_ns), ("monotonic", monotonic),
                             ("monotonic_ns", monotonic_ns), ("perf_counter", monotonic),
                             ("perf_counter_ns", monotonic_ns), ("sleep", sleep),
@@ -307,10 +331,25 @@ class Patches:
                 self._set(os, name, _refusing(name))
         self._set(subprocess.Popen, "_execute_child", _refused_execute_child)
 
+    def _install_seeded_random(self, seeded: SeededRandom) -> None:
+        """``random``'s functions, ``os.urandom`` (so ``uuid.uuid4``, ``secrets``,
+        ``random.SystemRandom``) from the seed; ``random``'s state is put back after."""
+        saved = random.getstate()
+        random.setstate(seeded.random_state)
+        self._restore.append(lambda: (seeded.save(random.getstate()),
+                                      random.setstate(saved)))
+        self._set(os, "urandom", seeded.urandom)
+        self._rebind_aliases({id(_real_urandom): (_real_urandom, seeded.urandom)})
+
     def _rebind_time_aliases(self) -> None:
         """Modules that bound a clock at import (``from time import monotonic as
         _time``: threading, queue, socketserver, ...) get the simulated one too."""
-        replacements = {id(real): (real, getattr(time, name)) for name, real in real_time.items()}
+        self._rebind_aliases({id(real): (real, getattr(time, name))
+                              for name, real in real_time.items()})
+
+    def _rebind_aliases(self, replacements: dict[int, tuple[Any, Any]]) -> None:
+        """Every module-level name bound to one of the real functions (by identity)
+        gets its replacement."""
         for name, module in list(sys.modules.items()):
             if module is None or name == "time" or name.startswith("rcunet.sim"):
                 continue
@@ -324,6 +363,8 @@ class Patches:
                     self._set(module, attr, pair[1])
 
     def uninstall(self) -> None:
+        while self._restore:
+            self._restore.pop()()
         while self._saved:
             owner, name, value, had = self._saved.pop()
             if had:

@@ -33,7 +33,7 @@ from rcunet.host.host import Host
 from rcunet.host.network import Network
 from rcunet.sim.clock import START_NS, SimClock
 from rcunet.sim.guard import GuardedSocketType
-from rcunet.sim.patches import Patches, real_time
+from rcunet.sim.patches import Patches, SeededRandom, real_time
 from rcunet.sim.scheduler import DONE, Scheduler, SimThread, Stop
 from rcunet.sim.watchdog import Watchdog
 from rcunet.tuning import Tuning
@@ -99,8 +99,13 @@ class Program:
 class Simulation:
     def __init__(self, seed: int = 1, *, tuning: Tuning | None = None,
                  cpu_bound: float = CPU_BOUND, wall_bound: float = WALL_BOUND,
-                 exit_on_hang: bool = True) -> None:
+                 exit_on_hang: bool = True, seed_random: bool = False) -> None:
+        """``seed_random``: the programs' ``random``, ``os.urandom``, ``uuid4`` and
+        ``secrets`` come from the seed too.  ``cpu_bound``/``wall_bound``: the
+        watchdog's (rcunet/sim/watchdog.py); ``exit_on_hang``: a thread blocked outside
+        the simulation that never comes back ends the process (status 1)."""
         self.seed = seed
+        self._seeded = SeededRandom(seed) if seed_random else None
         self.clock = SimClock()
         self.network = Network(seed=seed, clock=self.clock, tuning=tuning)
         self.programs: list[Program] = []
@@ -212,7 +217,7 @@ class Simulation:
     def _enter(self) -> None:
         from rcunet.api import patch
 
-        self._patches.install(self.sched)
+        self._patches.install(self.sched, self._seeded)
         self.sched.adopt_driver()
         if self.network.hosts:
             patch.install(self.network.hosts[0], this_thread=True)

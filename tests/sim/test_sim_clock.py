@@ -150,3 +150,31 @@ def test_run_until_pauses_and_resumes_the_programs() -> None:
     assert sim.run()
     sim.close()
     assert len(ticks) == 10 and sim.now == 10.0
+
+
+def _draws(seed: int, seed_random: bool) -> tuple[object, ...]:
+    import os
+    import random
+    import secrets
+    import uuid
+
+    sim, a, _b = two_hosts(seed=seed, seed_random=seed_random)
+
+    def program() -> tuple[object, ...]:
+        return (random.random(), os.urandom(8), uuid.uuid4(), secrets.token_hex(8),
+                random.SystemRandom().random())
+
+    drawn = sim.spawn(a, program)
+    assert sim.run()
+    sim.close()
+    return drawn.result  # type: ignore[no-any-return]
+
+
+def test_seed_random_gives_the_program_seeded_randomness() -> None:
+    import random
+
+    state = random.getstate()
+    assert _draws(3, True) == _draws(3, True)
+    assert _draws(3, True) != _draws(4, True)
+    assert random.getstate() == state  # the process's own generator is left as it was
+    assert _draws(3, False) != _draws(3, False)
