@@ -9,6 +9,8 @@ Every option of ``rcunet run`` (topology, host, impair, pcap, serve, also, count
 
 * ``--seed N``: the seed of everything random (scheduling, impairments, ISNs, ports);
 * ``--until T``: stop at T simulated seconds (exit status 124 if the program still runs);
+* ``--faults FILE``: partitions, crashes and restarts, impairment changes and clock
+  skews at simulated times (rcunet/sim/faults.py has the format);
 * ``--seed-random``: the program's ``random``, ``os.urandom``, ``uuid4`` and ``secrets``
   from the seed too;
 * ``--check-determinism``: run twice in child processes, compare their output and pcap;
@@ -51,6 +53,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="stop at this simulated time")
     parser.add_argument("--check-determinism", action="store_true",
                         help="run twice (child processes) and compare output and pcap")
+    parser.add_argument("--faults", metavar="FILE",
+                        help="faults on a timeline: partition, heal, crash, restart, "
+                        "impair, skew (docs/SIMULATION.md)")
     parser.add_argument("--seed-random", action="store_true",
                         help="the program's random, os.urandom, uuid4 and secrets from "
                         "the seed too")
@@ -113,6 +118,14 @@ def simulate(args: argparse.Namespace, argv: list[str], impair: Any) -> int:
             sim.spawn(other, start_services, other, args.serve, name=f"serve-{other.name}",
                       daemon=True)
     main = sim.spawn(host, run_script, argv, args.module, name="main")
+    if args.faults:
+        from rcunet.sim.faults import FaultError
+
+        try:
+            sim.load_scenario(args.faults)
+        except FaultError as exc:
+            sim.close()
+            raise _usage(f"--faults {exc}") from None
     status = 0
     try:
         try:
@@ -197,6 +210,8 @@ def _child_argv(args: argparse.Namespace, argv: list[str], pcap: str) -> list[st
         command += ["--host", args.host]
     if args.seed_random:
         command.append("--seed-random")
+    if args.faults:
+        command += ["--faults", os.path.abspath(args.faults)]
     if args.until is not None:
         command += ["--until", repr(args.until)]
     for text in args.also:

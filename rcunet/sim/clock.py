@@ -24,6 +24,9 @@ class SimClock(VirtualClock):
 
     def __init__(self) -> None:
         super().__init__(START_NS)
+        #: Host -> ns its wall clock is ahead (``Simulation.skew``); the monotonic
+        #: clocks are never skewed (they measure intervals, which a skew leaves alone).
+        self.skews: dict[object, int] = {}
 
     def wall_ns(self, skew_ns: int = 0) -> int:
         """``time.time_ns()`` in the simulation (``skew_ns``: a Host's clock offset)."""

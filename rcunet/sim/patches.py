@@ -54,7 +54,13 @@ def _clock() -> Any:
 # -- clocks ------------------------------------------------------------------------------
 def time_ns() -> int:
     clock = _clock()
-    return clock.wall_ns() if clock is not None else real_time["time_ns"]()
+    if clock is None:
+        return int(real_time["time_ns"]())
+    if clock.skews:  # a Host's clock set apart (Simulation.skew): the caller's Host's
+        from rcunet.api.patch import current_host
+
+        return int(clock.wall_ns(clock.skews.get(current_host(), 0)))
+    return int(clock.wall_ns())
 
 
 def time_() -> float:
@@ -135,6 +141,15 @@ class SimDatetime(_real_datetime, metaclass=_DatetimeMeta):
         return cls.fromtimestamp(time_())
 
 
+def simulated(function: Any) -> Any:
+    """``function``, or its simulated stand-in when it is one of the real clocks
+    (``sim.spawn(host, time.sleep, 10)`` took the real ``sleep`` before the run)."""
+    for name, real in real_time.items():
+        if function is real:
+            return getattr(time, name)
+    return function
+
+
 # -- threads -----------------------------------------------------------------------------
 def _lock_factory(*_args: Any) -> primitives.SimLock:
     return primitives.SimLock()
@@ -180,7 +195,8 @@ def _register(function: Callable[..., Any]) -> tuple[Scheduler, scheduler.SimThr
         thread._rcunet_sim = record  # type: ignore[attr-defined]  # join() finds it here
     else:
         record = sched.new_thread(getattr(function, "__name__", "thread"), True)
-    return sched, record, patch.current_host()
+    record.host = patch.current_host()
+    return sched, record, record.host
 
 
 def start_new_thread(function: Callable[..., Any], args: tuple[Any, ...],

@@ -76,7 +76,7 @@ class SimThread:
 
     __slots__ = ("name", "serial", "state", "ready", "deadline", "timed_out", "baton",
                  "ident", "daemon", "resumed_cpu", "resumed_at", "thread", "driver",
-                 "interrupt")
+                 "interrupt", "host")
 
     def __init__(self, name: str, serial: int, daemon: bool, driver: bool = False) -> None:
         self.name = name
@@ -94,6 +94,7 @@ class SimThread:
         self.thread: Any = None  # its threading.Thread, when it has one
         self.driver = driver
         self.interrupt: BaseException | None = None  # raised at its next blocking point
+        self.host: Any = None  # the Host its sockets are made on (a crash stops it)
 
     def __repr__(self) -> str:
         return f"<SimThread {self.name} {self.state}>"
@@ -163,6 +164,7 @@ class Scheduler:
         self._resumed(record)
         if self.stopping:
             raise Stop
+        self._raise_interrupt(record)
 
     def me(self) -> SimThread | None:
         """The calling thread's record (None for a thread the simulation does not run)."""

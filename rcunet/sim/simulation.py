@@ -25,15 +25,26 @@ from __future__ import annotations
 
 import socket as _pysocket
 import sys
+import threading
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
 
 from rcunet.host.host import Host
 from rcunet.host.network import Network
+from rcunet.link.impair import Impairment, ImpairmentConfig
 from rcunet.sim.clock import START_NS, SimClock
+from rcunet.sim.faults import (
+    Fault,
+    FaultError,
+    crossing_links,
+    iface_host,
+    interfaces_on,
+    parse_scenario,
+)
 from rcunet.sim.guard import GuardedSocketType
-from rcunet.sim.patches import Patches, SeededRandom, real_time
+from rcunet.sim.patches import Patches, SeededRandom, real_time, simulated
 from rcunet.sim.scheduler import DONE, Scheduler, SimThread, Stop
 from rcunet.sim.watchdog import Watchdog
 from rcunet.tuning import Tuning
@@ -76,7 +87,7 @@ class Program:
 
         try:
             with patched(self.host, this_thread=True):
-                self.result = self.target(*self.args)
+                self.result = simulated(self.target)(*self.args)
             self.status = 0
         except Stop:
             self.status = -1  # unwound: the run stopped before it ended
@@ -115,6 +126,10 @@ class Simulation:
         self._guard: GuardedSocketType | None = None
         self._saved_socket: Any = None
         self.real_seconds = 0.0  # real time spent in run()
+        self._placed: list[Program] = []  # what spawn() placed (a restart runs it again)
+        self._faults: list[Fault] = []  # scheduled, not yet handed to a timeline thread
+        self._cut: list[Any] = []  # links a partition took down
+        self._crashed: set[Host] = set()
         self.closed = False
 
     @property
@@ -133,7 +148,117 @@ class Simulation:
         program = Program(self, host, target, args,
                           name or getattr(target, "__name__", "program"), daemon)
         self.programs.append(program)
+        self._placed.append(program)
         return program
+
+    # -- faults on a timeline ------------------------------------------------------------
+    def at(self, when: float, action: Callable[[], None], text: str = "") -> Fault:
+        """Run ``action()`` at ``when`` simulated seconds (in a thread of the
+        simulation's, in the order given among faults of one instant)."""
+        if when < self.now:
+            raise FaultError(f"time {when:g}s is in the past (the simulation is at "
+                             f"{self.now:g}s)")
+        fault = Fault(when, action, text or getattr(action, "__name__", "action"))
+        self._faults.append(fault)
+        return fault
+
+    def partition(self, side: set[Host] | list[Host], *, at: float) -> Fault:
+        """Cut ``side`` from the other Hosts: the point-to-point links between them
+        go down (both interfaces), until ``heal``."""
+        hosts = set(side)
+        links = crossing_links(self, hosts)
+
+        def cut() -> None:
+            for link in links:
+                for iface in interfaces_on(self, link):
+                    iface.up = False
+                self._cut.append(link)
+
+        return self.at(at, cut, f"partition {' '.join(sorted(h.name for h in hosts))}")
+
+    def heal(self, *, at: float) -> Fault:
+        """Every link a partition cut comes back up (a crashed Host's stay down)."""
+        def heal() -> None:
+            for link in self._cut:
+                for iface in interfaces_on(self, link):
+                    if iface_host(self, iface) not in self._crashed:
+                        iface.up = True
+            self._cut.clear()
+
+        return self.at(at, heal, "heal")
+
+    def crash(self, host: Host, *, at: float) -> Fault:
+        """``host`` stops: its threads are stopped at their blocking points, its
+        sockets vanish without a FIN or RST reaching anyone (its interfaces go down
+        first), until ``restart``."""
+        def crash() -> None:
+            self._crashed.add(host)
+            for iface in host.interfaces.values():
+                if iface.name != "lo":
+                    iface.up = False
+            for record in self.sched.live():
+                if record.host is host:
+                    self.sched.interrupt(record, Stop())
+            host.tcp.close_all()
+            host.udp.close_all()
+
+        return self.at(at, crash, f"crash {host.name}")
+
+    def restart(self, host: Host, *, at: float) -> Fault:
+        """``host`` comes back: interfaces up, and the programs placed on it with
+        ``spawn`` run again from the start."""
+        def restart() -> None:
+            self._crashed.discard(host)
+            cut = {i for link in self._cut for i in interfaces_on(self, link)}
+            for iface in host.interfaces.values():
+                if iface not in cut:
+                    iface.up = True
+            for program in [p for p in self._placed if p.host is host]:
+                again = Program(self, host, program.target, program.args, program.name,
+                                program.daemon)
+                self.programs.append(again)
+            self._start_programs()
+
+        return self.at(at, restart, f"restart {host.name}")
+
+    def impair(self, link: Any, config: ImpairmentConfig | None, *, at: float) -> Fault:
+        """Both directions of the point-to-point ``link`` go through ``config`` from
+        ``at`` on (None or an inactive one: clean)."""
+        serial = len(self._faults)
+
+        def impair() -> None:
+            for index, endpoint in enumerate((link.a, link.b)):
+                impairment = None
+                if config is not None and config.active:
+                    impairment = Impairment(config, seed=self.seed * 7919 + serial * 2 + index)
+                link.set_tx_impairment(endpoint, impairment)
+
+        return self.at(at, impair, "impair")
+
+    def skew(self, host: Host, seconds: float, *, at: float) -> Fault:
+        """From ``at`` on, ``host``'s wall clock (``time.time``, ``datetime.now``) reads
+        ``seconds`` ahead of the others (behind when negative)."""
+        def skew() -> None:
+            self.clock.skews[host] = int(seconds * 1e9)
+
+        return self.at(at, skew, f"skew {host.name} {seconds:+g}")
+
+    def load_scenario(self, path: str) -> list[Fault]:
+        """Schedule the faults of a scenario file (rcunet/sim/faults.py); FaultError
+        (one line: file, line, problem) before anything is scheduled."""
+        before = list(self._faults)
+        try:
+            return parse_scenario(self, path)
+        except FaultError:
+            self._faults[:] = before
+            raise
+
+    def _timeline(self, faults: list[Fault]) -> None:
+        for fault in faults:
+            delay = fault.at - self.now
+            if delay > 0:
+                time.sleep(delay)
+            fault.action()
 
     # -- running -----------------------------------------------------------------------
     def run(self, until: float | None = None,
@@ -204,8 +329,11 @@ class Simulation:
                 return
 
     def _start_programs(self) -> None:
-        import threading
-
+        if self._faults:
+            faults = sorted(self._faults, key=lambda f: f.at)  # stable: file order kept
+            self._faults.clear()
+            threading.Thread(target=self._timeline, args=(faults,), name="rcunet-faults",
+                             daemon=True).start()
         for program in self.programs:
             if not program._started:
                 program._started = True

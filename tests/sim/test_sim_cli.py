@@ -72,3 +72,13 @@ def test_a_module_server_with_an_also_client(tmp_path: Any) -> None:
     assert lines[0].startswith("Serving HTTP on")
     assert lines[1].split()[0] == str(13 * 1000)
     assert "Keyboard interrupt received" in done.stdout  # the client ended: as rcunet run
+
+
+def test_a_bad_faults_file_is_one_line_before_anything_runs(tmp_path: Any) -> None:
+    (tmp_path / "hello.py").write_text("print('ran')\n")
+    (tmp_path / "faults.txt").write_text("1s crash nowhere\n")
+    done = _sim("--faults", "faults.txt", "--", "hello.py", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert "faults.txt:1: no host 'nowhere'" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
