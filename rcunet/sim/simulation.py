@@ -72,6 +72,7 @@ class Program:
         self.result: Any = None
         self.status: int | None = None
         self.error: str | None = None
+        self.exception: BaseException | None = None  # what it raised (status 1)
         self.record: SimThread | None = None
         self._started = False
 
@@ -99,8 +100,9 @@ class Program:
             self.status = code if isinstance(code, int) else (0 if code is None else 1)
             if code is not None and not isinstance(code, int):
                 print(code, file=sys.stderr)
-        except BaseException:
+        except BaseException as exc:
             self.status = 1
+            self.exception = exc
             self.error = (f"{traceback.format_exc()}rcunet sim: {self.name} on "
                           f"{self.host.name} raised at simulated time {self.sim.now:.6f} s "
                           f"(seed {self.sim.seed})\n")
