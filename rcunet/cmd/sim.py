@@ -20,7 +20,8 @@ Every option of ``rcunet run`` (topology, host, impair, pcap, serve, also, count
 The program's threads run one at a time under the seeded scheduler, on the network's
 virtual clock (docs/SIMULATION.md).  Exit status: the program's; 1 when it raised (with
 its traceback, the simulated time and the seed) or when the simulation stopped it (a
-deadlock, a busy loop, a refused call: one report naming it).
+deadlock, a busy loop, a refused call: one report naming it); 130 after Ctrl-C, which
+prints every thread's stack and unwinds them.
 
 A run is reproducible in one interpreter only with one ``PYTHONHASHSEED`` (string and
 bytes hashes order sets and seed rcunet's keyed hashes): ``rcunet sim`` started as a
@@ -100,7 +101,7 @@ def simulate(args: argparse.Namespace, argv: list[str], impair: Any) -> int:
     from rcunet.host.counters import format_nstat
     from rcunet.link.pcap import PcapWriter
     from rcunet.services import start_services
-    from rcunet.sim import Simulation, SimulationError
+    from rcunet.sim import Interrupted, Simulation, SimulationError
 
     sim = Simulation(args.seed, cpu_bound=args.cpu_limit, seed_random=args.seed_random)
     net = build_network(args.topology, impair, network=sim.network)
@@ -146,7 +147,7 @@ def simulate(args: argparse.Namespace, argv: list[str], impair: Any) -> int:
     except SimulationError as exc:
         print(f"rcunet sim: {exc}\nrcunet sim: stopped at simulated time {sim.now:.6f} s "
               f"(seed {args.seed})", file=sys.stderr)
-        status = 1
+        status = 130 if isinstance(exc, Interrupted) else 1
     finally:
         if pcap is not None:
             pcap.close()

@@ -249,7 +249,8 @@ class Scheduler:
                 record.baton.acquire()
                 break
             except KeyboardInterrupt:  # Ctrl-C lands in the main thread, parked or not
-                self.fail(Interrupted("interrupted (Ctrl-C)"))
+                self.fail(Interrupted("interrupted (Ctrl-C); the threads were at:\n"
+                                      + self.describe_threads()))
         self._resumed(record)
 
     def _resumed(self, record: SimThread) -> None:
