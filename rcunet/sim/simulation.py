@@ -23,6 +23,7 @@ A failure of the simulation itself (a deadlock, a busy loop, a refused call) rai
 
 from __future__ import annotations
 
+import signal
 import socket as _pysocket
 import sys
 import threading
@@ -45,7 +46,7 @@ from rcunet.sim.faults import (
 )
 from rcunet.sim.guard import GuardedSocketType
 from rcunet.sim.patches import Patches, SeededRandom, real_time, simulated
-from rcunet.sim.scheduler import DONE, Scheduler, SimThread, Stop
+from rcunet.sim.scheduler import DONE, Interrupted, Scheduler, SimThread, Stop
 from rcunet.sim.watchdog import Watchdog
 from rcunet.tuning import Tuning
 
@@ -127,6 +128,7 @@ class Simulation:
         self._watchdog = Watchdog(self.sched, cpu_bound, wall_bound, exit_on_hang)
         self._guard: GuardedSocketType | None = None
         self._saved_socket: Any = None
+        self._saved_sigint: Any = None
         self.real_seconds = 0.0  # real time spent in run()
         self._placed: list[Program] = []  # what spawn() placed (a restart runs it again)
         self._faults: list[Fault] = []  # scheduled, not yet handed to a timeline thread
@@ -354,10 +356,22 @@ class Simulation:
             self._saved_socket = _pysocket.socket
             _pysocket.socket = GuardedSocketType.for_network(self.network)  # type: ignore[misc]
         self._watchdog.start()
+        if threading.current_thread() is threading.main_thread():
+            # Ctrl-C stops the run at its next switch, whatever the main thread is doing
+            # (a KeyboardInterrupt raised in the middle of a switch would leave the
+            # batons in no known state)
+            self._saved_sigint = signal.signal(signal.SIGINT, self._on_sigint)
+
+    def _on_sigint(self, _signum: int, _frame: object) -> None:
+        self.sched.fail(Interrupted("interrupted (Ctrl-C); the threads were at:\n"
+                                    + self.sched.describe_threads()))
 
     def _leave(self) -> None:
         from rcunet.api import patch
 
+        if self._saved_sigint is not None:
+            signal.signal(signal.SIGINT, self._saved_sigint)
+            self._saved_sigint = None
         self._watchdog.stop()
         if self._saved_socket is not None:
             _pysocket.socket = self._saved_socket  # type: ignore[misc]

@@ -83,28 +83,3 @@ def test_a_bad_faults_file_is_one_line_before_anything_runs(tmp_path: Any) -> No
     assert "faults.txt:1: no host 'nowhere'" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
 
-
-def test_ctrl_c_prints_each_threads_stack_and_exits_cleanly(tmp_path: Any) -> None:
-    import signal
-
-    (tmp_path / "ticker.py").write_text(
-        "import threading, time\n"
-        "def tick():\n"
-        "    while True:\n"
-        "        time.sleep(0.001)\n"
-        "threading.Thread(target=tick, name='ticker').start()\n"
-        "print('started', flush=True)\n"
-        "while True:\n"
-        "    time.sleep(0.01)\n")
-    env = dict(os.environ, PYTHONHASHSEED="1")
-    with subprocess.Popen([sys.executable, "-m", "rcunet", "sim", "--", "ticker.py"],
-                          cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True) as child:
-        assert child.stdout is not None
-        assert child.stdout.readline() == "started\n"  # the run is under way
-        child.send_signal(signal.SIGINT)
-        _out, err = child.communicate(timeout=60)
-    assert child.returncode == 130
-    assert "interrupted (Ctrl-C)" in err
-    assert "thread 'ticker'" in err and "thread 'main'" in err
-    assert "in tick" in err
