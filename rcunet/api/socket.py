@@ -210,11 +210,8 @@ class Socket:
         return sock
 
     def __repr__(self) -> str:
-        return self._describe(self.fileno())
-
-    def _describe(self, fd: int) -> str:
         closed = " [closed]" if self._released else ""
-        text = (f"<rcunet.Socket{closed} host={self._host.name} fd={fd}, "
+        text = (f"<rcunet.Socket{closed} host={self._host.name} fd={self.fileno()}, "
                 f"family={self.family!s}, type={self.type!s}, proto={self.proto}")
         if not self._released:
             for name, call in (("laddr", self.getsockname), ("raddr", self.getpeername)):
@@ -286,11 +283,7 @@ class Socket:
         if "_released" not in self.__dict__:
             return  # __init__ failed before the socket existed
         if not self._closed and not self._released:
-            # Not repr(): fileno() there may make a poll fd and its lock, and the
-            # collector runs finalizers inside any allocation, lock registration (under
-            # its registry lock) included: that lock would be taken again, a deadlock.
-            warnings.warn(f"unclosed {self._describe(self._fd)}", ResourceWarning,
-                          source=self, stacklevel=2)
+            warnings.warn(f"unclosed {self!r}", ResourceWarning, source=self, stacklevel=2)
         try:
             self._real_close()
         except Exception:
