@@ -80,7 +80,9 @@ class GuardedSocketType(patch.socket):
             if host is None:
                 raise OSError(errno.ENODEV, "rcunet drop-in mode has ended")
             return cls._guarded(host, family, type, proto)  # type: ignore[attr-defined]
-        return patch.socket.__new__(cls, family, type, proto, fileno)
+        # the drop-in class itself decides the rest (a real fd, AF_UNIX, an adopted
+        # rcunet fd): this class only guards the Internet sockets it makes
+        return patch.socket(family, type, proto, fileno)
 
     @classmethod
     def for_network(cls, network: Network) -> type[GuardedSocketType]:
