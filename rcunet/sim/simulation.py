@@ -349,12 +349,15 @@ class Simulation:
     def _enter(self) -> None:
         from rcunet.api import patch
 
-        self._patches.install(self.sched, self._seeded)
-        self.sched.adopt_driver()
+        # Drop-in mode first, the simulation's patches over it: where both replace a
+        # call (os.fork), the simulation's answer is the one programs get; _leave
+        # takes them off in the reverse order.
         if self.network.hosts:
             patch.install(self.network.hosts[0], this_thread=True)
             self._saved_socket = _pysocket.socket
             _pysocket.socket = GuardedSocketType.for_network(self.network)  # type: ignore[misc]
+        self._patches.install(self.sched, self._seeded)
+        self.sched.adopt_driver()
         self._watchdog.start()
         if threading.current_thread() is threading.main_thread():
             # Ctrl-C stops the run at its next switch, whatever the main thread is doing
@@ -373,8 +376,8 @@ class Simulation:
             signal.signal(signal.SIGINT, self._saved_sigint)
             self._saved_sigint = None
         self._watchdog.stop()
+        self._patches.uninstall()
         if self._saved_socket is not None:
             _pysocket.socket = self._saved_socket  # type: ignore[misc]
             self._saved_socket = None
             patch.uninstall(self.network.hosts[0], this_thread=True)
-        self._patches.uninstall()
