@@ -24,6 +24,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "up": ("rcunet.cmd.up", "run a Host with services on a real TAP/TUN device until SIGTERM"),
     "run": ("rcunet.cmd.run", "run an unmodified Python program on a Host of an in-process "
             "network"),
+    "sim": ("rcunet.cmd.sim", "run unmodified Python programs on a simulated network, on "
+            "virtual time, reproducible by seed"),
     "ss": ("rcunet.cmd.ss", "sockets of a running rcunet up, in ss's layout"),
     "nstat": ("rcunet.cmd.nstat", "counters of a running rcunet up, in nstat's layout"),
     "lockstat": ("rcunet.cmd.lockstat", "/proc/lock_stat of a running rcunet up --lockstat"),

@@ -65,13 +65,14 @@ def parse_impairment(text: str) -> Any:
 
 def build_network(topology: str, impair: Any,
                   in_child: Callable[[int, str], bool] | None = None,
-                  transport: str = "seqpacket") -> Any:
+                  transport: str = "seqpacket", network: Any = None) -> Any:
     """The threaded Network a topology names (not started).  ``in_child(index, name)``:
     whether that Host lives in its own process (``Network.host_process``); the links
-    to it are then inter-process links over ``transport``."""
+    to it are then inter-process links over ``transport``.  ``network``: build into
+    this (empty) Network instead (``rcunet sim``'s, on its virtual clock)."""
     from rcunet.host.network import Network
 
-    net = Network(threaded=True)
+    net = network if network is not None else Network(threaded=True)
     serial = iter(range(1 << 30))
 
     def make(name: str, forwarding: bool = False) -> Any:

@@ -55,9 +55,14 @@ class Network:
     """
 
     def __init__(self, *, threaded: bool = False, tuning: Tuning | None = None,
-                 seed: int = 1, rx_queues: int = 1) -> None:
+                 seed: int = 1, rx_queues: int = 1, clock: VirtualClock | None = None) -> None:
+        """``clock``: a virtual clock of the caller's (a simulation's, shared with the
+        programs it runs); a deterministic Network makes its own otherwise."""
+        if clock is not None and threaded:
+            raise ValueError("a threaded Network runs on the real clock")
         self.threaded = threaded
-        self.clock: VirtualClock | MonotonicClock = MonotonicClock() if threaded else VirtualClock()
+        self.clock: VirtualClock | MonotonicClock = (
+            MonotonicClock() if threaded else clock or VirtualClock())
         self.tuning = tuning or Tuning()
         self.seed = seed
         self.rx_queues = rx_queues

@@ -107,7 +107,7 @@ class Endpoint:
         self.link = link  # immutable
         self.name = name  # immutable
         self.mac = mac  # immutable; the switch learns from traffic, not from this
-        self.tx_impairment = tx_impairment  # immutable; used under link._lock
+        self.tx_impairment = tx_impairment  # guarded-by: link._lock (set_tx_impairment)
         self.rx_impairment = rx_impairment  # immutable; used under link._lock
         self.receiver: Receiver | None = None  # atomic: one attribute store/load
         self.tap: Tap | None = None  # atomic: one attribute store/load
@@ -233,6 +233,15 @@ class _Link:
             if tx_impairment is not None or rx_impairment is not None:
                 self._impaired = True
         return endpoint
+
+    def set_tx_impairment(self, endpoint: Endpoint, impairment: Impairment | None) -> None:
+        """Replace what ``endpoint``'s frames go through (``tc qdisc replace``: the frames
+        the old impairment holds are dropped with it).  A simulation's timeline changes
+        a link this way; a link that was clean stays on the general path after."""
+        with self._lock:
+            endpoint.tx_impairment = impairment
+            if impairment is not None:
+                self._impaired = True
 
     def endpoint_stats(self, endpoint: Endpoint) -> dict[str, int]:
         with self._lock:
