@@ -20,7 +20,7 @@ from rcunet.host.tcp_sock import SEGMENT_OVERHEAD, TcpSock
 from rcunet.sync.deferred import Buffer
 from rcunet.tables.ehash import put_entry
 from rcunet.tables.entry import TableEntry
-from rcunet.wire import tcp
+from rcunet.wire import ecn, tcp
 from rcunet.wire.errors import WireError
 
 
@@ -50,6 +50,9 @@ class DemuxMixin:
             self.host.counters.inc("TcpInErrs")
             self._free(buf)
             return
+        codepoint = ecn.of_packet(info.packet)
+        if codepoint:  # the engine reads the IP ECN field from the segment (INET_ECN_*)
+            seg = seg._replace(ecn=codepoint)
         src, dst, ifindex = info.src, info.dst, info.iface.ifindex
         found = self._lookup_established(dst, seg.dst_port, src, seg.src_port, ifindex)
         if found is not None:
