@@ -58,7 +58,7 @@ import errno as errnos
 
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.core.tcp import congestion
-from rcunet.core.tcp.accecn import EcnMode
+from rcunet.core.tcp.accecn import EcnMode, synack_combine_saving
 from rcunet.core.tcp.autotune import Autotune, expanded_sndbuf
 from rcunet.core.tcp.buffers import SendQueue
 from rcunet.core.tcp.challenge import ChallengeAcks
@@ -807,6 +807,9 @@ class Connection:
             sack_permitted = o.sack
             # Linux tcp_syn_options echoes TS.Recent: 0, or what TIME-WAIT reuse inherited
             ts = (self.tcb.ts_val(now), t.ts_recent) if o.timestamps else None
+        if is_synack and self.ecn.mode is EcnMode.ACCECN:
+            extra = self._synack_accecn_option(o, wscale, sack_permitted, ts, extra,
+                                               retransmit)
         seg = tcp.Repr(src_port=self.local_port, dst_port=self.remote_port, seq=t.iss,
                        ack=t.rcv_nxt if is_synack else 0, flags=flags, window=self._syn_window(),
                        mss=o.mss, window_scale=wscale, sack_permitted=sack_permitted,
@@ -823,6 +826,18 @@ class Connection:
             t.snd_nxt = t.snd_max = add(t.iss, 1 + len(payload))
         if rearm or self.timers.rto_at is None:
             self.timers.rto_at = now + self.rto.rto
+
+    def _synack_accecn_option(self, o: Options, wscale: int | None, sack_permitted: bool,
+                              ts: tuple[int, int] | None,
+                              extra: tuple[tuple[int, bytes], ...], retransmit: bool
+                              ) -> tuple[tuple[int, bytes], ...]:
+        """``extra`` with an AccECN SYN-ACK's option in front, sized to the room the
+        other options leave (tcp_synack_options with tcp_options_fit_accecn)."""
+        used = 4 + (4 if wscale is not None else 0) + (
+            12 if ts is not None else 4 if sack_permitted else 0)
+        used += sum((2 + len(data) + 3) & ~3 for _kind, data in extra)
+        saving = synack_combine_saving(sack_permitted, ts is not None, wscale is not None)
+        return self.ecn.synack_option(o, used, saving, retransmit) + extra
 
     # ------------------------------------------------ segment arrival (RFC 9293 §3.10.7)
     def on_segment(self, seg: tcp.Repr, now: int) -> None:
@@ -1199,7 +1214,7 @@ class Connection:
         loss = self.loss
         newly_sacked = loss.take_sack(seg)
         ecn_signal = self.ecn.mode is not EcnMode.DISABLED and \
-            self.ecn.congestion_signal(seg, acked, t.snd_mss)
+            self.ecn.congestion_signal(seg, acked, t.snd_mss, new_ack or newly_sacked > 0)
         loss.end_cwr(self)
         if new_ack and loss.algorithm is None and loss.cwr is None and not ecn_signal:
             self.sender.grow_cwnd(self, acked, now)
@@ -1348,7 +1363,8 @@ class Connection:
                            window, payload, blocks, ts)
         if self.ecn.mode is not EcnMode.DISABLED:
             # new data is what starts at or above SND.MAX (tcp_ecn_send: !before(seq, snd_nxt))
-            seg = self.ecn.outgoing(seg, bool(payload) and not lt(seq, t.snd_max))
+            seg = self.ecn.outgoing(seg, bool(payload) and not lt(seq, t.snd_max), self.options,
+                                    now, self.rto.srtt)
         return seg
 
     def _emit(self, seg: tcp.Repr) -> None:
