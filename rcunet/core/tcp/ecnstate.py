@@ -135,6 +135,16 @@ class EcnState:
         option = accecn_option(seg.unknown_options)
         if option is not None:
             self.accecn_tx.process_option(option, 0)
+            self._take_counts()
+
+    def _take_counts(self) -> None:
+        """Move what AccEcnSender counted (bad feedback) into the connection's counters
+        under their nstat names."""
+        counts = self.accecn_tx.counters
+        if counts:
+            for name, n in counts.items():
+                self.counters.add("TcpExt" + name, n)
+            counts.clear()
 
     # ------------------------------------------------------------ arriving segments
     def on_segment(self, seg: tcp.Repr) -> bool:
@@ -175,8 +185,10 @@ class EcnState:
             return True
         if mode is EcnMode.ACCECN:
             pkts = -(-acked // max(mss, 1))
-            delta = self.accecn_tx.ce_delta(seg.flags, accecn_option(seg.unknown_options),
-                                            pkts, acked, mss=mss, progress=progress)
+            sender = self.accecn_tx
+            delta = sender.ce_delta(seg.flags, accecn_option(seg.unknown_options),
+                                    pkts, acked, mss=mss, progress=progress)
+            self._take_counts()
             self.delivered_ce += delta
             return delta > 0
         return False
