@@ -884,6 +884,7 @@ class Connection:
         new_ack = ack != t.snd_una
         payload = seg.payload
         if ((not new_ack and not payload) or not self.loss.idle()
+                or self.ecn.mode is EcnMode.ACCECN  # every ACK's ACE and option are read
                 or self.receiver.fin_offset is not None or self._orphaned or len(self.receiver.ofo)
                 or self.sender.fin_queued):
             return False
