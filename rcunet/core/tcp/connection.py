@@ -1010,6 +1010,9 @@ class Connection:
             if self.challenges.dupack(self.options, seg, now, "TcpExtTCPACKSkippedPAWS"):
                 self.receiver.ack_at_once()
             return
+        if flags & (SYN | ACK) == SYN | ACK and not self.passive \
+                and self.ecn.mode is EcnMode.ACCECN:
+            self.ecn.on_repeated_synack()
         if self._is_simultaneous_open_synack(seg):
             # Linux tcp_validate_incoming: in a simultaneous open the peer's SYN,ACK
             # repeats its SYN (not acceptable by the §3.10.7.4 table) but its ACK

@@ -129,6 +129,13 @@ class EcnState:
             self.accecn_tx.delivered_ce = (self.accecn_tx.delivered_ce + 1) & accecn.MASK32
             self.delivered_ce += 1
 
+    def on_repeated_synack(self) -> None:
+        """The peer's SYN-ACK again, on an open AccECN connection: the ACK it gets
+        reflects the SYN-ACK's ECN field once more, as the handshake's last ACK did
+        (its ACK was lost; the kernel's tcp_accecn_synack_rexmit selftest)."""
+        if self.mode is EcnMode.ACCECN:
+            self.handshake_ace = accecn.reflector_ace(self.syn_ect_rcv)
+
     def _take_option(self, seg: tcp.Repr) -> None:
         """A handshake segment's AccECN option: what it shows about the path (the
         counters themselves start at their initial values)."""
