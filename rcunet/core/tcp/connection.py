@@ -721,6 +721,15 @@ class Connection:
         t.rcv_mss = self._initial_rcv_mss()
         self.cc = congestion.create(o.congestion_control, t.snd_mss, o.initial_cwnd)
 
+    def _reserve_option_space(self) -> None:
+        """The AccECN option rides on our segments from now on: the send MSS leaves room
+        for it, as Linux's tcp_current_mss does for every established option."""
+        t = self.tcb
+        space = self.ecn.option_space(self.options, t.ts_ok)
+        if space:
+            t.snd_mss = max(t.snd_mss - space, 1)
+            self.cc.set_mss(t.snd_mss)
+
     def mtu_reduced(self, path_mss: int, now: int) -> bool:
         """The path got narrower: ICMP fragmentation-needed / packet-too-big left room for
         ``path_mss`` bytes of TCP payload plus a bare 20-byte header (the path MTU minus
@@ -947,6 +956,7 @@ class Connection:
         self._take_peer_syn(seg, now)
         if flags & ACK:
             self.ecn.on_synack(seg, self.options)
+            self._reserve_option_space()
             self._rtt_sample_handshake(seg, now)
             if self.fastopen_active is not None:
                 self._fastopen_synack(seg)
@@ -1093,6 +1103,7 @@ class Connection:
             t.max_snd_wnd = max(t.max_snd_wnd, t.snd_wnd)
             t.snd_wl1, t.snd_wl2 = seg.seq, seg.ack
             self.ecn.on_third_ack(seg, self.options)
+            self._reserve_option_space()
             self._set_state(ESTABLISHED)
             self._on_established(now)
         elif not self._process_ack(seg, now):

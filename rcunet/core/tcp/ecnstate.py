@@ -129,6 +129,16 @@ class EcnState:
             self.accecn_tx.delivered_ce = (self.accecn_tx.delivered_ce + 1) & accecn.MASK32
             self.delivered_ce += 1
 
+    def option_space(self, options: Options, timestamps: bool) -> int:
+        """Bytes a full-sized segment gives up to the AccECN option once it may be sent
+        (tcp_current_mss: tcp_established_options' size beyond the header's fixed
+        options), so that segments with it still fit the path."""
+        if self.mode is not EcnMode.ACCECN or not options.ecn_option \
+                or self.accecn_tx.saw_opt is accecn.OptionSeen.NOT_SEEN:
+            return 0
+        fit = accecn.fit_option(0, MAX_OPTION_SPACE - (TS_SPACE if timestamps else 0))
+        return max(fit.size, 0)
+
     def on_repeated_synack(self) -> None:
         """The peer's SYN-ACK again, on an open AccECN connection: the ACK it gets
         reflects the SYN-ACK's ECN field once more, as the handshake's last ACK did
