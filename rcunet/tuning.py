@@ -60,6 +60,20 @@ class Tuning:
     tcp_timestamps: bool = True
     tcp_sack: bool = True
     tcp_window_scaling: bool = True
+    #: net.ipv4.tcp_ecn as Linux 7.0 reads it (rcunet.core.tcp.accecn.TcpEcn): 0 off,
+    #: 1 RFC 3168 both ways, 2 answer RFC 3168 but never ask (Linux's default), 3 AccECN
+    #: both ways, 4 answer AccECN and ask RFC 3168, 5 answer AccECN and never ask.
+    tcp_ecn: int = 2
+    #: net.ipv4.tcp_ecn_fallback: drop ECN from a retransmitted SYN (RFC 3168 §6.1.1.1)
+    #: and distrust impossible AccECN feedback.
+    tcp_ecn_fallback: bool = True
+    #: net.ipv4.tcp_ecn_option (rcunet.core.tcp.accecn.EcnOption): when an AccECN
+    #: connection sends the AccECN option: 0 never, 1 on demand, 2 (Linux's default) on
+    #: every segment with room, 3 even after the path dropped it.
+    tcp_ecn_option: int = 2
+    #: net.ipv4.tcp_ecn_option_beacon: the option goes out at least this many times per
+    #: smoothed RTT with tcp_ecn_option=1.
+    tcp_ecn_option_beacon: int = 3
     tcp_syncookies: int = 1
     tcp_max_syn_backlog: int = 4096
     #: TCP Fast Open (RFC 7413) bits, Linux's net.ipv4.tcp_fastopen: 0x1 client, 0x2

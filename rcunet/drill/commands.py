@@ -75,6 +75,10 @@ _TUNING: dict[str, tuple[str, str]] = {
     "net.ipv4.ip_local_port_range": ("ip_local_port_range", "pair"),
     "net.ipv4.tcp_fastopen": ("tcp_fastopen", "int"),
     "net.ipv4.tcp_fastopen_key": ("tcp_fastopen_key", "tfo_key"),
+    "net.ipv4.tcp_ecn": ("tcp_ecn", "int"),
+    "net.ipv4.tcp_ecn_fallback": ("tcp_ecn_fallback", "bool"),
+    "net.ipv4.tcp_ecn_option": ("tcp_ecn_option", "int"),
+    "net.ipv4.tcp_ecn_option_beacon": ("tcp_ecn_option_beacon", "int"),
 }
 
 #: Linux sysctls rcunet has no switch for, with the values whose behaviour it has (or
@@ -86,8 +90,6 @@ _FIXED: dict[str, frozenset[str]] = {
     "net.ipv4.tcp_reordering": frozenset({"3"}),
     "net.ipv4.tcp_slow_start_after_idle": frozenset({"0"}),
     "net.ipv4.tcp_tso_win_divisor": frozenset(),
-    "net.ipv4.tcp_ecn": frozenset({"0", "2"}),
-    "net.ipv4.tcp_ecn_option": frozenset({"0", "1", "2"}),
     "net.ipv4.tcp_pacing_ss_ratio": frozenset({"200"}),
     "net.ipv4.tcp_pacing_ca_ratio": frozenset({"120"}),
     "net.ipv4.tcp_notsent_lowat": frozenset({"4294967295"}),

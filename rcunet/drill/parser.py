@@ -286,6 +286,8 @@ class _Parser:
             text = self.next().text
             if self.kind() == ".":
                 self.next()
+                if text[-1:].isdigit():  # F5.: FIN, ACK with AccECN ACE 5
+                    text, spec.ace = text[:-1], int(text[-1])
                 text += "."
             elif self.kind() == "FLOAT":  # ack_and_ace: S.5
                 ace = self.next().text

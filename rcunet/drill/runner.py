@@ -653,6 +653,8 @@ class Runner:
             ack = (ack + offset) & 0xFFFFFFFF
         options = self._inbound_options(event, spec, sock, offset)
         flags = fr.flag_bits(spec.flags)
+        if spec.ace is not None:  # ".5": the ACE field (AE, CWR, ECE) holds 5
+            flags = (flags & ~0x1C0) | (spec.ace & 7) << 6
         sport = spec.src_port or sock.remote_port
         dport = spec.dst_port or sock.local_port
         # One packet, whatever its size: packetdrill injects it whole (with --mss as one
@@ -861,8 +863,10 @@ class Runner:
             got_doff = 5 + (len(fr.build_options(last.options)) + 3) // 4
             want_doff = 5 + (len(script_opts) + 3) // 4
             _check(line, "tcp_data_offset", want_doff, got_doff)
+        if spec.ace is not None:  # ".6": the ACE field as one 3-bit number
+            _check(line, "tcp_ace", spec.ace, (flags >> 6) & 7)
         for name, bit in _TCP_FLAG_FIELDS:
-            if name == "tcp_ece" and spec.ace is not None:
+            if spec.ace is not None and name in ("tcp_ece", "tcp_cwr", "tcp_ae"):
                 continue
             _check(line, name, 1 if script_flags & bit else 0, 1 if flags & bit else 0)
         _check(line, "tcp_seq", spec.seq, seq)

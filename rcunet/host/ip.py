@@ -604,8 +604,7 @@ class IpLayer(IcmpMixin):
             out = entry.use()
             source = src or out.src
             return self._send_ip(out.iface, out.next_hop, source, dst, protocol,
-                                 build_payload(source, dst), ttl, dont_fragment, out.mtu,
-                                 tos)
+                                 build_payload(source, dst), ttl, dont_fragment, out.mtu, tos)
         finally:
             entry.release()
 
@@ -619,6 +618,7 @@ class IpLayer(IcmpMixin):
         *,
         dont_fragment: bool = False,
         oif: int = 0,
+        tos: int = 0,
     ) -> int:
         """``output`` for a transport that hands its header and its payload apart: a
         unicast packet that needs no fragmenting leaves as one frame made by one join
@@ -630,12 +630,12 @@ class IpLayer(IcmpMixin):
         if (dst[0] >> 4 == 14 or dst == LIMITED_BROADCAST) if v4 else dst[0] == 0xFF:
             return self.output(src, dst, protocol,
                                lambda s, d: build_header(s, d) + payload,
-                               dont_fragment=dont_fragment, oif=oif)
+                               dont_fragment=dont_fragment, oif=oif, tos=tos)
         send = self._send_gather
         if self.is_local(dst):
             lo = self.host.loopback
             return send(lo, dst, src, dst, protocol, build_header(src, dst), payload,
-                        dont_fragment, lo.mtu)
+                        dont_fragment, lo.mtu, tos)
         entry = self.host.dst_cache.lookup(dst, oif)
         if entry is None:
             self._count("IpOutNoRoutes" if v4 else "Ip6OutNoRoutes")
@@ -643,7 +643,7 @@ class IpLayer(IcmpMixin):
         try:
             out = entry.use()
             return send(out.iface, out.next_hop, src, dst, protocol, build_header(src, dst),
-                        payload, dont_fragment, out.mtu)
+                        payload, dont_fragment, out.mtu, tos)
         finally:
             entry.release()
 
@@ -657,6 +657,7 @@ class IpLayer(IcmpMixin):
         payload: Buffer,
         *,
         dont_fragment: bool = False,
+        tos: int = 0,
     ) -> int:
         """``output_gather`` through a route the caller holds pinned (a connected
         socket's dst entry: Linux's ip_queue_xmit with sk_dst_cache), so no lookup and
@@ -665,32 +666,34 @@ class IpLayer(IcmpMixin):
         transport ``header`` (built for ``src``/``dst``) comes ready-made."""
         out = entry.use()
         return self._send_gather(out.iface, out.next_hop, src, dst, protocol, header, payload,
-                                 dont_fragment, out.mtu)
+                                 dont_fragment, out.mtu, tos)
 
     def _send_gather(self, iface: Interface, next_hop: bytes, src: bytes, dst: bytes,
                      protocol: int, header: bytes, payload: Buffer, dont_fragment: bool,
-                     mtu: int) -> int:
+                     mtu: int, tos: int = 0) -> int:
         """One packet of ``header`` + ``payload``: the IP header built for that length and
-        the frame made by one join; anything to fragment takes the general path."""
+        the frame made by one join; anything to fragment takes the general path.
+        ``tos``: the IPv4 TOS / IPv6 traffic class byte (DSCP and ECN field)."""
         length = len(header) + len(payload)
         if len(dst) == 4:
             if ipv4.HEADER_LEN + length > mtu:  # fragments (or EMSGSIZE)
                 return self._send_ip(iface, next_hop, src, dst, protocol, header + payload,
-                                     None, dont_fragment, mtu)
+                                     None, dont_fragment, mtu, tos)
             self.host.counters.inc("IpOutRequests")
             # ipv4.Repr(...).build_header(length) and next_ident(), without the Repr or
             # the calls: once per packet
             ip_header = ipv4.build_plain_header(src, dst, protocol,
                                                 self.host.tuning.ip_default_ttl,
                                                 next(self._idents) & 0xFFFF, dont_fragment,
-                                                length)
+                                                length, tos=tos)
         else:
             if ipv6.HEADER_LEN + length > mtu:  # source fragments (or EMSGSIZE)
                 return self._send_ip(iface, next_hop, src, dst, protocol, header + payload,
-                                     None, dont_fragment, mtu)
+                                     None, dont_fragment, mtu, tos)
             self._count("Ip6OutRequests")
             ip_header = ipv6.Repr(src, dst, protocol, b"",
-                                  hop_limit=self.host.tuning.ip_default_ttl).build_header(length)
+                                  hop_limit=self.host.tuning.ip_default_ttl,
+                                  traffic_class=tos).build_header(length)
         self._link_output(iface, next_hop, (ip_header, header, payload))
         return 0
 
@@ -734,8 +737,7 @@ class IpLayer(IcmpMixin):
             self.host.counters.inc("IpFragCreates", len(pieces))
         else:
             self._count("Ip6OutRequests")
-            packet6 = ipv6.Repr(src, dst, protocol, payload, hop_limit=hops,
-                                traffic_class=tos)
+            packet6 = ipv6.Repr(src, dst, protocol, payload, hop_limit=hops, traffic_class=tos)
             if packet6.buffer_len() <= mtu:
                 self._link_output(iface, next_hop, packet6.build())
                 return 0

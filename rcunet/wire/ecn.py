@@ -30,3 +30,14 @@ def is_ect(codepoint: int) -> bool:
     """ECT(0), ECT(1) or already CE: a packet a router may mark instead of dropping
     (RFC 3168 §5: only an ECN-capable transport's packets are marked)."""
     return codepoint & MASK != NOT_ECT
+
+
+def of_packet(packet: bytes | memoryview) -> int:
+    """The ECN codepoint of an IPv4 or IPv6 packet, read from its first two bytes (the
+    TOS byte; the traffic class straddles bytes 0 and 1 of IPv6, its ECN bits in
+    byte 1's high nibble)."""
+    if len(packet) < 2:
+        return NOT_ECT
+    if packet[0] >> 4 == 6:
+        return (packet[1] >> 4) & MASK
+    return packet[1] & MASK

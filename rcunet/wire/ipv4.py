@@ -353,10 +353,12 @@ def _check_build_options(options: Buffer) -> None:
 
 
 def build_plain_header(src: bytes, dst: bytes, protocol: int, ttl: int, ident: int,
-                       dont_fragment: bool, payload_len: int, *, checksum: bool = True) -> bytes:
-    """``Repr(src, dst, protocol, b"", ttl, ident, dont_fragment).build_header(payload_len)``
-    without building the Repr: the header of an unfragmented packet with no options,
-    DSCP or ECN (what the output path sends once per packet).  Same checks, same bytes."""
+                       dont_fragment: bool, payload_len: int, *, checksum: bool = True,
+                       tos: int = 0) -> bytes:
+    """``Repr(src, dst, protocol, b"", ttl, ident, dont_fragment, dscp=tos >> 2,
+    ecn=tos & 3).build_header(payload_len)`` without building the Repr: the header of an
+    unfragmented packet with no options (what the output path sends once per packet).
+    Same checks, same bytes."""
     total_len = HEADER_LEN + payload_len
     if total_len > MAX_TOTAL_LEN:
         raise WireError("too-long", f"IPv4 packet of {total_len} bytes")
@@ -365,10 +367,11 @@ def build_plain_header(src: bytes, dst: bytes, protocol: int, ttl: int, ident: i
     frag = 0x4000 if dont_fragment else 0  # FLAG_DF
     csum = 0
     if checksum:  # as Repr.build_header: the words summed modulo 0xFFFF (vihl is 0x45)
-        residue = ((_VIHL_PLAIN << 8) + total_len + ident + frag + (ttl << 8 | protocol)
+        residue = ((_VIHL_PLAIN << 8 | tos) + total_len + ident + frag + (ttl << 8 | protocol)
                    + int.from_bytes(src + dst, "big")) % 0xFFFF
         csum = 0xFFFF - residue if residue else 0
     try:
-        return _HEADER.pack(_VIHL_PLAIN, 0, total_len, ident, frag, ttl, protocol, csum, src, dst)
+        return _HEADER.pack(_VIHL_PLAIN, tos, total_len, ident, frag, ttl, protocol, csum, src,
+                            dst)
     except struct.error as exc:  # ttl, protocol or ident out of range
         raise WireError("bad-field", f"IPv4 field out of range: {exc}") from None

@@ -149,6 +149,10 @@ class Repr(NamedTuple):
     unknown_options: tuple[tuple[int, bytes], ...] = ()
     checksum: int = 0
     checksum_ok: bool | None = None
+    #: The IP ECN field (``rcunet.wire.ecn``) the segment travels with: not part of the
+    #: TCP header, but the engine reads and sets it as Linux's TCP reads and sets the
+    #: skb's (INET_ECN_*); parse leaves it 0, the host's input fills it in.
+    ecn: int = 0
 
     @classmethod
     def parse(
@@ -174,7 +178,7 @@ class Repr(NamedTuple):
                 if src is None:  # the common receive fast path: one unpack, one tuple
                     return _new(cls, (sp, dp, seq, ack, (off & 1) << 8 | fl, win,
                                       memoryview(buf)[32:], urg, None, None, False, (),
-                                      (tsval, tsecr), (), csum, None))
+                                      (tsval, tsecr), (), csum, None, 0))
                 options: _opt.Options = (None, None, False, (), (tsval, tsecr), ())
             else:
                 options = _opt.parse_options(buf, HEADER_LEN, 32)
@@ -205,7 +209,7 @@ class Repr(NamedTuple):
         mss, ws, sack_ok, sacks, ts, unknown = options
         return _new(cls, (sp, dp, seq, ack, (off & 1) << 8 | fl, win,
                           memoryview(buf)[header_len:], urg, mss, ws, sack_ok, sacks, ts,
-                          unknown, csum, checksum_ok))
+                          unknown, csum, checksum_ok, 0))
 
     def options_bytes(self) -> bytes:
         """The encoded options (Linux's order, padded to a multiple of 4)."""
@@ -270,7 +274,7 @@ class Repr(NamedTuple):
         payload into one buffer itself (``build`` is this plus the payload).  The
         checksum, as in ``build``, covers the payload."""
         (sp, dp, seq, ack, flags, win, payload, urg, mss, ws, sack_ok, sacks, ts, unknown,
-         _, _) = self
+         _, _, _) = self
         if flags & ~FLAGS_MASK:
             raise WireError("bad-flags", f"TCP flags {flags:#x} beyond 9 bits")
         ae = flags >> 8

@@ -81,7 +81,7 @@ def test_synack_reflects_the_syn_ecn_field(ip: int, value: int) -> None:
 
 @pytest.mark.parametrize("value,mode", [
     (0b000, EcnMode.DISABLED), (0b111, EcnMode.DISABLED), (0b001, EcnMode.RFC3168),
-    (0b101, EcnMode.RFC3168), (0b010, EcnMode.ACCECN), (0b011, EcnMode.ACCECN),
+    (0b101, EcnMode.ACCECN), (0b010, EcnMode.ACCECN), (0b011, EcnMode.ACCECN),
     (0b100, EcnMode.ACCECN), (0b110, EcnMode.ACCECN),
 ])
 def test_synack_decides_the_client_mode(value: int, mode: EcnMode) -> None:

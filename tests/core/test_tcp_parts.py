@@ -23,6 +23,7 @@ PARTS = {
     "delack": "delack.py",
     "autotune": "autotune.py",
     "challenges": "challenge.py",
+    "ecn": "ecnstate.py",
 }
 
 

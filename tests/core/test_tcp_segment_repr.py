@@ -11,7 +11,7 @@ def test_field_order_is_the_one_segment_repr_assumes() -> None:
     assert tcp.Repr._fields == (
         "src_port", "dst_port", "seq", "ack", "flags", "window", "payload", "urgent", "mss",
         "window_scale", "sack_permitted", "sack_blocks", "timestamp", "unknown_options",
-        "checksum", "checksum_ok")
+        "checksum", "checksum_ok", "ecn")
 
 
 def test_segment_repr_equals_the_keyword_construction() -> None:

@@ -137,8 +137,8 @@ def test_repr_field_order_is_what_the_engine_builds_positionally() -> None:
     assert tcp.Repr._fields == (
         "src_port", "dst_port", "seq", "ack", "flags", "window", "payload", "urgent", "mss",
         "window_scale", "sack_permitted", "sack_blocks", "timestamp", "unknown_options",
-        "checksum", "checksum_ok")
+        "checksum", "checksum_ok", "ecn")
     assert tcp.Repr._field_defaults == {
         "payload": b"", "urgent": 0, "mss": None, "window_scale": None,
         "sack_permitted": False, "sack_blocks": (), "timestamp": None,
-        "unknown_options": (), "checksum": 0, "checksum_ok": None}
+        "unknown_options": (), "checksum": 0, "checksum_ok": None, "ecn": 0}

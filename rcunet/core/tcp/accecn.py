@@ -219,13 +219,15 @@ def after_synack(mode: EcnMode, flags: int, ip_ecn: int, syn_ect_snt: int = ecn.
                  fallback: bool = True) -> SynAckResult:
     """The mode a SYN-ACK leaves a connecting socket in.  RFC 3168 requested: the answer
     must be ECE without CWR; AccECN requested: RFC 9768 Table 2 by the ACE value (000 and
-    111: no ECN; 001 and 101: classic ECN; else AccECN)."""
+    111: no ECN; 001: classic ECN; else AccECN -- 101 included, which tcp_ecn_rcv_synack
+    leaves to its default case: the AE bit is unused by classic ECN, as the kernel's
+    tcp_accecn_serverside_accecn_disabled1 selftest shows)."""
     if mode is EcnMode.DISABLED:
         return SynAckResult(mode)
     value = wtcp.ace(flags)
     if value in (0b000, 0b111):
         return SynAckResult(EcnMode.DISABLED)
-    if value in (0b001, 0b101):
+    if value == 0b001:
         return SynAckResult(EcnMode.RFC3168 if mode is EcnMode.PENDING else mode)
     # tcp_ecn_rcv_synack's default case: AccECN, whatever we asked for (a socket that
     # asked for RFC 3168 and gets 010, 011, 100 or 110 back goes AccECN too).

@@ -58,6 +58,7 @@ import errno as errnos
 
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.core.tcp import congestion
+from rcunet.core.tcp.accecn import EcnMode, synack_combine_saving
 from rcunet.core.tcp.autotune import Autotune, expanded_sndbuf
 from rcunet.core.tcp.buffers import SendQueue
 from rcunet.core.tcp.challenge import ChallengeAcks
@@ -91,6 +92,7 @@ from rcunet.core.tcp.common import (
 )
 from rcunet.core.tcp.counters import Counters
 from rcunet.core.tcp.delack import DelayedAck
+from rcunet.core.tcp.ecnstate import EcnState
 from rcunet.core.tcp.events import (
     Closed,
     ConnectionFailed,
@@ -141,7 +143,7 @@ class Connection:
     # Autotune, ChallengeAcks) are driven the same way and use ``lockfree_read_slots``
     # too (Tcb keeps its dataclass slots, as before).
     __slots__ = lockfree_read_slots(
-        "autotune", "cc", "challenges", "chrono", "counters", "delack", "error",
+        "autotune", "cc", "challenges", "chrono", "counters", "delack", "ecn", "error",
         "fastopen_active", "fastopen_child", "local_addr", "local_port", "loss", "options",
         "passive", "quiet", "receiver", "remote_addr", "remote_port", "rto", "sender", "state",
         "syn_data_acked", "tcb", "timers",
@@ -183,6 +185,7 @@ class Connection:
         self._orphaned = False  # close() was called: nobody reads any more
         self.loss = LossRecovery(t, self.counters)  # SACK scoreboard, fast recovery
         self.challenges = ChallengeAcks(self.counters)
+        self.ecn = EcnState(self.counters)  # ECN / AccECN feedback, negotiated by the handshake
         self._peer_ws_offered = False
         # outputs
         self._out: list[tcp.Repr] = []
@@ -264,6 +267,7 @@ class Connection:
                    local_addr=local_addr, remote_addr=remote_addr)
         conn._now = now
         conn._take_peer_syn(syn, now)
+        conn.ecn.answer(conn.options, syn)
         conn._set_state(SYN_RECEIVED)
         if fastopen:
             conn._take_syn_data(syn)
@@ -717,6 +721,15 @@ class Connection:
         t.rcv_mss = self._initial_rcv_mss()
         self.cc = congestion.create(o.congestion_control, t.snd_mss, o.initial_cwnd)
 
+    def _reserve_option_space(self) -> None:
+        """The AccECN option rides on our segments from now on: the send MSS leaves room
+        for it, as Linux's tcp_current_mss does for every established option."""
+        t = self.tcb
+        space = self.ecn.option_space(self.options, t.ts_ok)
+        if space:
+            t.snd_mss = max(t.snd_mss - space, 1)
+            self.cc.set_mss(t.snd_mss)
+
     def mtu_reduced(self, path_mss: int, now: int) -> bool:
         """The path got narrower: ICMP fragmentation-needed / packet-too-big left room for
         ``path_mss`` bytes of TCP payload plus a bare 20-byte header (the path MTU minus
@@ -789,6 +802,10 @@ class Connection:
         o = self.options
         is_synack = self.state is SYN_RECEIVED
         flags = SYN | (ACK if is_synack else 0)
+        if is_synack:
+            flags |= self.ecn.synack()
+        else:
+            flags |= self.ecn.syn(o, self.timers.retransmits if retransmit else 0)
         # In a SYN,ACK, offer only what the peer's SYN offered (RFC 7323 §2.2, §3.2; 2018 §2).
         if is_synack:
             wscale = t.rcv_wscale if (o.window_scaling and self._peer_ws_offered) else None
@@ -799,6 +816,9 @@ class Connection:
             sack_permitted = o.sack
             # Linux tcp_syn_options echoes TS.Recent: 0, or what TIME-WAIT reuse inherited
             ts = (self.tcb.ts_val(now), t.ts_recent) if o.timestamps else None
+        if is_synack and self.ecn.mode is EcnMode.ACCECN:
+            extra = self._synack_accecn_option(o, wscale, sack_permitted, ts, extra,
+                                               retransmit)
         seg = tcp.Repr(src_port=self.local_port, dst_port=self.remote_port, seq=t.iss,
                        ack=t.rcv_nxt if is_synack else 0, flags=flags, window=self._syn_window(),
                        mss=o.mss, window_scale=wscale, sack_permitted=sack_permitted,
@@ -815,6 +835,18 @@ class Connection:
             t.snd_nxt = t.snd_max = add(t.iss, 1 + len(payload))
         if rearm or self.timers.rto_at is None:
             self.timers.rto_at = now + self.rto.rto
+
+    def _synack_accecn_option(self, o: Options, wscale: int | None, sack_permitted: bool,
+                              ts: tuple[int, int] | None,
+                              extra: tuple[tuple[int, bytes], ...], retransmit: bool
+                              ) -> tuple[tuple[int, bytes], ...]:
+        """``extra`` with an AccECN SYN-ACK's option in front, sized to the room the
+        other options leave (tcp_synack_options with tcp_options_fit_accecn)."""
+        used = 4 + (4 if wscale is not None else 0) + (
+            12 if ts is not None else 4 if sack_permitted else 0)
+        used += sum((2 + len(data) + 3) & ~3 for _kind, data in extra)
+        saving = synack_combine_saving(sack_permitted, ts is not None, wscale is not None)
+        return self.ecn.synack_option(o, used, saving, retransmit) + extra
 
     # ------------------------------------------------ segment arrival (RFC 9293 §3.10.7)
     def on_segment(self, seg: tcp.Repr, now: int) -> None:
@@ -861,6 +893,7 @@ class Connection:
         new_ack = ack != t.snd_una
         payload = seg.payload
         if ((not new_ack and not payload) or not self.loss.idle()
+                or self.ecn.mode is EcnMode.ACCECN  # every ACK's ACE and option are read
                 or self.receiver.fin_offset is not None or self._orphaned or len(self.receiver.ofo)
                 or self.sender.fin_queued):
             return False
@@ -880,6 +913,8 @@ class Connection:
         if ts is not None:
             self._update_ts_recent(seg, now)
         if payload:
+            if self.ecn.mode is not EcnMode.DISABLED:
+                self._ecn_input(seg)
             data = memoryview(payload)
             t.rcv_mss = max(t.rcv_mss, min(len(data), self.options.mss))
             self.autotune.rtt_measure(seg, len(data), now)
@@ -920,6 +955,8 @@ class Connection:
             return
         self._take_peer_syn(seg, now)
         if flags & ACK:
+            self.ecn.on_synack(seg, self.options)
+            self._reserve_option_space()
             self._rtt_sample_handshake(seg, now)
             if self.fastopen_active is not None:
                 self._fastopen_synack(seg)
@@ -935,6 +972,7 @@ class Connection:
         else:
             # Simultaneous open: "enter SYN-RECEIVED, form a SYN,ACK segment and send it".
             # Text in the SYN is dropped (the peer retransmits it once synchronized).
+            self.ecn.on_crossed_syn(seg)
             self._set_state(SYN_RECEIVED)
             self._send_syn(now)
 
@@ -982,6 +1020,9 @@ class Connection:
             if self.challenges.dupack(self.options, seg, now, "TcpExtTCPACKSkippedPAWS"):
                 self.receiver.ack_at_once()
             return
+        if flags & (SYN | ACK) == SYN | ACK and not self.passive \
+                and self.ecn.mode is EcnMode.ACCECN:
+            self.ecn.on_repeated_synack()
         if self._is_simultaneous_open_synack(seg):
             # Linux tcp_validate_incoming: in a simultaneous open the peer's SYN,ACK
             # repeats its SYN (not acceptable by the §3.10.7.4 table) but its ACK
@@ -1061,6 +1102,8 @@ class Connection:
             t.snd_wnd = seg.window << t.snd_wscale
             t.max_snd_wnd = max(t.max_snd_wnd, t.snd_wnd)
             t.snd_wl1, t.snd_wl2 = seg.seq, seg.ack
+            self.ecn.on_third_ack(seg, self.options)
+            self._reserve_option_space()
             self._set_state(ESTABLISHED)
             self._on_established(now)
         elif not self._process_ack(seg, now):
@@ -1068,8 +1111,18 @@ class Connection:
         if self.state is CLOSED:
             return
         self._update_ts_recent(seg, now)
+        if self.ecn.mode is not EcnMode.DISABLED:
+            self._ecn_input(seg)
         # sixth (URG) is not implemented: urgent data is delivered inline, as RFC 6093 advises.
         self.receiver.process_text_and_fin(self, seg, seg.seq, now)
+
+    def _ecn_input(self, seg: tcp.Repr) -> None:
+        """The data receiver's side of ECN for an acceptable segment: a first CE mark, the
+        peer's CWR or a change of ECN field ACKs quickly (tcp_enter_quickack_mode(sk, 2)
+        in tcp_data_ecn_check; ICSK_ACK_NOW in tcp_ecn_accept_cwr)."""
+        if self.ecn.on_segment(seg):
+            self.delack.enter_quickack_mode(self.options, 2)
+            self.receiver.ack_at_once()
 
     def _rst_after_fin(self, seg: tcp.Repr) -> bool:
         """Linux tcp_reset_check: once the peer's FIN is in, a RST at RCV.NXT-1 counts too."""
@@ -1175,9 +1228,19 @@ class Connection:
             self._update_send_window(seg, ack)
         loss = self.loss
         newly_sacked = loss.take_sack(seg)
-        if new_ack and loss.algorithm is None:
+        ecn_signal = self.ecn.mode is not EcnMode.DISABLED and \
+            self.ecn.congestion_signal(seg, acked, t.snd_mss, new_ack or newly_sacked > 0)
+        loss.end_cwr(self)
+        if new_ack and loss.algorithm is None and loss.cwr is None and not ecn_signal:
             self.sender.grow_cwnd(self, acked, now)
+        in_recovery = loss.algorithm is not None
         loss.detect(self, seg, ack, new_ack, acked, prior_wnd, newly_sacked, now)
+        if loss.algorithm is not None and not in_recovery:
+            self.ecn.on_reduction()  # tcp_init_cwnd_reduction: tcp_ecn_queue_cwr
+        elif ecn_signal and loss.enter_cwr(self, now):  # tcp_try_to_open with FLAG_ECE
+            self.ecn.on_reduction()
+        if loss.cwr is not None:
+            loss.cwr_on_ack(self, acked, newly_sacked)
         # state-specific ACK handling
         st = self.state
         if self.sender.fin_acked():
@@ -1311,8 +1374,13 @@ class Connection:
             # an active reset (tcp_send_active_reset) goes out through tcp_transmit_skb,
             # which gives it the receive window like any segment: no SACK blocks, though
             blocks = ()
-        return segment_repr(self.local_port, self.remote_port, seq & MASK32, ack, flags,
-                            window, payload, blocks, ts)
+        seg = segment_repr(self.local_port, self.remote_port, seq & MASK32, ack, flags,
+                           window, payload, blocks, ts)
+        if self.ecn.mode is not EcnMode.DISABLED:
+            # new data is what starts at or above SND.MAX (tcp_ecn_send: !before(seq, snd_nxt))
+            seg = self.ecn.outgoing(seg, bool(payload) and not lt(seq, t.snd_max), self.options,
+                                    now, self.rto.srtt)
+        return seg
 
     def _emit(self, seg: tcp.Repr) -> None:
         self._out.append(seg)

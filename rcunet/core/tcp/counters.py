@@ -25,6 +25,11 @@ NAMES = (
     "TcpExtTCPAbortOnData", "TcpExtTCPAbortOnClose",
     "TcpExtSyncookiesSent", "TcpExtSyncookiesRecv", "TcpExtSyncookiesFailed", "TcpExtTW",
     "TcpExtTCPFastOpenActive", "TcpExtTCPFastOpenActiveFail",
+    # AccECN feedback that cannot be right (rcunet's names: Linux counts none of these):
+    # an impossible ACE in the handshake, an option zeroed on the path, byte counters
+    # that went backwards or changed in two fields at once, an ACE that may have wrapped
+    "TcpExtAccEcnAceFail", "TcpExtAccEcnOptionZeroed", "TcpExtAccEcnAmbiguousBytes",
+    "TcpExtAccEcnAceMayHaveWrapped",
 )
 _KNOWN = frozenset(NAMES)
 

@@ -71,9 +71,10 @@ class DelayedAck:
         if quickacks > self.quick:
             self.quick = quickacks
 
-    def enter_quickack_mode(self, options: Options) -> None:
-        """tcp_enter_quickack_mode: quick ACKs, out of pingpong, ato back to its floor."""
-        self._incr_quickack(MAX_QUICKACKS)
+    def enter_quickack_mode(self, options: Options, max_quickacks: int = MAX_QUICKACKS) -> None:
+        """tcp_enter_quickack_mode: quick ACKs (at most ``max_quickacks``: an ECN event
+        asks for 2), out of pingpong, ato back to its floor."""
+        self._incr_quickack(max_quickacks)
         self.pingpong = 0
         self.ato = options.delack_delay
 

@@ -46,6 +46,12 @@ class Options:
     window_scaling: bool = True  #: tcp_window_scaling (RFC 7323 §2)
     timestamps: bool = True  #: tcp_timestamps (RFC 7323 §3)
     sack: bool = True  #: tcp_sack (RFC 2018)
+    #: tcp_ecn 0-5 (rcunet.core.tcp.accecn.TcpEcn): what a SYN asks for, what a SYN
+    #: is answered with.  Linux's default: 2 (answer RFC 3168, never ask).
+    ecn: int = 2
+    ecn_fallback: bool = True  #: tcp_ecn_fallback
+    ecn_option: int = 2  #: tcp_ecn_option 0-3 (AccECN option sending)
+    ecn_option_beacon: int = 3  #: tcp_ecn_option_beacon: options per RTT at least
     nodelay: bool = False  #: TCP_NODELAY: disable Nagle (RFC 896, RFC 1122 §4.2.3.4)
     #: TCP_CORK: hold every partial segment (Linux TCP_NAGLE_CORK) until uncorked, a full
     #: segment forms, or the probe timer fires with nothing in flight
@@ -123,7 +129,9 @@ class Options:
                   "tcp_congestion_control": "congestion_control",
                   "tcp_syn_retries": "syn_retries", "tcp_synack_retries": "synack_retries",
                   "tcp_retries2": "retries2", "tcp_keepalive_probes": "keepalive_probes",
-                  "tcp_notsent_lowat": "notsent_lowat"}
+                  "tcp_notsent_lowat": "notsent_lowat", "tcp_ecn": "ecn",
+                  "tcp_ecn_fallback": "ecn_fallback", "tcp_ecn_option": "ecn_option",
+                  "tcp_ecn_option_beacon": "ecn_option_beacon"}
         for sysctl, name in simple.items():
             if hasattr(tuning, sysctl):
                 values[name] = getattr(tuning, sysctl)
@@ -178,6 +186,10 @@ class Options:
             raise ValueError(f"unknown congestion control {self.congestion_control!r}")
         if not 88 <= self.mss <= 65495:
             raise ValueError(f"mss {self.mss} outside 88..65495")
+        if not 0 <= self.ecn <= 5:
+            raise ValueError(f"tcp_ecn {self.ecn} outside 0..5")
+        if not 0 <= self.ecn_option <= 3:
+            raise ValueError(f"tcp_ecn_option {self.ecn_option} outside 0..3")
         if self.rcvbuf < 1 or self.sndbuf < 1:
             raise ValueError("buffers must hold at least one byte")
         if (self.rcvbuf_max < 0 or self.sndbuf_max < 0 or self.wscale_space < 0

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.core.tcp.common import FIN, SYN
 from rcunet.core.tcp.counters import Counters
+from rcunet.core.tcp.prr import CaState, Reduction, cwnd_at_end, cwr_ends, enters_cwr
 from rcunet.core.tcp.sack import DUP_THRESH, Scoreboard
 from rcunet.core.tcp.tcb import Tcb
 from rcunet.wire import tcp
@@ -133,7 +134,7 @@ class LossRecovery:
 
     # lockfree_read_slots: read by whichever thread holds the socket lock (Connection)
     __slots__ = lockfree_read_slots("tcb", "counters", "algorithm", "dupacks", "recover",
-                                    "high_rxt", "scoreboard")
+                                    "high_rxt", "scoreboard", "cwr", "cwr_high")
 
     def __init__(self, tcb: Tcb, counters: Counters) -> None:
         self.tcb = tcb
@@ -146,12 +147,64 @@ class LossRecovery:
         self.recover: int | None = None
         self.high_rxt = tcb.iss  # RFC 6675 HighRxt
         self.scoreboard = Scoreboard()
+        #: The ECN-triggered cwnd reduction in progress (Linux's TCP_CA_CWR), else None;
+        #: it ends once data above ``cwr_high`` (tp->high_seq) is acknowledged.
+        self.cwr: Reduction | None = None
+        self.cwr_high = tcb.iss
 
     def idle(self) -> bool:
         """Nothing to track: no recovery, no duplicate ACKs, nothing SACKed (what header
         prediction requires)."""
-        return (self.algorithm is None and not self.dupacks
+        return (self.algorithm is None and not self.dupacks and self.cwr is None
                 and not self.scoreboard.highest_sacked)
+
+    def ca_state(self) -> CaState:
+        """Linux's icsk_ca_state as far as this part decides it (Loss is the timers')."""
+        if self.algorithm is not None:
+            return CaState.RECOVERY
+        if self.cwr is not None:
+            return CaState.CWR
+        return CaState.DISORDER if self.dupacks or self.scoreboard.highest_sacked \
+            else CaState.OPEN
+
+    def enter_cwr(self, conn: Connection, now: int) -> bool:
+        """A congestion signal without loss (an ECN echo): tcp_enter_cwr.  From Open or
+        Disorder only, ssthresh from the congestion control and a PRR reduction towards
+        it over the next round trip (tcp_init_cwnd_reduction); True when it began (the
+        caller queues RFC 3168's CWR)."""
+        if not enters_cwr(self.ca_state()):
+            return False
+        t = self.tcb
+        cc = conn.cc
+        prior_cwnd = cc.cwnd
+        cc.on_congestion(now, sub(t.snd_max, t.snd_una))
+        self.cwr = Reduction.begin(prior_cwnd, cc.ssthresh)
+        self.cwr_high = t.snd_max  # tp->high_seq = tp->snd_nxt
+        return True
+
+    def end_cwr(self, conn: Connection) -> None:
+        """tcp_fastretrans_alert's exit from CWR: once SND.UNA is past high_seq (the
+        CWR flag has reached the receiver), cwnd settles at ssthresh
+        (tcp_end_cwnd_reduction)."""
+        if self.cwr is not None and cwr_ends(CaState.CWR, self.tcb.snd_una, self.cwr_high):
+            cc = conn.cc
+            cc.set_cwnd(cwnd_at_end(cc.cwnd, cc.ssthresh, CaState.CWR, False))
+            self.cwr = None
+
+    def cwr_on_ack(self, conn: Connection, acked: int, newly_sacked: int) -> None:
+        """PRR during CWR (tcp_cong_control -> tcp_cwnd_reduction): cwnd becomes what
+        is in flight plus what this ACK lets out.  prr_out is what went out above
+        high_seq: CWR retransmits nothing."""
+        reduction = self.cwr
+        if reduction is None:
+            return
+        t = self.tcb
+        reduction.out = max(0, sub(t.snd_max, self.cwr_high))
+        in_flight = sub(t.snd_max, t.snd_una) - self.sacked_below(t.snd_max)
+        cwnd = reduction.on_ack(in_flight, acked + newly_sacked, 0, acked > 0, t.snd_mss)
+        if cwnd is not None:
+            conn.cc.set_cwnd(max(cwnd, t.snd_mss))
+
 
     def take_sack(self, seg: tcp.Repr) -> int:
         """Fold the peer's SACK blocks in, ignoring any outside [SND.UNA, SND.MAX] (RFC
@@ -215,7 +268,9 @@ class LossRecovery:
 
     def _enter(self, conn: Connection, now: int) -> None:
         t = self.tcb
-        conn.cc.on_congestion(now, sub(t.snd_max, t.snd_una))
+        if self.cwr is None:  # tcp_enter_recovery: a CWR reduction already set ssthresh
+            conn.cc.on_congestion(now, sub(t.snd_max, t.snd_una))
+        self.cwr = None
         self.recover = add(t.snd_max, -1)  # RFC 6582 recover / RFC 6675 RecoveryPoint
         self.counters.add("TcpExtTCPFastRetrans")
         algorithm = self.algorithm = SACK if t.sack_ok else NEWRENO
@@ -234,6 +289,7 @@ class LossRecovery:
         t = self.tcb
         self.recover = add(t.snd_max, -1)
         self.algorithm = None
+        self.cwr = None  # tcp_enter_loss: Loss replaces CWR
         self.dupacks = 0
         self.scoreboard.clear()
         self.high_rxt = t.snd_una

@@ -210,6 +210,7 @@ class Timers:
         conn.counters.add("TcpExtTCPTimeouts")
         conn.cc.on_timeout(now, sub(t.snd_max, t.snd_una))
         conn.loss.on_timeout()
+        conn.ecn.on_reduction()  # tcp_enter_loss: tcp_ecn_queue_cwr
         conn.sender.stop_rtt_timing()  # Karn
         conn.rto.on_timeout()
         t.snd_nxt = t.snd_una  # go back N; the head goes out even beyond the window

@@ -20,7 +20,7 @@ from rcunet.host.tcp.timewait import TcpTimeWait
 from rcunet.sync.deferred import Buffer
 from rcunet.tables.ehash import put_entry
 from rcunet.tables.entry import TableEntry
-from rcunet.wire import tcp
+from rcunet.wire import ecn, tcp
 from rcunet.wire.addr import v4mapped
 from rcunet.wire.errors import WireError
 
@@ -70,6 +70,9 @@ class Demux:
             self.host.counters.inc("TcpInErrs")
             self.buffers.free_maybe(buf)
             return
+        codepoint = ecn.of_packet(info.packet)
+        if codepoint:  # the engine reads the IP ECN field from the segment (INET_ECN_*)
+            seg = seg._replace(ecn=codepoint)
         src, dst, ifindex = info.src, info.dst, info.iface.ifindex
         found = self.lookup_established(dst, seg.dst_port, src, seg.src_port, ifindex)
         if found is not None:

@@ -14,6 +14,9 @@ import struct
 from typing import TYPE_CHECKING
 
 from rcunet.core.tcp import State as CState
+from rcunet.core.tcp.accecn import EcnMode
+from rcunet.core.tcp.ecnstate import EcnState
+from rcunet.wire import ecn as ipecn
 
 if TYPE_CHECKING:
     from rcunet.host.tcp.sock import TcpSock
@@ -25,8 +28,12 @@ LINUX_STATE = {
     CState.CLOSE_WAIT: 8, CState.LAST_ACK: 9, CState.LISTEN: 10, CState.CLOSING: 11,
 }
 TCPI_OPT_TIMESTAMPS, TCPI_OPT_SACK, TCPI_OPT_WSCALE = 1, 2, 4
+TCPI_OPT_ECN = 8  #: ECN feedback negotiated, RFC 3168 or AccECN (tcp_ecn_mode_any)
+TCPI_OPT_ECN_SEEN = 16  #: the peer's packets have been ECT or CE (TCP_ECN_SEEN)
 TCPI_OPT_SYN_DATA = 32  #: the SYN's data was acknowledged (Fast Open: tp->syn_data_acked)
-TCP_CA_OPEN, TCP_CA_RECOVERY, TCP_CA_LOSS = 0, 3, 4
+TCP_CA_OPEN, TCP_CA_CWR, TCP_CA_RECOVERY, TCP_CA_LOSS = 0, 2, 3, 4
+#: tcpi_ecn_mode (Linux 7.0's TCPI_ECN_MODE_*) per negotiated mode.
+ECN_MODE = {EcnMode.DISABLED: 0, EcnMode.RFC3168: 1, EcnMode.ACCECN: 2, EcnMode.PENDING: 3}
 
 #: struct tcp_info up to tcpi_rcv_wnd (Linux 6.x): name, struct code, in layout order.
 LAYOUT: tuple[tuple[str, str], ...] = (
@@ -45,6 +52,13 @@ LAYOUT: tuple[tuple[str, str], ...] = (
     ("sndbuf_limited", "Q"), ("delivered", "I"), ("delivered_ce", "I"),
     ("bytes_sent", "Q"), ("bytes_retrans", "Q"), ("dsack_dups", "I"),
     ("reord_seen", "I"), ("rcv_ooopack", "I"), ("snd_wnd", "I"), ("rcv_wnd", "I"),
+    ("rehash", "I"), ("total_rto", "H"), ("total_rto_recoveries", "H"),
+    ("total_rto_time", "I"), ("received_ce", "I"), ("delivered_e1_bytes", "I"),
+    ("delivered_e0_bytes", "I"), ("delivered_ce_bytes", "I"), ("received_e1_bytes", "I"),
+    ("received_e0_bytes", "I"), ("received_ce_bytes", "I"),
+    # Linux 7.0: tcpi_ecn_mode:2, tcpi_accecn_opt_seen:2, tcpi_accecn_fail_mode:4,
+    # tcpi_options2:24 in one word (``pack`` assembles it)
+    ("ecn_bits", "I"),
 )
 _STRUCT = struct.Struct("=" + "".join(code for _name, code in LAYOUT))
 SIZE = _STRUCT.size
@@ -78,9 +92,15 @@ def snapshot(sk: TcpSock, now: int) -> dict[str, int]:
         options |= TCPI_OPT_WSCALE
     if conn.syn_data_acked:
         options |= TCPI_OPT_SYN_DATA
+    ecn = conn.ecn
+    if ecn.negotiated:
+        options |= TCPI_OPT_ECN
+    if ecn.seen:
+        options |= TCPI_OPT_ECN_SEEN
     recovery = conn._recovery
     ca_state = TCP_CA_LOSS if conn._retransmits else (
-        TCP_CA_RECOVERY if recovery is not None else TCP_CA_OPEN)
+        TCP_CA_RECOVERY if recovery is not None else
+        TCP_CA_CWR if conn.loss.cwr is not None else TCP_CA_OPEN)
     info = {
         "state": LINUX_STATE.get(conn.state, 7),
         "ca_state": ca_state,
@@ -106,6 +126,7 @@ def snapshot(sk: TcpSock, now: int) -> dict[str, int]:
         "notsent_bytes": max(0, conn.unacked - in_flight),
         "snd_wnd": t.snd_wnd,
         "rcv_wnd": t.rcv_wnd,
+        **_ecn_fields(ecn),
     }
     busy, rwnd_limited, sndbuf_limited = conn.chrono.totals(now)
     info["busy_time"] = _us(busy)  # tcp_get_info_chrono_stats
@@ -114,11 +135,37 @@ def snapshot(sk: TcpSock, now: int) -> dict[str, int]:
     return {"tcpi_" + name: int(value) for name, value in info.items()}
 
 
+def _ecn_fields(ecn: EcnState) -> dict[str, int]:
+    """tcp_get_info's ECN counters: CE marks the peer says it got (delivered_ce), CE
+    marks we got (received_ce), AccECN's byte counters, the negotiated mode, what the
+    peer's AccECN option showed and which feedback failed."""
+    received = ecn.accecn_rx.received_bytes
+    delivered = ecn.accecn_tx.delivered_bytes
+    fail = (1 if ecn.ace_fail_send else 0) | (2 if ecn.ace_fail_recv else 0) \
+        | (8 if ecn.accecn_tx.opt_fail_recv else 0)
+    return {
+        "delivered_ce": ecn.delivered_ce,
+        "received_ce": ecn.accecn_rx.received_ce,
+        "delivered_e1_bytes": delivered[ipecn.ECT_1],
+        "delivered_e0_bytes": delivered[ipecn.ECT_0],
+        "delivered_ce_bytes": delivered[ipecn.CE],
+        "received_e1_bytes": received[ipecn.ECT_1],
+        "received_e0_bytes": received[ipecn.ECT_0],
+        "received_ce_bytes": received[ipecn.CE],
+        "ecn_mode": ECN_MODE[ecn.mode],
+        "accecn_opt_seen": int(ecn.accecn_tx.saw_opt),
+        "accecn_fail_mode": fail,
+    }
+
+
 def pack(values: dict[str, int], buflen: int | None = None) -> bytes:
     """``values`` (a ``snapshot``) as Linux's struct tcp_info, cut to ``buflen``."""
     fields = dict(values)
     fields["tcpi_wscale"] = (fields.get("tcpi_snd_wscale", 0) & 0xF) | (
         (fields.get("tcpi_rcv_wscale", 0) & 0xF) << 4)
+    fields["tcpi_ecn_bits"] = (fields.get("tcpi_ecn_mode", 0) & 0x3) | (
+        (fields.get("tcpi_accecn_opt_seen", 0) & 0x3) << 2) | (
+        (fields.get("tcpi_accecn_fail_mode", 0) & 0xF) << 4)
     raw = _STRUCT.pack(*(fields.get("tcpi_" + name, 0) & ((1 << (8 * struct.calcsize(code))) - 1)
                          for name, code in LAYOUT))
     return raw if buflen is None else raw[:max(0, buflen)]

@@ -79,7 +79,7 @@ class Transmit:
                 # path MTU discovery: never fragmented on the way (see segment)
                 output_pinned(route, src, dst, tcp.PROTOCOL,
                               seg.build_header(src=src, dst=dst, checksum=checksum),
-                              seg.payload, dont_fragment=True)
+                              seg.payload, dont_fragment=True, tos=seg.ecn)
 
     def _route_xmit(self, sk: TcpSock, dst: bytes) -> DstEntry | None:
         """__sk_dst_check: the socket's pinned route to ``dst`` if it is still current,
@@ -129,7 +129,7 @@ class Transmit:
         # Path MTU discovery (RFC 1191/8201): never fragmented on the way; a narrower
         # link answers with an ICMP error and the connection resizes (mtu_reduced_locked).
         self.host.ip.output_gather(src, dst, tcp.PROTOCOL, build_header, seg.payload, oif=oif,
-                                   dont_fragment=True)
+                                   dont_fragment=True, tos=seg.ecn)
 
     def reply(self, seg: tcp.Repr, info: Delivery) -> None:
         """Send a segment built by the layer itself (RST, TIME_WAIT ACK, cookie SYN,ACK)."""
