@@ -38,6 +38,7 @@ import functools
 import os
 import pickle
 import select
+import signal
 import struct
 import sys
 import threading
@@ -435,6 +436,21 @@ def fork(host: Any) -> int:
     server.host = host
     life_parent, life_child = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
     parent = os.getpid()
+    # Ctrl-C (sent to the whole group) and SIGQUIT wait until the child has become one:
+    # a handler run before _become_child would take the child for the parent.
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+    try:
+        return _fork_holding_signals(server, life_parent, life_child, parent)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+#: Signals a fork holds back until the child is set up (their handlers read CHILD).
+_HELD_SIGNALS = frozenset({signal.SIGINT, signal.SIGQUIT})
+
+
+def _fork_holding_signals(server: _Server, life_parent: Any, life_child: Any,
+                          parent: int) -> int:
     with fdtable.TABLE_LOCK:  # no descriptor opens or closes across the fork
         refs = list({id(d.ref): d.ref for d in fdtable.open_descriptors()}.values())
         for ref in refs:

@@ -188,9 +188,7 @@ class Socket:
 
     def __repr__(self) -> str:
         gone = self._released or self._desc.closed
-        closed = " [closed]" if gone else ""
-        text = (f"<rcunet.Socket{closed} host={self._host.name} fd={self.fileno()}, "
-                f"family={self.family!s}, type={self.type!s}, proto={self.proto}")
+        text = self._summary(self.fileno(), gone)
         if not gone:
             for name, call in (("laddr", self.getsockname), ("raddr", self.getpeername)):
                 try:
@@ -198,6 +196,12 @@ class Socket:
                 except OSError:
                     pass
         return text + ">"
+
+    def _summary(self, fd: int, gone: bool) -> str:
+        """The start of the repr, from this object's own fields only."""
+        closed = " [closed]" if gone else ""
+        return (f"<rcunet.Socket{closed} host={self._host.name} fd={fd}, "
+                f"family={self.family!s}, type={self.type!s}, proto={self.proto}")
 
     def __getstate__(self) -> None:
         raise TypeError(f"cannot pickle {type(self).__name__!r} object")
@@ -270,7 +274,10 @@ class Socket:
         if "_released" not in self.__dict__:
             return  # __init__ failed before the socket existed
         if not self._closed and not self._released:
-            warnings.warn(f"unclosed {self!r}", ResourceWarning, source=self, stacklevel=2)
+            # Not repr(): fileno() may make a readiness fd (a lock to register, which the
+            # collector running this may hold) or, in a forked child, ask the parent.
+            text = self._summary(self._desc.number, False)  # atomic: one load
+            warnings.warn(f"unclosed {text}>", ResourceWarning, source=self, stacklevel=2)
         try:
             self._real_close()
         except Exception:
