@@ -84,6 +84,9 @@ class Interface:
         self.name = name  # immutable
         self.ifindex = ifindex  # immutable
         self.mac = mac  # immutable: None for a pure-IP (TUN-like or point-to-point) link
+        #: The link carries Ethernet frames (it has a MAC): immutable, as ``mac`` is, so a
+        #: field read once per packet sent and received, not a property computed each time.
+        self.is_ethernet = mac is not None
         self.mtu = mtu
         self.checksum_offload = checksum_offload  # clean in-memory links may skip checksums
         #: The receive path runs in the sender's thread (Host.add_interface sets it once,
@@ -102,10 +105,6 @@ class Interface:
         self._send: Callable[[bytes], None] | None = None
         self.up = True
         self.rx_frames = 0  # owner: diagnostics only (racy by design, not a counter)
-
-    @property
-    def is_ethernet(self) -> bool:
-        return self.mac is not None
 
     def __repr__(self) -> str:
         addrs = ", ".join(str(a) for a in self.addresses)

@@ -102,6 +102,9 @@ class IpLayer(IcmpMixin):
 
     def __init__(self, host: Host) -> None:
         self.host = host
+        # The host's Counters.inc itself, bound once (Host makes its counters before its
+        # IpLayer and never replaces them): a count is one call, not two
+        self._count: Callable[..., None] = host.counters.inc
         self.handlers: dict[int, Handler] = {}  # protocol -> transport input (config time)
         self.error_handlers: dict[int, ErrorHandler] = {}
         self._frag_lock = threading.Lock()
@@ -155,9 +158,6 @@ class IpLayer(IcmpMixin):
             if _same_subnet(address.addr, dst, address.prefix_len):
                 return address.addr
         return candidates[0].addr if candidates else None
-
-    def _count(self, name: str) -> None:
-        self.host.counters.inc(name)
 
     def handler_for(self, family: int, protocol: int) -> Handler | None:
         """The transport handler of ``protocol`` for ``family`` (4 or 6): one registered

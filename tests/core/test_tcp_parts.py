@@ -8,7 +8,7 @@ import ast
 import gc
 from pathlib import Path
 
-from tcp_harness import Net, transfer
+from tcp_harness import ISS_REMOTE, Net, established, plain_options, seg, transfer
 
 import rcunet.core.tcp as tcp_pkg
 from rcunet.core.tcp import Connection
@@ -82,3 +82,31 @@ def test_each_part_is_the_only_writer_of_its_fields() -> None:
             if path.name != PARTS[part]:
                 offenders.append(f"{path.name}:{line}: {part}.{field}")
     assert offenders == []
+
+
+def _write_seq_holds(conn: Connection) -> bool:
+    """The sender's write_seq field is what it stands for: the first unacknowledged data
+    byte plus every byte queued (Linux tp->write_seq)."""
+    sender = conn.sender
+    return sender.write_seq == (sender.tx_seq + len(sender.tx)) & 0xFFFFFFFF
+
+
+def test_write_seq_follows_writes_acks_and_discard() -> None:
+    """write_seq is a field the writes move (it is read on every output pass): it agrees
+    with the send queue after a write the send buffer cuts short, after partial and whole
+    ACKs, and after an abort discards the queue."""
+    conn = established(plain_options(sndbuf=4096), peer_window=65535)
+    start = conn.sender.write_seq
+    taken = conn.send(b"a" * 10_000, 0)  # the send buffer takes 4096 of them
+    assert 0 < taken < 10_000
+    assert conn.sender.write_seq == (start + taken) & 0xFFFFFFFF
+    assert _write_seq_holds(conn)
+    conn.take_segments()
+    conn.on_segment(seg(seq=ISS_REMOTE + 1, ack=(start + 1000) & 0xFFFFFFFF), 1)
+    assert _write_seq_holds(conn) and conn.sender.write_seq == (start + taken) & 0xFFFFFFFF
+    conn.on_segment(seg(seq=ISS_REMOTE + 1, ack=conn.tcb.snd_max), 2)
+    assert _write_seq_holds(conn) and len(conn.sender.tx) == 0
+    assert conn.send(b"b" * 100, 3) == 100
+    assert _write_seq_holds(conn)
+    conn.abort(4)
+    assert len(conn.sender.tx) == 0 and _write_seq_holds(conn)

@@ -412,7 +412,7 @@ class Connection:
     @property
     def write_seq(self) -> int:
         """The sequence number the next byte written will take (Linux ``tp->write_seq``)."""
-        return self.sender.write_seq()
+        return self.sender.write_seq
 
     @property
     def una_seq(self) -> int:

@@ -47,7 +47,8 @@ class Sender:
     # lockfree_read_slots: read by whichever thread holds the socket lock (Connection)
     __slots__ = lockfree_read_slots(
         "tcb", "timers", "rto", "counters", "chrono",
-        "tx", "tx_seq", "fin_queued", "send_blocked", "skb_ends", "pushed_seq", "snd_sml",
+        "tx", "tx_seq", "write_seq", "fin_queued", "send_blocked", "skb_ends", "pushed_seq",
+        "snd_sml",
         "psh_seq", "eor_marks", "psh_marks", "more", "push_once", "forced_until",
         "max_flight", "max_flight_seq", "cwnd_limited", "rtt_seq", "rtt_start")
 
@@ -61,6 +62,10 @@ class Sender:
         # tx holds every byte from tx_seq (first unacknowledged data byte) on
         self.tx = SendQueue()
         self.tx_seq = add(tcb.iss, 1)
+        # Linux tp->write_seq, kept as a field as Linux keeps it: always
+        # add(tx_seq, len(tx)) (the writes below move it; an ACK moves tx_seq and shrinks
+        # tx by the same count).  It is read on every output pass.
+        self.write_seq = self.tx_seq
         self.fin_queued = False  # the application shut down its direction
         self.send_blocked = False  # send() refused bytes: report SendSpaceAvailable
         # Sequence numbers where a send-queue skb ends before the data does (Linux's
@@ -96,13 +101,9 @@ class Sender:
         """Bytes the send buffer takes now."""
         return max(0, options.sndbuf - len(self.tx))
 
-    def write_seq(self) -> int:
-        """The sequence number the next byte written takes (Linux ``tp->write_seq``)."""
-        return add(self.tx_seq, len(self.tx))
-
     def notsent(self) -> int:
         """Bytes written and not yet sent (Linux write_seq - snd_nxt: our SND.MAX)."""
-        return max(0, sub(self.write_seq(), self.tcb.snd_max))
+        return max(0, sub(self.write_seq, self.tcb.snd_max))
 
     def write(self, conn: Connection, data: bytes | bytearray | memoryview, now: int,
               skb_ends: tuple[int, ...], more: bool, eor: bool) -> int:
@@ -120,9 +121,10 @@ class Sender:
             more = eor = False  # the writer will wait: tcp_push(flags & ~MSG_MORE)
         if n:
             if skb_ends:
-                start = self.write_seq()
+                start = self.write_seq
                 self.skb_ends.extend(add(start, off) for off in skb_ends if off <= n)
             self.tx.append(memoryview(data)[:n] if n < len(data) else data)
+            self.write_seq = add(self.write_seq, n)
             self.mark_push(conn, n, more, eor)
             if self.nagle_holds_tail(conn):
                 conn.quiet = True  # nothing was sent: the caller has nothing to collect
@@ -138,7 +140,8 @@ class Sender:
         """TCP Fast Open: the SYN's data is the first bytes of the send queue, and the
         write's tail is pushed (tcp_sendmsg_fastopen -> tcp_push)."""
         self.tx.append(memoryview(data))
-        self.psh_seq = self.pushed_seq = add(self.tx_seq, len(self.tx))
+        self.write_seq = add(self.write_seq, len(data))
+        self.psh_seq = self.pushed_seq = self.write_seq
 
     def shut_down(self) -> bool:
         """SHUT_WR: a FIN follows the queued data.  False if one already did."""
@@ -150,6 +153,7 @@ class Sender:
     def discard(self) -> None:
         """The connection is reset or gave up: nothing queued will be sent."""
         self.tx.clear()
+        self.write_seq = self.tx_seq
 
     def push_pass(self, conn: Connection, now: int, push: bool) -> None:
         """One output pass that pushes the tail past TCP_CORK and Nagle when ``push``
@@ -257,7 +261,7 @@ class Sender:
         (``push_burst_end``), and the write's tail is pushed (tcp_push ->
         tcp_mark_push) unless MSG_MORE.  A MSG_EOR write's end is a record boundary that
         keeps its PSH."""
-        end = self.write_seq()
+        end = self.write_seq
         half = self.tcb.max_snd_wnd >> 1
         if n > half:
             goal = self.size_goal()
@@ -290,7 +294,7 @@ class Sender:
         t = self.tcb
         return (conn.loss.algorithm is None and not conn.receiver.ack_now
                 and t.snd_nxt == t.snd_max  # unsent bytes: sub(add(tx_seq, len), snd_nxt)
-                and sub(self.write_seq(), t.snd_nxt) < t.snd_mss
+                and sub(self.write_seq, t.snd_nxt) < t.snd_mss
                 and not self.eor_marks
                 and self.nagle_applies(conn))
 
@@ -306,7 +310,7 @@ class Sender:
 
     def unsent(self) -> int:
         t = self.tcb
-        return sub(self.write_seq(), t.snd_nxt)
+        return sub(self.write_seq, t.snd_nxt)
 
     def chrono_rwnd(self, conn: Connection, now: int) -> None:
         """End of tcp_write_xmit: the peer's window held back a segment congestion
@@ -341,7 +345,7 @@ class Sender:
             loss = conn.loss
             if loss.algorithm is not None or loss.dupacks or conn.cc.cwnd >= conn.cc.ssthresh:
                 return
-        unsent = sub(self.write_seq(), snd_nxt)
+        unsent = sub(self.write_seq, snd_nxt)
         want = min(unsent, t.snd_mss)
         if want <= 0:
             return
@@ -475,7 +479,7 @@ class Sender:
         sacked_limit = (self.skip_sacked(conn) if lt(t.snd_nxt, t.snd_max)
                         else None)  # may move snd_nxt: loaded after it
         snd_nxt = t.snd_nxt
-        data_end = self.write_seq()
+        data_end = self.write_seq
         avail = sub(data_end, snd_nxt)
         if avail < 0 or (avail == 0 and not self.fin_queued):
             return False  # nothing (more) to send: the common second call from _output
