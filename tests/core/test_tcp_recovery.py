@@ -97,13 +97,15 @@ def test_window_update_is_not_a_dupack() -> None:
     assert conn.counters["TcpExtTCPFastRetrans"] == 0
 
 
-# ====================================================================== SACK
+# ====================================================================== SACK (RFC 6675)
+# tcp_recovery=0: duplicate ACKs and RFC 6675's IsLost decide, as Linux without RACK
+# (test_tcp_rack_engine has the default, RACK-TLP with PRR).
 def blocks(*segs: tuple[int, int]) -> tuple[tuple[int, int], ...]:
     return tuple((L1 + a * MSS, L1 + b * MSS) for a, b in segs)
 
 
 def test_sack_recovery_retransmits_every_hole_once() -> None:
-    conn = sender(sack=True, congestion_control="reno")
+    conn = sender(sack=True, congestion_control="reno", recovery=0)
     out = dupack(conn, MS, sack_blocks=blocks((1, 5), (6, 10)))
     # IsLost(HighACK + 1) already holds: enter recovery on this first ACK (RFC 6675 §5)
     # both holes first; then pipe = 2 retransmitted segments < cwnd = ssthresh = 5 SMSS,
@@ -118,7 +120,7 @@ def test_sack_recovery_retransmits_every_hole_once() -> None:
 
 
 def test_sack_recovery_sends_new_data_as_pipe_drains() -> None:
-    conn = sender(sack=True, congestion_control="reno")
+    conn = sender(sack=True, congestion_control="reno", recovery=0)
     sent = []
     for i, hi in enumerate((2, 3, 4, 5, 6, 7, 8, 9, 10)):
         sent += dupack(conn, (i + 1) * MS, sack_blocks=blocks((1, hi)))

@@ -1167,6 +1167,7 @@ class Connection:
                 self.receiver.ack_at_once()
             return False
         prior_wnd = t.snd_wnd
+        self.loss.ack_begin()
         new_ack = gt(ack, t.snd_una)
         acked = sub(ack, t.snd_una) if new_ack else 0
         if new_ack:
@@ -1174,7 +1175,7 @@ class Connection:
         if le(t.snd_una, ack):
             self._update_send_window(seg, ack)
         loss = self.loss
-        newly_sacked = loss.take_sack(seg)
+        newly_sacked = loss.take_sack(seg, now)
         if new_ack and loss.algorithm is None:
             self.sender.grow_cwnd(self, acked, now)
         loss.detect(self, seg, ack, new_ack, acked, prior_wnd, newly_sacked, now)
@@ -1225,9 +1226,10 @@ class Connection:
         t.snd_una = ack
         if lt(t.snd_nxt, ack):
             t.snd_nxt = ack  # after go-back-N the ACK may jump past SND.NXT
-        self.loss.on_ack_advance(ack, acked)
+        self.loss.on_ack_advance(ack, acked, now)
         self.timers.data_acked()
         self.timers.rto_at = None if t.snd_una == t.snd_max else now + self.rto.rto
+        self.loss.schedule_probe(self, now)  # tcp_set_xmit_timer
         space = self.sender.unblock(self.options)
         if space:
             self._events.append(SendSpaceAvailable(space))

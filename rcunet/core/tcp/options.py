@@ -50,6 +50,11 @@ class Options:
     #: TCP_CORK: hold every partial segment (Linux TCP_NAGLE_CORK) until uncorked, a full
     #: segment forms, or the probe timer fires with nothing in flight
     cork: bool = False
+    #: tcp_recovery bits (rcunet.core.tcp.rack): 0x1 RACK loss detection (Linux's
+    #: default; 0: RFC 6675 duplicate-ACK recovery), 0x2 static reo_wnd, 0x4 no dupthresh
+    recovery: int = 1
+    #: tcp_early_retrans: 3 (Linux's default) and 4 send tail loss probes, others none
+    early_retrans: int = 3
     congestion_control: str = "cubic"  #: "reno" (RFC 5681/6582) or "cubic" (RFC 9438)
     initial_cwnd: int = 10  #: segments (RFC 6928; Linux TCP_INIT_CWND)
     rto_initial: int = 1 * SECOND  #: RFC 6298 §2.1 (Linux TCP_TIMEOUT_INIT)
@@ -123,7 +128,8 @@ class Options:
                   "tcp_congestion_control": "congestion_control",
                   "tcp_syn_retries": "syn_retries", "tcp_synack_retries": "synack_retries",
                   "tcp_retries2": "retries2", "tcp_keepalive_probes": "keepalive_probes",
-                  "tcp_notsent_lowat": "notsent_lowat"}
+                  "tcp_notsent_lowat": "notsent_lowat", "tcp_recovery": "recovery",
+                  "tcp_early_retrans": "early_retrans"}
         for sysctl, name in simple.items():
             if hasattr(tuning, sysctl):
                 values[name] = getattr(tuning, sysctl)

@@ -201,11 +201,14 @@ class Sender:
         sent = len(out)
         had_unsent = self.unsent() > 0  # tcp_write_xmit runs with a send head
         loss = conn.loss
+        snd_max = self.tcb.snd_max
         if loss.algorithm is None:
             while self.try_send(conn, now, room=self.cwnd_room(conn)):
                 pass
         else:
             loss.output(conn, now)
+        if self.tcb.snd_max != snd_max:
+            loss.schedule_probe(conn, now)  # tcp_write_xmit sent new data
         burst = len(out) > sent
         if burst and self.tx:
             self.push_burst_end(conn, sent)
@@ -525,6 +528,7 @@ class Sender:
             self.counters.add("TcpRetransSegs")
         elif self.rtt_seq is None and not t.ts_ok:
             self.rtt_seq, self.rtt_start = end, now  # time this segment (Karn, RFC 6298 §3)
+        conn.loss.note_sent(seq, end, now, retransmission)
         t.snd_nxt = end
         if gt(end, t.snd_max):
             t.snd_max = end
@@ -594,6 +598,7 @@ class Sender:
             conn.delack.data_sent(now)
         self.counters.add("TcpRetransSegs")
         end = add(seq, n + (1 if fin else 0))
+        conn.loss.note_sent(seq, end, now, True)
         if self.rtt_seq is not None and lt(seq, self.rtt_seq):
             self.rtt_seq = None  # Karn: never time a retransmitted segment
         if self.timers.rto_at is None:

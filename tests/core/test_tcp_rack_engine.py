@@ -1,0 +1,149 @@
+"""RACK-TLP and PRR in the engine (the default, net.ipv4.tcp_recovery=1): loss by time,
+the reordering window and timer, the tail loss probe, PRR's cwnd during recovery and
+CWR, and tcp_recovery=0 falling back to duplicate ACKs."""
+
+from __future__ import annotations
+
+from tcp_harness import ISS_LOCAL, MS, established, plain_options, seg
+
+from rcunet.core.tcp.recovery import RACK
+
+L1 = ISS_LOCAL + 1
+MSS = 1460
+RTT = 10 * MS
+
+
+def sender(segments: int = 10, **kw: object):
+    """SACK on, one round trip measured (srtt = min_rtt = 10 ms), then ``segments``
+    full segments out at t = RTT."""
+    conn = established(plain_options(sack=True, nodelay=True, **kw))
+    conn.send(b"x" * MSS, 0)
+    conn.take_segments()
+    conn.on_segment(seg(ack=L1 + MSS), RTT)
+    conn.take_segments()
+    conn.cc.set_cwnd(max(conn.cc.cwnd, segments * MSS))
+    conn.send(b"y" * (segments * MSS), RTT)
+    out = conn.take_segments()
+    assert len(out) == segments
+    return conn
+
+
+def at(i: int) -> int:
+    """The first byte of the i-th segment after the measured one."""
+    return L1 + (i + 1) * MSS
+
+
+def sack(conn, now: int, ack: int, *blocks: tuple[int, int]) -> list:
+    conn.on_segment(seg(ack=ack, sack_blocks=tuple((at(a), at(b)) for a, b in blocks)), now)
+    return conn.take_segments()
+
+
+def test_rack_waits_out_the_reordering_window_then_retransmits() -> None:
+    conn = sender()
+    # segment 1 SACKed one RTT after it was sent; segment 0, sent before it, is not ACKed
+    assert sack(conn, 2 * RTT, at(0), (1, 2)) == []  # within RACK.rtt + reo_wnd
+    reo = conn.timers.reo_at
+    # reo_wnd = min(min_rtt / 4, srtt); the timer adds TCP_TIMEOUT_MIN (2 ms)
+    reo_wnd_us = min(RTT // 4, conn.rto.srtt) // 1000
+    assert reo == 2 * RTT + (reo_wnd_us + 2000) * 1000
+    conn.on_timer(reo)
+    out = conn.take_segments()
+    assert out[0].seq == at(0)
+    assert conn._recovery is RACK
+    assert conn.counters["TcpExtTCPSackRecovery"] == 1
+
+
+def test_three_sacked_segments_mark_the_hole_lost_at_once() -> None:
+    conn = sender()
+    out = sack(conn, 2 * RTT, at(0), (1, 4))  # sacked_out reaches tcp_reordering (3)
+    assert out and out[0].seq == at(0)
+    assert conn.counters["TcpExtTCPFastRetrans"] == 1
+
+
+def test_reordering_inside_the_window_is_no_loss() -> None:
+    conn = sender()
+    sack(conn, 2 * RTT, at(0), (1, 2))
+    out = sack(conn, 2 * RTT + MS, at(2))  # the "hole" arrives late: reordering
+    assert all(o.seq >= at(10) for o in out)  # new data only
+    assert conn._recovery is None and conn.counters["TcpRetransSegs"] == 0
+    assert conn.counters["TcpExtTCPSACKReorder"] == 1
+    assert conn.timers.reo_at is None or conn.loss.log.lost_count == 0
+
+
+def test_tail_loss_probe_fires_at_two_srtt_and_retransmits_the_last_segment() -> None:
+    conn = sender(segments=4)
+    sack(conn, 2 * RTT, at(2))  # segments 0 and 1 ACKed; 2 and 3 are the lost tail
+    srtt_us = conn.rto.srtt // 1000
+    # 2 * srtt, plus TCP_TIMEOUT_MIN as more than one segment is out
+    assert conn.timers.tlp_at == 2 * RTT + (2 * srtt_us + 2000) * 1000
+    assert conn.next_deadline() == conn.timers.tlp_at
+    conn.on_timer(conn.timers.tlp_at)
+    out = conn.take_segments()
+    assert [(o.seq, len(o.payload)) for o in out] == [(at(3), MSS)]
+    assert conn.counters["TcpExtTCPLossProbes"] == 1
+    # the probe repaired one loss: its ACK (plus one above it) ends the episode with a
+    # cwnd reduction (tcp_process_tlp_ack: CWR entered and ended at once)
+    ssthresh_before = conn.cc.ssthresh
+    conn.send(b"z" * MSS, 3 * RTT)
+    conn.take_segments()
+    sack(conn, 4 * RTT, at(5))
+    assert conn.counters["TcpExtTCPLossProbeRecovery"] == 1
+    assert conn.cc.ssthresh < ssthresh_before and conn.cc.cwnd == conn.cc.ssthresh
+
+
+def test_probe_of_new_data_when_the_window_allows() -> None:
+    conn = sender(segments=4)
+    conn.cc.set_cwnd(4 * MSS)
+    conn.send(b"n" * MSS, 2 * RTT)  # cwnd-limited: waits
+    assert conn.take_segments() == []
+    conn.on_timer(conn.timers.tlp_at)
+    out = conn.take_segments()
+    assert [o.seq for o in out] == [at(4)]  # new data, not a retransmission
+    assert conn.counters["TcpRetransSegs"] == 0
+
+
+def test_prr_spreads_the_reduction_over_the_acks() -> None:
+    conn = sender(segments=20, congestion_control="reno")
+    conn.send(b"m" * (20 * MSS), RTT)  # more to send than cwnd lets out
+    assert conn.take_segments() == []
+    prior_cwnd = conn.cc.cwnd
+    sent = [len(sack(conn, 2 * RTT, at(0), (1, 4)))]  # enters recovery: one retransmission
+    ssthresh = conn.cc.ssthresh
+    assert ssthresh == prior_cwnd // 2 // MSS * MSS or ssthresh == prior_cwnd // 2
+    for k in range(5, 11):  # while in flight stays above ssthresh
+        sent.append(len(sack(conn, 2 * RTT + k * MS, at(0), (1, k))))
+    delivered = 9 * MSS  # segments 1..9 SACKed
+    # RFC 9937's proportional part: ceil(ssthresh * prr_delivered / prior_cwnd) in
+    # total, here whole segments only
+    assert sum(sent) == -(-ssthresh * delivered // prior_cwnd) // MSS
+    assert sent[1:] == [1, 0, 1, 0, 1, 0]  # one segment for every two delivered
+    for k in range(11, 20):  # the rest of the round
+        sent.append(len(sack(conn, 2 * RTT + k * MS, at(0), (1, k))))
+    # in flight down to ssthresh: packet conservation, one out per one delivered
+    assert conn.loss.log.in_flight(conn.tcb.snd_una) == ssthresh
+    assert sent[-2:] == [1, 1] and conn.cc.cwnd == ssthresh
+    # the cumulative ACK ends recovery; cwnd settles at ssthresh (tcp_end_cwnd_reduction)
+    conn.on_segment(seg(ack=conn.tcb.snd_max), 4 * RTT)
+    assert conn._recovery is None and conn.cc.cwnd == ssthresh
+
+
+def test_cwr_reduces_with_prr_and_ends_at_ssthresh() -> None:
+    conn = sender(segments=10, congestion_control="reno")
+    conn.loss.enter_cwr(conn, 2 * RTT)  # what an ECN echo does (tcp_enter_cwr)
+    ssthresh = conn.cc.ssthresh
+    assert conn.loss.cwr and conn.cc.cwnd > ssthresh
+    conn.loss.enter_cwr(conn, 2 * RTT)  # once per window
+    assert conn.cc.ssthresh == ssthresh
+    conn.on_segment(seg(ack=conn.tcb.snd_max), 3 * RTT)
+    conn.take_segments()
+    conn.on_segment(seg(ack=conn.tcb.snd_max), 4 * RTT)
+    assert not conn.loss.cwr and conn.cc.cwnd == ssthresh
+
+
+def test_tcp_recovery_zero_counts_duplicate_acks() -> None:
+    conn = sender(recovery=0)
+    assert sack(conn, 2 * RTT, at(0), (1, 2)) == []
+    assert conn.timers.reo_at is None  # no RACK timer
+    assert sack(conn, 2 * RTT, at(0), (1, 3)) == [] or conn._recovery is None
+    out = sack(conn, 2 * RTT, at(0), (1, 4))  # RFC 6675 IsLost: three segments above
+    assert out[0].seq == at(0) and conn._recovery is not RACK
