@@ -112,16 +112,17 @@ def test_prr_spreads_the_reduction_over_the_acks() -> None:
     assert ssthresh == prior_cwnd // 2 // MSS * MSS or ssthresh == prior_cwnd // 2
     for k in range(5, 11):  # while in flight stays above ssthresh
         sent.append(len(sack(conn, 2 * RTT + k * MS, at(0), (1, k))))
-    delivered = 9 * MSS  # segments 1..9 SACKed
-    # RFC 9937's proportional part: ceil(ssthresh * prr_delivered / prior_cwnd) in
-    # total, here whole segments only
-    assert sum(sent) == -(-ssthresh * delivered // prior_cwnd) // MSS
-    assert sent[1:] == [1, 0, 1, 0, 1, 0]  # one segment for every two delivered
+    delivered = 9  # segments 1..9 SACKed
+    # RFC 9937's proportional part, in segments as Linux counts:
+    # ceil(ssthresh * prr_delivered / prior_cwnd) in total
+    assert sum(sent) == -(-(ssthresh // MSS) * delivered // (prior_cwnd // MSS))
+    # the retransmission and one new segment, then one for every two delivered
+    assert sent == [2, 0, 1, 0, 1, 0, 1]
     for k in range(11, 20):  # the rest of the round
         sent.append(len(sack(conn, 2 * RTT + k * MS, at(0), (1, k))))
     # in flight down to ssthresh: packet conservation, one out per one delivered
-    assert conn.loss.log.in_flight(conn.tcb.snd_una) == ssthresh
-    assert sent[-2:] == [1, 1] and conn.cc.cwnd == ssthresh
+    assert conn.loss.log.segments_in_flight() == ssthresh // MSS
+    assert sent[-1] == 1 and conn.cc.cwnd == ssthresh
     # the cumulative ACK ends recovery; cwnd settles at ssthresh (tcp_end_cwnd_reduction)
     conn.on_segment(seg(ack=conn.tcb.snd_max), 4 * RTT)
     assert conn._recovery is None and conn.cc.cwnd == ssthresh

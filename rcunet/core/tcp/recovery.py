@@ -153,8 +153,8 @@ class RackRecovery(Recovery):
         log = loss.log
         for _ in range(1000):  # bounded: each pass sends a segment or stops
             una = t.snd_una
-            if conn.cc.cwnd - log.in_flight(una) < mss:
-                return
+            if conn.cc.cwnd // mss <= log.segments_in_flight():
+                return  # tcp_xmit_retransmit_queue / tcp_cwnd_test count segments
             lost = log.lost_in_order(una)
             if lost:
                 head = lost[0]
@@ -206,8 +206,8 @@ class LossRecovery:
         self.min_rtt_us = 0  # tcp_min_rtt (0: no sample yet)
         self.delivered = 0  # tp->delivered, in segments
         self.prior_delivered = 0  # tp->delivered when this ACK began
-        self.ack_delivered = 0  # bytes this ACK delivered (ACKed or SACKed)
-        self.ack_lost = 0  # bytes this ACK marked lost
+        self.ack_delivered = 0  # segments this ACK delivered (ACKed or SACKed)
+        self.ack_lost = 0  # segments this ACK marked lost
         self.dsack_dups = 0  # tp->dsack_dups
         self.total_retrans = 0  # tp->total_retrans
         self.tlp_high_seq = 0  # SND.NXT when the tail loss probe went out, 0: none out
@@ -243,7 +243,7 @@ class LossRecovery:
         if retransmission:
             self.total_retrans += 1
         if self.reduction is not None:
-            self.reduction.sent(sub(end, seq))
+            self.reduction.sent(1)  # prr_out counts segments, as Linux
 
     # ------------------------------------------------------------ the peer's ACKs
     def ack_begin(self) -> None:
@@ -267,7 +267,7 @@ class LossRecovery:
                     self.counters.add("TcpExtTCPSACKReorder")
                 self.reord_seen += 1
         self.delivered += 1
-        self.ack_delivered += sub(s.end, s.seq)
+        self.ack_delivered += 1
 
     def take_sack(self, seg: tcp.Repr, now: int = 0) -> int:
         """Fold the peer's SACK blocks in, as tcp_sacktag_write_queue sorts them
@@ -398,7 +398,8 @@ class LossRecovery:
             return
         marking = rack_rules.mark_lost(self.rack, segments, now // 1000, reo_wnd)
         for index in marking.lost:
-            self.ack_lost += self.log.mark_lost(entries[index])
+            if self.log.mark_lost(entries[index]):
+                self.ack_lost += 1
         timers = conn.timers
         timers.reo_at = None if marking.reo_timer is None else now + marking.reo_timer * 1000
 
@@ -434,10 +435,9 @@ class LossRecovery:
         reduction = self.reduction
         if reduction is not None:
             t = self.tcb
-            cwnd = reduction.on_ack(self.log.in_flight(t.snd_una), t.snd_mss, 0, False,
-                                    t.snd_mss)
+            cwnd = reduction.on_ack(self.log.segments_in_flight(), 1, 0, False)
             if cwnd is not None:
-                conn.cc.set_cwnd(max(cwnd, t.snd_mss))
+                conn.cc.set_cwnd(max(cwnd, 1) * t.snd_mss)
 
     def _enter_rack(self, conn: Connection, now: int) -> None:
         """tcp_enter_recovery: ssthresh from the congestion control and the reduction
@@ -448,7 +448,7 @@ class LossRecovery:
             cc = conn.cc
             prior_cwnd = cc.cwnd
             cc.on_congestion(now, sub(t.snd_max, t.snd_una))
-            self.reduction = Reduction.begin(prior_cwnd, cc.ssthresh)
+            self.reduction = self._begin_reduction(conn, prior_cwnd)
             self.tlp_high_seq = 0
         self.recover = add(t.snd_max, -1)  # Linux high_seq = SND.NXT
         self.cwr = False
@@ -457,15 +457,22 @@ class LossRecovery:
         conn.sender.stop_rtt_timing()  # Karn
 
     def _prr(self, conn: Connection, new_ack: bool) -> None:
-        """tcp_cwnd_reduction for this ACK: cwnd = in flight + PRR's send quota."""
+        """tcp_cwnd_reduction for this ACK: cwnd = in flight + PRR's send quota, in
+        segments (tcp_packets_in_flight, prr_delivered and prr_out count segments)."""
         reduction = self.reduction
         if reduction is None:
             return
         t = self.tcb
-        cwnd = reduction.on_ack(self.log.in_flight(t.snd_una), self.ack_delivered,
-                                self.ack_lost, new_ack, t.snd_mss)
+        cwnd = reduction.on_ack(self.log.segments_in_flight(), self.ack_delivered,
+                                self.ack_lost, new_ack)
         if cwnd is not None:
-            conn.cc.set_cwnd(max(cwnd, t.snd_mss))
+            conn.cc.set_cwnd(max(cwnd, 1) * t.snd_mss)
+
+    def _begin_reduction(self, conn: Connection, prior_cwnd: int) -> Reduction:
+        """tcp_init_cwnd_reduction, in segments as Linux counts cwnd (the congestion
+        control has just set ssthresh)."""
+        mss = self.tcb.snd_mss
+        return Reduction.begin(max(prior_cwnd // mss, 1), max(conn.cc.ssthresh // mss, 1))
 
     def _end_reduction(self, conn: Connection) -> None:
         """tcp_end_cwnd_reduction: cwnd settles at ssthresh."""
@@ -485,7 +492,7 @@ class LossRecovery:
         prior_cwnd = cc.cwnd
         cc.on_congestion(now, sub(t.snd_max, t.snd_una))
         self.recover = add(t.snd_max, -1)  # high_seq
-        self.reduction = Reduction.begin(prior_cwnd, cc.ssthresh)
+        self.reduction = self._begin_reduction(conn, prior_cwnd)
         self.tlp_high_seq = 0
         self.cwr = True
 

@@ -98,6 +98,10 @@ class SentLog:
                 total += sub(s.end, s.seq if gt(s.seq, snd_una) else snd_una)
         return total
 
+    def segments_in_flight(self) -> int:
+        """tcp_packets_in_flight: the entries not marked lost, in segments."""
+        return len(self._by_seq) - self.lost_count
+
     def last(self) -> Sent | None:
         """The highest segment sent (what a tail loss probe retransmits)."""
         best: Sent | None = None
