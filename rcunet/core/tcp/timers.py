@@ -145,9 +145,12 @@ class Timers:
         if self.reo_at is not None and now >= self.reo_at:
             self.reo_at = None
             conn.loss.on_reo_timer(conn, now)
-        if self.tlp_at is not None and now >= self.tlp_at:
+        tlp_at = self.tlp_at
+        if tlp_at is not None and now >= tlp_at:
             self.tlp_at = None
-            if self.rto_at is None or now < self.rto_at:
+            # Linux holds the probe in the retransmission timer's place: due first (or
+            # together), the probe goes and the RTO restarts from now
+            if self.rto_at is None or tlp_at <= self.rto_at:
                 conn.loss.send_probe(conn, now)
         if self.rto_at is not None and now >= self.rto_at:
             self.rto_at = None
