@@ -1,6 +1,12 @@
 """rcunet: a userspace TCP/IP stack whose socket layer is built like the fastest kernels'."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
+
+# The compiled modules, or the source of every one (RCUNET_PURE=1, or a compiled module
+# that cannot load): chosen once, here, before any other rcunet module is imported.
+from rcunet import build as _build  # noqa: E402
+
+_build.select()
 
 
 def __getattr__(name: str) -> object:

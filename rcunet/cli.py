@@ -12,6 +12,7 @@ import importlib
 import sys
 
 from rcunet import __version__
+from rcunet import build as _build
 
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -75,7 +76,8 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
         prog="rcunet",
         description="A userspace TCP/IP stack with a contention-free socket layer.",
     )
-    parser.add_argument("--version", action="version", version=f"rcunet {__version__}")
+    parser.add_argument("--version", action="version",
+                        version=f"rcunet {__version__}: {_build.describe()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)

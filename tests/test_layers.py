@@ -27,8 +27,9 @@ ROOT = pathlib.Path(rcunet.__file__).parent
 #: tuning (the sysctl-like settings) sits with sync, below the tables that read it; link
 #: (drivers) sits with host, which it attaches to.  Anything not listed (bench, lab,
 #: services, cmd, cli, drill...) is an application on top: it may import everything,
-#: and nothing below may import it.  The root package only carries the version.
-RANK = {"": 0, "wire": 0, "core": 1, "sync": 2, "tuning": 2, "tables": 3, "host": 4,
+#: and nothing below may import it.  The root package only carries the version and the
+#: choice of build (rcunet.build), which imports nothing from rcunet.
+RANK = {"": 0, "build": 0, "wire": 0, "core": 1, "sync": 2, "tuning": 2, "tables": 3, "host": 4,
         "link": 4, "api": 5}
 TOP = 6
 

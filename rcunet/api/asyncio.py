@@ -5,7 +5,7 @@ the equivalents of ``asyncio.open_connection`` / ``asyncio.start_server`` for a 
 They return asyncio's own ``StreamReader``/``StreamWriter``; underneath, a small
 ``Transport`` drives a non-blocking rcunet socket from the event loop with
 ``loop.add_reader``/``add_writer`` on its ``fileno()``, whose readiness mirrors the
-socket's (``rcunet.host.tcp_poll``).  The Host must run threaded (``host.start()``):
+socket's (``rcunet.host.tcp.poll``).  The Host must run threaded (``host.start()``):
 its receive workers move the data while the loop waits.
 
     reader, writer = await open_connection(host, "10.0.0.2", 8080)

@@ -6,9 +6,9 @@ strerror's text, timeouts raising ``TimeoutError``, non-blocking mode raising
 
 One facade over both protocol sockets (``TcpSock``, ``UdpSock``): they take the same calls.
 
-``fileno()`` is a readiness fd: a ``dup`` of the protocol socket's poll fd, owned by this
-object.  Whatever a program does with that number (``os.close``, ``socket.socket(fileno=)``
-taking it over, a selector keeping it) leaves the protocol socket and its poll fd intact.
+``fileno()`` is a descriptor number as Linux gives one (``rcunet.api.fdtable``): a
+``dup`` of the protocol socket's poll fd, so ``select``/``selectors``/asyncio wait on it;
+objects made over the same number share it, the socket closes with its last descriptor.
 
 This is the only layer that blocks a caller: it waits on the protocol socket with the
 socket's timeout.
@@ -22,11 +22,11 @@ import operator
 import os
 import socket as _pysocket
 import struct
-import threading
 import warnings
-import weakref
 from typing import TYPE_CHECKING, Any
 
+from rcunet.api import fdtable, fork
+from rcunet.api.fdtable import Descriptor, SockRef
 from rcunet.host.sockerr import as_python_error, oserror
 from rcunet.tables.entry import AF_INET, AF_INET6
 from rcunet.wire.addr import (
@@ -59,38 +59,7 @@ SO_EE_CODE_ZEROCOPY_COPIED = 1
 _TIMEVAL = struct.Struct("@ll")
 _RealSocket = _pysocket.socket
 
-#: Readiness fds handed out by ``fileno()`` -> their Socket, so ``socket.fromfd`` and
-#: ``socket.socket(fileno=)`` in drop-in mode find the rcunet socket behind a number.
-#: guarded-by: _FDS_LOCK
-_FDS: weakref.WeakValueDictionary[int, Socket] = weakref.WeakValueDictionary()
-#: Fds given away by ``detach()``: the protocol socket waits there to be adopted.
-_DETACHED: dict[int, tuple[_SockRef, int, int, int]] = {}
-_FDS_LOCK = threading.Lock()
-
-
 _oserror = oserror
-
-
-class _SockRef:
-    """One protocol socket shared by a Socket and its ``dup()``s: closed by the last."""
-
-    __slots__ = ("sk", "refs", "lock")
-
-    def __init__(self, sk: Any) -> None:
-        self.sk = sk
-        self.refs = 1  # guarded-by: lock
-        self.lock = threading.Lock()
-
-    def get(self) -> None:
-        with self.lock:
-            self.refs += 1
-
-    def put(self) -> None:
-        with self.lock:
-            self.refs -= 1
-            last = self.refs == 0
-        if last:
-            self.sk.close()
 
 
 def pack_address(family: int, host: str | bytes, on: Host | None = None) -> bytes:
@@ -182,48 +151,47 @@ class Socket:
         if base_type == SOCK_DGRAM:
             if proto not in (0, -1, _pysocket.IPPROTO_UDP):
                 raise _oserror(errno.EPROTONOSUPPORT)
-            sk: Any = host.udp.new_socket(family)
         elif base_type == SOCK_STREAM:
             if proto not in (0, -1, _pysocket.IPPROTO_TCP):
                 raise _oserror(errno.EPROTONOSUPPORT)
-            tcp = getattr(host, "tcp", None)
-            if tcp is None:
+            if getattr(host, "tcp", None) is None:
                 raise _oserror(errno.EPROTONOSUPPORT, "TCP is not available on this host")
-            sk = tcp.new_socket(family)
         else:
             raise _oserror(errno.ESOCKTNOSUPPORT)
+        if fork.CHILD is not None:  # a forked child: the parent's Host makes it
+            sk: Any = fork.CHILD.new_socket(family, base_type)
+        elif base_type == SOCK_DGRAM:
+            sk = host.udp.new_socket(family)
+        else:
+            sk = host.tcp.new_socket(family)
         timeout = 0.0 if type & _pysocket.SOCK_NONBLOCK else _pysocket.getdefaulttimeout()
-        self._init(host, sk, _SockRef(sk), family, base_type, proto, timeout)
+        ref = SockRef(sk, family, base_type, max(proto, 0))
+        self._init(host, Descriptor(ref), timeout)
 
-    def _init(self, host: Host, sk: Any, ref: _SockRef, family: int, type: int, proto: int,
-              timeout: float | None) -> None:
+    def _init(self, host: Host, desc: Descriptor, timeout: float | None) -> None:
         self._host = host
-        self._sk = sk
-        self._ref = ref
-        self.family = _pysocket.AddressFamily(family)
-        self.type = _pysocket.SocketKind(type)
-        self.proto = max(proto, 0)  # as given (CPython: 0 unless the caller named one)
+        self._desc = desc
         self._timeout = timeout
         self._rcvtimeo: float | None = None  # SO_RCVTIMEO (0: none)
         self._sndtimeo: float | None = None  # SO_SNDTIMEO
         self._closed = False  # close() was called (CPython's flag)
-        self._released = False  # the protocol socket is no longer ours (real close/detach)
+        self._released = False  # this object let its descriptor go (real close/detach)
         self._io_refs = 0  # makefile() objects still open (CPython's deferred close)
-        self._fd = -1
-        self._fd_identity: tuple[int, int] | None = None
 
     @classmethod
-    def _sharing(cls, host: Host, ref: _SockRef, family: int, type: int, proto: int,
-                 timeout: float | None) -> Socket:
+    def _over(cls, host: Host, desc: Descriptor) -> Socket:
+        """A new object on ``desc`` (its number, or a new descriptor), with the default
+        timeout as CPython's constructor gives it."""
         sock = cls.__new__(cls)
-        sock._init(host, ref.sk, ref, family, type, proto, timeout)
+        sock._init(host, desc, _pysocket.getdefaulttimeout())
         return sock
 
     def __repr__(self) -> str:
-        closed = " [closed]" if self._released else ""
+        gone = self._released or self._desc.closed
+        closed = " [closed]" if gone else ""
         text = (f"<rcunet.Socket{closed} host={self._host.name} fd={self.fileno()}, "
                 f"family={self.family!s}, type={self.type!s}, proto={self.proto}")
-        if not self._released:
+        if not gone:
             for name, call in (("laddr", self.getsockname), ("raddr", self.getpeername)):
                 try:
                     text += f", {name}={call()}"
@@ -238,6 +206,27 @@ class Socket:
     def host(self) -> Host:
         return self._host
 
+    @property
+    def _sk(self) -> Any:
+        """The protocol socket (a forked child's stand-in for it: rcunet.api.fork)."""
+        return self._desc.ref.sk  # atomic: two attribute loads; ref.sk is replaced only
+        # in a forked child, before any other thread exists
+
+    # properties, not instance attributes: a subclass made in drop-in mode also has
+    # socket.socket's read-only ones behind these in its MRO (rcunet.api.patch)
+    @property
+    def family(self) -> _pysocket.AddressFamily:
+        return self._desc.ref.family
+
+    @property
+    def type(self) -> _pysocket.SocketKind:
+        return self._desc.ref.type
+
+    @property
+    def proto(self) -> int:
+        """As given (CPython: 0 unless the caller named one)."""
+        return self._desc.ref.proto
+
     # -- lifecycle ----------
     def close(self) -> None:
         self._closed = True
@@ -245,26 +234,14 @@ class Socket:
             self._real_close()
 
     def _real_close(self) -> None:
-        with _FDS_LOCK:  # test-and-set: two closing threads put our reference once
+        with fdtable.TABLE_LOCK:  # test-and-set: two closing threads close once
             if self._released:
                 return
             self._released = True
-            fd, self._fd = self._fd, -1
-            if fd >= 0 and _FDS.get(fd) is self:
-                del _FDS[fd]
-        try:
-            self._drop_fd(fd)
-        finally:
-            self._ref.put()
-
-    def _drop_fd(self, fd: int) -> None:
-        # Close our dup only if the number is still it: a program that os.close()d it may
-        # have had the number reused for a file of its own since (and close() then
-        # fails with EBADF, as CPython's does once its fd was closed under it).
-        if fd >= 0:
-            if _identity(fd) != self._fd_identity:
-                raise _oserror(errno.EBADF, "the socket's fd was closed by someone else")
-            os.close(fd)
+        if not fdtable.close(self._desc):
+            # another object on the same number (or os.close in drop-in mode) closed it
+            # first: EBADF, as CPython's close of an fd closed under it
+            raise _oserror(errno.EBADF)
 
     # CPython's own code: makefile() over socket.SocketIO, the io reference count that
     # defers close() until the last file object is closed, and sendfile by send().
@@ -300,46 +277,49 @@ class Socket:
             pass
 
     def _check_open(self) -> None:
-        # atomic: one attribute load; set once under _FDS_LOCK by _real_close/detach
-        if self._released:
+        # atomic: one load each of _released (set once under TABLE_LOCK by _real_close
+        # or detach) and of the descriptor's closed flag (set once under TABLE_LOCK)
+        if self._released or self._desc.closed:
             raise _oserror(errno.EBADF)
 
     def fileno(self) -> int:
-        """A readiness fd (``select``/``selectors``/asyncio wait on it), -1 once closed."""
-        # atomic: one load each of _fd and _released, both stored under _FDS_LOCK; a
-        # racing close() may make the number stale at once, as with any fd
-        fd = self._fd
-        if fd >= 0 or self._released:
-            return fd
-        poll_fd = self._sk.fileno()  # outside _FDS_LOCK: it may make the poll fd
-        with _FDS_LOCK:
-            if self._fd < 0 and not self._released:
-                fd = os.dup(poll_fd)  # non-inheritable, as sockets are
-                self._fd_identity = _identity(fd)
-                self._fd = fd
-                _FDS[fd] = self
-        self._mirror_blocking()
-        return self._fd
+        """The descriptor number (a readiness fd: ``select``/``selectors``/asyncio wait
+        on it), -1 once this object closed or detached it, or its number was closed."""
+        # atomic: one load of _released, set once under TABLE_LOCK
+        if self._released:
+            return -1
+        had = self._desc.number  # atomic: one load, stored under TABLE_LOCK
+        fd = fdtable.number_of(self._desc)
+        if had < 0 <= fd:
+            self._mirror_blocking()
+        return fd
 
     def dup(self) -> Socket:
-        """A second Socket on the same connection; the last close() closes it."""
+        """A new descriptor of the same socket; the last one closed closes it.  An object
+        of this one's class, as CPython's ``dup`` (a subclass's keeps its methods)."""
         self._check_open()
-        self._ref.get()
-        return Socket._sharing(self._host, self._ref, self.family, self.type, self.proto,
-                               _pysocket.getdefaulttimeout())
+        self._desc.ref.get()
+        twin = Descriptor(self._desc.ref)
+        if type(self) is Socket:
+            return Socket._over(self._host, twin)
+        try:
+            number = fdtable.number_of(twin)
+            subclass: Any = type(self)  # drop-in's socket.socket: (family, type, ...)
+            return subclass(self.family, self.type, self.proto, fileno=number)  # type: ignore[no-any-return]
+        except BaseException:
+            fdtable.close(twin)
+            raise
 
     def detach(self) -> int:
-        """Give up the socket object, keeping the connection: returns the fd number, which
-        ``socket.socket(fileno=N)``/``socket.fromfd`` (drop-in mode) take over."""
+        """Give up this object without closing its descriptor: returns the number, which
+        ``socket.socket(fileno=N)`` (drop-in mode) makes a new object on, and
+        ``os.close(N)`` closes."""
         self._closed = True
         fd = self.fileno()
-        with _FDS_LOCK:
+        with fdtable.TABLE_LOCK:
             if self._released or fd < 0:
                 return -1
-            _FDS.pop(fd, None)
-            self._fd = -1
             self._released = True
-            _DETACHED[fd] = (self._ref, self.family, self.type, self.proto)
         return fd
 
     def get_inheritable(self) -> bool:
@@ -359,7 +339,7 @@ class Socket:
         """O_NONBLOCK on our TCP readiness fd says what the socket's timeout says, as on
         a kernel socket (rcunet itself never relies on the flag: tcp_poll's transfers
         pass MSG_DONTWAIT).  UDP's eventfd keeps O_NONBLOCK: its reads rely on it."""
-        fd = self._fd
+        fd = self._desc.number  # atomic: one load, stored under TABLE_LOCK
         if fd >= 0 and self.type == SOCK_STREAM:
             try:
                 os.set_blocking(fd, self._timeout is None)
@@ -445,8 +425,8 @@ class Socket:
         except OSError as exc:
             raise as_python_error(exc) from None
         # CPython: the accepted socket takes the default timeout, not the listener's
-        child = Socket._sharing(self._host, _SockRef(child_sk), self.family, self.type,
-                                self.proto, _pysocket.getdefaulttimeout())
+        child = Socket._over(self._host, Descriptor(
+            SockRef(child_sk, self.family, self.type, self.proto)))
         return child, child.getpeername()
 
     def shutdown(self, how: int) -> None:
@@ -512,14 +492,33 @@ class Socket:
         self._check_open()
         views = [_byte_view(b) for b in buffers]
         data = b"".join(views)
-        if list(ancdata):
-            raise _oserror(errno.EINVAL, "rcunet sockets take no ancillary data")
-        if address is not None and self.type == SOCK_DGRAM:
-            return self.sendto(data, flags, address)
+        control = [_cmsg_item(item) for item in ancdata]
+        if self.type == SOCK_DGRAM:
+            return self._sendmsg_datagram(data, control, flags, address)
+        _check_stream_cmsgs(control)
         if self.type == SOCK_STREAM and flags & MSG_ZEROCOPY and len(views) > 1:
             send = functools.partial(self._sk.send, iov=tuple(len(v) for v in views))
             return int(self._call(send, self._sndtimeo, _byte_view(data), flags))
         return self.send(data, flags)
+
+    def _sendmsg_datagram(self, data: bytes, control: list[tuple[int, int, bytes]],
+                          flags: int, address: Any) -> int:
+        """UDP's sendmsg: the control messages as ip_cmsg_send/ip6_datagram_send_ctl
+        take them (rcunet.host.udp_cmsg)."""
+        if address is None:
+            if not control:
+                return self.send(data, flags)
+            dst, port = self._sk.faddr, self._sk.fport
+            if not port:
+                raise _oserror(errno.EDESTADDRREQ)
+        else:
+            _c_int(flags)
+            host, port = _check_sockaddr(self.family, address)
+            dst = _destination(pack_address(self.family, host, self._host))
+        try:
+            return int(self._sk.sendmsg(data, dst, port, control))
+        except OSError as exc:
+            raise as_python_error(exc) from None
 
     # -- receive ----------
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
@@ -575,18 +574,19 @@ class Socket:
             raise ValueError("negative buffer size in recvmsg()")
         if flags & MSG_ERRQUEUE:
             return self._recv_errqueue(bufsize, ancbufsize)
-        data, address, size = self._recvfrom(bufsize, flags)
-        msg_flags = MSG_TRUNC if self.type == SOCK_DGRAM and size > len(data) else 0
-        ancdata: list[Any] = []
-        cmsgs = getattr(self._sk, "recv_cmsgs", None)  # TCP: TCP_CM_INQ with TCP_INQ set
-        if cmsgs is not None:
-            for level, kind, payload in cmsgs():
-                if ancbufsize < _pysocket.CMSG_LEN(len(payload)):
-                    msg_flags |= MSG_CTRUNC  # put_cmsg: no room for it
-                    break
-                ancbufsize -= _pysocket.CMSG_SPACE(len(payload))
-                ancdata.append((level, kind, payload))
-        return data, ancdata, msg_flags, address
+        if self.type == SOCK_DGRAM:
+            self._check_open()
+            if bufsize < 0:
+                raise ValueError("negative buffersize in recvmsg")
+            data, src, sport, size, cmsgs = self._call(self._sk.recvmsg, self._rcvtimeo,
+                                                       bufsize, flags)
+            address: Any = unpack_address(self.family, src, sport)
+            msg_flags = MSG_TRUNC if size > len(data) else 0
+        else:
+            data, address, _size = self._recvfrom(bufsize, flags)
+            cmsgs, msg_flags = self._sk.recv_cmsgs(), 0  # TCP_CM_INQ with TCP_INQ set
+        ancdata, truncated = _put_cmsgs(cmsgs, ancbufsize)
+        return data, ancdata, msg_flags | truncated, address
 
     def _recv_errqueue(self, bufsize: int, ancbufsize: int
                        ) -> tuple[bytes, list[Any], int, Any]:
@@ -666,28 +666,24 @@ _NOT_HERE = {"sendmsg_afalg": errno.EOPNOTSUPP, "ioctl": errno.ENOTTY,
              "share": errno.EOPNOTSUPP}
 
 
-def adopt(fd: int) -> Socket | None:
-    """The Socket behind a readiness fd: a detached one is taken over (the fd becomes
-    the new Socket's), a live one is shared (as ``dup``); None for a foreign fd."""
-    with _FDS_LOCK:
-        detached = _DETACHED.pop(fd, None)
-        live = _FDS.get(fd)
-    if detached is not None:
-        ref, family, type, proto = detached
-        sock = Socket._sharing(_host_of(ref), ref, family, type, proto,
-                               _pysocket.getdefaulttimeout())
-        with _FDS_LOCK:
-            sock._fd = fd
-            sock._fd_identity = _identity(fd)
-            _FDS[fd] = sock
-        return sock
-    if live is not None:
-        return live.dup()
-    return None
+def on_number(fd: int) -> Socket | None:
+    """``socket.socket(fileno=fd)``: a new object on the rcunet descriptor numbered
+    ``fd`` (the same number, as CPython's: closing either closes it for both); None for
+    a number that is not an rcunet socket's."""
+    desc = fdtable.lookup(fd)
+    if desc is None:
+        return None
+    return Socket._over(desc.ref.sk.host, desc)
 
 
-def _host_of(ref: _SockRef) -> Host:
-    return ref.sk.host  # type: ignore[no-any-return]
+def dup_of(fd: int) -> Socket | None:
+    """``socket.fromfd(fd, ...)``: a new descriptor of the rcunet socket numbered ``fd``
+    (fromfd dups, as CPython's); None for a number that is not an rcunet socket's."""
+    desc = fdtable.lookup(fd)
+    if desc is None:
+        return None
+    desc.ref.get()
+    return Socket._over(desc.ref.sk.host, Descriptor(desc.ref))
 
 
 _LOOPBACK_FOR = {ANY4: LOOPBACK4, ANY6: LOOPBACK6, V4_MAPPED_ANY: v4mapped(LOOPBACK4)}
@@ -699,6 +695,49 @@ def _destination(addr: bytes) -> bytes:
     return _LOOPBACK_FOR.get(addr, addr)
 
 
+def _cmsg_item(item: Any) -> tuple[int, int, bytes]:
+    """One (level, type, data) of sendmsg's ancdata, checked as CPython checks it."""
+    try:
+        level, kind, data = item
+    except (TypeError, ValueError):
+        raise TypeError("ancillary data items must be (level, type, data) sequences"
+                        ) from None
+    return _c_int(level), _c_int(kind), bytes(_byte_view(data))
+
+
+#: SOL_SOCKET messages an inet socket's sendmsg takes and ignores (__sock_cmsg_send)
+_IGNORED_SOCKET_CMSGS = (_pysocket.SCM_RIGHTS, getattr(_pysocket, "SCM_CREDENTIALS", 2))
+
+
+def _check_stream_cmsgs(control: list[tuple[int, int, bytes]]) -> None:
+    """tcp_sendmsg: sock_cmsg_send reads SOL_SOCKET messages only (EINVAL for one it
+    does not take); other levels are ignored."""
+    for level, kind, _data in control:
+        if level == SOL_SOCKET and kind not in _IGNORED_SOCKET_CMSGS:
+            raise _oserror(errno.EINVAL, "control message not taken by a TCP socket")
+
+
+def _put_cmsgs(cmsgs: list[tuple[int, int, bytes]], room: int
+               ) -> tuple[list[tuple[int, int, bytes]], int]:
+    """What ``recvmsg`` with ``room`` bytes of control buffer gets, as Linux's put_cmsg
+    gives it: a message whose header fits but not its data comes cut, one whose header
+    does not fit is left out, and either sets MSG_CTRUNC.  Returns (messages, flags)."""
+    out: list[tuple[int, int, bytes]] = []
+    flags = 0
+    header = _pysocket.CMSG_LEN(0)
+    for level, kind, data in cmsgs:
+        if room < header:
+            flags = MSG_CTRUNC
+            continue
+        space = _pysocket.CMSG_SPACE(len(data))
+        if room < _pysocket.CMSG_LEN(len(data)):
+            flags = MSG_CTRUNC
+            data = data[: room - header]
+        out.append((level, kind, data))
+        room -= min(space, room)
+    return out, flags
+
+
 def _c_int(value: int) -> int:
     """An argument the C socket module takes as an ``int``: OverflowError beyond it."""
     value = operator.index(value)  # TypeError for a str, as CPython's argument parser
@@ -706,15 +745,6 @@ def _c_int(value: int) -> int:
         raise OverflowError("signed integer is greater than maximum" if value > 0
                             else "signed integer is less than minimum")
     return value
-
-
-def _identity(fd: int) -> tuple[int, int] | None:
-    """(device, inode) of the open file behind ``fd``; None if it is not open."""
-    try:
-        status = os.fstat(fd)
-    except OSError:
-        return None
-    return status.st_dev, status.st_ino
 
 
 def _timeval_seconds(value: int | bytes) -> float | None:

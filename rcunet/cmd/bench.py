@@ -15,6 +15,8 @@ WORKLOADS: dict[str, tuple[str, str]] = {
                "socket-table mechanisms of seeds 000/002/003, before vs after"),
     "tcp_rr": ("rcunet.bench.tcp_rr", "neper tcp_rr: request/response on long-lived TCP flows"),
     "tcp_crr": ("rcunet.bench.tcp_crr", "neper tcp_crr: a new TCP connection per transaction"),
+    "profile": ("rcunet.bench.profile",
+                "Python calls and CPU per tcp_crr transaction, two Hosts on the virtual clock"),
     "tcp_stream": ("rcunet.bench.tcp_stream", "neper tcp_stream: bulk TCP throughput"),
     "udp_rr": ("rcunet.bench.udp_rr", "neper udp_rr: request/response over UDP"),
     "udp_stream": ("rcunet.bench.udp_stream", "neper udp_stream: bulk UDP throughput"),

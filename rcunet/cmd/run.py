@@ -35,9 +35,11 @@ from rcunet.cmd.run_common import (
     _Program,
     _usage,
     build_network,
+    leave_stuck,
     parse_impairment,
     watch_also,
 )
+from rcunet.cmd.run_diagnosis import TIMEOUT_STATUS, Diagnosis, Watch, exit_now
 
 DEFAULT_SERVE = "echo:7,discard:9,udp-echo:7,http:80"
 
@@ -60,35 +62,52 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="another program on HOST, in a thread (repeatable)")
     parser.add_argument("--counters", action="store_true",
                         help="print each Host's counters (nstat layout) at exit")
+    parser.add_argument("--timeout", type=float, metavar="SECONDS",
+                        help="stop the program after SECONDS (exit status 124), printing "
+                        "each thread's stack and each socket's state first")
     parser.add_argument("--procs", action="store_true",
                         help="each Host but the program's in its own child process, "
                         "linked by inter-process links (rcunet/host/procs.py)")
     parser.add_argument("--transport", choices=("seqpacket", "ring"), default="seqpacket",
                         help="--procs: the inter-process link (default seqpacket)")
-    parser.add_argument("-m", dest="module", metavar="MODULE",
-                        help="run library module MODULE as a script (python -m)")
+    # -m takes the rest of the line, options included, as ``python -m`` does: the
+    # module's own options (-m unittest -v) are never read as rcunet's.
+    parser.add_argument("-m", dest="module", metavar="MODULE [ARGS]", nargs=argparse.REMAINDER,
+                        help="run library module MODULE as a script (python -m); every "
+                        "later argument is the module's")
     parser.add_argument("program", nargs=argparse.REMAINDER,
-                        help="PROGRAM [ARGS...] (after --), or the module's ARGS with -m")
+                        help="PROGRAM [ARGS...] (after --)")
 
 
 def _program_argv(args: argparse.Namespace) -> list[str]:
+    """The program's arguments; ``args.module`` becomes the module's name (or None)."""
     argv = list(args.program)
+    if args.module is not None:  # -m MODULE ARGS...: ARGS are the module's, all of them
+        if not args.module:
+            raise _usage("-m: give a module: rcunet run [options] -m MODULE [ARGS]")
+        # argparse ends -m's list at a '--' and leaves it and the rest to ``program``:
+        # the module gets them verbatim, as from ``python -m``
+        args.module, argv = args.module[0], [*args.module[1:], *argv]
+        return argv
     if argv and argv[0] == "--":
         argv = argv[1:]
-    if not args.module and not argv:
+    if not argv:
         raise _usage("give a program: rcunet run [options] -- PROGRAM [ARGS] (or -m MODULE)")
-    if not args.module and not os.path.isfile(argv[0]):
+    if not os.path.isfile(argv[0]):
         raise _usage(f"{argv[0]}: no such file")
     return argv
 
 
 def run(args: argparse.Namespace) -> int:
+    from rcunet.api import fork as dropin_fork
     from rcunet.api.patch import patched
     from rcunet.host.counters import format_nstat
     from rcunet.link.pcap import PcapWriter
     from rcunet.services import parse_specs, start_services
 
     argv = _program_argv(args)
+    if args.timeout is not None and not args.timeout > 0:
+        raise _usage("--timeout: give a number of seconds above 0")
     try:
         parse_specs(args.serve)
     except ValueError as exc:
@@ -107,6 +126,7 @@ def run(args: argparse.Namespace) -> int:
     pcap = PcapWriter(args.pcap) if args.pcap else None
     services = []
     main = _Program(argv, args.module)
+    stuck: list[threading.Thread] = []
     try:
         if pcap is not None:
             for link in net.links:
@@ -119,11 +139,16 @@ def run(args: argparse.Namespace) -> int:
             for thread, _program in also:
                 thread.start()
             main_done, interrupted = threading.Event(), threading.Event()
-            if also:
-                watch_also([t for t, _ in also], main_done, interrupted)
-            status = main.run()
-            main_done.set()
-            _finish(also)
+            diagnosis = Diagnosis(net.hosts)
+            with Watch(diagnosis, args.timeout, interrupted,
+                       lambda: exit_now(TIMEOUT_STATUS)):
+                if also:
+                    watch_also([t for t, _ in also], main_done, interrupted)
+                status = main.run()
+                dropin_fork.exit_if_child(status)
+                main_done.set()
+                stuck = _finish(also, diagnosis)
+                dropin_fork.wait_children()  # their sockets need this Host
         if interrupted.is_set():  # the --also programs ended first: theirs is the result
             status = next((p.status for _t, p in also if p.status), 0)
     finally:
@@ -136,4 +161,6 @@ def run(args: argparse.Namespace) -> int:
         for each in net.hosts:
             print(f"# {each.name}", file=sys.stderr)
             print(format_nstat(each.counters.nonzero()), file=sys.stderr)
+    if stuck:
+        return leave_stuck(stuck, status)
     return status

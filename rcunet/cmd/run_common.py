@@ -12,6 +12,7 @@ import shlex
 import signal
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -235,22 +236,55 @@ def _interrupt_after(threads: list[threading.Thread], main_done: threading.Event
         _thread.interrupt_main()
 
 
-def _finish(also: list[tuple[threading.Thread, _Program]]) -> None:
+def _finish(also: list[tuple[threading.Thread, _Program]],
+            diagnosis: Any = None) -> list[threading.Thread]:
     """Wait for the program's threads and the --also programs; an interrupt meant for
-    a main program that had just ended is not ours to act on."""
+    a main program that had just ended is not ours to act on.  Returns the program's
+    threads left blocked in rcunet socket calls (reported through ``diagnosis``)."""
     while True:
         try:
-            _join_program_threads()
+            stuck = _join_program_threads(diagnosis)
+            if stuck:
+                return stuck
             for thread, _program in also:
                 thread.join()
-            return
+            return []
         except KeyboardInterrupt:
             continue
 
 
-def _join_program_threads() -> None:
-    """What the interpreter does at exit: wait for the program's non-daemon threads."""
+def _join_program_threads(diagnosis: Any = None) -> list[threading.Thread]:
+    """What the interpreter does at exit: wait for the program's non-daemon threads;
+    but threads that all sit in one rcunet socket call each for a while are reported
+    (run_diagnosis) and returned, not waited for for ever."""
+    from rcunet.cmd.run_diagnosis import stuck_threads
+
     current = threading.current_thread()
-    for thread in threading.enumerate():
-        if thread is not current and not thread.daemon and thread.is_alive():
-            thread.join()
+    waited: dict[int, tuple[int, float]] = {}
+    while True:
+        alive = [t for t in threading.enumerate()
+                 if t is not current and not t.daemon and t.is_alive()]
+        if not alive:
+            return []
+        alive[0].join(0.25)
+        if diagnosis is not None and stuck_threads(alive, waited, time.monotonic()):
+            names = ", ".join(f'"{t.name}"' for t in alive)
+            diagnosis.report(f"the program returned, but its threads {names} wait in "
+                             "rcunet socket calls that nothing will complete")
+            return alive
+
+
+def leave_stuck(stuck: list[threading.Thread], status: int) -> int:
+    """After the network closed: threads it woke end; if some still do not, the process
+    exits now rather than wait for them (as the interpreter would, for ever)."""
+    for thread in stuck:
+        thread.join(2.0)
+    status = status or 1
+    left = [t.name for t in stuck if t.is_alive()]
+    if left:
+        print(f"rcunet run: exiting with threads {', '.join(left)} still blocked",
+              file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    return status

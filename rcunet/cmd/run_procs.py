@@ -48,6 +48,7 @@ from rcunet.cmd.run_common import (
     _usage,
     _wait_listening,
     build_network,
+    leave_stuck,
 )
 
 #: How long a child may take to build its Host and start its services.
@@ -243,13 +244,14 @@ def run_in_processes(args: argparse.Namespace, argv: list[str], impair: Any) -> 
     deaths = _Deaths()
     stopping = threading.Event()
     status = 1
+    stuck: list[threading.Thread] = []
     try:
         net.start()
         for process in net.processes:
             process.on_exit = lambda p: None if stopping.is_set() else deaths.report(p)
             process.start(serve_in_child, args.serve, names, there.get(process.name, []))
         if _all_ready(net, deaths):
-            status = _run_main(args, argv, net, host, here, there)
+            status, stuck = _run_main(args, argv, net, host, here, there)
     finally:
         stopping.set()
         net.close()
@@ -271,6 +273,8 @@ def run_in_processes(args: argparse.Namespace, argv: list[str], impair: Any) -> 
         _print_counters(net, host)
     if status == 0 and deaths.reported:
         status = 1
+    if stuck:
+        return leave_stuck(stuck, status)
     return status
 
 
@@ -292,9 +296,12 @@ def _all_ready(net: Any, deaths: _Deaths) -> bool:
 
 
 def _run_main(args: argparse.Namespace, argv: list[str], net: Any, host: Any,
-              here: list[str], there: dict[str, Any]) -> int:
+              here: list[str], there: dict[str, Any]) -> tuple[int, list[threading.Thread]]:
+    """The program's status, and its threads left blocked in rcunet socket calls."""
+    from rcunet.api import fork as dropin_fork
     from rcunet.api.patch import patched
     from rcunet.cmd.run_common import watch_also
+    from rcunet.cmd.run_diagnosis import TIMEOUT_STATUS, Diagnosis, Watch, exit_now
 
     also = [_also_thread(net, text, [host]) for text in here]
     children = [net.process_named(name) for name in there]
@@ -306,16 +313,36 @@ def _run_main(args: argparse.Namespace, argv: list[str], net: Any, host: Any,
         for thread, _program in also:
             thread.start()
         main_done, interrupted = threading.Event(), threading.Event()
-        waiters = [t for t, _ in also] + [_joiner(p) for p in children]
-        if waiters:
-            watch_also(waiters, main_done, interrupted)
-        status = main.run()
-        main_done.set()
-        _finish(also)
+        # the Host in this process: the children's sockets are theirs
+        with Watch(Diagnosis([host]), args.timeout, interrupted,
+                   lambda: exit_now(TIMEOUT_STATUS, lambda: _kill_children(net))) as watch:
+            waiters = [t for t, _ in also] + [_joiner(p) for p in children]
+            if waiters:
+                watch_also(waiters, main_done, interrupted)
+            status = main.run()
+            dropin_fork.exit_if_child(status)
+            main_done.set()
+            stuck = _finish(also, watch.diagnosis)
+            dropin_fork.wait_children()  # their sockets need this Host
+        if stuck:
+            return status, stuck
         statuses = [p.status for _t, p in also] + _child_statuses(children)
     if interrupted.is_set():  # the --also programs ended first: theirs is the result
         status = next((s for s in statuses if s), 0)
-    return status
+    return status, []
+
+
+def _kill_children(net: Any) -> None:
+    """The Hosts' processes, killed and reaped (a timed-out run's end)."""
+    for process in net.processes:
+        if process.process is not None:
+            process.kill()
+    for process in net.processes:
+        if process.process is not None:
+            try:
+                process.join(timeout=_JOIN_GRACE)
+            except TimeoutError:
+                pass
 
 
 def _go_when_listening(host: Any, children: list[Any]) -> None:

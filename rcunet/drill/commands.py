@@ -176,7 +176,7 @@ class Commands:
             self._nstat(words[1:])
             return 0
         if words[:3] == ["ip", "tcp_metrics", "flush"]:
-            self.host.tcp.fastopen_cache.clear()  # the metrics rcunet keeps: Fast Open's
+            self.host.tcp.fastopen.cache.clear()  # the metrics rcunet keeps: Fast Open's
             return 0
         if name == "tc" or name.startswith("sysctl_restore_"):
             return 0  # no qdisc, a fresh Host per run: nothing to undo

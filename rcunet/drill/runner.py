@@ -24,7 +24,7 @@ from rcunet.drill.errors import DrillError, DrillFailure, DrillUnsupported
 from rcunet.drill.syscalls import BLOCKED, ERRNO_NAMES, Fd, Outcome, Syscalls, errno_name
 from rcunet.host.clock import VirtualClock
 from rcunet.host.host import Host
-from rcunet.host.tcp_info import snapshot
+from rcunet.host.tcp.info import snapshot
 
 #: The kernel selftests' runner (ksft_runner.sh) addresses and MTUs, per family.
 KERNEL_RUNNER = {

@@ -21,12 +21,12 @@ from rcunet.core.tcp import State as CState
 from rcunet.drill import cmsg
 from rcunet.drill import script as s
 from rcunet.drill.errors import DrillError, DrillUnsupported
-from rcunet.host import tcp_fastopen
+from rcunet.host.tcp import fastopen_opts as tcp_fastopen
 from rcunet.tables.entry import AF_INET, AF_INET6, State
 
 if TYPE_CHECKING:
     from rcunet.host.host import Host
-    from rcunet.host.tcp_sock import TcpSock
+    from rcunet.host.tcp.sock import TcpSock
 
 BLOCKED = object()
 
@@ -335,7 +335,7 @@ class Syscalls:
         if isinstance(args[1], s.Symbol) and args[1].name == "AF_UNSPEC":
             if fd.sk.state == State.LISTEN:  # inet_csk_listen_stop: no longer listening
                 raise DrillUnsupported(0, "connect(AF_UNSPEC) on a listener")
-            fd.sk.layer.disconnect(fd.sk)  # tcp_disconnect
+            fd.sk.disconnect()  # tcp_disconnect
             fd.state = "new"
             return Outcome(0)
         addr, port = self._sockaddr(args[1], self.remote_ip, self.connect_port)

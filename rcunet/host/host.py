@@ -60,7 +60,9 @@ def _ip(text: str | bytes) -> bytes:
 
 
 class Host:
-    """One network namespace.
+    """One network namespace: interfaces and addresses, routes, neighbours, the socket
+    tables, receive workers and timers, a ``Tuning`` and counters.  Make one with
+    ``Network.host`` (or ``Network.two_hosts``); open sockets on it with ``socket()``.
 
     Concurrency:
       interfaces   copy-on-write dict replaced under ``_config_lock``; the receive path

@@ -582,18 +582,20 @@ class IpLayer(IcmpMixin):
         ttl: int | None = None,
         dont_fragment: bool = False,
         oif: int = 0,
+        tos: int = 0,
     ) -> int:
         """Route and send one datagram.  ``build_payload(src, dst)`` returns the transport
         bytes (it needs the final source address for the pseudo-header checksum).
+        ``tos``: the IPv4 TOS byte / IPv6 traffic class.
         Returns 0 or a positive errno (ENETUNREACH, EMSGSIZE, EADDRNOTAVAIL)."""
         if self.is_local(dst):
             # Linux's local table: our own addresses go out (and back in) through lo.
             lo = self.host.loopback
             source = src or dst
             return self._send_ip(lo, dst, source, dst, protocol, build_payload(source, dst),
-                                 ttl, dont_fragment, lo.mtu)
+                                 ttl, dont_fragment, lo.mtu, tos)
         if is_multicast(dst) or dst == LIMITED_BROADCAST:
-            return self._output_multicast(src, dst, protocol, build_payload, ttl, oif)
+            return self._output_multicast(src, dst, protocol, build_payload, ttl, oif, tos)
         entry = self.host.dst_cache.lookup(dst, oif)
         if entry is None:
             self._count("IpOutNoRoutes" if len(dst) == 4 else "Ip6OutNoRoutes")
@@ -602,7 +604,8 @@ class IpLayer(IcmpMixin):
             out = entry.use()
             source = src or out.src
             return self._send_ip(out.iface, out.next_hop, source, dst, protocol,
-                                 build_payload(source, dst), ttl, dont_fragment, out.mtu)
+                                 build_payload(source, dst), ttl, dont_fragment, out.mtu,
+                                 tos)
         finally:
             entry.release()
 
@@ -693,7 +696,7 @@ class IpLayer(IcmpMixin):
 
     def _output_multicast(self, src: bytes | None, dst: bytes, protocol: int,
                           build_payload: Callable[[bytes, bytes], bytes], ttl: int | None,
-                          oif: int) -> int:
+                          oif: int, tos: int = 0) -> int:
         iface = self.host.interfaces.get(oif) if oif else None
         if iface is None:
             route = self.host.routes.lookup(dst)
@@ -709,15 +712,17 @@ class IpLayer(IcmpMixin):
             return 99  # EADDRNOTAVAIL
         payload = build_payload(source, dst)
         hops = ttl if ttl is not None else 1
-        return self._send_ip(iface, dst, source, dst, protocol, payload, hops, False, iface.mtu)
+        return self._send_ip(iface, dst, source, dst, protocol, payload, hops, False, iface.mtu,
+                             tos)
 
     def _send_ip(self, iface: Interface, next_hop: bytes, src: bytes, dst: bytes, protocol: int,
-                 payload: bytes, ttl: int | None, dont_fragment: bool, mtu: int) -> int:
+                 payload: bytes, ttl: int | None, dont_fragment: bool, mtu: int,
+                 tos: int = 0) -> int:
         hops = ttl if ttl is not None else self.host.tuning.ip_default_ttl
         if len(dst) == 4:
             self._count("IpOutRequests")
             packet = ipv4.Repr(src, dst, protocol, payload, hops, self.next_ident(),
-                               dont_fragment)
+                               dont_fragment, dscp=tos >> 2, ecn=tos & 3)
             if ipv4.HEADER_LEN + len(payload) <= mtu:  # no options: buffer_len()
                 self._link_output(iface, next_hop, packet.build())
                 return 0
@@ -729,7 +734,8 @@ class IpLayer(IcmpMixin):
             self.host.counters.inc("IpFragCreates", len(pieces))
         else:
             self._count("Ip6OutRequests")
-            packet6 = ipv6.Repr(src, dst, protocol, payload, hop_limit=hops)
+            packet6 = ipv6.Repr(src, dst, protocol, payload, hop_limit=hops,
+                                traffic_class=tos)
             if packet6.buffer_len() <= mtu:
                 self._link_output(iface, next_hop, packet6.build())
                 return 0

@@ -43,6 +43,17 @@ Link = PointToPoint | Segment
 
 
 class Network:
+    """In-process Hosts, the links between them, and one clock that drives them all.
+
+    ``Network()`` runs on a virtual clock with no threads: ``run_until`` and ``step``
+    process frames and timers in order, so a run is exact and repeatable (the protocol
+    tests run this way).  ``Network(threaded=True)`` runs the same topology on the real
+    clock; ``start()`` starts each Host's receive workers and timer thread.  ``tuning``
+    is every Host's default ``Tuning``; ``seed`` makes impairments and port choices
+    repeatable; ``rx_queues`` is each interface's number of receive queues (RSS).
+    A Network is a context manager: leaving it closes every Host, link and process.
+    """
+
     def __init__(self, *, threaded: bool = False, tuning: Tuning | None = None,
                  seed: int = 1, rx_queues: int = 1) -> None:
         self.threaded = threaded
@@ -334,6 +345,8 @@ class Network:
     # -- ready-made topologies -----------------------------------------------------------------
     @classmethod
     def two_hosts(cls, **kw: object) -> tuple[Network, Host, Host]:
+        """a (10.0.0.1/24, fd00::1/64) and b (10.0.0.2/24, fd00::2/64) on one Ethernet
+        link; ``kw`` goes to ``Network()``."""
         net = cls(**kw)  # type: ignore[arg-type]
         a, b = net.host("a"), net.host("b")
         net.link(a, b, ["10.0.0.1/24", "fd00::1/64"], ["10.0.0.2/24", "fd00::2/64"])

@@ -12,10 +12,12 @@ import os
 import random
 import struct
 import threading
+import time
 from typing import TYPE_CHECKING
 
 from rcunet.host.ip import Delivery, is_multicast
 from rcunet.host.timers import Timer
+from rcunet.host.udp_cmsg import RecvInfo, SendControl
 from rcunet.host.udp_sock import UdpSock
 from rcunet.tables.entry import AF_INET, AF_INET6
 from rcunet.tables.udp import UdpTable
@@ -167,7 +169,7 @@ class UdpLayer:
                 return
             sport, dport, body = parsed.src_port, parsed.dst_port, parsed.payload
         src = info.src
-        datagram = (bytes(body), (src, sport))
+        datagram = (bytes(body), (src, sport), _recv_info(info))
         if info.to_multicast:
             if not mcast_deliver(self.table, info.dst, dport, src, sport, info.iface.ifindex,
                                  datagram, self._deliver, clone=_share):
@@ -237,7 +239,10 @@ class UdpLayer:
             self.table.put(sk)
 
     # -- output ----------
-    def sendto(self, sk: UdpSock, data: bytes, dst: bytes, dport: int) -> int:
+    def sendto(self, sk: UdpSock, data: bytes, dst: bytes, dport: int,
+               control: SendControl | None = None) -> int:
+        """One datagram; ``control``: what sendmsg's control messages asked (source,
+        interface, TTL, TOS) over the socket's own settings."""
         family = 4 if sk.family == AF_INET else 6
         if len(data) > (65507 if family == 4 else 65527):
             raise OSError(errno.EMSGSIZE, "message too long")
@@ -256,11 +261,17 @@ class UdpLayer:
         message = udp.Repr(sport, dport, data)
         ttl = sk.multicast_ttl if is_multicast(dst) else sk.ttl
         oif = sk.multicast_if if is_multicast(dst) else sk.bound_dev
+        tos = sk.tos if family == 4 else sk.tclass
+        if control is not None:
+            src = control.src if control.src is not None else src
+            oif = control.oif or oif
+            ttl = control.ttl if control.ttl is not None else ttl
+            tos = control.tos if control.tos is not None else tos
 
         def build(source: bytes, dest: bytes) -> bytes:
             return message.build(src=source, dst=dest)
 
-        err = self.host.ip.output(src, dst, udp.PROTOCOL, build, ttl=ttl, oif=oif)
+        err = self.host.ip.output(src, dst, udp.PROTOCOL, build, ttl=ttl, oif=oif, tos=tos)
         if err:
             raise OSError(err, os.strerror(err))
         self._count("UdpOutDatagrams", family)
@@ -281,8 +292,22 @@ class UdpLayer:
         source = src or self.host.ip.select_source(iface, group)
         if source is None:
             return
+        info = RecvInfo(group, ifindex, sk.multicast_ttl, sk.tos if len(group) == 4
+                        else sk.tclass, time.time_ns())
         self.table.mcast_deliver(group, dport, source, sk.lport, ifindex,
-                                 (data, (source, sk.lport)), self._deliver, clone=_share)
+                                 (data, (source, sk.lport), info), self._deliver,
+                                 clone=_share)
+
+
+def _recv_info(info: Delivery) -> RecvInfo:
+    """What recvmsg's control messages may tell of this packet (rcunet.host.udp_cmsg);
+    the TOS / traffic class is read from the header still in ``info.packet``."""
+    packet = info.packet
+    if len(info.src) == 4:
+        tos = packet[1]
+    else:
+        tos = ((packet[0] & 0x0F) << 4) | (packet[1] >> 4)
+    return RecvInfo(info.dst, info.iface.ifindex, info.ttl, tos, time.time_ns())
 
 
 def _share(datagram: object) -> object:

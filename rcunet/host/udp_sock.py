@@ -1,6 +1,6 @@
 """A UDP socket on a Host: its table identity (``UdpEntry``), the receive queue, and the
 calls ``rcunet.api.socket.Socket`` delegates to (bind, connect, send/receive, options,
-shutdown, close) — the UDP counterpart of ``rcunet.host.tcp_sock.TcpSock``, with the same
+shutdown, close) — the UDP counterpart of ``rcunet.host.tcp.sock.TcpSock``, with the same
 method names and arguments so the api layer is one facade over both.
 
 Input, output and the tables shared by every socket live in ``rcunet.host.udp.UdpLayer``.
@@ -17,7 +17,9 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from rcunet.host import udp_cmsg
 from rcunet.host.sockerr import int_option, oserror, ranged, v4mapped, wire
+from rcunet.host.udp_cmsg import RecvInfo
 from rcunet.sync.lock import LockClass
 from rcunet.sync.shared import lockfree_read_slots
 from rcunet.tables.entry import AF_INET, AF_INET6
@@ -31,7 +33,8 @@ RECEIVE_QUEUE_LOCK = LockClass("sk_receive_queue.lock")
 UDP_SOCK_LOCK = LockClass("udp_sock.lock")
 #: Per-datagram memory charged against SO_RCVBUF besides its payload (skb truesize).
 DATAGRAM_OVERHEAD = 256
-Datagram = tuple[bytes, tuple[bytes, int]]
+#: (payload, (source, port), what its packet said: None for one made here)
+Datagram = tuple[bytes, tuple[bytes, int], RecvInfo | None]
 SOL_SOCKET = _pysocket.SOL_SOCKET
 IPPROTO_IP = _pysocket.IPPROTO_IP
 IPPROTO_IPV6 = _pysocket.IPPROTO_IPV6
@@ -56,7 +59,8 @@ class UdpSock(UdpEntry):
     __slots__ = lockfree_read_slots(
         "host", "lock", "rq_lock", "readable", "queue", "rmem", "rcvbuf", "sndbuf", "err",
         "closed", "_eventfd", "broadcast", "multicast_ttl", "multicast_loop", "multicast_if",
-        "ttl", "shutdown_rd", "bound", "waiters", base=UdpEntry)
+        "ttl", "shutdown_rd", "bound", "waiters", "cmsg_flags", "tos", "tclass",
+        base=UdpEntry)
 
     def __init__(self, host: Host, family: int) -> None:
         super().__init__(family)
@@ -78,6 +82,9 @@ class UdpSock(UdpEntry):
         self.multicast_loop = True
         self.multicast_if = 0
         self.ttl: int | None = None
+        self.tos = 0  # IP_TOS
+        self.tclass = 0  # IPV6_TCLASS
+        self.cmsg_flags = 0  # udp_cmsg.WANT_*: the control messages recvmsg delivers
         self.shutdown_rd = False
         self.bound = False
 
@@ -240,6 +247,17 @@ class UdpSock(UdpEntry):
             raise oserror(errno.EINVAL, "destination port 0")
         return self.host.udp.sendto(self, bytes(data), wire(addr), port)
 
+    def sendmsg(self, data: bytes, addr: bytes, port: int,
+                ancdata: list[tuple[int, int, bytes]]) -> int:
+        """sendto with sendmsg's control messages (rcunet.host.udp_cmsg)."""
+        dst = wire(addr)
+        control = udp_cmsg.send_control(self.host, self.family == AF_INET6, len(dst) == 4,
+                                        self.bound_dev, ancdata) if ancdata else None
+        self._raise_error()
+        if port == 0:
+            raise oserror(errno.EINVAL, "destination port 0")
+        return self.host.udp.sendto(self, bytes(data), dst, port, control)
+
     def _raise_error(self) -> None:
         err = self.take_error()
         if err:
@@ -254,10 +272,24 @@ class UdpSock(UdpEntry):
         port, the datagram's full length: more than ``bufsize`` means MSG_TRUNC)."""
         if bufsize < 0:
             raise ValueError("negative buffersize in recvfrom")
-        payload, (src, sport) = self._wait_datagram(timeout, flags)
+        payload, (src, sport), _info = self._wait_datagram(timeout, flags)
         if self.family == AF_INET6:
             src = v4mapped(src)
         return payload[:bufsize], src, sport, len(payload)
+
+    def recvmsg(self, bufsize: int, timeout: float | None, flags: int = 0
+                ) -> tuple[bytes, bytes, int, int, list[tuple[int, int, bytes]]]:
+        """recvfrom's answer and the datagram's control messages (the ones asked for
+        with IP_PKTINFO, IP_RECVTTL, ..., SO_TIMESTAMP: rcunet.host.udp_cmsg)."""
+        if bufsize < 0:
+            raise ValueError("negative buffersize in recvmsg")
+        payload, (src, sport), info = self._wait_datagram(timeout, flags)
+        wanted = self.cmsg_flags  # atomic: one load (a racing setsockopt: old or new)
+        cmsgs = udp_cmsg.recv_cmsgs(self.host, wanted, self.family == AF_INET6, info,
+                                    src) if wanted and info is not None else []
+        if self.family == AF_INET6:
+            src = v4mapped(src)
+        return payload[:bufsize], src, sport, len(payload), cmsgs
 
     def _wait_datagram(self, timeout: float | None, flags: int) -> Datagram:
         if flags & MSG_DONTWAIT:
@@ -271,7 +303,7 @@ class UdpSock(UdpEntry):
             if self.closed:
                 raise oserror(errno.EBADF)
             if self.shutdown_rd:
-                return (b"", (self.faddr, self.fport))
+                return (b"", (self.faddr, self.fport), None)
             if deadline is None:
                 self.wait_readable(None)
                 continue
@@ -296,6 +328,17 @@ class UdpSock(UdpEntry):
 
     # -- options ----------
     def setsockopt(self, level: int, optname: int, value: int | bytes) -> None:
+        flag = udp_cmsg.RECV_OPTIONS.get((level, optname))
+        if flag is not None and (level == IPPROTO_IP or self.family == AF_INET6):
+            on = bool(int_option(value))
+            with self.lock:  # read-modify-write of the flags
+                self.cmsg_flags = self.cmsg_flags | flag if on else self.cmsg_flags & ~flag
+            return
+        if level == SOL_SOCKET and optname in (udp_cmsg.SO_TIMESTAMP, udp_cmsg.SO_TIMESTAMPNS):
+            on = bool(int_option(value))
+            with self.lock:
+                self.cmsg_flags = udp_cmsg.timestamp_flags(self.cmsg_flags, optname, on)
+            return
         if level == SOL_SOCKET:
             self._set_socket_level(optname, value)
         elif level == IPPROTO_IP:
@@ -346,6 +389,8 @@ class UdpSock(UdpEntry):
             self.multicast_loop = bool(int_option(value))
         elif optname == _pysocket.IP_TTL:
             self.ttl = ranged(int_option(value), 1, 255)
+        elif optname == udp_cmsg.IP_TOS:
+            self.tos = int_option(value) & 0xFF
         elif optname == IP_MULTICAST_ALL:
             self.mc_all = bool(int_option(value))
         elif optname == _pysocket.IP_MULTICAST_IF:
@@ -393,6 +438,9 @@ class UdpSock(UdpEntry):
             self.ttl = None if hops == -1 else ranged(hops, 1, 255)
         elif optname == _pysocket.IPV6_MULTICAST_IF:
             self.multicast_if = int_option(value)
+        elif optname == udp_cmsg.IPV6_TCLASS:
+            tclass = int_option(value)
+            self.tclass = 0 if tclass == -1 else ranged(tclass, 0, 255)
         else:
             raise oserror(errno.ENOPROTOOPT)
 
@@ -415,6 +463,10 @@ class UdpSock(UdpEntry):
                 _pysocket.SO_SNDBUF: lambda: self.sndbuf,
                 _pysocket.SO_ERROR: self.take_error,
                 _pysocket.SO_TYPE: lambda: int(_pysocket.SOCK_DGRAM),
+                udp_cmsg.SO_TIMESTAMP: lambda: int(bool(
+                    self.cmsg_flags & udp_cmsg.WANT_TIMESTAMP)),
+                udp_cmsg.SO_TIMESTAMPNS: lambda: int(bool(
+                    self.cmsg_flags & udp_cmsg.WANT_TIMESTAMPNS)),
             }
         if level == IPPROTO_IP:
             return {
@@ -422,12 +474,20 @@ class UdpSock(UdpEntry):
                 _pysocket.IP_MULTICAST_LOOP: lambda: int(self.multicast_loop),
                 _pysocket.IP_TTL: lambda: self.ttl or self.host.tuning.ip_default_ttl,
                 IP_MULTICAST_ALL: lambda: int(self.mc_all),
+                udp_cmsg.IP_TOS: lambda: self.tos,
+                **self._flag_getters(IPPROTO_IP),
             }
         if level == IPPROTO_IPV6:
             return {
                 _pysocket.IPV6_V6ONLY: lambda: int(self.v6only),
                 _pysocket.IPV6_MULTICAST_HOPS: lambda: self.multicast_ttl,
                 _pysocket.IPV6_MULTICAST_LOOP: lambda: int(self.multicast_loop),
+                udp_cmsg.IPV6_TCLASS: lambda: self.tclass,
+                **self._flag_getters(IPPROTO_IPV6),
             }
         return {}
+
+    def _flag_getters(self, level: int) -> dict[int, Any]:
+        return {optname: (lambda flag=flag: int(bool(self.cmsg_flags & flag)))
+                for (lvl, optname), flag in udp_cmsg.RECV_OPTIONS.items() if lvl == level}
 

@@ -11,7 +11,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from rcunet.api import host_socket
-from rcunet.host.tcp_life import FORGOTTEN
+from rcunet.host.tcp.life import FORGOTTEN
 from rcunet.lab.common import rx_exceptions, serve_transaction, tcp_leaks, wait_until
 
 T = TypeVar("T")
@@ -123,7 +123,7 @@ class CrrServer:
             if conn.recv(1):
                 raise ConnectionError("a held flow's client sent data")
             conn.close()
-        # sk.life: one attribute load (atomic), FORGOTTEN taken once (tcp_life.advance,
+        # sk.life: one attribute load (atomic), FORGOTTEN taken once (life.advance,
         # under the socket's wq) when the socket leaves the layer (TcpLayer.forget)
         return wait_until(partial(all_forgotten, [host_socket(conn) for conn in batch]))
 

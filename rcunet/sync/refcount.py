@@ -9,22 +9,19 @@ unconditional add on a dead or saturated object harmless; a dead object is never
 ``IncNotZeroRef`` is the legacy ``atomic_inc_not_zero`` / ``atomic_dec_return`` pair that
 dst entries used before (seed 002): ``get`` is a compare-and-swap retry loop failing at 0.
 
-The atomic primitive, and why it is a tiny lock:
-  Pure Python has no fetch-and-add.  ``itertools.count.__next__`` *is* a thread-safe
-  fetch-and-increment (an atomic compare-exchange inside since gh-117657, CPython 3.13
-  free-threaded), but it only counts up by a fixed step and has no read or compare-and-swap,
-  so one count cannot carry a value that goes both ways and whose *returned* value the
-  caller reasons about (put's NOREF test).  So each refcount word has a private
-  ``threading.Lock`` (``_atomic``) held for exactly one load+store — an emulated
-  ``lock xadd`` / ``lock cmpxchg``.  Every *write* of the word goes under it (including the
-  slow paths' re-centring stores, which are ``atomic_set`` in the kernel); plain *reads*
-  are single attribute loads.
-  What this can show: the *semantics* of the two algorithms, and their contention
-  behaviour — an emulated fetch-and-add may wait for the word but never retries, while the
-  emulated cmpxchg loop must re-read and retry whenever another thread changed the word
-  between its read and its CAS (counted in ``cas_retries``).  It cannot show the hardware
-  cost difference between ``lock add`` and ``lock cmpxchg`` (tglx's numbers); that is not
-  what a Python benchmark measures.
+The atomic primitive:
+  Each refcount word is an ``AtomicInt`` (rcunet.sync.atomic): cereggii's 64-bit atomic
+  integer, so ``get`` is one real fetch-and-add (``increment_and_get``, a ``lock xadd``)
+  and the legacy loop's CAS one real ``lock cmpxchg`` (``compare_and_set``), with the GIL
+  or without it.  rcuref's word is 32 bits: the 64-bit word holds it in its low 32 bits
+  (adds and subtracts agree modulo 2**32, and every store is a 32-bit value), so each
+  value read or returned is masked with ``MASK`` before the zone tests, and the
+  dead-marking CAS compares the exact 64-bit value its own decrement returned, as
+  rcuref_put's ``atomic_try_cmpxchg_release(&ref->refcnt, &cnt, RCUREF_DEAD)`` does.
+  Where cereggii is not installed the same four operations are lock-emulated
+  (``LockedInt``): the semantics and the retry counts stay exact.
+  The slow paths' statistics (``slow_paths`` and the warnings' counts) are written under
+  a small lock of their own, ``_stats``: they are rare.
 """
 
 from __future__ import annotations
@@ -34,6 +31,7 @@ import warnings
 
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.sync import hooks as _hooks
+from rcunet.sync.atomic import AtomicInt
 from rcunet.sync.hooks import yield_point
 from rcunet.sync.rcu import Rcu
 from rcunet.sync.rcu import rcu as default_rcu
@@ -64,31 +62,32 @@ class RcuRef:
     e.g. ``rcu.call_rcu``).  ``read()`` is references held (0 once released).
 
     Concurrency:
-      ``_cnt`` is the refcount word.  Writes: under ``_atomic`` (one load+store each, never
-      a retry).  Reads: one attribute load.  ``put()`` runs inside a read-side section of
+      ``_cnt`` is the refcount word, an ``AtomicInt``: adds are fetch-and-add, the
+      dead-marking is one compare-and-swap, re-centring stores are atomic stores, reads
+      atomic loads; never a retry.  ``put()`` runs inside a read-side section of
       its RCU domain (rcuref_put disables preemption): a grace period cannot complete
       between its decrement and the dead-marking CAS, so the object cannot be freed and
       reused under it (§4.4).  ``put_rcusafe()`` is for callers already in a section.
-      ``slow_paths`` / ``imbalanced_puts`` / ``saturations`` are written under ``_atomic``.
+      ``slow_paths`` / ``imbalanced_puts`` / ``saturations`` are written under ``_stats``.
     """
 
     # Pinned by every thread that finds the object: ordinary attributes on free-threaded
     # builds (rcunet.core.freethreaded explains why).
-    __slots__ = lockfree_read_slots("_cnt", "_atomic", "_rcu", "slow_paths", "imbalanced_puts",
+    __slots__ = lockfree_read_slots("_cnt", "_stats", "_rcu", "slow_paths", "imbalanced_puts",
                                     "saturations")
 
     def __init__(self, initial: int = 1, *, rcu: Rcu | None = None) -> None:
         if not 1 <= initial <= MAXREF + 1:
             raise ValueError(f"initial reference count must be 1..{MAXREF + 1}, got {initial}")
-        self._cnt = initial - 1  # rcuref_init(ref, n) stores n - 1
-        self._atomic = threading.Lock()
+        self._cnt = AtomicInt(initial - 1)  # rcuref_init(ref, n) stores n - 1
+        self._stats = threading.Lock()
         self._rcu = default_rcu if rcu is None else rcu
         self.slow_paths = 0
         self.imbalanced_puts = 0
         self.saturations = 0
 
     def __repr__(self) -> str:
-        return f"<RcuRef word=0x{self._cnt:08x} refs={self.read()}>"
+        return f"<RcuRef word=0x{self.raw:08x} refs={self.read()}>"
 
     @property
     def cas_retries(self) -> int:
@@ -98,38 +97,36 @@ class RcuRef:
     @property
     def raw(self) -> int:
         """The stored 32-bit word (for tests and debugging)."""
-        return self._cnt  # atomic: attribute load
+        return self._cnt.get() & MASK  # atomic load
 
     def read(self) -> int:
         """rcuref_read: references held, 0 when released or dead."""
-        cnt = self._cnt  # atomic: attribute load
+        cnt = self._cnt.get() & MASK  # atomic load
         return 0 if cnt >= RELEASED else cnt + 1
 
     def is_dead(self) -> bool:
-        return self._cnt >= RELEASED  # atomic: attribute load
+        return self._cnt.get() & MASK >= RELEASED  # atomic load
 
     def get(self) -> bool:
         """rcuref_get: one unconditional add; False only for a dead object."""
-        with self._atomic:  # emulated atomic_add_negative_relaxed(1): load+store, no retry
-            cnt = (self._cnt + 1) & MASK
-            self._cnt = cnt
-        if cnt <= MAXREF:  # result non-negative as a signed 32-bit int
+        # atomic_add_negative_relaxed(1): one fetch-and-add, never a retry
+        if self._cnt.increment_and_get(1) & MASK <= MAXREF:  # non-negative as a 32-bit int
             return True
         return self._get_slowpath()
 
     def _get_slowpath(self) -> bool:
-        cnt = self._cnt  # lib/rcuref.c re-reads here (only put's slow path was fixed)
+        cnt = self._cnt.get() & MASK  # lib/rcuref.c re-reads here (only put's was fixed)
         if cnt >= RELEASED:  # dead: undo by re-centring, fail
             self._store_slow(DEAD)
             return False
         if cnt > MAXREF:  # saturated: warn, re-centre, succeed (and leak)
-            with self._atomic:
-                self._cnt = SATURATED
+            self._cnt.set(SATURATED)  # atomic_set
+            with self._stats:
                 self.slow_paths += 1
                 self.saturations += 1
             warnings.warn(RefcountWarning("rcuref saturated - leaking memory"), stacklevel=3)
             return True
-        with self._atomic:
+        with self._stats:
             self.slow_paths += 1
         return True
 
@@ -146,28 +143,29 @@ class RcuRef:
     def put_rcusafe(self) -> bool:
         """rcuref_put_rcusafe: the caller is in a read section (or otherwise blocks grace
         periods)."""
-        with self._atomic:  # emulated atomic_add_negative_release(-1)
-            cnt = (self._cnt - 1) & MASK
-            self._cnt = cnt
-        if cnt <= MAXREF:
+        word = self._cnt.increment_and_get(-1)  # atomic_add_negative_release(-1)
+        if word & MASK <= MAXREF:
             return False
-        return self._put_slowpath(cnt)
+        return self._put_slowpath(word)
 
-    def _put_slowpath(self, cnt: int) -> bool:
+    def _put_slowpath(self, word: int) -> bool:
+        """``word``: what this put's own decrement returned (the 64-bit value, whose low
+        32 bits are rcuref's word)."""
         # Reasons about the value its own decrement produced, never a re-read (2025 fix).
         yield_point(PUT_AFTER_DEC)
+        cnt = word & MASK
         if cnt == NOREF:  # we dropped the last reference: try cmpxchg(NOREF -> DEAD)
-            with self._atomic:  # emulated atomic_try_cmpxchg_release
+            with self._stats:
                 self.slow_paths += 1
-                if self._cnt == NOREF:
-                    self._cnt = DEAD
-                    return True
+            # atomic_try_cmpxchg_release against the value the decrement returned
+            if self._cnt.compare_and_set(word, DEAD):
+                return True
             # A concurrent get revived it, or a racing get+put already marked it dead:
             # both valid, no retry, and this caller must not free the object.
             return False
         if cnt >= RELEASED:
-            with self._atomic:
-                self._cnt = DEAD
+            self._cnt.set(DEAD)  # atomic_set
+            with self._stats:
                 self.slow_paths += 1
                 self.imbalanced_puts += 1
             warnings.warn(RefcountWarning("rcuref - imbalanced put()"), stacklevel=3)
@@ -177,16 +175,15 @@ class RcuRef:
         return False
 
     def _store_slow(self, value: int) -> None:
-        with self._atomic:  # atomic_set
-            self._cnt = value
+        self._cnt.set(value)  # atomic_set
+        with self._stats:
             self.slow_paths += 1
 
     def init(self, initial: int = 1) -> None:
         """rcuref_init for a recycled object (only once no other thread can see it)."""
         if not 1 <= initial <= MAXREF + 1:
             raise ValueError(f"initial reference count must be 1..{MAXREF + 1}, got {initial}")
-        with self._atomic:
-            self._cnt = initial - 1
+        self._cnt.set(initial - 1)
 
 
 class IncNotZeroRef:
@@ -197,56 +194,56 @@ class IncNotZeroRef:
     ``atomic_dec_return``: True when it reached 0 (a put below 0 warns "underflow").
 
     Concurrency:
-      ``_value`` writes: under ``_atomic`` (each CAS attempt and each decrement holds it
-      once).  Reads: one attribute load.  ``cas_retries`` (failed CAS attempts) and
-      ``slow_paths`` (gets that needed more than one attempt) are written under ``_atomic``.
+      ``_value`` is an ``AtomicInt``: each attempt is an atomic load and one
+      compare-and-swap, each put a fetch-and-sub.  ``cas_retries`` (failed CAS attempts),
+      ``slow_paths`` (gets that needed more than one attempt) and ``underflows`` are
+      written under ``_stats``, taken only on those paths.
     """
 
-    __slots__ = lockfree_read_slots("_value", "_atomic", "cas_retries", "slow_paths",
+    __slots__ = lockfree_read_slots("_value", "_stats", "cas_retries", "slow_paths",
                                     "underflows")  # shared like RcuRef
 
     def __init__(self, initial: int = 1) -> None:
         if initial < 1:
             raise ValueError(f"initial reference count must be >= 1, got {initial}")
-        self._value = initial
-        self._atomic = threading.Lock()
+        self._value = AtomicInt(initial)
+        self._stats = threading.Lock()
         self.cas_retries = 0
         self.slow_paths = 0
         self.underflows = 0
 
     def __repr__(self) -> str:
-        return f"<IncNotZeroRef refs={self._value}>"
+        return f"<IncNotZeroRef refs={self._value.get()}>"
 
     def read(self) -> int:
-        return max(self._value, 0)  # atomic: attribute load
+        return max(self._value.get(), 0)  # atomic load
 
     def is_dead(self) -> bool:
-        return self._value <= 0
+        return self._value.get() <= 0  # atomic load
 
     def get(self) -> bool:
+        value = self._value
         retried = False
         while True:
-            old = self._value  # atomic: attribute load (the cmpxchg loop's initial read)
+            old = value.get()  # atomic load (the cmpxchg loop's initial read)
             if old <= 0:
                 return False
             if _hooks._hooks is not None:  # the yield point, minus a call when unhooked
                 yield_point(INC_NOT_ZERO_BEFORE_CAS)
-            with self._atomic:  # emulated cmpxchg(&value, old, old + 1)
-                if self._value == old:
-                    self._value = old + 1
-                    if retried:
+            if value.compare_and_set(old, old + 1):  # cmpxchg(&value, old, old + 1)
+                if retried:
+                    with self._stats:
                         self.slow_paths += 1
-                    return True
+                return True
+            with self._stats:
                 self.cas_retries += 1
             retried = True
 
     def put(self) -> bool:
-        with self._atomic:  # emulated atomic_dec_return
-            value = self._value - 1
-            self._value = value
-            if value < 0:
-                self.underflows += 1
+        value = self._value.increment_and_get(-1)  # atomic_dec_return
         if value < 0:
+            with self._stats:
+                self.underflows += 1
             warnings.warn(RefcountWarning("refcount underflow"), stacklevel=2)
             return False
         return value == 0

@@ -153,9 +153,12 @@ def test_sendmsg_recvmsg(net: Any) -> None:
     listener, client, server = _pair(a, b)
     assert client.sendmsg([b"gath", memoryview(b"ered")]) == 8
     assert server.recvmsg(100) == (b"gathered", [], 0, None)
-    with pytest.raises(OSError) as info:
-        client.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, b"\0" * 4)])
+    with pytest.raises(OSError) as info:  # sock_cmsg_send takes no SO_TIMESTAMP
+        client.sendmsg([b"x"], [(socket.SOL_SOCKET, 29, b"\0" * 16)])
     assert info.value.errno == errno.EINVAL
+    # SCM_RIGHTS means nothing to an inet socket: Linux ignores it
+    assert client.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, b"\0" * 4)]) == 1
+    assert server.recv(1) == b"x"
     udp_a, udp_b = a.socket(socket.AF_INET, socket.SOCK_DGRAM), b.socket(
         socket.AF_INET, socket.SOCK_DGRAM)
     udp_b.bind(("", 9999))

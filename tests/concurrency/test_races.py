@@ -12,7 +12,7 @@ import pytest
 
 from rcunet.api import host_socket
 from rcunet.host.network import Network
-from rcunet.host.tcp_poll import POLL_LEVELS_READ
+from rcunet.host.tcp.poll import POLL_LEVELS_READ
 from rcunet.sync.deferred import FREE_AFTER_LOOKUP, DeferredFreeList
 from rcunet.sync.hooks import Schedule, wait_until
 from rcunet.sync.lock import CONTENDED

@@ -109,7 +109,7 @@ def test_time_wait_answers_retransmitted_fin_with_ack() -> None:
     fin = tcp.Repr(src_port=tw.fport, dst_port=tw.lport, seq=(tw.tw.rcv_nxt - 1) & 0xFFFFFFFF,
                    ack=tw.snd_nxt, flags=tcp.FIN | tcp.ACK, window=1000)
     before = a.counters.get("TcpOutSegs")
-    b.tcp._transmit(bytes([10, 0, 0, 2]), bytes([10, 0, 0, 1]), fin)
+    b.tcp.transmit.segment(bytes([10, 0, 0, 2]), bytes([10, 0, 0, 1]), fin)
     net.run(0.1)
     assert a.counters.get("TcpOutSegs") == before + 1  # the TIME_WAIT entry re-ACKed
     # b has no socket left: it answers that ACK with a RST, which ends TIME_WAIT
@@ -436,7 +436,7 @@ def test_recv_frees_buffers_to_their_pool() -> None:
         srv, cli, child = connected_pair(net, a, b)
         send_all(net, cli, b"z" * 50000)
         recv_exactly(net, child, 50000)
-        small, _large = b.tcp._pools()
+        small, _large = b.tcp.buffers.pools()
         assert small.allocated.value() > 30
         # every consumed buffer went back (one thread: the owner frees at once)
         assert small.free_count() + len(child._sk.rx_skbs) >= small.created.value() - 1

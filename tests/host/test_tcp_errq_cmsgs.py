@@ -4,7 +4,7 @@ aligned) of the buffer."""
 
 from __future__ import annotations
 
-from rcunet.host.tcp_errq import _put_cmsgs
+from rcunet.host.tcp.errq import _put_cmsgs
 
 TS = (1, 37, bytes(48))  # SCM_TIMESTAMPING: 16 + 48 = 64, CMSG_SPACE 64
 EE = (0, 11, bytes(32))  # IP_RECVERR: 16 + 32 = 48

@@ -8,7 +8,7 @@ import struct
 from tcp_helpers import connected_pair
 
 from rcunet.host.network import Network
-from rcunet.host.tcp_info import LAYOUT, SIZE
+from rcunet.host.tcp.info import LAYOUT, SIZE
 
 TCP_INFO = getattr(socket, "TCP_INFO", 11)
 

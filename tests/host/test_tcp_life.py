@@ -1,4 +1,4 @@
-"""A TCP socket's life (rcunet.host.tcp_life): the steps real sockets take, in order, and
+"""A TCP socket's life (rcunet.host.tcp.life): the steps real sockets take, in order, and
 the transitions the table forbids."""
 
 from __future__ import annotations
@@ -10,8 +10,11 @@ import pytest
 from tcp_helpers import connected_pair
 
 from rcunet.api import host_socket
+from rcunet.core.tcp import State as CState
+from rcunet.core.tcp.timewait import TimeWait
 from rcunet.host.network import Network
-from rcunet.host.tcp_life import (
+from rcunet.host.tcp.life import (
+    CLOSE,
     FINISHED,
     FORGOTTEN,
     LISTEN_CLOSED,
@@ -19,14 +22,17 @@ from rcunet.host.tcp_life import (
     USER_CLOSED,
     LifeError,
     advance,
+    ask_teardown,
     describe,
     reopen,
+    table_state,
 )
 from rcunet.sync import hooks
+from rcunet.tables.entry import State
 
 
 class _Sock:
-    """What tcp_life needs of a socket: its life and the wq lock that guards it."""
+    """What host/tcp/life.py needs of a socket: its life and the wq lock that guards it."""
 
     def __init__(self, life: int = 0) -> None:
         self.life = life
@@ -156,3 +162,27 @@ def test_listener_shutdown_then_close():
     assert sk.life == LISTEN_CLOSED | FINISHED | UNHASHED
     srv.close()
     assert sk.life == USER_CLOSED | LISTEN_CLOSED | FINISHED | UNHASHED | FORGOTTEN
+
+
+def _time_wait_state(snd_nxt: int) -> TimeWait:
+    return TimeWait(snd_nxt=snd_nxt, rcv_nxt=1, ts_ok=False, ts_recent=0, ts_recent_stamp=0,
+                    ts_offset=0, window=1000, timeout=60 * 10**9)
+
+
+def test_teardown_request_time_wait_wins_over_a_close() -> None:
+    """One field holds the teardown the engine asked for: TIME_WAIT (with the state its
+    entry keeps) whichever order the close and TIME_WAIT were asked in."""
+    tw = _time_wait_state(5)
+    assert ask_teardown(None, CLOSE) is CLOSE
+    assert ask_teardown(None, tw) is tw
+    assert ask_teardown(tw, CLOSE) is tw
+    assert ask_teardown(CLOSE, tw) is tw
+    later = _time_wait_state(6)
+    assert ask_teardown(tw, later) is later
+
+
+def test_table_state_shows_every_engine_state() -> None:
+    assert table_state(CState.SYN_RECEIVED) is State.SYN_RECV
+    assert table_state(CState.TIME_WAIT) is State.TIME_WAIT
+    assert {table_state(state) for state in CState} <= set(State)
+    assert len({table_state(state) for state in CState}) == len(CState)

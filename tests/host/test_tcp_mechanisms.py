@@ -32,7 +32,7 @@ from tcp_helpers import (
 from rcunet.core.tcp.timewait import TimeWait
 from rcunet.host.network import Network
 from rcunet.host.tcp import TCBINFO_LOCK
-from rcunet.host.tcp_sock import TIMER_DEFERRED
+from rcunet.host.tcp.sock import TIMER_DEFERRED
 from rcunet.sync import hooks, lockstat
 from rcunet.tables.entry import State
 from rcunet.tuning import Tuning
@@ -151,18 +151,19 @@ def test_a_reset_racing_time_wait_entry_is_dropped() -> None:
     srv, cli, child = connected_pair(net, a, b)
     sk = child._sk
     layer = b.tcp
-    enter_time_wait = layer._enter_time_wait
+    teardown = layer.teardown.run
     raced: list[str] = []
 
-    def rst_lands_first(tsk: Any, state: TimeWait) -> None:
-        tcb = tsk.conn.tcb
-        rst = tcp.Repr(src_port=cli._sk.lport, dst_port=tsk.lport, seq=tcb.rcv_nxt,
-                       ack=0, flags=tcp.RST, window=0)
-        layer._deliver(tsk, rst, None)  # what another receive thread would do now
-        raced.append(tsk.conn.state.name)
-        enter_time_wait(tsk, state)
+    def rst_lands_first(tsk: Any, state: TimeWait | None) -> None:
+        if state is not None:
+            tcb = tsk.conn.tcb
+            rst = tcp.Repr(src_port=cli._sk.lport, dst_port=tsk.lport, seq=tcb.rcv_nxt,
+                           ack=0, flags=tcp.RST, window=0)
+            layer.demux.deliver(tsk, rst, None)  # what another receive thread would do now
+            raced.append(tsk.conn.state.name)
+        teardown(tsk, state)
 
-    layer._enter_time_wait = rst_lands_first  # type: ignore[method-assign]
+    layer.teardown.run = rst_lands_first  # type: ignore[method-assign]
     child.close()  # the server closes first: it will hold the TIME_WAIT
     wait_eof(net, cli)
     cli.close()
@@ -271,7 +272,7 @@ def test_timer_firing_while_owned_runs_at_release() -> None:
         assert b.counters.get("TcpExtDelayedACKs") == delayed
     finally:
         sk.sl.release_sock()
-    b.tcp.post(sk)
+    sk.post()
     assert b.counters.get("TcpExtDelayedACKs") == delayed + 1  # exactly once, at release
     net.run(0.1)
     assert b.counters.get("TcpExtDelayedACKs") == delayed + 1
@@ -286,7 +287,7 @@ def _syn_flood(a: Any, count: int) -> None:
     for i in range(count):
         syn = tcp.Repr(src_port=20000 + i, dst_port=8080, seq=1000 * i, ack=0, flags=tcp.SYN,
                        window=65535, mss=1460)
-        a.tcp._transmit(bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2]), syn)
+        a.tcp.transmit.segment(bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2]), syn)
 
 
 def test_syn_queue_without_cookies_is_bounded_by_tcp_max_syn_backlog() -> None:
@@ -328,7 +329,7 @@ def test_backlog_over_its_limit_drops_and_counts() -> None:
     sk.sl.lock_sock()
     try:
         for _ in range(limit // 1400 + 10):  # duplicates: each costs backlog space
-            a.tcp._transmit(bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2]), segment)
+            a.tcp.transmit.segment(bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2]), segment)
         net.run(0.001)
         assert sk.sl.backlog_len <= limit
     finally:
@@ -345,7 +346,7 @@ def test_tcp_to_broadcast_is_ignored() -> None:
 
     net, a, b = Network.two_hosts()
     syn = tcp.Repr(src_port=1234, dst_port=80, seq=1, ack=0, flags=tcp.SYN, window=1000)
-    a.tcp._transmit(bytes([10, 0, 0, 1]), b"\xff\xff\xff\xff", syn)
+    a.tcp.transmit.segment(bytes([10, 0, 0, 1]), b"\xff\xff\xff\xff", syn)
     net.run(0.1)
     assert b.counters.get("IpInReceives") >= 1
     assert b.counters.get("TcpInSegs") == 0 and b.counters.get("TcpOutRsts") == 0

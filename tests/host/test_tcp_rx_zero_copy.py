@@ -1,6 +1,6 @@
 """The receive queue keeps views of the pooled receive buffers ("skbs") the host copied
 each data segment into, so the host may recycle a buffer only once every byte delivered
-with it has been read: ``after_engine`` records one ``rx_skbs`` entry per data delivery
+with it has been read: ``TcpSock.engine`` records one ``rx_skbs`` entry per data delivery
 (with a buffer or without one), ``recv`` counts them off in delivery order.
 
 A buffer recycled early would be handed to the next segment, whose bytes would then
@@ -56,7 +56,7 @@ def _send(net: Network, sock: Any, data: bytes) -> None:
 
 def _pool_balance(host: Any) -> list[tuple[int, int]]:
     """(free, created) of each of this thread's pools (deterministic: one thread)."""
-    return [(pool.free_count(), pool.created.value()) for pool in host.tcp._pools()]
+    return [(pool.free_count(), pool.created.value()) for pool in host.tcp.buffers.pools()]
 
 
 def test_unread_bytes_survive_later_segments() -> None:

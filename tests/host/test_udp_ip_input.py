@@ -62,7 +62,7 @@ class Receiver:
         out = []
         for sock in (self.sock, self.sock6):
             while (datagram := sock._sk.dequeue()) is not None:
-                out.append(datagram)
+                out.append(datagram[:2])  # payload and source; not the packet's RecvInfo
         return out
 
     def close(self) -> None:

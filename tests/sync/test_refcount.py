@@ -16,6 +16,9 @@
       period (and so a deferred free) cannot complete between decrement and CAS.
 IncNotZeroRef: get fails at 0, put True at 0, underflow reported, and a CAS retry forced at
 the read->CAS window is counted (rcuref has no such window and never retries).
+
+Every test runs on both atomic words (rcunet.sync.atomic): cereggii's, and the lock
+emulation used where cereggii is not installed.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import threading
 import pytest
 
 from rcunet.sync import refcount
+from rcunet.sync.atomic import LockedInt
 from rcunet.sync.hooks import Schedule
 from rcunet.sync.rcu import Rcu
 from rcunet.sync.refcount import (
@@ -39,6 +43,17 @@ from rcunet.sync.refcount import (
 )
 
 JOIN_S = 5.0
+
+
+@pytest.fixture(autouse=True, params=["cereggii", "locked"])
+def atomic_word(request, monkeypatch):
+    if request.param == "cereggii":
+        from cereggii import AtomicInt64
+
+        monkeypatch.setattr(refcount, "AtomicInt", AtomicInt64)
+    else:
+        monkeypatch.setattr(refcount, "AtomicInt", LockedInt)
+    return request.param
 
 
 def run_named(name, fn, results):

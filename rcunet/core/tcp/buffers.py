@@ -10,7 +10,7 @@ chunks.  A sent byte is copied at most once on the way in (not at all when the w
 buffer is immutable ``bytes``: ``SendQueue`` keeps a reference) and once on the way out; a
 received byte only on the way out: ``RecvQueue`` keeps the segment's payload as given (a view of
 the receive buffer the host filled), and the host keeps that buffer until the bytes were
-read (``rcunet.host.tcp_sock.TcpSock.rx_skbs``).
+read (``rcunet.host.tcp.sock.TcpSock.rx_skbs``).
 
 Concurrency: none; owned by one ``Connection`` (its socket lock).
 """

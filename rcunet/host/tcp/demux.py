@@ -5,30 +5,50 @@
    an IPv4 miss retries the v4-mapped form (dual-stack sockets);
 3. a socket: ``SocketLock.bh_deliver`` processes the segment under ``slock`` or, while a
    user thread owns the socket, appends it to the backlog that ``release_sock`` drains;
-   a TIME_WAIT entry: ``TimeWaitMixin._tw_input``; nothing: the listener table
-   (``ListenerMixin._listen_input``); nothing again: RST.
+   a TIME_WAIT entry: ``TimeWaits.input``; nothing: the listener table
+   (``Listeners.input``); nothing again: RST.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from rcunet.host.ip import Delivery
-from rcunet.host.tcp.common import MAPPED
+from rcunet.host.tcp.sock import SEGMENT_OVERHEAD, TcpSock
 from rcunet.host.tcp.timewait import TcpTimeWait
-from rcunet.host.tcp_sock import SEGMENT_OVERHEAD, TcpSock
 from rcunet.sync.deferred import Buffer
 from rcunet.tables.ehash import put_entry
 from rcunet.tables.entry import TableEntry
 from rcunet.wire import tcp
+from rcunet.wire.addr import v4mapped
 from rcunet.wire.errors import WireError
 
+if TYPE_CHECKING:
+    from rcunet.host.host import Host
+    from rcunet.host.tcp.buffers import RxBuffers
+    from rcunet.host.tcp.listener import Listeners
+    from rcunet.host.tcp.timewait import TimeWaits
+    from rcunet.host.tcp.transmit import Transmit
+    from rcunet.tables import TcpHashInfo
 
-class DemuxMixin:
-    """``TcpLayer``'s receive path (no lock until the socket's)."""
+#: ``TcpLayer.legacy_input_lock``: the global lock a segment takes in legacy, or None.
+LegacyInputLock = Callable[[TcpSock, tcp.Repr], Any]
 
-    host: Any
-    hashinfo: Any
+
+class Demux:
+    """The Host's TCP receive path (no lock until the socket's); holds no state."""
+
+    def __init__(self, host: Host, hashinfo: TcpHashInfo, buffers: RxBuffers,
+                 transmit: Transmit, timewaits: TimeWaits, listeners: Listeners,
+                 legacy_input_lock: LegacyInputLock) -> None:
+        self.host = host
+        self.hashinfo = hashinfo
+        self.buffers = buffers
+        self.transmit = transmit
+        self.timewaits = timewaits
+        self.listeners = listeners
+        self.legacy_input_lock = legacy_input_lock
 
     def input(self, info: Delivery, payload: memoryview) -> None:
         if info.to_multicast:
@@ -38,60 +58,60 @@ class DemuxMixin:
         view = payload
         n = len(payload)
         if n > 20 and n > (payload[12] >> 4) << 2:  # carries data: copy it into an skb
-            buf, view = self._alloc_skb(payload)
+            buf, view = self.buffers.alloc(payload)
         try:
             seg = tcp.Repr.parse(view) if offload else tcp.Repr.parse(view, info.src, info.dst)
         except WireError:
             self.host.counters.inc("TcpInErrs")
-            self._free(buf)
+            self.buffers.free_maybe(buf)
             return
         if seg.checksum_ok is False:
             self.host.counters.inc("TcpInCsumErrors")
             self.host.counters.inc("TcpInErrs")
-            self._free(buf)
+            self.buffers.free_maybe(buf)
             return
         src, dst, ifindex = info.src, info.dst, info.iface.ifindex
-        found = self._lookup_established(dst, seg.dst_port, src, seg.src_port, ifindex)
+        found = self.lookup_established(dst, seg.dst_port, src, seg.src_port, ifindex)
         if found is not None:
             try:
                 if isinstance(found, TcpSock):
-                    self._deliver(found, seg, buf)
+                    self.deliver(found, seg, buf)
                     buf = None
                 elif isinstance(found, TcpTimeWait):
-                    self._tw_input(found, seg, info)
+                    self.timewaits.input(found, seg, info)
             finally:
                 put_entry(found)
-                self._free(buf)
+                self.buffers.free_maybe(buf)
             return
         try:
             listener = self.hashinfo.listen.lookup(dst, seg.dst_port, src, seg.src_port,
                                                    dif=ifindex)
             if isinstance(listener, TcpSock):
-                self._listen_input(listener, seg, info)
+                self.listeners.input(listener, seg, info)
             else:
-                self._no_socket(seg, info)
+                self.transmit.no_socket(seg, info)
         finally:
-            self._free(buf)
+            self.buffers.free_maybe(buf)
 
-    def _lookup_established(self, laddr: bytes, lport: int, faddr: bytes, fport: int,
+    def lookup_established(self, laddr: bytes, lport: int, faddr: bytes, fport: int,
                             dif: int) -> TableEntry | None:
         ehash = self.hashinfo.ehash
         found = ehash.lookup(laddr, lport, faddr, fport, dif)
         if found is None and len(laddr) == 4:  # a dual-stack IPv6 socket keys v4-mapped
-            found = ehash.lookup(MAPPED + laddr, lport, MAPPED + faddr, fport, dif)
+            found = ehash.lookup(v4mapped(laddr), lport, v4mapped(faddr), fport, dif)
         return found
 
-    def _deliver(self, sk: TcpSock, seg: tcp.Repr, buf: Buffer | None) -> None:
+    def deliver(self, sk: TcpSock, seg: tcp.Repr, buf: Buffer | None) -> None:
         listener = sk.listener
         if (listener is not None and seg.flags & tcp.ACK and not seg.flags & (tcp.SYN | tcp.RST)
-                and self._acceptq_full(listener)):
+                and self.listeners.acceptq_full(listener)):
             # tcp_check_req: the handshake cannot complete into a full accept queue; the
             # child stays in SYN_RECV and the peer retransmits.
             self.host.counters.inc("TcpExtListenOverflows")
             self.host.counters.inc("TcpExtListenDrops")
-            self._free(buf)
+            self.buffers.free_maybe(buf)
             return
-        legacy = self._input_global(sk, seg)  # taken outside slock: the outermost lock
+        legacy = self.legacy_input_lock(sk, seg)  # taken outside slock: the outermost lock
         if legacy is not None:
             legacy.acquire()
         try:
@@ -103,4 +123,4 @@ class DemuxMixin:
             # After slock is released, so the woken owner does not queue on it (the
             # state it waits for was changed under slock: visible before this bump).
             sk.wakeup()
-        self.post(sk)
+        sk.post()

@@ -6,31 +6,39 @@ from __future__ import annotations
 
 import errno
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rcunet.core.tcp import State as CState
-from rcunet.host.tcp_sock import ICMP_DEFERRED, MTU_REDUCED_DEFERRED, TcpSock, wire
+from rcunet.host.sockerr import wire
+from rcunet.host.tcp.sock import ICMP_DEFERRED, MTU_REDUCED_DEFERRED, TcpSock
 from rcunet.tables.ehash import put_entry
 from rcunet.wire import icmpv4, icmpv6
 from rcunet.wire.seqnum import le
+
+if TYPE_CHECKING:
+    from rcunet.host.host import Host
+    from rcunet.host.tcp.demux import Demux
 
 #: Errors that abort a connection in SYN_SENT (icmp_err_convert's fatal ones).
 _HARD_ERRORS = frozenset({errno.ECONNREFUSED, errno.ENETUNREACH, errno.EHOSTUNREACH,
                           errno.ENOPROTOOPT, errno.EACCES})
 
 
-class IcmpMixin:
-    """``TcpLayer``'s ICMP error handler."""
+class IcmpErrors:
+    """The Host's ICMP error handler for TCP; holds no state (a socket's ``mtu_info``
+    and ``soft_err`` are the socket's)."""
 
-    host: Any
+    def __init__(self, host: Host, demux: Demux) -> None:
+        self.host = host
+        self.demux = demux
 
-    def icmp_error(self, family: int, kind: int, code: int, reporter: bytes,
+    def error(self, family: int, kind: int, code: int, reporter: bytes,
                    flow: icmpv4.QuotedFlow | icmpv6.QuotedFlow) -> None:
         """tcp_v4_err: a hard error aborts a connection still in SYN_SENT; otherwise it
         is remembered as the soft error SO_ERROR reports."""
         if flow.src_port is None or flow.dst_port is None:
             return
-        found = self._lookup_established(flow.src, flow.src_port, flow.dst, flow.dst_port, 0)
+        found = self.demux.lookup_established(flow.src, flow.src_port, flow.dst, flow.dst_port, 0)
         if found is None:
             return
         try:
@@ -43,17 +51,17 @@ class IcmpMixin:
                 # (Linux TCP_MTU_REDUCED_DEFERRED with tp->mtu_info).
                 mtu = self.host.pmtu.get(flow.dst, self.host.now())
                 if mtu is not None:
-                    found.mtu_info = (mtu, _quoted_seq(flow))  # one store; read locked
+                    found.note_mtu_info(mtu, _quoted_seq(flow))
                     found.sl.bh_defer(MTU_REDUCED_DEFERRED,
                                      partial(self.mtu_reduced_locked, found))
-                    self.post(found)
+                    found.post()
             elif not self._icmp_in_window(found, _quoted_seq(flow)):
                 self.host.counters.inc("TcpExtOutOfWindowIcmps")
             else:
                 err = _icmp_errno(family, kind, code)
-                found.soft_err = err  # one store; a hard error also aborts SYN_SENT below
+                found.note_soft_error(err)  # a hard error also aborts SYN_SENT below
                 found.sl.bh_defer(ICMP_DEFERRED, partial(self._icmp_locked, found, err))
-                self.post(found)
+                found.post()
         finally:
             put_entry(found)
 
@@ -62,7 +70,7 @@ class IcmpMixin:
         we never sent or that is already acknowledged is ignored (RFC 5927 §4.1,
         ``TcpExtOutOfWindowIcmps``); otherwise the connection lowers its MSS to the path
         and resends its flight."""
-        info, sk.mtu_info = sk.mtu_info, None
+        info = sk.take_mtu_info()
         conn = sk.conn
         if info is None or conn is None:
             return
@@ -72,8 +80,7 @@ class IcmpMixin:
             self.host.counters.inc("TcpExtOutOfWindowIcmps")
             return
         headers = 40 if len(wire(sk.faddr)) == 4 else 60  # IP + bare TCP header
-        if conn.mtu_reduced(mtu - headers, self.host.now()):
-            self.after_engine(sk)
+        sk.engine(conn.mtu_reduced, mtu - headers, self.host.now())
 
     @staticmethod
     def _icmp_in_window(sk: TcpSock, seq: int | None) -> bool:
@@ -93,15 +100,13 @@ class IcmpMixin:
     def _icmp_locked(self, sk: TcpSock, err: int) -> None:
         conn = sk.conn
         if conn is not None and conn.state is CState.SYN_SENT and err in _HARD_ERRORS:
-            conn.abort(self.host.now())
-            self.after_engine(sk)
+            sk.engine(conn.abort, self.host.now())
         elif conn is not None and conn.fastopen_child and conn.state is CState.SYN_RECEIVED \
                 and self._fastopen_unaccepted(sk):
             # tcp_v4_err for a Fast Open child nobody accepted yet: sk_err, then
             # tcp_done (no RST); read() reports the error after the SYN's data
-            sk.soft_err = 0
-            conn.fail(err, self.host.now())
-            self.after_engine(sk)
+            sk.note_soft_error(0)
+            sk.engine(conn.fail, err, self.host.now())
 
     @staticmethod
     def _fastopen_unaccepted(sk: TcpSock) -> bool:

@@ -1,28 +1,25 @@
 """``TcpLayer``, the Host's TCP: the tables (``TcpHashInfo``), the sockets, the secrets,
-connect(), and the legacy global lock; the rest of its work is in the sibling modules it
-is composed of (see ``rcunet.host.tcp``)."""
+connect(), and the legacy global lock; the rest of its work is done by the typed parts it
+holds, one per sibling module (see ``rcunet.host.tcp``)."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import itertools
 import random
 import threading
 from typing import TYPE_CHECKING, Any
 
 from rcunet.core.tcp import Connection, Counters
 from rcunet.core.tcp.isn import initial_sequence, timestamp_offset
-from rcunet.host.tcp.buffers import BuffersMixin
+from rcunet.host.sockerr import oserror, wire
+from rcunet.host.tcp import sockopt
+from rcunet.host.tcp.buffers import RxBuffers
 from rcunet.host.tcp.common import TCBINFO_LOCK, family_form, offloads
-from rcunet.host.tcp.demux import DemuxMixin
-from rcunet.host.tcp.engine import EngineMixin
-from rcunet.host.tcp.fastopen import FastOpenMixin
-from rcunet.host.tcp.icmp import IcmpMixin
-from rcunet.host.tcp.listener import ListenerMixin
-from rcunet.host.tcp.timewait import TcpTimeWait, TimeWaitMixin
-from rcunet.host.tcp.transmit import TransmitMixin
-from rcunet.host.tcp_life import (
+from rcunet.host.tcp.demux import Demux
+from rcunet.host.tcp.fastopen import FastOpen
+from rcunet.host.tcp.icmp import IcmpErrors
+from rcunet.host.tcp.life import (
     FINISHED,
     FORGOTTEN,
     LISTEN_CLOSED,
@@ -30,12 +27,17 @@ from rcunet.host.tcp_life import (
     USER_CLOSED,
     advance,
 )
-from rcunet.host.tcp_sock import TcpSock, oserror, wire
+from rcunet.host.tcp.listener import Listeners
+from rcunet.host.tcp.sock import TcpSock
+from rcunet.host.tcp.teardown import Teardown
+from rcunet.host.tcp.timewait import TcpTimeWait, TimeWaits
+from rcunet.host.tcp.transmit import Transmit
 from rcunet.sync.deferred import DeferredFreeList, PerThreadCounter
 from rcunet.tables import TcpHashInfo
 from rcunet.tables.ehash import destroy_entry
-from rcunet.tables.entry import AF_INET, AF_INET6, State, is_v4mapped
+from rcunet.tables.entry import AF_INET, AF_INET6, State
 from rcunet.wire import tcp
+from rcunet.wire.addr import is_v4mapped
 
 if TYPE_CHECKING:
     from rcunet.host.host import Host
@@ -47,19 +49,25 @@ TS_OFFSET_CACHE = 4096
 DELIVERING = frozenset({State.FIN_WAIT1, State.CLOSING, State.LAST_ACK})
 
 
-class TcpLayer(DemuxMixin, EngineMixin, TransmitMixin, ListenerMixin, FastOpenMixin,
-               TimeWaitMixin, IcmpMixin, BuffersMixin):
-    """The Host's TCP.  One class (a segment's path crosses every part of it, and a
-    method found through the class costs what a local one does), written as one mixin
-    per responsibility.
+class TcpLayer:
+    """The Host's TCP: the tables, the sockets, connect(), and the parts it holds, each
+    with typed references to exactly the others it uses:
+
+      buffers     RxBuffers: pooled receive buffers, deferred frees (seed 001)
+      transmit    Transmit: the sockets' outboxes, the layer's own replies
+      fastopen    FastOpen: keys, Fast Open queues, the client's cookie cache
+      timewaits   TimeWaits: TIME_WAIT entries
+      listeners   Listeners: SYN and accept queues, children, SYN cookies
+      demux       Demux: the receive path (the IP layer's TCP handler)
+      icmp        IcmpErrors: ICMP errors (the IP layer's TCP error handler)
+      teardown    Teardown: the one teardown (tcp_done, tcp_time_wait)
 
     Concurrency:
       hashinfo    internally synchronised tables (lock order bhash > bhash2 > ehash).
       sockets     guarded-by: _sockets_lock (every socket not yet released, for
                   ``close_all`` and leak checks).
-      pools       per-thread BufferPools (threading.local), registered in ``deferred``.
       tcbinfo     taken only with ``accept_no_global_lock`` off; outermost lock.
-      secret      immutable after __init__.
+      secret      immutable after __init__; so are the parts.
     """
 
     def __init__(self, host: Host) -> None:
@@ -70,23 +78,30 @@ class TcpLayer(DemuxMixin, EngineMixin, TransmitMixin, ListenerMixin, FastOpenMi
         self.sockets: set[TcpSock] = set()  # guarded-by: _sockets_lock
         self._sockets_lock = threading.Lock()
         self.deferred = DeferredFreeList()
-        self._local = threading.local()
-        self._pool_ids = itertools.count()
         self.tcbinfo = TCBINFO_LOCK.new()
-        self._ts_offsets: dict[tuple[bytes, bytes], int] = {}  # see _ts_offset
-        self.fastopen_cache = {}  # Fast Open cookies by server (host/tcp/fastopen.py)
+        self._ts_offsets: dict[tuple[bytes, bytes], int] = {}  # see ts_offset
         self.lock_hold_ns = PerThreadCounter()
         self.lock_holds = PerThreadCounter()
-        host.ip.handlers[tcp.PROTOCOL] = self.input
-        host.ip.error_handlers[tcp.PROTOCOL] = self.icmp_error
+        self.buffers = RxBuffers(host.id, self.deferred)
+        self.transmit = Transmit(host)
+        self.fastopen = FastOpen(host, self.secret)
+        self.timewaits = TimeWaits(host, self.hashinfo, self.global_lock, self.transmit)
+        self.listeners = Listeners(self)
+        self.timewaits.listeners = self.listeners  # a reopening SYN goes to its listener
+        self.demux = Demux(host, self.hashinfo, self.buffers, self.transmit, self.timewaits,
+                           self.listeners, self.legacy_input_lock)
+        self.icmp = IcmpErrors(host, self.demux)
+        self.teardown = Teardown(self)
+        host.ip.handlers[tcp.PROTOCOL] = self.demux.input
+        host.ip.error_handlers[tcp.PROTOCOL] = self.icmp.error
 
-    def _global(self) -> contextlib.AbstractContextManager[Any]:
+    def global_lock(self) -> contextlib.AbstractContextManager[Any]:
         """The legacy global connection-table lock, or nothing (seed 004)."""
         if self.host.tuning.accept_no_global_lock:
             return contextlib.nullcontext()
         return self.tcbinfo
 
-    def _input_global(self, sk: TcpSock, seg: tcp.Repr) -> Any:
+    def legacy_input_lock(self, sk: TcpSock, seg: tcp.Repr) -> Any:
         """FreeBSD 9.2's ``tcp_input``: the global write lock for a state-changing segment
         (SYN, FIN or RST) or any segment to a connection not ESTABLISHED, so the
         handshake, FIN and RST of a short connection all run under it.  Nothing in modern,
@@ -105,7 +120,7 @@ class TcpLayer(DemuxMixin, EngineMixin, TransmitMixin, ListenerMixin, FastOpenMi
         if self.hashinfo.tuning is not self.host.tuning:
             self.hashinfo.set_tuning(self.host.tuning)
 
-    def _ts_offset(self, laddr: bytes, faddr: bytes) -> int:
+    def ts_offset(self, laddr: bytes, faddr: bytes) -> int:
         """The address pair's TSval offset (a keyed hash: the same for every connection
         between two addresses), remembered for the next connection.  Races are
         harmless: every thread computes the same value; dict subscript and set are
@@ -130,9 +145,13 @@ class TcpLayer(DemuxMixin, EngineMixin, TransmitMixin, ListenerMixin, FastOpenMi
         if family not in (AF_INET, AF_INET6):
             raise oserror(errno.EAFNOSUPPORT)
         sk = TcpSock(self, family)
+        self.track(sk)
+        return sk
+
+    def track(self, sk: TcpSock) -> None:
+        """``sk`` joins the sockets the layer holds (until ``forget``)."""
         with self._sockets_lock:
             self.sockets.add(sk)
-        return sk
 
     def forget(self, sk: TcpSock) -> None:
         """Drop the owner's reference of a socket that is out of every table."""
@@ -140,14 +159,12 @@ class TcpLayer(DemuxMixin, EngineMixin, TransmitMixin, ListenerMixin, FastOpenMi
             return
         with self._sockets_lock:
             self.sockets.discard(sk)
-        leftovers = [skb[0] for skb in sk.rx_skbs if skb[0] is not None]
-        sk.rx_skbs.clear()
-        self.free_buffers_deferred(leftovers)
+        self.buffers.free_deferred(sk.take_receive_queue())
         if sk.ref.put():
             destroy_entry(sk)
 
     def release_unconnected(self, sk: TcpSock) -> None:
-        with self._global():
+        with self.global_lock():
             self.hashinfo.close(sk)
         advance(sk, FINISHED)
         advance(sk, UNHASHED)
@@ -169,17 +186,16 @@ class TcpLayer(DemuxMixin, EngineMixin, TransmitMixin, ListenerMixin, FastOpenMi
             life = sk.life  # atomic: one attribute load, paired with the stores in advance
             if sk.state == State.LISTEN or life & LISTEN_CLOSED:
                 advance(sk, USER_CLOSED)
-                self.close_listener(sk, forget=True)
+                self.listeners.close(sk, forget=True)
             elif not life & USER_CLOSED:
-                sk.linger = (True, 0)
-                sk.close()
+                sk.abort()
             else:
                 # A closed connection that has delivered everything, its FIN included,
                 # is not reset: its peer may still be reading up to our FIN.
-                self._abort_orphan(sk, spare_fin_wait2=True)
+                self.listeners.abort_orphan(sk, spare_fin_wait2=True)
         for entry in list(self.hashinfo.ehash.entries()):
             if isinstance(entry, TcpTimeWait):
-                self._tw_kill(entry)
+                self.timewaits.kill(entry)
 
     def connect_locked(self, sk: TcpSock, addr: bytes, port: int,
                        fastopen: bytes | None = None) -> int:
@@ -206,22 +222,20 @@ class TcpLayer(DemuxMixin, EngineMixin, TransmitMixin, ListenerMixin, FastOpenMi
         self.hashinfo.connect(sk, addr, port, saddr=saddr)
         now = host.now()
         laddr = wire(sk.laddr)
-        iss = sk.write_seq or initial_sequence(self.secret, laddr, sk.lport, dst, port, now)
-        # A TIME_WAIT this connect took over (tcp_twsk_unique) left its TS.Recent: the new
-        # incarnation starts with it, as tcp_v4_connect's socket does (PAWS in SYN-SENT,
-        # the SYN's TSecr).
-        ts_recent = (sk.ts_recent, sk.ts_recent_stamp) if sk.ts_recent_stamp else None
-        sk.write_seq = sk.ts_recent = sk.ts_recent_stamp = 0
+        # A TIME_WAIT this connect took over (tcp_twsk_unique) left its ISN and its
+        # TS.Recent: the new incarnation starts with them, as tcp_v4_connect's socket
+        # does (PAWS in SYN-SENT, the SYN's TSecr).
+        reused_iss, ts_recent = sk.take_time_wait_reuse()
+        iss = reused_iss or initial_sequence(self.secret, laddr, sk.lport, dst, port, now)
         path_mss = mtu - (40 if len(dst) == 4 else 60)
         syn_data, option = b"", None
         if fastopen is not None:
-            syn_data, option = self.fastopen_syn(sk, dst, path_mss, fastopen)
+            syn_data, option = self.fastopen.syn(sk, dst, path_mss, fastopen)
         conn = Connection.connect(
             local_port=sk.lport, remote_port=port, iss=iss, now=now,
-            options=sk.conn_options(path_mss),
-            ts_offset=self._ts_offset(laddr, dst), counters=Counters(), ts_recent=ts_recent,
+            options=sockopt.conn_options(sk, path_mss),
+            ts_offset=self.ts_offset(laddr, dst), counters=Counters(), ts_recent=ts_recent,
             syn_data=syn_data, fastopen_option=option)
-        sk.conn = conn
-        sk.tx_csum_offload = offload
-        self.after_engine(sk)
+        sk.attach(conn, tx_csum_offload=offload)
+        sk.engine()  # the SYN
         return len(syn_data)

@@ -1,40 +1,51 @@
 """The listener (Linux's request-socket design, FreeBSD's "fully initialised" rule of
 seed 004): a SYN creates a child socket in SYN_RECV that lives in ehash and counts in the
 listener's SYN queue; the child is appended to the accept queue only when the handshake
-completed (``_publish_child``), so ``accept`` needs only the listener's ``rskq_lock``.
+completed (``publish_child``), so ``accept`` needs only the listener's ``rskq_lock``.
 No socket lock on the listener (Linux >= 4.4).  SYN cookies when the SYN queue overflows
 (``rcunet.core.tcp.syncookies``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rcunet.core.tcp import Connection, Counters, ListenAction, listen_action, syncookies
 from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.isn import initial_sequence
 from rcunet.host.ip import Delivery
-from rcunet.host.tcp.common import TABLE_STATE, family_form
-from rcunet.host.tcp_life import FINISHED, LISTEN_CLOSED, UNHASHED, USER_CLOSED, advance
-from rcunet.host.tcp_sock import TcpSock
+from rcunet.host.tcp import sockopt
+from rcunet.host.tcp.common import family_form
+from rcunet.host.tcp.life import FINISHED, LISTEN_CLOSED, UNHASHED, USER_CLOSED, advance
+from rcunet.host.tcp.sock import TcpSock
 from rcunet.sync.hooks import yield_point
 from rcunet.wire import tcp
+
+if TYPE_CHECKING:
+    from rcunet.host.tcp.layer import TcpLayer
 
 #: Syncookie ACKs are checked only this long after the SYN queue last overflowed.
 COOKIE_WINDOW = 2 * 60 * 1_000_000_000
 
 
-class ListenerMixin:
-    """``TcpLayer``'s listeners, SYN and accept queues."""
+class Listeners:
+    """The Host's listeners: their SYN and accept queues, children and SYN cookies.
+    Holds no state of its own: each listener's queues are its own, guarded by its
+    rskq_lock."""
 
-    host: Any
-    hashinfo: Any
-    secret: bytes
+    def __init__(self, layer: TcpLayer) -> None:
+        self.layer = layer
+        self.host = layer.host
+        self.hashinfo = layer.hashinfo
+        self.secret = layer.secret
+        self.transmit = layer.transmit
+        self.fastopen = layer.fastopen
+        self.global_lock = layer.global_lock
 
-    def _acceptq_full(self, listener: TcpSock) -> bool:
+    def acceptq_full(self, listener: TcpSock) -> bool:
         # sk_acceptq_is_full: len > max; lockless read of a deque length (one load).
         return len(listener.acceptq) > listener.max_ack_backlog
 
-    def _listen_input(self, lsk: TcpSock, seg: tcp.Repr, info: Delivery, *, iss: int = 0,
+    def input(self, lsk: TcpSock, seg: tcp.Repr, info: Delivery, *, iss: int = 0,
                       counted: bool = False) -> None:
         """tcp_v4_rcv for a LISTEN socket: no socket lock on the listener (Linux >= 4.4)."""
         counters = self.host.counters
@@ -45,7 +56,7 @@ class ListenerMixin:
             return
         if action is ListenAction.RESET:
             if not (seg.flags & tcp.ACK and self._cookie_ack(lsk, seg, info)):
-                self._reply_reset(seg, info)
+                self.transmit.reply_reset(seg, info)
             return
         tuning = self.host.tuning
         with lsk.rskq_lock:
@@ -63,7 +74,7 @@ class ListenerMixin:
             want_cookie = True
             if tuning.tcp_syncookies != 2:
                 counters.inc("TcpExtTCPReqQFullDoCookies")
-        if self._acceptq_full(lsk):
+        if self.acceptq_full(lsk):
             counters.inc("TcpExtListenOverflows")
             counters.inc("TcpExtListenDrops")
             return
@@ -74,13 +85,14 @@ class ListenerMixin:
         if want_cookie:
             self._send_cookie(lsk, seg, info)
             return
-        with self._global():
+        with self.global_lock():
             child = self._new_child(lsk, seg, info, iss)
         if child is not None:
-            self.post(child)  # transmit outside every lock (an inline link re-enters)
+            child.post()  # transmit outside every lock (an inline link re-enters)
 
-    def _child_options(self, lsk: TcpSock, info: Delivery) -> tuple[Any, int]:
-        ts_offset = self._ts_offset(info.dst, info.src)
+    def _child_options(self, lsk: TcpSock, info: Delivery) -> tuple[int, int]:
+        """(the path MSS, the TSval offset) of a child answering ``info``'s peer."""
+        ts_offset = self.layer.ts_offset(info.dst, info.src)
         mtu = info.iface.mtu
         return mtu - (40 if len(info.dst) == 4 else 60), ts_offset
 
@@ -90,11 +102,12 @@ class ListenerMixin:
         engine_counters = Counters()
         reply = syncookies.syn_ack_for(
             seg, secret=self.secret, saddr=info.src, daddr=info.dst, now=now,
-            options=lsk.conn_options(mss), ts_offset=ts_offset, counters=engine_counters)
-        lsk.last_overflow_at = now  # one attribute store; read by _cookie_ack
+            options=sockopt.conn_options(lsk, mss), ts_offset=ts_offset,
+            counters=engine_counters)
+        lsk.note_overflow(now)
         for name, n in engine_counters.take().items():
             self.host.counters.inc(name, n)
-        self._reply(reply, info)
+        self.transmit.reply(reply, info)
 
     def _cookie_ack(self, lsk: TcpSock, seg: tcp.Repr, info: Delivery) -> bool:
         """cookie_v4_check: an ACK to a listener that recently sent cookies may complete
@@ -107,21 +120,22 @@ class ListenerMixin:
             return False
         mss, ts_offset = self._child_options(lsk, info)
         engine_counters = Counters()
-        if self._acceptq_full(lsk):
+        if self.acceptq_full(lsk):
             self.host.counters.inc("TcpExtListenOverflows")
             self.host.counters.inc("TcpExtListenDrops")
             return True
         conn = syncookies.connection_from_ack(
             seg, secret=self.secret, saddr=info.src, daddr=info.dst, now=now,
-            options=lsk.conn_options(mss), ts_offset=ts_offset, counters=engine_counters)
+            options=sockopt.conn_options(lsk, mss), ts_offset=ts_offset,
+            counters=engine_counters)
         for name, n in engine_counters.take().items():
             self.host.counters.inc(name, n)
         if conn is None:
             return False
-        with self._global():
+        with self.global_lock():
             child = self._adopt_child(lsk, conn, info, seg.src_port)
         if child is not None:
-            self.post(child)
+            child.post()
         return True
 
     def _new_child(self, lsk: TcpSock, seg: tcp.Repr, info: Delivery,
@@ -132,11 +146,12 @@ class ListenerMixin:
         if not iss:
             iss = initial_sequence(self.secret, info.dst, seg.dst_port, info.src,
                                    seg.src_port, now)
-        child = TcpSock(self, lsk.family)
-        child.inherit_from(lsk)
-        decision = self.fastopen_decision(lsk, seg, info)
+        child = TcpSock(self.layer, lsk.family)
+        sockopt.inherit_from(child, lsk)
+        decision = self.fastopen.decision(lsk, seg, info)
         conn = Connection.accept_syn(
-            seg, iss=iss, now=now, options=child.conn_options(mss), ts_offset=ts_offset,
+            seg, iss=iss, now=now, options=sockopt.conn_options(child, mss),
+            ts_offset=ts_offset,
             counters=Counters(), fastopen=decision.fastopen,
             synack_options=(decision.reply,) if decision.reply is not None else ())
         return self._adopt_child(lsk, conn, info, seg.src_port, child,
@@ -151,36 +166,26 @@ class ListenerMixin:
         A Fast Open child counts in the listener's Fast Open queue instead, and goes on
         to the accept queue at once, in SYN_RECV (tcp_fastopen_create_child)."""
         if child is None:
-            child = TcpSock(self, lsk.family)
-            child.inherit_from(lsk)
+            child = TcpSock(self.layer, lsk.family)
+            sockopt.inherit_from(child, lsk)
         child.set_key(family_form(lsk.family, info.dst), lsk.lport,
                       family_form(lsk.family, info.src), fport)
-        child.conn = conn
-        child.state = TABLE_STATE[conn.state]
-        child.tx_csum_offload = self._tx_offload(info.src)
-        with lsk.rskq_lock:
-            if lsk.life & LISTEN_CLOSED:
-                return None
-            if fastopen:
-                self.fastopen_charge(lsk, child)
-            else:
-                child.listener = lsk
-                lsk.embryos.add(child)  # before ehash: the final ACK may race us
-                lsk.syn_qlen += 1
-        with self._sockets_lock:
-            self.sockets.add(child)
+        child.attach(conn, tx_csum_offload=self.transmit.offload(info.src))
+        if not lsk.queue_child(child, fastopen=fastopen):
+            return None
+        self.layer.track(child)
         yield_point("tcp.child.before_hash")
         if not self._inherit_port(child, lsk) or not self.hashinfo.ehash.insert(child):
             self.hashinfo.bind.unbind(child)
             advance(child, USER_CLOSED)
-            self._leave_syn_queue(child)
-            self.fastopen_release(child)
+            self.leave_syn_queue(child)
+            self.fastopen.release(child)
             advance(child, FINISHED)
             advance(child, UNHASHED)
-            self.forget(child)
+            self.layer.forget(child)
             return None
         with child.sl.slock:
-            self.after_engine(child)
+            child.engine()  # the SYN,ACK attach left to collect
             if fastopen:
                 self._enqueue_fastopen_child(lsk, child)
         return child
@@ -188,11 +193,7 @@ class ListenerMixin:
     def _enqueue_fastopen_child(self, lsk: TcpSock, child: TcpSock) -> None:
         """inet_csk_reqsk_queue_add for a Fast Open child (its socket lock held): it is
         acceptable before its handshake completes, with the SYN's data readable."""
-        with lsk.rskq_lock:
-            closed = lsk.life & LISTEN_CLOSED
-            if not closed:
-                lsk.acceptq.append(child)
-        if closed:  # the listener closed meanwhile: nobody will accept the child
+        if not lsk.publish(child):  # the listener closed meanwhile: nobody will accept it
             self._abort_unaccepted(child)
             return
         lsk.wakeup()
@@ -204,8 +205,7 @@ class ListenerMixin:
         advance(child, USER_CLOSED)
         conn = child.conn
         if conn is not None:
-            conn.abort(self.host.now())
-            self.after_engine(child)
+            child.engine(conn.abort, self.host.now())
 
     def _inherit_port(self, child: TcpSock, lsk: TcpSock) -> bool:
         """__inet_inherit_port (``BindTables.inherit_port``): the child joins the
@@ -216,59 +216,45 @@ class ListenerMixin:
             return False
         return True
 
-    def _publish_child(self, child: TcpSock) -> None:
+    def publish_child(self, child: TcpSock) -> None:
         """The handshake completed (child's socket lock held): now, and only now, the
         child is visible to accept() (seed 004)."""
         lsk = child.listener
-        child.listener = None
         if lsk is None:
             return
         yield_point("tcp.child.before_publish")  # complete, not yet acceptable
-        with lsk.rskq_lock:
-            if child in lsk.embryos:
-                lsk.embryos.discard(child)
-                lsk.syn_qlen -= 1
-            closed = lsk.life & LISTEN_CLOSED
-            if not closed:
-                lsk.acceptq.append(child)
-        if closed:
+        if not lsk.publish(child):
             self._abort_unaccepted(child)
             return
         lsk.wakeup()
 
-    def accept_dequeue(self, lsk: TcpSock) -> TcpSock | None:
+    def accept(self, lsk: TcpSock) -> TcpSock | None:
         """inet_csk_accept: take a complete child.  Modern: only the listener's
         rskq_lock.  Legacy (seed 004 before): under the global tcbinfo lock as well."""
-        with self._global(), lsk.rskq_lock:
-            child = lsk.acceptq.popleft() if lsk.acceptq else None
+        with self.global_lock():
+            child = lsk.accept_pop()
         if child is not None and lsk.poll is not None:
             lsk.update_poll()
         return child
 
-    def close_listener(self, lsk: TcpSock, *, forget: bool) -> None:
+    def close(self, lsk: TcpSock, *, forget: bool) -> None:
         """Stop listening: unhash, abort queued and embryonic children (RST)."""
-        with lsk.rskq_lock:
-            advance(lsk, LISTEN_CLOSED)
-            children = list(lsk.acceptq) + list(lsk.embryos)
-            lsk.acceptq.clear()
-            lsk.embryos.clear()
-            lsk.syn_qlen = 0
+        children = lsk.stop_listening()
         since = lsk._lock()
         try:
-            with self._global():
+            with self.global_lock():
                 self.hashinfo.close(lsk)
             advance(lsk, FINISHED)
             advance(lsk, UNHASHED)
         finally:
             lsk._unlock(since)
         for child in children:
-            child.listener = None
-            self._abort_orphan(child)
+            self.abort_orphan(child)
         lsk.wakeup()
         if forget:
-            self.forget(lsk)
+            self.layer.forget(lsk)
 
-    def _abort_orphan(self, sk: TcpSock, spare_fin_wait2: bool = False) -> None:
+    def abort_orphan(self, sk: TcpSock, spare_fin_wait2: bool = False) -> None:
         """Abort a connection its program has closed.  ``spare_fin_wait2`` (a Host
         shutting down): one in FIN-WAIT-2 ends as its timeout would, without a RST."""
         since = sk._lock()
@@ -277,10 +263,9 @@ class ListenerMixin:
             conn = sk.conn
             if conn is not None and conn.state is not CState.CLOSED:
                 if spare_fin_wait2 and conn.state is CState.FIN_WAIT_2:
-                    conn.expire_fin_wait2(self.host.now())
+                    sk.engine(conn.expire_fin_wait2, self.host.now())
                 else:
-                    conn.abort(self.host.now())
-                self.after_engine(sk)
+                    sk.engine(conn.abort, self.host.now())
         finally:
             sk._unlock(since)
         # atomic: loads of life and conn.  We took USER_CLOSED before reading UNHASHED; a
@@ -288,7 +273,13 @@ class ListenerMixin:
         # us forgets sk, and only once it is out of the tables (see TcpSock.close).
         life = sk.life
         if life & UNHASHED:
-            self.forget(sk)
+            self.layer.forget(sk)
         elif not life & FINISHED and (sk.conn is None or sk.conn.state is CState.CLOSED):
             if advance(sk, FINISHED):  # nobody took the teardown: it is ours
-                self._finish(sk)  # forgets sk: USER_CLOSED is taken
+                self.layer.teardown.run(sk, None)  # forgets sk: USER_CLOSED is taken
+
+    def leave_syn_queue(self, sk: TcpSock) -> None:
+        """An embryonic child died before its handshake completed: nobody will accept
+        it, so it is released like an orphan."""
+        if sk.leave_syn_queue():
+            advance(sk, USER_CLOSED)

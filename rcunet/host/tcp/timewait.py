@@ -4,16 +4,27 @@ of ``rcunet.core.tcp.timewait.TimeWait`` (the one copy of them)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.core.tcp.timewait import TimeWait, TwAction
 from rcunet.host.ip import Delivery
-from rcunet.host.tcp_life import UNHASHED, USER_CLOSED, advance
-from rcunet.host.tcp_sock import TcpSock
+from rcunet.host.tcp.sock import TcpSock
 from rcunet.tables.entry import TableEntry, TimeWaitEntry
 from rcunet.wire import tcp
+
+if TYPE_CHECKING:
+    from rcunet.host.host import Host
+    from rcunet.host.tcp.listener import Listeners
+    from rcunet.host.tcp.transmit import Transmit
+    from rcunet.host.timers import Timer
+    from rcunet.tables import TcpHashInfo
+
+#: The legacy global lock, or nothing (``TcpLayer.global_lock``).
+GlobalLock = Callable[[], AbstractContextManager[Any]]
 
 
 class TcpTimeWait(TimeWaitEntry):
@@ -26,61 +37,61 @@ class TcpTimeWait(TimeWaitEntry):
         super().__init__(sk, now=now, expires_at=now + tw.timeout, snd_nxt=tw.snd_nxt,
                          ts_recent=tw.ts_recent, ts_recent_stamp=tw.ts_recent_stamp)
         self.tw = tw
-        self.timer: Any = None
+        self.timer: Timer | None = None
 
 
-class TimeWaitMixin:
-    """``TcpLayer``'s TIME_WAIT entries."""
+class TimeWaits:
+    """The Host's TIME_WAIT entries: made by the teardown, answered by the receive path,
+    killed by their timer, a reopening SYN or the Host's shutdown.  The entries live in
+    ehash (internally synchronised); this holds no state of its own."""
 
-    host: Any
-    hashinfo: Any
+    def __init__(self, host: Host, hashinfo: TcpHashInfo, global_lock: GlobalLock,
+                 transmit: Transmit) -> None:
+        self.host = host
+        self.hashinfo = hashinfo
+        self.global_lock = global_lock
+        self.transmit = transmit
+        #: A SYN that may reopen a TIME_WAIT goes to the listener (set by TcpLayer).
+        self.listeners: Listeners | None = None
 
-    def _enter_time_wait(self, sk: TcpSock, state: TimeWait) -> None:
-        """tcp_time_wait: a light TcpTimeWait entry replaces sk in ehash and among its
-        port's owners in one publication (``TcpHashInfo.time_wait``).  ``post`` took
-        FINISHED when it took this teardown."""
-        self.flush(sk)  # releases the pinned route (or leaves it to the transmitter)
-        self._cancel_timer(sk)
-        self.sync_tuning()  # tcp_max_tw_buckets as the Host has it now
+    def enter(self, sk: TcpSock, state: TimeWait) -> None:
+        """tcp_time_wait's hashdance: a light TcpTimeWait entry replaces sk in ehash and
+        among its port's owners in one publication (``TcpHashInfo.time_wait``), and its
+        timer is armed (none when tcp_max_tw_buckets is reached)."""
         tw = TcpTimeWait(sk, state, now=self.host.now())
-        with self._global():
+        with self.global_lock():
             if self.hashinfo.time_wait(sk, entry=tw) is not None:
                 tw.timer = self.host.timers.schedule(tw.expires_at,
-                                                     partial(self._tw_expired, tw))
-        self._leave_syn_queue(sk)
-        advance(sk, UNHASHED)  # before reading USER_CLOSED: see TcpSock.close
-        sk.wakeup()
-        if sk.life & USER_CLOSED:  # atomic: see TcpSock.close, which pairs with this
-            self.forget(sk)
+                                                     partial(self._expired, tw))
 
-    def _tw_expired(self, tw: TcpTimeWait, now: int) -> None:
-        with self._global():
+    def _expired(self, tw: TcpTimeWait, now: int) -> None:
+        with self.global_lock():
             self.hashinfo.tw_kill(tw)
 
-    def _tw_kill(self, tw: TcpTimeWait) -> bool:
+    def kill(self, tw: TcpTimeWait) -> bool:
         if tw.timer is not None:
             tw.timer.cancel()
-        with self._global():
+        with self.global_lock():
             return self.hashinfo.tw_kill(tw)
 
-    def _tw_input(self, tw: TcpTimeWait, seg: tcp.Repr, info: Delivery) -> None:
+    def input(self, tw: TcpTimeWait, seg: tcp.Repr, info: Delivery) -> None:
         """A segment reached a TIME_WAIT entry: ``TimeWait.action`` says what to do."""
         self.host.counters.inc("TcpInSegs")
         state = tw.tw
         action = state.action(seg)
         if action is TwAction.KILL:
-            self._tw_kill(tw)
+            self.kill(tw)
             return
         if action is TwAction.REOPEN:
-            if self._tw_kill(tw):  # else another segment took it first: ACK this SYN
+            if self.kill(tw):  # else another segment took it first: ACK this SYN
                 listener = self.hashinfo.listen.lookup(info.dst, seg.dst_port, info.src,
                                                        seg.src_port, dif=info.iface.ifindex)
-                if isinstance(listener, TcpSock):
-                    self._listen_input(listener, seg, info, iss=state.reuse_iss(),
-                                       counted=True)
+                if isinstance(listener, TcpSock) and self.listeners is not None:
+                    self.listeners.input(listener, seg, info, iss=state.reuse_iss(),
+                                         counted=True)
                 else:
-                    self._reply_reset(seg, info)
+                    self.transmit.reply_reset(seg, info)
                 return
             action = TwAction.ACK
         if action is TwAction.ACK:
-            self._reply(state.ack_for(seg, self.host.now()), info)
+            self.transmit.reply(state.ack_for(seg, self.host.now()), info)

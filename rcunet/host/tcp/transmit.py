@@ -4,23 +4,28 @@ layer's own replies (RST, TIME_WAIT ACK, cookie SYN,ACK) take."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections import deque
+from typing import TYPE_CHECKING
 
 from rcunet.core.tcp import reset_for
-from rcunet.host.ip import LIMITED_BROADCAST, Delivery, is_multicast
-from rcunet.host.tcp.common import MAPPED, offloads
-from rcunet.host.tcp_life import FINISHED
-from rcunet.host.tcp_sock import TcpSock
+from rcunet.host.ip import Delivery
+from rcunet.host.tcp.common import offloads
+from rcunet.host.tcp.life import FINISHED
+from rcunet.host.tcp.sock import TcpSock
 from rcunet.wire import tcp
+from rcunet.wire.addr import LIMITED_BROADCAST, is_multicast, unmapped
 
 if TYPE_CHECKING:
+    from rcunet.host.host import Host
     from rcunet.host.routecache import DstEntry
 
 
-class TransmitMixin:
-    """``TcpLayer``'s output."""
+class Transmit:
+    """The Host's TCP output: the sockets' outboxes and the layer's own replies.
+    Holds no state of its own: a socket's route is its ``dst``, guarded by its ``xmit``."""
 
-    host: Any
+    def __init__(self, host: Host) -> None:
+        self.host = host
 
     def flush(self, sk: TcpSock) -> None:
         """Transmit the outbox.  One transmitter per socket at a time (trylock, like
@@ -32,7 +37,7 @@ class TransmitMixin:
         been invalidated since (``DstCache.current``), with no lookup and no refcount
         traffic; a stale entry is dropped and looked up again.  Once the socket is
         FINISHED the route is released, by whoever transmits last: a transmitter
-        re-checks after letting go of ``xmit`` (``_finish`` may have found it busy)."""
+        re-checks after letting go of ``xmit`` (the teardown may have found it busy)."""
         outbox = sk.outbox
         xmit = sk.xmit
         # atomic: attribute loads; life pairs with advance(FINISHED) in post
@@ -47,12 +52,11 @@ class TransmitMixin:
             finally:
                 xmit.release()
 
-    def _transmit_outbox_xmit(self, sk: TcpSock, outbox: Any) -> None:
+    def _transmit_outbox_xmit(self, sk: TcpSock, outbox: deque[tcp.Repr]) -> None:
         # one load of the key: a connected socket's addresses no longer change
         laddr, _lport, faddr, _fport = sk.key
-        # wire(), inlined (a 4-byte address never equals the 12-byte v4-mapped prefix)
-        src = laddr[12:] if laddr[:12] == MAPPED else laddr
-        dst = faddr[12:] if faddr[:12] == MAPPED else faddr
+        src = unmapped(laddr)
+        dst = unmapped(faddr)
         offload = sk.tx_csum_offload
         checksum = not offload
         dst_cache = self.host.dst_cache
@@ -69,10 +73,10 @@ class TransmitMixin:
                     or not dst_cache.current(route):
                 route = self._route_xmit(sk, dst)
             if route is None:
-                self._transmit(src, dst, seg, sk.bound_dev, offload)
+                self.segment(src, dst, seg, sk.bound_dev, offload)
             else:
                 # the header and the payload go to IP apart (one join makes the frame);
-                # path MTU discovery: never fragmented on the way (see _transmit)
+                # path MTU discovery: never fragmented on the way (see segment)
                 output_pinned(route, src, dst, tcp.PROTOCOL,
                               seg.build_header(src=src, dst=dst, checksum=checksum),
                               seg.payload, dont_fragment=True)
@@ -103,7 +107,8 @@ class TransmitMixin:
         if entry is not None:
             entry.release()
 
-    def _tx_offload(self, dst: bytes) -> bool:
+    def offload(self, dst: bytes) -> bool:
+        """May segments to ``dst`` leave their checksum to the link (``offloads``)?"""
         entry = self.host.dst_cache.lookup(dst)
         if entry is None:
             return False
@@ -112,7 +117,7 @@ class TransmitMixin:
         finally:
             entry.release()
 
-    def _transmit(self, src: bytes, dst: bytes, seg: tcp.Repr, oif: int = 0,
+    def segment(self, src: bytes, dst: bytes, seg: tcp.Repr, oif: int = 0,
                   offload: bool = False) -> None:
         """One segment to IP.  ``offload``: the connection's link does checksums (a clean
         in-memory link or loopback, as a NIC would): the field is left zero.  The header
@@ -126,20 +131,18 @@ class TransmitMixin:
         self.host.ip.output_gather(src, dst, tcp.PROTOCOL, build_header, seg.payload, oif=oif,
                                    dont_fragment=True)
 
-    def _reply(self, seg: tcp.Repr, info: Delivery) -> None:
+    def reply(self, seg: tcp.Repr, info: Delivery) -> None:
         """Send a segment built by the layer itself (RST, TIME_WAIT ACK, cookie SYN,ACK)."""
         self.host.counters.inc("TcpOutSegs")
         if seg.flags & tcp.RST:
             self.host.counters.inc("TcpOutRsts")
-        self._transmit(info.dst, info.src, seg)
+        self.segment(info.dst, info.src, seg)
 
-    def _reply_reset(self, seg: tcp.Repr, info: Delivery) -> None:
+    def reply_reset(self, seg: tcp.Repr, info: Delivery) -> None:
         reply = reset_for(seg)
         if reply is not None:
-            self._reply(reply, info)
+            self.reply(reply, info)
 
-    def _no_socket(self, seg: tcp.Repr, info: Delivery) -> None:
+    def no_socket(self, seg: tcp.Repr, info: Delivery) -> None:
         self.host.counters.inc("TcpInSegs")
-        reply = reset_for(seg)
-        if reply is not None:
-            self._reply(reply, info)
+        self.reply_reset(seg, info)

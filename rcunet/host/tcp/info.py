@@ -1,0 +1,124 @@
+"""``TCP_INFO``: a snapshot of a TCP socket in Linux's ``struct tcp_info`` terms
+(include/uapi/linux/tcp.h; filled as ``tcp_get_info`` in net/ipv4/tcp.c fills it).
+
+``snapshot`` returns the fields rcunet tracks, by their ``tcpi_`` names; ``pack`` lays
+them out as the kernel's struct (fields rcunet does not track are zero there, as a kernel
+older than the field would leave them).  Times are microseconds (rto, ato, rtt, rttvar)
+or milliseconds since the event (last_data_sent, last_data_recv, last_ack_recv), as in
+Linux.  The caller holds the socket lock or reads a socket no other thread drives.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING
+
+from rcunet.core.tcp import State as CState
+
+if TYPE_CHECKING:
+    from rcunet.host.tcp.sock import TcpSock
+
+#: Linux's TCP_* state numbers (include/net/tcp_states.h).
+LINUX_STATE = {
+    CState.ESTABLISHED: 1, CState.SYN_SENT: 2, CState.SYN_RECEIVED: 3,
+    CState.FIN_WAIT_1: 4, CState.FIN_WAIT_2: 5, CState.TIME_WAIT: 6, CState.CLOSED: 7,
+    CState.CLOSE_WAIT: 8, CState.LAST_ACK: 9, CState.LISTEN: 10, CState.CLOSING: 11,
+}
+TCPI_OPT_TIMESTAMPS, TCPI_OPT_SACK, TCPI_OPT_WSCALE = 1, 2, 4
+TCPI_OPT_SYN_DATA = 32  #: the SYN's data was acknowledged (Fast Open: tp->syn_data_acked)
+TCP_CA_OPEN, TCP_CA_RECOVERY, TCP_CA_LOSS = 0, 3, 4
+
+#: struct tcp_info up to tcpi_rcv_wnd (Linux 6.x): name, struct code, in layout order.
+LAYOUT: tuple[tuple[str, str], ...] = (
+    ("state", "B"), ("ca_state", "B"), ("retransmits", "B"), ("probes", "B"),
+    ("backoff", "B"), ("options", "B"), ("wscale", "B"), ("flags", "B"),
+    ("rto", "I"), ("ato", "I"), ("snd_mss", "I"), ("rcv_mss", "I"), ("unacked", "I"),
+    ("sacked", "I"), ("lost", "I"), ("retrans", "I"), ("fackets", "I"),
+    ("last_data_sent", "I"), ("last_ack_sent", "I"), ("last_data_recv", "I"),
+    ("last_ack_recv", "I"), ("pmtu", "I"), ("rcv_ssthresh", "I"), ("rtt", "I"),
+    ("rttvar", "I"), ("snd_ssthresh", "I"), ("snd_cwnd", "I"), ("advmss", "I"),
+    ("reordering", "I"), ("rcv_rtt", "I"), ("rcv_space", "I"), ("total_retrans", "I"),
+    ("pacing_rate", "Q"), ("max_pacing_rate", "Q"), ("bytes_acked", "Q"),
+    ("bytes_received", "Q"), ("segs_out", "I"), ("segs_in", "I"), ("notsent_bytes", "I"),
+    ("min_rtt", "I"), ("data_segs_in", "I"), ("data_segs_out", "I"),
+    ("delivery_rate", "Q"), ("busy_time", "Q"), ("rwnd_limited", "Q"),
+    ("sndbuf_limited", "Q"), ("delivered", "I"), ("delivered_ce", "I"),
+    ("bytes_sent", "Q"), ("bytes_retrans", "Q"), ("dsack_dups", "I"),
+    ("reord_seen", "I"), ("rcv_ooopack", "I"), ("snd_wnd", "I"), ("rcv_wnd", "I"),
+)
+_STRUCT = struct.Struct("=" + "".join(code for _name, code in LAYOUT))
+SIZE = _STRUCT.size
+
+
+def _us(ns: int) -> int:
+    return max(0, ns // 1000)
+
+
+def _ms_since(now: int, at: int | None) -> int:
+    return 0 if not at else max(0, (now - at) // 1_000_000)
+
+
+def snapshot(sk: TcpSock, now: int) -> dict[str, int]:
+    """The ``tcpi_*`` values rcunet tracks for ``sk`` at ``now`` (ns)."""
+    conn = sk.conn
+    if conn is None:
+        from rcunet.tables.entry import State
+
+        return {"tcpi_state": 10 if sk.state == State.LISTEN else 7}
+    t = conn.tcb
+    rto = conn.rto
+    mss = max(1, t.snd_mss)
+    in_flight = (t.snd_max - t.snd_una) & 0xFFFFFFFF
+    options = 0
+    if t.ts_ok:
+        options |= TCPI_OPT_TIMESTAMPS
+    if t.sack_ok:
+        options |= TCPI_OPT_SACK
+    if t.rcv_wscale or t.snd_wscale or conn._peer_ws_offered:
+        options |= TCPI_OPT_WSCALE
+    if conn.syn_data_acked:
+        options |= TCPI_OPT_SYN_DATA
+    recovery = conn._recovery
+    ca_state = TCP_CA_LOSS if conn._retransmits else (
+        TCP_CA_RECOVERY if recovery is not None else TCP_CA_OPEN)
+    info = {
+        "state": LINUX_STATE.get(conn.state, 7),
+        "ca_state": ca_state,
+        "retransmits": conn._retransmits,
+        "probes": conn._probes_out,
+        "backoff": rto.backoff,
+        "options": options,
+        "snd_wscale": t.snd_wscale,
+        "rcv_wscale": t.rcv_wscale,
+        "rto": _us(rto.rto),
+        "snd_mss": t.snd_mss,
+        "rcv_mss": t.rcv_mss,
+        "unacked": (in_flight + mss - 1) // mss,
+        "last_data_recv": _ms_since(now, conn._last_rcv_at),
+        "rtt": _us(rto.srtt or 0),
+        "rttvar": _us(rto.rttvar),
+        "snd_ssthresh": min(conn.cc.ssthresh // mss, 0x7FFFFFFF),
+        "snd_cwnd": conn.cc.cwnd // mss,
+        "advmss": conn.options.mss,
+        "rcv_space": conn._rcv_space,
+        "bytes_acked": max(0, ((t.snd_una - t.iss) & 0xFFFFFFFF) - 1),
+        "bytes_received": max(0, ((t.rcv_nxt - t.irs) & 0xFFFFFFFF) - 1),
+        "notsent_bytes": max(0, conn.unacked - in_flight),
+        "snd_wnd": t.snd_wnd,
+        "rcv_wnd": t.rcv_wnd,
+    }
+    busy, rwnd_limited, sndbuf_limited = conn.chrono.totals(now)
+    info["busy_time"] = _us(busy)  # tcp_get_info_chrono_stats
+    info["rwnd_limited"] = _us(rwnd_limited)
+    info["sndbuf_limited"] = _us(sndbuf_limited)
+    return {"tcpi_" + name: int(value) for name, value in info.items()}
+
+
+def pack(values: dict[str, int], buflen: int | None = None) -> bytes:
+    """``values`` (a ``snapshot``) as Linux's struct tcp_info, cut to ``buflen``."""
+    fields = dict(values)
+    fields["tcpi_wscale"] = (fields.get("tcpi_snd_wscale", 0) & 0xF) | (
+        (fields.get("tcpi_rcv_wscale", 0) & 0xF) << 4)
+    raw = _STRUCT.pack(*(fields.get("tcpi_" + name, 0) & ((1 << (8 * struct.calcsize(code))) - 1)
+                         for name, code in LAYOUT))
+    return raw if buflen is None else raw[:max(0, buflen)]

@@ -1,0 +1,283 @@
+"""A TCP socket's options: setsockopt and getsockopt (SOL_SOCKET, SOL_TCP, IPV6_V6ONLY),
+TCP_INFO, and what a connection's engine takes from them (``conn_options`` when it is
+made, ``live_options`` when setsockopt reaches it, ``inherit_from`` for a listener's
+child).  Functions of a ``rcunet.host.tcp.sock.TcpSock``, which delegates its option
+calls here; the option attributes they read and write are the socket's, guarded by the
+socket lock (setsockopt and getsockopt take it)."""
+
+from __future__ import annotations
+
+import errno
+import socket as _pysocket
+import struct
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from rcunet.core.tcp import Options
+from rcunet.core.tcp import State as CState
+from rcunet.core.tcp.window import full_space
+from rcunet.host.sockerr import int_option, oserror, ranged
+from rcunet.host.tcp import errq as tcp_errq
+from rcunet.host.tcp import fastopen_opts as tcp_fastopen
+from rcunet.host.tcp.info import pack as pack_tcp_info
+from rcunet.host.tcp.info import snapshot as tcp_info_snapshot
+from rcunet.tables.entry import State
+
+if TYPE_CHECKING:
+    from rcunet.host.tcp.sock import TcpSock
+
+SOL_TCP = _pysocket.IPPROTO_TCP
+SOL_SOCKET = _pysocket.SOL_SOCKET
+SO_ACCEPTCONN = getattr(_pysocket, "SO_ACCEPTCONN", 30)
+SO_MARK = getattr(_pysocket, "SO_MARK", 36)
+TCP_KEEPIDLE = getattr(_pysocket, "TCP_KEEPIDLE", 4)
+TCP_KEEPINTVL = getattr(_pysocket, "TCP_KEEPINTVL", 5)
+TCP_KEEPCNT = getattr(_pysocket, "TCP_KEEPCNT", 6)
+TCP_SYNCNT = getattr(_pysocket, "TCP_SYNCNT", 7)
+TCP_INFO = getattr(_pysocket, "TCP_INFO", 11)
+TCP_CORK = getattr(_pysocket, "TCP_CORK", 3)
+TCP_INQ = 36  # also the cmsg type TCP_CM_INQ (Linux include/uapi/linux/tcp.h)
+TCP_USER_TIMEOUT = getattr(_pysocket, "TCP_USER_TIMEOUT", 18)
+TCP_NOTSENT_LOWAT = getattr(_pysocket, "TCP_NOTSENT_LOWAT", 25)
+SECOND = 1_000_000_000
+#: The one SOL_SOCKET option a live connection's engine reads (``live_options``).
+_SO_KEEPALIVE = (SOL_SOCKET, _pysocket.SO_KEEPALIVE)
+_LINGER = struct.Struct("ii")
+#: Linux's TCP_MIN_MSS and the user MSS ceiling (MAX_TCP_WINDOW).
+TCP_MIN_MSS, TCP_MAX_USER_MSS = 88, 32767
+TCP_MSS_DEFAULT = 536
+
+
+def setsockopt(sk: TcpSock, level: int, opt: int, value: int | bytes) -> None:
+    since = sk._lock()
+    try:
+        _setsockopt_locked(sk, level, opt, value)
+        if sk.conn is not None and (level == SOL_TCP or (level, opt) == _SO_KEEPALIVE):
+            # what live_options carries; TCP_NODELAY on pushes the tail
+            push = level == SOL_TCP and opt == _pysocket.TCP_NODELAY and sk.nodelay
+            sk.update_options_locked(push)
+    finally:
+        sk._unlock(since)
+
+def _setsockopt_locked(sk: TcpSock, level: int, opt: int, value: int | bytes) -> None:
+    if level == SOL_SOCKET:
+        if opt == _pysocket.SO_LINGER:
+            if not isinstance(value, bytes | bytearray) or len(value) < _LINGER.size:
+                raise oserror(errno.EINVAL, "SO_LINGER takes struct linger (8 bytes)")
+            onoff, seconds = _LINGER.unpack_from(value)
+            sk.linger = (bool(onoff), max(0, seconds))
+            return
+        number = int_option(value)
+        setters: dict[int, Callable[[], None]] = {
+            _pysocket.SO_REUSEADDR: lambda: setattr(sk, "reuseaddr", bool(number)),
+            _pysocket.SO_REUSEPORT: lambda: setattr(sk, "reuseport", bool(number)),
+            _pysocket.SO_KEEPALIVE: lambda: setattr(sk, "keepalive", bool(number)),
+            _pysocket.SO_RCVBUF: lambda: _set_rcvbuf(sk, number),
+            _pysocket.SO_SNDBUF: lambda: _set_sndbuf(sk, number),
+            tcp_errq.SO_ZEROCOPY: lambda: tcp_errq.set_zerocopy(sk, number),
+            tcp_errq.SO_TIMESTAMPING: lambda: tcp_errq.set_timestamping(sk, number),
+            SO_MARK: lambda: setattr(sk, "mark", number & 0xFFFFFFFF),
+        }
+    elif level == SOL_TCP:
+        if opt in tcp_fastopen.FASTOPEN_OPTIONS:
+            tcp_fastopen.setsockopt(sk, opt, value)
+            return
+        number = int_option(value)
+        setters = {
+            _pysocket.TCP_NODELAY: lambda: setattr(sk, "nodelay", bool(number)),
+            TCP_CORK: lambda: setattr(sk, "cork", bool(number)),
+            TCP_INQ: lambda: setattr(sk, "inq", bool(number)),
+            TCP_USER_TIMEOUT: lambda: _set_user_timeout(sk, number),
+            TCP_NOTSENT_LOWAT: lambda: setattr(sk, "notsent_lowat",
+                                               number & 0xFFFFFFFF),
+            _pysocket.TCP_MAXSEG: lambda: _set_maxseg(sk, number),
+            TCP_KEEPIDLE: lambda: setattr(sk, "keepidle", ranged(number, 1, 32767)),
+            TCP_KEEPINTVL: lambda: setattr(sk, "keepintvl", ranged(number, 1, 32767)),
+            TCP_KEEPCNT: lambda: setattr(sk, "keepcnt", ranged(number, 1, 127)),
+            TCP_SYNCNT: lambda: setattr(sk, "syncnt", ranged(number, 1, 127)),
+        }
+    elif level in (_pysocket.IPPROTO_IP, _pysocket.IPPROTO_IPV6):
+        if level == _pysocket.IPPROTO_IPV6 and opt == _pysocket.IPV6_V6ONLY:
+            if sk.tb is not None:
+                raise oserror(errno.EINVAL)
+            sk.v6only = bool(int_option(value))
+            return
+        raise oserror(errno.ENOPROTOOPT)
+    else:
+        raise oserror(errno.ENOPROTOOPT)
+    setter = setters.get(opt)
+    if setter is None:
+        raise oserror(errno.ENOPROTOOPT)
+    setter()
+
+def _set_user_timeout(sk: TcpSock, value: int) -> None:
+    """TCP_USER_TIMEOUT in ms: negative is EINVAL (do_tcp_setsockopt ->
+    tcp_sock_set_user_timeout)."""
+    if value < 0:
+        raise oserror(errno.EINVAL, "TCP_USER_TIMEOUT must be >= 0")
+    sk.user_timeout = value
+
+def _set_maxseg(sk: TcpSock, value: int) -> None:
+    if value and not TCP_MIN_MSS <= value <= TCP_MAX_USER_MSS:
+        raise oserror(errno.EINVAL, f"TCP_MAXSEG must be {TCP_MIN_MSS}..{TCP_MAX_USER_MSS}")
+    sk.user_mss = value
+
+def getsockopt(sk: TcpSock, level: int, opt: int, buflen: int | None = None) -> int | bytes:
+    if level == SOL_SOCKET and opt == _pysocket.SO_LINGER:
+        return _LINGER.pack(int(sk.linger[0]), sk.linger[1])
+    if level == SOL_TCP and opt == TCP_INFO:
+        return tcp_info(sk, buflen)
+    if level == SOL_TCP and opt in tcp_fastopen.FASTOPEN_OPTIONS:
+        return tcp_fastopen.getsockopt(sk, opt, buflen)
+    conn = sk.conn
+    getters: dict[int, Callable[[], int]]
+    if level == SOL_SOCKET:
+        getters = {
+            _pysocket.SO_REUSEADDR: lambda: int(sk.reuseaddr),
+            _pysocket.SO_REUSEPORT: lambda: int(sk.reuseport),
+            _pysocket.SO_KEEPALIVE: lambda: int(sk.keepalive),
+            _pysocket.SO_RCVBUF: lambda: sk.rcvbuf if conn is None else conn.rcvbuf,
+            _pysocket.SO_SNDBUF: lambda: sk.sndbuf,
+            _pysocket.SO_ERROR: lambda: _so_error(sk),
+            _pysocket.SO_TYPE: lambda: _pysocket.SOCK_STREAM,
+            tcp_errq.SO_ZEROCOPY: lambda: int(sk.zerocopy),
+            tcp_errq.SO_TIMESTAMPING: lambda: sk.ts.flags if sk.ts else 0,
+            SO_MARK: lambda: sk.mark,
+            SO_ACCEPTCONN: lambda: int(sk.state == State.LISTEN),
+        }
+    elif level == SOL_TCP:
+        getters = {
+            _pysocket.TCP_NODELAY: lambda: int(sk.nodelay),
+            TCP_CORK: lambda: int(sk.cork),
+            TCP_INQ: lambda: int(sk.inq),
+            TCP_USER_TIMEOUT: lambda: sk.user_timeout,
+            TCP_NOTSENT_LOWAT: lambda: sk.notsent_lowat,
+            _pysocket.TCP_MAXSEG: lambda: (conn.tcb.snd_mss if conn is not None
+                                           and conn.state.synchronized
+                                           else sk.user_mss or TCP_MSS_DEFAULT),
+            TCP_KEEPIDLE: lambda: _keepalive_setting(sk, "keepalive_time", SECOND),
+            TCP_KEEPINTVL: lambda: _keepalive_setting(sk, "keepalive_intvl", SECOND),
+            TCP_KEEPCNT: lambda: _keepalive_setting(sk, "keepalive_probes", 1),
+            TCP_SYNCNT: lambda: _keepalive_setting(sk, "syn_retries", 1),
+        }
+    elif level == _pysocket.IPPROTO_IPV6 and opt == _pysocket.IPV6_V6ONLY:
+        return int(sk.v6only)
+    else:
+        raise oserror(errno.ENOPROTOOPT)
+    getter = getters.get(opt)
+    if getter is None:
+        raise oserror(errno.ENOPROTOOPT)
+    result = getter()
+    if buflen is not None:
+        return struct.pack("i", result)[:buflen]
+    return result
+
+def inq_hint(sk: TcpSock) -> int:
+    """Linux tcp_inq_hint: in-order bytes not read yet; 1 once none are left and the
+    peer's FIN (or a reset) ended the stream (SOCK_DONE), so a reader that asked for
+    TCP_INQ reads on to the EOF."""
+    since = sk._lock()
+    try:
+        conn = sk.conn
+        inq = conn.readable if conn is not None else 0
+        if inq == 0 and (conn is None or conn.state.fin_received
+                         or conn.state is CState.CLOSED):
+            inq = 1
+    finally:
+        sk._unlock(since)
+    return inq
+
+def recv_cmsgs(sk: TcpSock) -> list[tuple[int, int, bytes]]:
+    """The control messages a recvmsg that just read data gets: TCP_CM_INQ with the
+    TCP_INQ hint, computed after the read as tcp_recvmsg does."""
+    if not sk.inq:
+        return []
+    return [(SOL_TCP, TCP_INQ, struct.pack("i", inq_hint(sk)))]
+
+def tcp_info(sk: TcpSock, buflen: int | None = None) -> bytes:
+    """TCP_INFO: Linux's struct tcp_info (host/tcp/info.py), cut to ``buflen``."""
+    since = sk._lock()
+    try:
+        values = tcp_info_snapshot(sk, sk.host.now())
+    finally:
+        sk._unlock(since)
+    return pack_tcp_info(values, buflen)
+
+def _keepalive_setting(sk: TcpSock, name: str, unit: int) -> int:
+    """A TCP_KEEP* value: the socket's own, else what the sysctls give."""
+    return int(getattr(conn_options(sk, TCP_MSS_DEFAULT), name) // unit)
+
+def _so_error(sk: TcpSock) -> int:
+    since = sk._lock()
+    try:
+        err = sk._take_error()
+    finally:
+        sk._unlock(since)
+    return err
+
+def _set_rcvbuf(sk: TcpSock, number: int) -> None:
+    """sock_setsockopt SO_RCVBUF: the value as a u32, capped by net.core.rmem_max (not
+    tcp_rmem[2], which bounds autotuning only), doubled for overhead, at least
+    SOCK_MIN_RCVBUF; autotuning stops (SOCK_RCVBUF_LOCK)."""
+    sk.rcvbuf = max(2304, min(number & 0xFFFFFFFF, sk.host.tuning.rmem_max) * 2)
+    sk.rcvbuf_locked = True
+
+def _set_sndbuf(sk: TcpSock, number: int) -> None:
+    """sock_setsockopt SO_SNDBUF: as SO_RCVBUF, with net.core.wmem_max and
+    SOCK_MIN_SNDBUF."""
+    sk.sndbuf = max(4608, min(number & 0xFFFFFFFF, sk.host.tuning.wmem_max) * 2)
+    sk.sndbuf_locked = True
+
+def conn_options(sk: TcpSock, mss: int) -> Options:
+    """Engine settings for a connection of this socket: the host's sysctls
+    (``Options.from_tuning``), then the socket options and the route's MSS.  The send
+    buffer may grow up to tcp_wmem[2] unless SO_SNDBUF fixed it (tcp_sndbuf_expand), the
+    receive buffer up to tcp_rmem[2] (tcp_rcv_space_adjust), and the window scale covers
+    tcp_rmem[2], unless SO_RCVBUF fixed the receive buffer (tcp_select_initial_window)."""
+    if sk.user_mss:
+        mss = min(mss, sk.user_mss)
+    return Options.from_tuning(
+        sk.host.tuning, mss=max(TCP_MIN_MSS, min(mss, 65495)), rcvbuf=sk.rcvbuf,
+        sndbuf=sk.sndbuf,
+        sndbuf_max=0 if sk.sndbuf_locked else sk.host.tuning.tcp_wmem[2],
+        # SO_RCVBUF also fixes the window clamp at tcp_full_space (tcp_connect_init,
+        # tcp_openreq_init_rwin: SOCK_RCVBUF_LOCK)
+        **({"rcvbuf_max": 0, "wscale_space": 0, "window_clamp": full_space(sk.rcvbuf)}
+           if sk.rcvbuf_locked else {}),
+        **_keepalive_overrides(sk))
+
+def _keepalive_overrides(sk: TcpSock) -> dict[str, Any]:
+    """Socket-level settings; the TCP_KEEP* ones only when set (else the sysctls)."""
+    values: dict[str, Any] = {"nodelay": sk.nodelay, "cork": sk.cork,
+                              "keepalive": sk.keepalive,
+                              "user_timeout": sk.user_timeout * 1_000_000,  # ms -> ns
+                              "notsent_lowat": (sk.notsent_lowat
+                                                or sk.host.tuning.tcp_notsent_lowat)}
+    if sk.keepidle is not None:
+        values["keepalive_time"] = sk.keepidle * SECOND
+    if sk.keepintvl is not None:
+        values["keepalive_intvl"] = sk.keepintvl * SECOND
+    if sk.keepcnt is not None:
+        values["keepalive_probes"] = sk.keepcnt
+    if sk.syncnt is not None:
+        values["syn_retries"] = sk.syncnt
+    return values
+
+def live_options(sk: TcpSock) -> dict[str, Any]:
+    """The options a live connection picks up from setsockopt
+    (``Connection.update_options``' keywords)."""
+    return _keepalive_overrides(sk)
+
+def inherit_from(sk: TcpSock, listener: TcpSock) -> None:
+    """Socket options a child copies from its listener (sk_clone_lock)."""
+    sk.rcvbuf, sk.sndbuf = listener.rcvbuf, listener.sndbuf
+    sk.sndbuf_locked, sk.rcvbuf_locked = listener.sndbuf_locked, listener.rcvbuf_locked
+    sk.nodelay, sk.keepalive = listener.nodelay, listener.keepalive
+    sk.cork, sk.inq = listener.cork, listener.inq
+    sk.user_timeout, sk.notsent_lowat = listener.user_timeout, listener.notsent_lowat
+    sk.keepidle, sk.keepintvl, sk.keepcnt = (
+        listener.keepidle, listener.keepintvl, listener.keepcnt)
+    sk.user_mss, sk.linger = listener.user_mss, listener.linger
+    sk.reuseaddr, sk.bound_dev = listener.reuseaddr, listener.bound_dev
+    sk.zerocopy = listener.zerocopy
+

@@ -1,0 +1,94 @@
+"""rcunet's build: the pure-Python package everywhere, and its hot-path modules also
+compiled with mypyc from the same source where a C compiler works.
+
+``COMPILED`` is the one list of compiled modules; it grows as modules become type-clean
+under ``mypy --strict`` and measure faster compiled (tests/test_build.py checks that every
+entry exists and that mypy's strict overrides cover it).  The ``.py`` source of each is
+installed beside its extension, and ``import rcunet`` chooses one build for the whole
+package (rcunet/build.py): ``RCUNET_PURE=1`` forces the source.
+
+No compiled build (a pure-Python install, and a message saying why) when:
+- ``RCUNET_PURE_BUILD=1`` asks for none;
+- the interpreter is free-threaded (mypy cannot be installed on 3.13t: build_backend.py);
+- mypyc is missing, or the C compiler (``CC``, e.g. ``CC=false``) cannot build a test file.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+import tempfile
+
+from setuptools import setup
+
+COMPILED = [
+    # The wire views (every module with a Packet: _common, arp, ethernet, icmp*, igmp, ipv4,
+    # ipv6, tcp, udp) compile but then fail their tests: their class-level field
+    # descriptors (UintField, set_x = x.setter) leave an exception set under mypyc
+    # (SystemError from memoryview).  seqnum (SeqNum subclasses int) does not compile.
+    "rcunet/wire/checksum.py",
+    "rcunet/wire/errors.py",
+    "rcunet/wire/tcp_options.py",
+    "rcunet/core/tcp/rto.py",
+    "rcunet/core/tcp/sack.py",
+]
+
+
+def say(message: str) -> None:
+    print(f"rcunet build: {message}", file=sys.stderr)
+
+
+def compiler_works() -> bool:
+    """Compile and link one empty C function with the compiler setuptools would use."""
+    from setuptools._distutils.ccompiler import new_compiler
+    from setuptools._distutils.errors import CCompilerError, DistutilsError
+    from setuptools._distutils.sysconfig import customize_compiler
+
+    compiler = new_compiler()
+    customize_compiler(compiler)
+    with tempfile.TemporaryDirectory() as work:
+        source = os.path.join(work, "probe.c")
+        with open(source, "w") as file:
+            file.write("int rcunet_probe(void) { return 0; }\n")
+        try:
+            objects = compiler.compile([source], output_dir=work)
+            compiler.link_shared_object(objects, os.path.join(work, "probe.so"))
+        except (CCompilerError, DistutilsError, OSError) as exc:
+            say(f"the C compiler does not work ({exc}): installing pure Python")
+            return False
+    return True
+
+
+#: The setup.py commands that build code; metadata steps (egg_info, dist_info: pip's
+#: first calls) must not pay for a mypyc run.
+BUILDING = {"build", "build_ext", "bdist_wheel", "editable_wheel", "install", "develop"}
+
+
+def extensions() -> list[object]:
+    if not BUILDING.intersection(sys.argv[1:]):
+        return []
+    if os.environ.get("RCUNET_PURE_BUILD", "") not in ("", "0"):
+        say("RCUNET_PURE_BUILD is set: installing pure Python")
+        return []
+    if sysconfig.get_config_var("Py_GIL_DISABLED"):
+        say("free-threaded interpreter: no mypyc here (build_backend.py), installing pure Python")
+        return []
+    try:
+        from mypyc.build import mypycify
+    except ImportError:
+        say("mypyc is not installed: installing pure Python")
+        return []
+    if not compiler_works():
+        return []
+    # mypy checks the compiled modules strictly (pyproject.toml); the modules they import
+    # but that are not compiled are followed for their types, their errors not reported,
+    # and the strict overrides of packages none of them imports are no reason to fail.
+    modules = mypycify(["--follow-imports=silent", "--no-warn-unused-configs", *COMPILED],
+                       opt_level="3", group_name="rcunet")
+    for module in modules:
+        module.optional = True  # a module that fails to build leaves its source in charge
+    return list(modules)
+
+
+setup(ext_modules=extensions())

@@ -1,0 +1,164 @@
+"""The build selection (rcunet/build.py) and setup.py's list of compiled modules.
+
+Each scenario runs in a fresh interpreter on a temporary copy of the package, so a
+broken extension file can be planted without touching the installed one.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+import rcunet
+from rcunet import build
+
+PACKAGE = pathlib.Path(rcunet.__file__).parent
+REPO = PACKAGE.parent
+EXTENSION = importlib.machinery.EXTENSION_SUFFIXES[0]
+
+#: Imports two hot-path modules and prints where each came from, the build, and the
+#: warnings ``import rcunet`` raised.
+PROBE = """
+import warnings
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as caught:
+    import rcunet.wire.checksum, rcunet.core.tcp.rto
+from rcunet import build
+print(rcunet.wire.checksum.__file__)
+print(rcunet.core.tcp.rto.__file__)
+print(build.describe())
+for w in caught:
+    print("WARNING", w.category.__name__, w.message)
+"""
+
+
+def copy_package(tmp_path: pathlib.Path) -> pathlib.Path:
+    """The package's source alone (no extension file, no bytecode) under ``tmp_path``."""
+    shutil.copytree(PACKAGE, tmp_path / "rcunet",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.pyd"))
+    return tmp_path / "rcunet"
+
+
+def run_probe(root: pathlib.Path, **env: str) -> list[str]:
+    environ = {k: v for k, v in os.environ.items() if k != build.PURE_ENV}
+    environ.update(env, PYTHONPATH=str(root), PYTHONDONTWRITEBYTECODE="1")
+    done = subprocess.run([sys.executable, "-c", PROBE], cwd=root, env=environ,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_source_only_package_runs_pure_without_a_warning(tmp_path):
+    package = copy_package(tmp_path)
+    lines = run_probe(tmp_path)
+    assert lines[0] == str(package / "wire" / "checksum.py")
+    assert lines[2].startswith("pure Python (no compiled modules installed); ")
+    assert not [line for line in lines if line.startswith("WARNING")]
+
+
+def test_a_broken_compiled_module_makes_the_whole_package_pure_with_one_warning(tmp_path):
+    """A corrupt extension (as an ABI mismatch would) beside a good source: the package
+    loads every module from source, rto included although its file was never touched,
+    and says so once."""
+    package = copy_package(tmp_path)
+    (package / "wire" / f"checksum{EXTENSION}").write_bytes(b"\x7fELF not really" * 64)
+    (package / "core" / "tcp" / f"rto{EXTENSION}").write_bytes(b"\x7fELF not really" * 64)
+    lines = run_probe(tmp_path)
+    assert lines[0] == str(package / "wire" / "checksum.py")
+    assert lines[1] == str(package / "core" / "tcp" / "rto.py")
+    assert lines[2].startswith("pure Python (compiled build unusable); ")
+    warnings = [line for line in lines if line.startswith("WARNING")]
+    assert len(warnings) == 1, lines
+    assert "CompiledBuildWarning" in warnings[0]
+    assert "rcunet.core.tcp.rto failed to load" in warnings[0]
+
+
+def test_another_interpreters_extension_is_not_ours(tmp_path):
+    """A file built for another interpreter (as an editable install shared by 3.11 and
+    3.13t leaves beside the source) is neither loaded nor a reason to warn."""
+    package = copy_package(tmp_path)
+    (package / "wire" / "checksum.cpython-399-x86_64-linux-gnu.so").write_bytes(b"other")
+    lines = run_probe(tmp_path)
+    assert lines[0] == str(package / "wire" / "checksum.py")
+    assert lines[2].startswith("pure Python (no compiled modules installed); ")
+    assert not [line for line in lines if line.startswith("WARNING")]
+
+
+def test_a_compiled_module_older_than_its_source_is_not_used(tmp_path):
+    """An editable install edited since its last build runs the edited source."""
+    package = copy_package(tmp_path)
+    stale = package / "wire" / f"checksum{EXTENSION}"
+    stale.write_bytes(b"\x7fELF stale")
+    source = package / "wire" / "checksum.py"
+    os.utime(stale, (1_000_000_000, 1_000_000_000))
+    os.utime(source, (2_000_000_000, 2_000_000_000))
+    lines = run_probe(tmp_path)
+    assert lines[0] == str(source)
+    warnings = [line for line in lines if line.startswith("WARNING")]
+    assert len(warnings) == 1 and "older than its source" in warnings[0], lines
+
+
+def test_rcunet_pure_never_touches_a_compiled_file(tmp_path):
+    """RCUNET_PURE=1: the finder loads the source even where an extension file sits
+    beside it (as an editable install leaves them), and nothing is tried or warned."""
+    package = copy_package(tmp_path)
+    (package / "wire" / f"checksum{EXTENSION}").write_bytes(b"not even ELF")
+    lines = run_probe(tmp_path, RCUNET_PURE="1")
+    assert lines[0] == str(package / "wire" / "checksum.py")
+    assert lines[2].startswith("pure Python (RCUNET_PURE=1); ")
+    assert not [line for line in lines if line.startswith("WARNING")]
+
+
+def test_rcunet_pure_zero_means_not_forced(monkeypatch):
+    for value, forced in (("1", True), ("yes", True), ("0", False), ("", False)):
+        monkeypatch.setenv(build.PURE_ENV, value)
+        assert build.pure_forced() is forced
+
+
+def test_version_names_the_build_and_the_interpreter():
+    done = subprocess.run([sys.executable, "-m", "rcunet.cli", "--version"],
+                          capture_output=True, text=True, timeout=120, check=True)
+    line = done.stdout.strip()
+    assert line.startswith(f"rcunet {rcunet.__version__}: ")
+    assert ("compiled (mypyc, " in line) or ("pure Python (" in line)
+    assert f"CPython {sys.version.split()[0]}" in line
+
+
+def test_running_build_matches_the_modules_loaded():
+    current = build.current()
+    import rcunet.core.tcp.rto as rto
+
+    compiled_file = rto.__file__ is not None and rto.__file__.endswith(EXTENSION)
+    assert current.compiled == compiled_file
+    if current.compiled:
+        assert "rcunet.core.tcp.rto" in current.modules
+
+
+def _setup_compiled_list() -> list[str]:
+    namespace: dict[str, object] = {}
+    text = (REPO / "setup.py").read_text(encoding="utf-8")
+    start = text.index("COMPILED = [")
+    exec(text[start:text.index("]", start) + 1], namespace)  # the list literal alone
+    return list(namespace["COMPILED"])  # type: ignore[call-overload]
+
+
+@pytest.mark.skipif(not (REPO / "setup.py").exists(), reason="installed without its setup.py")
+def test_every_compiled_module_exists_and_is_type_checked_strictly():
+    """mypyc compiles what mypy checks: each listed module must be under a strict mypy
+    override in pyproject.toml (or mypyc would build what mypy never verified)."""
+    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    strict = [override["module"] for override in config["tool"]["mypy"]["overrides"]
+              if override.get("strict")]
+    patterns = [p for entry in strict for p in ([entry] if isinstance(entry, str) else entry)]
+    for path in _setup_compiled_list():
+        assert (REPO / path).is_file(), path
+        module = path[: -len(".py")].replace("/", ".")
+        assert any(module == p or (p.endswith(".*") and module.startswith(p[:-1]))
+                   for p in patterns), f"{module} is compiled but not under mypy strict"
