@@ -255,7 +255,8 @@ def test_application_limited_sender_does_not_inflate_cwnd() -> None:
 
 
 def test_go_back_n_after_rto_skips_data_sacked_since() -> None:
-    conn = sender(sack=True, congestion_control="reno")
+    # (no tail loss probe: the RTO, not a probe of new data, is what goes out first)
+    conn = sender(sack=True, congestion_control="reno", early_retrans=0)
     conn.on_timer(conn.next_deadline())  # RTO: head retransmitted, cwnd = 1 SMSS
     assert [o.seq for o in conn.take_segments()] == [L1]
     assert conn.scoreboard.sacked_bytes == 0  # RFC 2018 §8: earlier SACKs forgotten
