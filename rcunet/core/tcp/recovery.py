@@ -183,7 +183,7 @@ class LossRecovery:
         "tcb", "counters", "algorithm", "dupacks", "recover", "high_rxt", "scoreboard",
         "log", "rack", "reduction", "cwr", "in_loss", "fack", "reord_seen", "min_rtt_us",
         "delivered", "prior_delivered", "ack_delivered", "ack_lost", "dsack_dups",
-        "total_retrans", "tlp_high_seq", "tlp_retrans", "dsack_tlp")
+        "total_retrans", "bytes_retrans", "tlp_high_seq", "tlp_retrans", "dsack_tlp")
 
     def __init__(self, tcb: Tcb, counters: Counters) -> None:
         self.tcb = tcb
@@ -210,6 +210,7 @@ class LossRecovery:
         self.ack_lost = 0  # segments this ACK marked lost
         self.dsack_dups = 0  # tp->dsack_dups
         self.total_retrans = 0  # tp->total_retrans
+        self.bytes_retrans = 0  # tp->bytes_retrans (TCP_INFO's tcpi_bytes_retrans)
         self.tlp_high_seq = 0  # SND.NXT when the tail loss probe went out, 0: none out
         self.tlp_retrans = False  # the probe was a retransmission
         self.dsack_tlp = False  # this ACK's DSACK reports the probe (FLAG_DSACK_TLP)
@@ -242,6 +243,7 @@ class LossRecovery:
         self.log.sent(seq, end, now // 1000, retransmission)
         if retransmission:
             self.total_retrans += 1
+            self.bytes_retrans += sub(end, seq)
         if self.reduction is not None:
             self.reduction.sent(1)  # prr_out counts segments, as Linux
 
