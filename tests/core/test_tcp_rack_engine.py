@@ -148,3 +148,20 @@ def test_tcp_recovery_zero_counts_duplicate_acks() -> None:
     assert sack(conn, 2 * RTT, at(0), (1, 3)) == [] or conn._recovery is None
     out = sack(conn, 2 * RTT, at(0), (1, 4))  # RFC 6675 IsLost: three segments above
     assert out[0].seq == at(0) and conn._recovery is not RACK
+
+
+def test_hystart_ack_train_ends_slow_start() -> None:
+    """CUBIC's HyStart (tcp_cubic hystart_update): from 16 segments on, ACKs closely
+    spaced for longer than half the minimum RTT show the window fills the path; slow
+    start ends with ssthresh at the current cwnd."""
+    conn = sender(segments=24)  # cwnd 24 segments, all sent at t = RTT
+    assert conn.cc.in_slow_start
+    now = 2 * RTT
+    for i in range(24):  # one ACK per segment, 0.5 ms apart: a 12 ms train
+        conn.on_segment(seg(ack=at(i) + MSS), now + i * MS // 2)
+        conn.take_segments()
+        if conn.cc.hystart.found:
+            break
+    assert conn.cc.hystart.found
+    assert abs(conn.cc.ssthresh - conn.cc.cwnd) < MSS and not conn.cc.in_slow_start
+    assert i * MS // 2 > RTT // 2  # after half the minimum RTT, not before

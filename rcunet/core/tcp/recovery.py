@@ -183,7 +183,8 @@ class LossRecovery:
         "tcb", "counters", "algorithm", "dupacks", "recover", "high_rxt", "scoreboard",
         "log", "rack", "reduction", "cwr", "in_loss", "fack", "reord_seen", "min_rtt_us",
         "delivered", "prior_delivered", "ack_delivered", "ack_lost", "dsack_dups",
-        "total_retrans", "bytes_retrans", "tlp_high_seq", "tlp_retrans", "dsack_tlp")
+        "total_retrans", "bytes_retrans", "ca_rtt_us", "tlp_high_seq", "tlp_retrans",
+        "dsack_tlp")
 
     def __init__(self, tcb: Tcb, counters: Counters) -> None:
         self.tcb = tcb
@@ -211,6 +212,9 @@ class LossRecovery:
         self.dsack_dups = 0  # tp->dsack_dups
         self.total_retrans = 0  # tp->total_retrans
         self.bytes_retrans = 0  # tp->bytes_retrans (TCP_INFO's tcpi_bytes_retrans)
+        #: This ACK's RTT sample for congestion control (tcp_clean_rtx_queue's ca_rtt_us:
+        #: the most recently sent segment it delivered, never retransmitted), or None
+        self.ca_rtt_us: int | None = None
         self.tlp_high_seq = 0  # SND.NXT when the tail loss probe went out, 0: none out
         self.tlp_retrans = False  # the probe was a retransmission
         self.dsack_tlp = False  # this ACK's DSACK reports the probe (FLAG_DSACK_TLP)
@@ -253,6 +257,7 @@ class LossRecovery:
         self.prior_delivered = self.delivered
         self.ack_delivered = self.ack_lost = 0
         self.dsack_tlp = False
+        self.ca_rtt_us = None
 
     def _delivered(self, s: Sent, now: int) -> None:
         """One segment (S)ACKed: RACK advances (tcp_rack_advance), tp->delivered grows, a
@@ -262,6 +267,8 @@ class LossRecovery:
         self.rack.advance(s.xmit_time, s.end, now_us, s.retransmitted, self.min_rtt_us)
         if not s.retransmitted:
             rtt = now_us - s.xmit_time
+            if rtt >= 0 and (self.ca_rtt_us is None or rtt < self.ca_rtt_us):
+                self.ca_rtt_us = rtt
             if rtt >= 0 and (not self.min_rtt_us or rtt < self.min_rtt_us):
                 self.min_rtt_us = max(rtt, 1)
             if self.fack is not None and lt(s.end, self.fack):
@@ -334,6 +341,7 @@ class LossRecovery:
         if lt(self.high_rxt, ack):
             self.high_rxt = ack
         self.scoreboard.advance(acked)
+        self.ca_rtt_us = None
         for s in self.log.acked(ack):
             self._delivered(s, now)
         if self.in_loss and (self.recover is None or gt(ack, self.recover)):

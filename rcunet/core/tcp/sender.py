@@ -383,7 +383,10 @@ class Sender:
     def grow_cwnd(self, conn: Connection, acked: int, now: int) -> None:
         """New data acknowledged outside recovery: congestion control grows cwnd, but
         only while cwnd limits us (RFC 7661 §4.1 spirit; Linux tcp_cong_avoid asks
-        tcp_is_cwnd_limited).  Header prediction calls it too."""
+        tcp_is_cwnd_limited).  Header prediction calls it too.  Congestion control sees
+        the ACK's RTT sample first (tcp_ack's pkts_acked: CUBIC's HyStart)."""
+        t = self.tcb
+        conn.cc.on_rtt(conn.loss.ca_rtt_us, now, t.snd_una, t.snd_max)
         if self.is_cwnd_limited(conn):
             conn.cc.on_ack(acked, now, self.rto.srtt)
 
