@@ -13,10 +13,11 @@ MSS = 1460
 RTT = 10 * MS
 
 
-def sender(segments: int = 10, **kw: object):
+def sender(segments: int = 10, peer_mss: int = MSS, **kw: object):
     """SACK on, one round trip measured (srtt = min_rtt = 10 ms), then ``segments``
     full segments out at t = RTT."""
-    conn = established(plain_options(sack=True, nodelay=True, **kw))
+    conn = established(plain_options(sack=True, nodelay=True, mss=peer_mss, **kw),
+                       peer_mss=peer_mss)
     conn.send(b"x" * MSS, 0)
     conn.take_segments()
     conn.on_segment(seg(ack=L1 + MSS), RTT)
@@ -165,3 +166,42 @@ def test_hystart_ack_train_ends_slow_start() -> None:
     assert conn.cc.hystart.found
     assert abs(conn.cc.ssthresh - conn.cc.cwnd) < MSS and not conn.cc.in_slow_start
     assert i * MS // 2 > RTT // 2  # after half the minimum RTT, not before
+
+
+def test_dsack_of_every_retransmission_undoes_the_reduction() -> None:
+    """tcp_try_undo_dsack: the retransmitted segment is reported twice -- the original
+    was only reordered -- so cwnd and ssthresh go back to what they were."""
+    conn = sender()
+    cwnd, ssthresh = conn.cc.cwnd, conn.cc.ssthresh
+    out = sack(conn, 2 * RTT, at(0), (1, 4))
+    assert out[0].seq == at(0) and conn.cc.cwnd < cwnd
+    # the original arrives late, then the retransmission: a DSACK below the cumulative
+    # ACK (sooner than min_rtt after the retransmission: RACK does not take it)
+    conn.on_segment(seg(ack=at(4), sack_blocks=((at(0), at(1)),)), 2 * RTT + MS)
+    assert conn.counters["TcpExtTCPDSACKUndo"] == 1
+    assert conn._recovery is None
+    assert conn.cc.cwnd >= cwnd and conn.cc.ssthresh == max(ssthresh, cwnd * 3 // 4)
+
+
+def test_timestamps_show_the_original_arrived_full_undo() -> None:
+    """tcp_try_undo_recovery with tcp_packet_delayed: the ACK that ends recovery echoes
+    a timestamp older than the first retransmission."""
+    conn = sender(timestamps=True, peer_mss=MSS + 12)  # segments of MSS bytes still
+    cwnd = conn.cc.cwnd
+    old_ts = conn.tcb.ts_val(RTT)  # what the originals carried
+    conn.on_segment(seg(ack=at(0), sack_blocks=((at(1), at(4)),),
+                        timestamp=(2000, old_ts)), 2 * RTT)
+    conn.take_segments()
+    assert conn._recovery is RACK and conn.cc.cwnd < cwnd
+    conn.on_segment(seg(ack=conn.tcb.snd_max, timestamp=(2001, old_ts)), 3 * RTT)
+    assert conn.counters["TcpExtTCPFullUndo"] == 1
+    assert conn._recovery is None and conn.cc.cwnd >= cwnd
+
+
+def test_recovery_without_proof_is_not_undone() -> None:
+    conn = sender(timestamps=True, peer_mss=MSS + 12)  # segments of MSS bytes still
+    sack(conn, 2 * RTT, at(0), (1, 4))
+    ssthresh = conn.cc.ssthresh
+    conn.on_segment(seg(ack=conn.tcb.snd_max, timestamp=(2001, conn.tcb.ts_val(3 * RTT))),
+                    3 * RTT)
+    assert conn.counters["TcpExtTCPFullUndo"] == 0 and conn.cc.cwnd == ssthresh

@@ -24,6 +24,7 @@ NAMES = (
     "TcpExtTCPDSACKRecv", "TcpExtTCPDSACKOfoRecv", "TcpExtTCPDSACKIgnoredOld",
     "TcpExtTCPDSACKIgnoredNoUndo", "TcpExtTCPDSACKIgnoredDubious",
     "TcpExtTCPLossProbes", "TcpExtTCPLossProbeRecovery",
+    "TcpExtTCPDSACKUndo", "TcpExtTCPFullUndo",
     "TcpExtTCPWinProbe", "TcpExtTCPKeepAlive", "TcpExtTCPAbortOnTimeout",
     "TcpExtTCPAbortOnData", "TcpExtTCPAbortOnClose",
     "TcpExtSyncookiesSent", "TcpExtSyncookiesRecv", "TcpExtSyncookiesFailed", "TcpExtTW",

@@ -26,6 +26,7 @@ from rcunet.core.tcp.sack import DUP_THRESH, Scoreboard
 from rcunet.core.tcp.sack_validity import sort_blocks
 from rcunet.core.tcp.sent_log import Sent, SentLog
 from rcunet.core.tcp.tcb import Tcb
+from rcunet.core.tcp.undo import dsack_undo, may_undo, packet_delayed, undo_reduction
 from rcunet.wire import tcp
 from rcunet.wire.seqnum import add, gt, lt, sub
 
@@ -184,7 +185,8 @@ class LossRecovery:
         "log", "rack", "reduction", "cwr", "in_loss", "fack", "reord_seen", "min_rtt_us",
         "delivered", "prior_delivered", "ack_delivered", "ack_lost", "dsack_dups",
         "total_retrans", "bytes_retrans", "ca_rtt_us", "tlp_high_seq", "tlp_retrans",
-        "dsack_tlp")
+        "dsack_tlp", "prior_snd_una", "undo_marker", "undo_retrans", "prior_ssthresh", "prior_cwnd",
+        "retrans_stamp")
 
     def __init__(self, tcb: Tcb, counters: Counters) -> None:
         self.tcb = tcb
@@ -218,6 +220,13 @@ class LossRecovery:
         self.tlp_high_seq = 0  # SND.NXT when the tail loss probe went out, 0: none out
         self.tlp_retrans = False  # the probe was a retransmission
         self.dsack_tlp = False  # this ACK's DSACK reports the probe (FLAG_DSACK_TLP)
+        self.prior_snd_una = tcb.snd_una  # SND.UNA before this ACK
+        # tcp_init_undo: what a Recovery that proves unnecessary goes back to
+        self.undo_marker: int | None = None  # SND.UNA when it began (None: no undo)
+        self.undo_retrans = -1  # its retransmissions not yet DSACKed (-1: none sent)
+        self.prior_ssthresh = 0
+        self.prior_cwnd = 0
+        self.retrans_stamp = 0  # TSval of its first retransmission (0: none)
 
     def idle(self) -> bool:
         """Nothing to track: no recovery, no duplicate ACKs, nothing SACKed (what header
@@ -248,6 +257,10 @@ class LossRecovery:
         if retransmission:
             self.total_retrans += 1
             self.bytes_retrans += sub(end, seq)
+            if self.undo_marker is not None:  # tcp_retransmit_skb's undo bookkeeping
+                self.undo_retrans = max(self.undo_retrans, 0) + 1
+                if not self.retrans_stamp and self.tcb.ts_ok:
+                    self.retrans_stamp = self.tcb.ts_val(now) or 1
         if self.reduction is not None:
             self.reduction.sent(1)  # prr_out counts segments, as Linux
 
@@ -258,6 +271,7 @@ class LossRecovery:
         self.ack_delivered = self.ack_lost = 0
         self.dsack_tlp = False
         self.ca_rtt_us = None
+        self.prior_snd_una = self.tcb.snd_una
 
     def _delivered(self, s: Sent, now: int) -> None:
         """One segment (S)ACKed: RACK advances (tcp_rack_advance), tp->delivered grows, a
@@ -288,16 +302,18 @@ class LossRecovery:
         sb = self.scoreboard
         new = 0
         if t.sack_ok and seg.sack_blocks:
+            first = seg.sack_blocks[0]
             blocks = sort_blocks(tuple(seg.sack_blocks), ack=seg.ack, snd_una=t.snd_una,
-                                 snd_nxt=t.snd_max, prior_snd_una=t.snd_una,
-                                 undo_marker=t.snd_una if self.total_retrans else 0,
+                                 snd_nxt=t.snd_max, prior_snd_una=self.prior_snd_una,
+                                 undo_marker=self.undo_marker or 0,
                                  max_window=t.max_snd_wnd)
             for name in blocks.discarded:
                 self.counters.add(name)
             used = blocks.used
             if blocks.dsack is not None:
-                self._take_dsack(blocks.dsack, *seg.sack_blocks[0])
-                used = used[1:] if used and used[0] == seg.sack_blocks[0] else used
+                valid = bool(used) and used[0] == first
+                self._take_dsack(blocks.dsack, first[0], first[1], valid)
+                used = used[1:] if valid else used
             prior_fack = self.fack
             for left, right in used:
                 start, end = sub(left, t.snd_una), sub(right, t.snd_una)
@@ -317,9 +333,11 @@ class LossRecovery:
             new = 0
         return new
 
-    def _take_dsack(self, name: str, start: int, end: int) -> None:
+    def _take_dsack(self, name: str, start: int, end: int, valid: bool) -> None:
         """tcp_dsack_seen: a believable DSACK counts its duplicates and, once reordering
-        was seen and it does not report the loss probe, lets RACK widen its window."""
+        was seen and it does not report the loss probe, lets RACK widen its window; a
+        valid one (tcp_is_sackblock_valid) of this episode's retransmissions counts
+        toward undoing it."""
         t = self.tcb
         verdict = rack_rules.dsack_seen(
             start, end, max_window=t.max_snd_wnd, mss=t.snd_mss,
@@ -331,6 +349,10 @@ class LossRecovery:
             return
         self.counters.add(name)
         self.dsack_dups += verdict.dup_segs
+        if valid and self.undo_marker is not None and self.undo_retrans > 0 \
+                and gt(end, self.undo_marker):
+            # a retransmission of this episode arrived twice (tcp_sacktag_one)
+            self.undo_retrans = max(0, self.undo_retrans - verdict.dup_segs)
         if verdict.widens_reo_wnd:
             self.rack.dsack_seen = True
 
@@ -360,7 +382,8 @@ class LossRecovery:
         if self.cwr and self.algorithm is None:
             self._cwr_ack(conn, new_ack, now)
         if self.rack_on(conn):
-            self._rack_detect(conn, ack, new_ack, now)
+            tsecr = seg.timestamp[1] if seg.timestamp is not None else None
+            self._rack_detect(conn, ack, new_ack, tsecr, now)
             return
         t = self.tcb
         outstanding = t.snd_max != t.snd_una
@@ -413,7 +436,8 @@ class LossRecovery:
         timers = conn.timers
         timers.reo_at = None if marking.reo_timer is None else now + marking.reo_timer * 1000
 
-    def _rack_detect(self, conn: Connection, ack: int, new_ack: bool, now: int) -> None:
+    def _rack_detect(self, conn: Connection, ack: int, new_ack: bool, tsecr: int | None,
+                     now: int) -> None:
         """tcp_fastretrans_alert with RACK: the window adapts to DSACKs
         (tcp_rack_update_reo_wnd), RACK marks losses, any loss starts Recovery, and PRR
         sets cwnd for each ACK of a reduction (tcp_cong_control -> tcp_cwnd_reduction)."""
@@ -423,15 +447,50 @@ class LossRecovery:
             self._mark_lost(conn, now, force=False)  # go-back-N resends them anyway
             return
         self._mark_lost(conn, now, force=False)
-        if self.algorithm is not None and (self.recover is None or gt(ack, self.recover)):
-            self._end_reduction(conn)
-            self.algorithm = None
-            self.rack.recovery_not_undone()
+        if self.algorithm is not None:
+            if self.recover is None or gt(ack, self.recover):
+                self._leave_recovery(conn, tsecr)
+            elif dsack_undo(undo_marker=1 if self.undo_marker is not None else 0,
+                            undo_retrans=self.undo_retrans):
+                # tcp_try_undo_dsack: every retransmission arrived twice
+                self._undo(conn, "TcpExtTCPDSACKUndo")
+                self.rack.dsack_undo()
         if self.algorithm is None and self.log.lost_count:
             self._enter_rack(conn, now)
         self._prr(conn, new_ack)
         if new_ack:
             self.schedule_probe(conn, now)  # tcp_set_xmit_timer
+
+    def _leave_recovery(self, conn: Connection, tsecr: int | None) -> None:
+        """tcp_try_undo_recovery, then tcp_end_cwnd_reduction: everything up to
+        high_seq is ACKed.  If the retransmissions were all DSACKed, or the ACK echoes
+        a timestamp from before the first one (the originals arrived: tcp_packet_delayed),
+        the reduction is undone; otherwise cwnd settles at ssthresh."""
+        t = self.tcb
+        delayed = packet_delayed(retrans_stamp=self.retrans_stamp, tsecr=tsecr,
+                                 sack=t.sack_ok, snd_una=t.snd_una,
+                                 high_seq=add(self.recover or t.snd_una, 1))
+        if may_undo(undo_marker=1 if self.undo_marker is not None else 0,
+                    undo_retrans=self.undo_retrans, delayed=delayed and bool(self.retrans_stamp)):
+            self._undo(conn, "TcpExtTCPFullUndo")
+            return
+        self._end_reduction(conn)
+        self.algorithm = None
+        self.undo_marker = None
+        self.rack.recovery_not_undone()
+
+    def _undo(self, conn: Connection, counter: str) -> None:
+        """tcp_undo_cwnd_reduction: cwnd and ssthresh as before the reduction; the
+        episode ends."""
+        cc = conn.cc
+        undone = undo_reduction(cwnd=cc.cwnd, ssthresh=cc.ssthresh,
+                                prior_ssthresh=self.prior_ssthresh, prior_cwnd=self.prior_cwnd)
+        cc.ssthresh = undone.ssthresh
+        cc.set_cwnd(undone.cwnd)
+        self.counters.add(counter)
+        self.algorithm = None
+        self.reduction = None
+        self.undo_marker = None
 
     def on_reo_timer(self, conn: Connection, now: int) -> None:
         """tcp_rack_reo_timeout: the segments that waited out the reordering window are
@@ -457,6 +516,12 @@ class LossRecovery:
         if self.reduction is None:
             cc = conn.cc
             prior_cwnd = cc.cwnd
+            # tcp_init_undo (tcp_current_ssthresh: at least 3/4 of cwnd)
+            self.undo_marker = t.snd_una
+            self.undo_retrans = -1
+            self.retrans_stamp = 0
+            self.prior_cwnd = prior_cwnd
+            self.prior_ssthresh = max(cc.ssthresh, prior_cwnd * 3 // 4)
             cc.on_congestion(now, sub(t.snd_max, t.snd_una))
             self.reduction = self._begin_reduction(conn, prior_cwnd)
             self.tlp_high_seq = 0
@@ -609,6 +674,7 @@ class LossRecovery:
         self.high_rxt = t.snd_una
         self.log.mark_all_lost()  # tcp_timeout_mark_lost
         self.reduction = None
+        self.undo_marker = None
         self.cwr = False
         self.in_loss = True
         self.tlp_high_seq = 0
