@@ -205,3 +205,39 @@ def test_recovery_without_proof_is_not_undone() -> None:
     conn.on_segment(seg(ack=conn.tcb.snd_max, timestamp=(2001, conn.tcb.ts_val(3 * RTT))),
                     3 * RTT)
     assert conn.counters["TcpExtTCPFullUndo"] == 0 and conn.cc.cwnd == ssthresh
+
+
+def test_dsack_after_reordering_widens_the_window() -> None:
+    """tcp_rack_update_reo_wnd: once reordering was seen, a DSACK (a retransmission that
+    was not needed) widens reo_wnd by a step of min_rtt/4, at most once a round trip,
+    and the wider window persists for 16 recoveries."""
+    conn = sender()
+    sack(conn, 2 * RTT, at(0), (1, 2))
+    sack(conn, 2 * RTT + MS, at(2))  # reordering seen
+    assert conn.loss.reord_seen and conn.loss.rack.reo_wnd_steps == 1
+    sack(conn, 2 * RTT + 2 * MS, at(2), (3, 4))
+    conn.on_timer(conn.timers.reo_at)  # segment 2 waited out the window: resent
+    assert conn.take_segments()[0].seq == at(2)
+    # it was only late: the original and the copy both arrive, the copy DSACKed
+    conn.on_segment(seg(ack=at(4), sack_blocks=((at(2), at(3)),)), 3 * RTT)
+    assert conn.counters["TcpExtTCPDSACKRecv"] == 1
+    assert conn.loss.rack.reo_wnd_steps == 2 and conn.loss.rack.reo_wnd_persist == 16
+    reo_wnd = conn.loss.rack.reo_wnd(reord_seen=True, ca_state=conn.loss.ca_state(),
+                                     sacked_out=0, reordering=3,
+                                     min_rtt_us=conn.loss.min_rtt_us, srtt_us=10**9)
+    assert reo_wnd == 2 * (conn.loss.min_rtt_us // 4)
+
+
+def test_bogus_sack_blocks_and_dsack_floods_are_counted_not_believed() -> None:
+    conn = sender()
+    # beyond SND.NXT, reversed, below SND.UNA: discarded (tcp_is_sackblock_valid)
+    conn.on_segment(seg(ack=at(1), sack_blocks=((at(20), at(22)), (at(5), at(3)))),
+                    2 * RTT)
+    assert conn.counters["TcpExtTCPSACKDiscard"] == 2
+    assert conn.scoreboard.sacked_bytes == 0
+    # DSACKs of data never retransmitted: more duplicates than retransmissions
+    for i in range(5):
+        conn.on_segment(seg(ack=at(1), sack_blocks=((at(0), at(1)),)), 2 * RTT + i * MS)
+    assert conn.counters["TcpExtTCPDSACKIgnoredDubious"] == 5
+    assert conn.loss.dsack_dups == 0 and not conn.loss.rack.dsack_seen
+    assert conn._recovery is None
