@@ -404,8 +404,13 @@ class LossRecovery:
                     self._enter(conn, now)
             return
         if self.recover is None or gt(ack, self.recover):
-            algorithm.exit(conn, now)
-            self.algorithm = None
+            tsecr = seg.timestamp[1] if seg.timestamp is not None else None
+            if self._may_undo(tsecr):  # tcp_try_undo_recovery, whatever detected the loss
+                self._undo(conn, "TcpExtTCPFullUndo")
+            else:
+                algorithm.exit(conn, now)
+                self.algorithm = None
+                self.undo_marker = None
             self.dupacks = 0
             return
         algorithm.on_ack(conn, new_ack, is_dup, acked, now)
@@ -466,18 +471,33 @@ class LossRecovery:
         high_seq is ACKed.  If the retransmissions were all DSACKed, or the ACK echoes
         a timestamp from before the first one (the originals arrived: tcp_packet_delayed),
         the reduction is undone; otherwise cwnd settles at ssthresh."""
-        t = self.tcb
-        delayed = packet_delayed(retrans_stamp=self.retrans_stamp, tsecr=tsecr,
-                                 sack=t.sack_ok, snd_una=t.snd_una,
-                                 high_seq=add(self.recover or t.snd_una, 1))
-        if may_undo(undo_marker=1 if self.undo_marker is not None else 0,
-                    undo_retrans=self.undo_retrans, delayed=delayed and bool(self.retrans_stamp)):
+        if self._may_undo(tsecr):
             self._undo(conn, "TcpExtTCPFullUndo")
             return
         self._end_reduction(conn)
         self.algorithm = None
         self.undo_marker = None
         self.rack.recovery_not_undone()
+
+    def _init_undo(self, conn: Connection) -> None:
+        """tcp_init_undo as a reduction begins: where it began and what cwnd and
+        ssthresh were (tcp_current_ssthresh: at least 3/4 of cwnd)."""
+        cc = conn.cc
+        self.undo_marker = self.tcb.snd_una
+        self.undo_retrans = -1
+        self.retrans_stamp = 0
+        self.prior_cwnd = cc.cwnd
+        self.prior_ssthresh = max(cc.ssthresh, cc.cwnd * 3 // 4)
+
+    def _may_undo(self, tsecr: int | None) -> bool:
+        """tcp_may_undo: every retransmission DSACKed, or the ACK echoes a timestamp
+        from before the first one (tcp_packet_delayed)."""
+        t = self.tcb
+        delayed = bool(self.retrans_stamp) and packet_delayed(
+            retrans_stamp=self.retrans_stamp, tsecr=tsecr, sack=t.sack_ok,
+            snd_una=t.snd_una, high_seq=add(self.recover or t.snd_una, 1))
+        return may_undo(undo_marker=1 if self.undo_marker is not None else 0,
+                        undo_retrans=self.undo_retrans, delayed=delayed)
 
     def _undo(self, conn: Connection, counter: str) -> None:
         """tcp_undo_cwnd_reduction: cwnd and ssthresh as before the reduction; the
@@ -516,12 +536,7 @@ class LossRecovery:
         if self.reduction is None:
             cc = conn.cc
             prior_cwnd = cc.cwnd
-            # tcp_init_undo (tcp_current_ssthresh: at least 3/4 of cwnd)
-            self.undo_marker = t.snd_una
-            self.undo_retrans = -1
-            self.retrans_stamp = 0
-            self.prior_cwnd = prior_cwnd
-            self.prior_ssthresh = max(cc.ssthresh, prior_cwnd * 3 // 4)
+            self._init_undo(conn)
             cc.on_congestion(now, sub(t.snd_max, t.snd_una))
             self.reduction = self._begin_reduction(conn, prior_cwnd)
             self.tlp_high_seq = 0
@@ -649,6 +664,7 @@ class LossRecovery:
 
     def _enter(self, conn: Connection, now: int) -> None:
         t = self.tcb
+        self._init_undo(conn)
         conn.cc.on_congestion(now, sub(t.snd_max, t.snd_una))
         self.recover = add(t.snd_max, -1)  # RFC 6582 recover / RFC 6675 RecoveryPoint
         self.counters.add("TcpExtTCPFastRetrans")
