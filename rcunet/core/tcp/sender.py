@@ -366,7 +366,11 @@ class Sender:
         t = self.tcb
         snd_una = t.snd_una
         flight = sub(t.snd_nxt, snd_una)
-        limited = flight >= conn.cc.cwnd
+        # in whole segments, as Linux counts packets_out against snd_cwnd: a cwnd that
+        # a reduction left between two multiples of the MSS (CUBIC's 0.7) is full once
+        # no further segment fits
+        mss = t.snd_mss
+        limited = -(-flight // mss) >= conn.cc.cwnd // mss
         if not (sent or limited):
             return
         if (limited or not lt(snd_una, self.max_flight_seq)
