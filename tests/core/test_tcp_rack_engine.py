@@ -241,3 +241,19 @@ def test_bogus_sack_blocks_and_dsack_floods_are_counted_not_believed() -> None:
     assert conn.counters["TcpExtTCPDSACKIgnoredDubious"] == 5
     assert conn.loss.dsack_dups == 0 and not conn.loss.rack.dsack_seen
     assert conn._recovery is None
+
+
+def test_a_retransmission_after_new_data_in_the_same_microsecond_is_sent_after() -> None:
+    """On the virtual clock new data and a retransmission can share a timestamp; RACK's
+    tie-break by sequence would call the retransmission older, and a SACK of the new
+    data would mark it lost again at once."""
+    from rcunet.core.tcp.rack import sent_after
+    from rcunet.core.tcp.sent_log import SentLog
+
+    log = SentLog()
+    log.sent(1000, 2000, 50, False)
+    log.sent(5000, 6000, 70, False)  # new data
+    log.sent(1000, 2000, 70, True)  # then the retransmission, same microsecond
+    new, resent = sorted(log, key=lambda s: s.seq, reverse=True)
+    assert sent_after(resent.xmit_time, new.xmit_time, resent.end, new.end)
+    assert [s.seq for s in log] == [5000, 1000]  # send order

@@ -29,12 +29,14 @@ class Sent:
 class SentLog:
     """Segments in flight, oldest transmission first (a dict keeps insertion order)."""
 
-    __slots__ = ("_by_seq", "lost_count")
+    __slots__ = ("_by_seq", "lost_count", "_last_us", "_last_end")
 
     def __init__(self) -> None:
         self._by_seq: dict[int, Sent] = {}
         #: How many entries are marked lost (lets the fast path skip a walk).
         self.lost_count = 0
+        self._last_us = 0  # the latest transmission's time, and its end
+        self._last_end = 0
 
     def __len__(self) -> int:
         return len(self._by_seq)
@@ -44,7 +46,18 @@ class SentLog:
 
     def sent(self, seq: int, end: int, now_us: int, retransmission: bool) -> None:
         """A segment went out: new data joins the tail; a retransmission replaces what
-        it covers and moves to the tail (tcp_update_skb_after_send)."""
+        it covers and moves to the tail (tcp_update_skb_after_send).
+
+        RACK orders transmissions by time, ties by sequence (tcp_skb_sent_after: one
+        burst shares a timestamp and goes out in sequence order).  On a virtual clock a
+        retransmission can follow higher new data within the same microsecond, which a
+        real clock would have told apart: it is stamped one microsecond later, so it
+        still counts as sent after them."""
+        if lt(now_us, self._last_us):
+            now_us = self._last_us
+        if now_us == self._last_us and lt(seq, self._last_end):
+            now_us += 1
+        self._last_us, self._last_end = now_us, end
         if retransmission:
             covered = [s for s in self._by_seq.values()
                        if not lt(s.seq, seq) and lt(s.seq, end)]
