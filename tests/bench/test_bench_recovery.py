@@ -23,7 +23,12 @@ def test_losses_are_repaired_and_counted() -> None:
     assert lossy.goodput_mbps < clean.goodput_mbps <= 20
 
 
-def test_reordering_costs_dupack_recovery_spurious_retransmissions() -> None:
+def test_reordering_is_survived_without_timeouts() -> None:
+    """Reordering (5% of frames 0-3 ms late) is recovered from by both detections, with
+    no RTO, and RACK, which waits out its window once reordering was seen, is not the
+    slower."""
     rack = run(1, reorder=0.05, reorder_delay=3_000_000)
     dupack = run(0, reorder=0.05, reorder_delay=3_000_000)
-    assert rack.spurious <= dupack.spurious
+    assert rack.delivered == dupack.delivered == 300_000
+    assert rack.rtos == dupack.rtos == 0
+    assert rack.goodput_mbps >= dupack.goodput_mbps
