@@ -101,6 +101,12 @@ class Tuning:
     #: that set SO_RCVBUF keep their size either way.
     tcp_moderate_rcvbuf: bool = True
     tcp_congestion_control: str = "cubic"
+    #: Loss detection (Linux net.ipv4.tcp_recovery): 0x1 RACK-TLP marks segments lost by
+    #: time (the default), 0x2 keeps RACK's reordering window static, 0x4 gives RACK a
+    #: window even when three segments are SACKed; 0 recovers on duplicate ACKs (RFC 6675).
+    tcp_recovery: int = 1
+    #: Tail loss probes (Linux net.ipv4.tcp_early_retrans): on at 3 (default) and 4.
+    tcp_early_retrans: int = 3
     udp_rmem_default: int = 212992
     #: The most a socket's SO_RCVBUF / SO_SNDBUF may ask for (Linux net.core.rmem_max /
     #: wmem_max; the kernel then doubles it).

@@ -17,6 +17,8 @@ WORKLOADS: dict[str, tuple[str, str]] = {
     "tcp_crr": ("rcunet.bench.tcp_crr", "neper tcp_crr: a new TCP connection per transaction"),
     "profile": ("rcunet.bench.profile",
                 "Python calls and CPU per tcp_crr transaction, two Hosts on the virtual clock"),
+    "recovery": ("rcunet.bench.recovery",
+                 "loss recovery: RACK-TLP and PRR against tcp_recovery=0 over impaired links"),
     "tcp_stream": ("rcunet.bench.tcp_stream", "neper tcp_stream: bulk TCP throughput"),
     "udp_rr": ("rcunet.bench.udp_rr", "neper udp_rr: request/response over UDP"),
     "udp_stream": ("rcunet.bench.udp_stream", "neper udp_stream: bulk UDP throughput"),

@@ -97,13 +97,15 @@ def test_window_update_is_not_a_dupack() -> None:
     assert conn.counters["TcpExtTCPFastRetrans"] == 0
 
 
-# ====================================================================== SACK
+# ====================================================================== SACK (RFC 6675)
+# tcp_recovery=0: duplicate ACKs and RFC 6675's IsLost decide, as Linux without RACK
+# (test_tcp_rack_engine has the default, RACK-TLP with PRR).
 def blocks(*segs: tuple[int, int]) -> tuple[tuple[int, int], ...]:
     return tuple((L1 + a * MSS, L1 + b * MSS) for a, b in segs)
 
 
 def test_sack_recovery_retransmits_every_hole_once() -> None:
-    conn = sender(sack=True, congestion_control="reno")
+    conn = sender(sack=True, congestion_control="reno", recovery=0)
     out = dupack(conn, MS, sack_blocks=blocks((1, 5), (6, 10)))
     # IsLost(HighACK + 1) already holds: enter recovery on this first ACK (RFC 6675 §5)
     # both holes first; then pipe = 2 retransmitted segments < cwnd = ssthresh = 5 SMSS,
@@ -118,7 +120,7 @@ def test_sack_recovery_retransmits_every_hole_once() -> None:
 
 
 def test_sack_recovery_sends_new_data_as_pipe_drains() -> None:
-    conn = sender(sack=True, congestion_control="reno")
+    conn = sender(sack=True, congestion_control="reno", recovery=0)
     sent = []
     for i, hi in enumerate((2, 3, 4, 5, 6, 7, 8, 9, 10)):
         sent += dupack(conn, (i + 1) * MS, sack_blocks=blocks((1, hi)))
@@ -253,7 +255,8 @@ def test_application_limited_sender_does_not_inflate_cwnd() -> None:
 
 
 def test_go_back_n_after_rto_skips_data_sacked_since() -> None:
-    conn = sender(sack=True, congestion_control="reno")
+    # (no tail loss probe: the RTO, not a probe of new data, is what goes out first)
+    conn = sender(sack=True, congestion_control="reno", early_retrans=0)
     conn.on_timer(conn.next_deadline())  # RTO: head retransmitted, cwnd = 1 SMSS
     assert [o.seq for o in conn.take_segments()] == [L1]
     assert conn.scoreboard.sacked_bytes == 0  # RFC 2018 §8: earlier SACKs forgotten

@@ -1220,6 +1220,7 @@ class Connection:
                 self.receiver.ack_at_once()
             return False
         prior_wnd = t.snd_wnd
+        self.loss.ack_begin()
         new_ack = gt(ack, t.snd_una)
         acked = sub(ack, t.snd_una) if new_ack else 0
         if new_ack:
@@ -1227,11 +1228,10 @@ class Connection:
         if le(t.snd_una, ack):
             self._update_send_window(seg, ack)
         loss = self.loss
-        newly_sacked = loss.take_sack(seg)
+        newly_sacked = loss.take_sack(seg, now)
         ecn_signal = self.ecn.mode is not EcnMode.DISABLED and \
             self.ecn.congestion_signal(seg, acked, t.snd_mss, new_ack or newly_sacked > 0)
-        loss.end_cwr(self)
-        if new_ack and loss.algorithm is None and loss.cwr is None and not ecn_signal:
+        if new_ack and loss.algorithm is None and not loss.cwr and not ecn_signal:
             self.sender.grow_cwnd(self, acked, now)
         in_recovery = loss.algorithm is not None
         loss.detect(self, seg, ack, new_ack, acked, prior_wnd, newly_sacked, now)
@@ -1239,8 +1239,6 @@ class Connection:
             self.ecn.on_reduction()  # tcp_init_cwnd_reduction: tcp_ecn_queue_cwr
         elif ecn_signal and loss.enter_cwr(self, now):  # tcp_try_to_open with FLAG_ECE
             self.ecn.on_reduction()
-        if loss.cwr is not None:
-            loss.cwr_on_ack(self, acked, newly_sacked)
         # state-specific ACK handling
         st = self.state
         if self.sender.fin_acked():
@@ -1288,9 +1286,10 @@ class Connection:
         t.snd_una = ack
         if lt(t.snd_nxt, ack):
             t.snd_nxt = ack  # after go-back-N the ACK may jump past SND.NXT
-        self.loss.on_ack_advance(ack, acked)
+        self.loss.on_ack_advance(ack, acked, now)
         self.timers.data_acked()
         self.timers.rto_at = None if t.snd_una == t.snd_max else now + self.rto.rto
+        self.loss.schedule_probe(self, now)  # tcp_set_xmit_timer
         space = self.sender.unblock(self.options)
         if space:
             self._events.append(SendSpaceAvailable(space))

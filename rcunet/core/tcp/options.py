@@ -56,6 +56,11 @@ class Options:
     #: TCP_CORK: hold every partial segment (Linux TCP_NAGLE_CORK) until uncorked, a full
     #: segment forms, or the probe timer fires with nothing in flight
     cork: bool = False
+    #: tcp_recovery bits (rcunet.core.tcp.rack): 0x1 RACK loss detection (Linux's
+    #: default; 0: RFC 6675 duplicate-ACK recovery), 0x2 static reo_wnd, 0x4 no dupthresh
+    recovery: int = 1
+    #: tcp_early_retrans: 3 (Linux's default) and 4 send tail loss probes, others none
+    early_retrans: int = 3
     congestion_control: str = "cubic"  #: "reno" (RFC 5681/6582) or "cubic" (RFC 9438)
     initial_cwnd: int = 10  #: segments (RFC 6928; Linux TCP_INIT_CWND)
     rto_initial: int = 1 * SECOND  #: RFC 6298 §2.1 (Linux TCP_TIMEOUT_INIT)
@@ -131,7 +136,8 @@ class Options:
                   "tcp_retries2": "retries2", "tcp_keepalive_probes": "keepalive_probes",
                   "tcp_notsent_lowat": "notsent_lowat", "tcp_ecn": "ecn",
                   "tcp_ecn_fallback": "ecn_fallback", "tcp_ecn_option": "ecn_option",
-                  "tcp_ecn_option_beacon": "ecn_option_beacon"}
+                  "tcp_ecn_option_beacon": "ecn_option_beacon",
+                  "tcp_recovery": "recovery", "tcp_early_retrans": "early_retrans"}
         for sysctl, name in simple.items():
             if hasattr(tuning, sysctl):
                 values[name] = getattr(tuning, sysctl)

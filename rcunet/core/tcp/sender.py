@@ -205,11 +205,14 @@ class Sender:
         sent = len(out)
         had_unsent = self.unsent() > 0  # tcp_write_xmit runs with a send head
         loss = conn.loss
+        snd_max = self.tcb.snd_max
         if loss.algorithm is None:
             while self.try_send(conn, now, room=self.cwnd_room(conn)):
                 pass
         else:
             loss.output(conn, now)
+        if self.tcb.snd_max != snd_max:
+            loss.schedule_probe(conn, now)  # tcp_write_xmit sent new data
         burst = len(out) > sent
         if burst and self.tx:
             self.push_burst_end(conn, sent)
@@ -367,7 +370,11 @@ class Sender:
         t = self.tcb
         snd_una = t.snd_una
         flight = sub(t.snd_nxt, snd_una)
-        limited = flight >= conn.cc.cwnd
+        # in whole segments, as Linux counts packets_out against snd_cwnd: a cwnd that
+        # a reduction left between two multiples of the MSS (CUBIC's 0.7) is full once
+        # no further segment fits
+        mss = t.snd_mss
+        limited = -(-flight // mss) >= conn.cc.cwnd // mss
         if not (sent or limited):
             return
         if (limited or not lt(snd_una, self.max_flight_seq)
@@ -384,7 +391,10 @@ class Sender:
     def grow_cwnd(self, conn: Connection, acked: int, now: int) -> None:
         """New data acknowledged outside recovery: congestion control grows cwnd, but
         only while cwnd limits us (RFC 7661 §4.1 spirit; Linux tcp_cong_avoid asks
-        tcp_is_cwnd_limited).  Header prediction calls it too."""
+        tcp_is_cwnd_limited).  Header prediction calls it too.  Congestion control sees
+        the ACK's RTT sample first (tcp_ack's pkts_acked: CUBIC's HyStart)."""
+        t = self.tcb
+        conn.cc.on_rtt(conn.loss.ca_rtt_us, now, t.snd_una, t.snd_max)
         if self.is_cwnd_limited(conn):
             conn.cc.on_ack(acked, now, self.rto.srtt)
 
@@ -529,6 +539,7 @@ class Sender:
             self.counters.add("TcpRetransSegs")
         elif self.rtt_seq is None and not t.ts_ok:
             self.rtt_seq, self.rtt_start = end, now  # time this segment (Karn, RFC 6298 §3)
+        conn.loss.note_sent(seq, end, now, retransmission)
         t.snd_nxt = end
         if gt(end, t.snd_max):
             t.snd_max = end
@@ -598,6 +609,7 @@ class Sender:
             conn.delack.data_sent(now)
         self.counters.add("TcpRetransSegs")
         end = add(seq, n + (1 if fin else 0))
+        conn.loss.note_sent(seq, end, now, True)
         if self.rtt_seq is not None and lt(seq, self.rtt_seq):
             self.rtt_seq = None  # Karn: never time a retransmitted segment
         if self.timers.rto_at is None:

@@ -31,7 +31,8 @@ from rcunet.wire.seqnum import add, sub
 if TYPE_CHECKING:
     from rcunet.core.tcp.connection import Connection
 
-NAMES = ("rto_at", "delack_at", "persist_at", "keepalive_at", "time_wait_at", "fin_wait2_at")
+NAMES = ("rto_at", "delack_at", "persist_at", "keepalive_at", "time_wait_at", "fin_wait2_at",
+         "tlp_at", "reo_at")
 
 #: Linux TCP_TIMEOUT_MIN (2 jiffies at HZ=1000): the shortest timer a clamp arms
 TIMEOUT_MIN = 2 * MS
@@ -58,6 +59,10 @@ class Timers:
         self.keepalive_at: int | None = None  #: keep-alive (RFC 1122 §4.2.3.6)
         self.time_wait_at: int | None = None  #: 2MSL (RFC 9293 §3.10.7.4)
         self.fin_wait2_at: int | None = None  #: orphaned FIN-WAIT-2 (Linux tcp_fin_timeout)
+        #: tail loss probe (tcp_schedule_loss_probe; set by LossRecovery)
+        self.tlp_at: int | None = None
+        #: RACK's reordering timer (tcp_rack_mark_lost; set by LossRecovery)
+        self.reo_at: int | None = None
         self.retransmits = 0  #: consecutive RTO expiries
         self.first_rtx_at: int | None = None  #: Linux retrans_stamp
         self.syn_sent_at: int | None = None  #: when our first SYN (or SYN,ACK) went out
@@ -77,7 +82,7 @@ class Timers:
         """The earliest armed deadline, or None when no timer runs."""
         earliest = None  # one pass, no list: the host asks after every engine call
         for at in (self.rto_at, self.delack_at, self.persist_at, self.keepalive_at,
-                   self.time_wait_at, self.fin_wait2_at):
+                   self.time_wait_at, self.fin_wait2_at, self.tlp_at, self.reo_at):
             if at is not None and (earliest is None or at < earliest):
                 earliest = at
         return earliest
@@ -85,6 +90,7 @@ class Timers:
     def stop_all(self) -> None:
         self.rto_at = self.delack_at = self.persist_at = None
         self.keepalive_at = self.time_wait_at = self.fin_wait2_at = None
+        self.tlp_at = self.reo_at = None
 
     # ------------------------------------------------------------ state the peer resets
     def heard_from_peer(self, now: int) -> None:
@@ -136,6 +142,16 @@ class Timers:
             self.fin_wait2_at = None
             if conn.state is FIN_WAIT_2:
                 conn._enter_closed()
+        if self.reo_at is not None and now >= self.reo_at:
+            self.reo_at = None
+            conn.loss.on_reo_timer(conn, now)
+        tlp_at = self.tlp_at
+        if tlp_at is not None and now >= tlp_at:
+            self.tlp_at = None
+            # Linux holds the probe in the retransmission timer's place: due first (or
+            # together), the probe goes and the RTO restarts from now
+            if self.rto_at is None or tlp_at <= self.rto_at:
+                conn.loss.send_probe(conn, now)
         if self.rto_at is not None and now >= self.rto_at:
             self.rto_at = None
             self._on_rto(conn, now)
@@ -211,6 +227,7 @@ class Timers:
         conn.cc.on_timeout(now, sub(t.snd_max, t.snd_una))
         conn.loss.on_timeout()
         conn.ecn.on_reduction()  # tcp_enter_loss: tcp_ecn_queue_cwr
+        self.tlp_at = self.reo_at = None
         conn.sender.stop_rtt_timing()  # Karn
         conn.rto.on_timeout()
         t.snd_nxt = t.snd_una  # go back N; the head goes out even beyond the window

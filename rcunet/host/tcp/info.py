@@ -100,7 +100,7 @@ def snapshot(sk: TcpSock, now: int) -> dict[str, int]:
     recovery = conn._recovery
     ca_state = TCP_CA_LOSS if conn._retransmits else (
         TCP_CA_RECOVERY if recovery is not None else
-        TCP_CA_CWR if conn.loss.cwr is not None else TCP_CA_OPEN)
+        TCP_CA_CWR if conn.loss.cwr else TCP_CA_OPEN)
     info = {
         "state": LINUX_STATE.get(conn.state, 7),
         "ca_state": ca_state,

@@ -37,6 +37,10 @@ class CongestionControl:
         """``acked`` bytes newly acknowledged outside loss recovery."""
         raise NotImplementedError
 
+    def on_rtt(self, rtt_us: int | None, now: int, snd_una: int, snd_nxt: int) -> None:
+        """Every ACK's RTT sample (µs; None without one), what Linux's pkts_acked hook
+        sees: CUBIC's HyStart watches it to end slow start."""
+
     def on_congestion(self, now: int, flight: int) -> None:
         """Loss detected by dupacks/SACK: set ssthresh (the connection then sets cwnd)."""
         raise NotImplementedError

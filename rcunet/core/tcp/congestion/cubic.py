@@ -1,7 +1,9 @@
 """CUBIC (RFC 9438), window in segments as floats, time from the caller's ``now``.
 
-Standard slow start (no HyStart++), fast convergence on (§4.7), the Reno-friendly
-region of §4.3 with alpha_cubic switching to 1 once W_est reaches W_max.
+Slow start ends early by HyStart as Linux's tcp_cubic has it (hystart=1,
+hystart_detect=3: ACK train and delay increase; ``hystart.py``), fast convergence on
+(§4.7), the Reno-friendly region of §4.3 with alpha_cubic switching to 1 once W_est
+reaches W_max.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import math
 
 from rcunet.core.tcp.congestion.base import CongestionControl
+from rcunet.core.tcp.congestion.hystart import HyStart
 
 C = 0.4  #: RFC 9438 §4.1.1 (constants of interest)
 BETA = 0.7  #: RFC 9438 §4.1.1 beta_cubic (applied in §4.6)
@@ -27,6 +30,8 @@ class Cubic(CongestionControl):
         self.cwnd_epoch = 0.0
         self.w_est = 0.0  #: Reno-friendly estimate (§4.3)
         self._seg = float(self.cwnd) / mss  # cwnd in segments, fractional
+        self.hystart = HyStart()
+        self._round_started = False  # bictcp_hystart_reset has run (cubictcp_init)
 
     def _sync(self) -> None:
         self.cwnd = max(int(self._seg * self.mss), self.mss)
@@ -70,6 +75,29 @@ class Cubic(CongestionControl):
             self._seg += (target - self._seg) / self._seg * segs
         self._sync()
 
+    def on_rtt(self, rtt_us: int | None, now: int, snd_una: int, snd_nxt: int) -> None:
+        """cubictcp_acked: HyStart on every RTT sample; when it finds slow start's end,
+        ssthresh becomes the current cwnd (hystart_update).  Delay samples within a
+        second of a congestion epoch's start are not taken."""
+        now_us = now // 1000
+        hystart = self.hystart
+        if not self._round_started:
+            hystart.reset_round(now_us, snd_nxt)
+            self._round_started = True
+        after_recovery = self.epoch_at is not None and now - self.epoch_at < NS
+        found = hystart.on_ack(now_us=now_us, rtt_us=rtt_us, snd_una=snd_una,
+                               snd_nxt=snd_nxt, cwnd=self.cwnd // self.mss,
+                               in_slow_start=self.in_slow_start,
+                               after_recovery=after_recovery)
+        if found is not None and self.in_slow_start:
+            self.ssthresh = self.cwnd
+
+    def on_timeout(self, now: int, flight: int) -> None:
+        """An RTO (cubictcp_state TCP_CA_Loss): HyStart starts over."""
+        super().on_timeout(now, flight)
+        self.hystart.on_loss(now // 1000, 0)
+        self._round_started = False
+
     def on_congestion(self, now: int, flight: int) -> None:
         cwnd_seg = self.cwnd / self.mss
         # §4.7 fast convergence: release bandwidth when W_max keeps shrinking.
@@ -81,5 +109,4 @@ class Cubic(CongestionControl):
         self.ssthresh = max(int(self.cwnd * BETA), 2 * self.mss)
         self.epoch_at = None
 
-    # on_timeout: the base's (§4.8: then cwnd = 1 segment, slow start again, through
-    # set_cwnd); on_recovery_exit likewise.
+    # on_recovery_exit: the base's.
