@@ -14,7 +14,9 @@ same command prints the same table on any machine.  Per scenario and mode:
   TcpExtTCPDSACKOldSent), so retransmissions of data that was not lost.
 
 CE marking applies the ``ecn=`` impairment: frames of an ECN-capable connection are
-marked CE, the others dropped, as an AQM queue does.
+marked CE, the others dropped, as an AQM queue does.  In that scenario the sender asks
+for classic ECN (``tcp_ecn=1``; the receiver's default 2 accepts it), so the marks reach
+it as ECE and it reduces through CWR instead of retransmitting.
 """
 
 from __future__ import annotations
@@ -79,7 +81,8 @@ class Result:
 def transfer(*, size: int, seed: int, tcp_recovery: int, impair: dict[str, Any],
              delay_ms: float, rate_mbps: float) -> Result:
     """One bulk transfer; the figures of its sender and receiver."""
-    tuning = Tuning.modern(tcp_recovery=tcp_recovery)
+    ecn = {"tcp_ecn": 1} if "ecn" in impair or "ce_threshold" in impair else {}
+    tuning = Tuning.modern(tcp_recovery=tcp_recovery, **ecn)
     with Network(seed=seed, tuning=tuning) as net:
         sender_host, receiver_host = net.host("a"), net.host("b")
         common = {"delay": int(delay_ms * MS), "rate_bps": int(rate_mbps * 1e6),
