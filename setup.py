@@ -26,12 +26,51 @@ COMPILED = [
     # The wire views (every module with a Packet: _common, arp, ethernet, icmp*, igmp, ipv4,
     # ipv6, tcp, udp) compile but then fail their tests: their class-level field
     # descriptors (UintField, set_x = x.setter) leave an exception set under mypyc
-    # (SystemError from memoryview).  seqnum (SeqNum subclasses int) does not compile.
+    # (SystemError from memoryview).
+    # core/tcp/options.py stays pure: compiled, its dataclass rejects an int where a field
+    # is a bool (a Tuning sysctl set to 1), which the source accepts.  connection.py stays
+    # pure while tests replace its methods (monkeypatch) and a compiled class refuses that.
+    # The congestion package goes in whole: an interpreted subclass of a compiled class fails.
+    # sync/lock.py and sync/rcu.py keep weak references to their objects, which this mypyc
+    # cannot give a compiled class ("cannot create weak reference"); refcount.py and the
+    # tables/ modules built with them fail their tests (SystemError from LockArray).
+    # tables/entry.py is subclassed by host/tcp and host/udp_sock, which are not compiled.
     "rcunet/wire/checksum.py",
     "rcunet/wire/errors.py",
     "rcunet/wire/tcp_options.py",
     "rcunet/core/tcp/rto.py",
     "rcunet/core/tcp/sack.py",
+    "rcunet/core/tcp/buffers.py",
+    "rcunet/core/tcp/reassembly.py",
+    "rcunet/core/tcp/window.py",
+    "rcunet/core/tcp/delack.py",
+    "rcunet/core/tcp/timers.py",
+    "rcunet/core/tcp/receiver.py",
+    "rcunet/core/tcp/sender.py",
+    "rcunet/core/tcp/autotune.py",
+    "rcunet/core/tcp/undo.py",
+    "rcunet/core/tcp/prr.py",
+    "rcunet/core/tcp/rack.py",
+    "rcunet/core/tcp/recovery.py",
+    "rcunet/core/tcp/state.py",
+    "rcunet/core/tcp/tcb.py",
+    "rcunet/core/tcp/chrono.py",
+    "rcunet/core/tcp/counters.py",
+    "rcunet/core/tcp/events.py",
+    "rcunet/core/tcp/common.py",
+    "rcunet/core/tcp/sack_validity.py",
+    "rcunet/core/tcp/challenge.py",
+    "rcunet/core/tcp/congestion/base.py",
+    "rcunet/core/tcp/congestion/cubic.py",
+    "rcunet/core/tcp/congestion/hystart.py",
+    "rcunet/core/tcp/congestion/newreno.py",
+    "rcunet/wire/seqnum.py",
+    "rcunet/core/tcp/isn.py",
+    "rcunet/core/tcp/listen.py",
+    "rcunet/core/tcp/timewait.py",
+    "rcunet/core/tcp/fastopen.py",
+    "rcunet/core/tcp/syncookies.py",
+    "rcunet/core/tcp/accecn.py",
 ]
 
 
