@@ -59,18 +59,14 @@ class Transmit:
         dst = unmapped(faddr)
         offload = sk.tx_csum_offload
         checksum = not offload
-        dst_cache = self.host.dst_cache
         output_pinned = self.host.ip.output_pinned
         while True:
             try:
                 seg = outbox.popleft()  # atomic: deque.popleft
             except IndexError:
                 break
-            # _route_xmit's keep-the-pinned-route test, inlined (once per segment; life:
-            # one attribute load, paired with advance(FINISHED) in post)
             route = sk.dst
-            if route is None or route.dst != dst or sk.life & FINISHED \
-                    or not dst_cache.current(route):
+            if route is None or not self._keeps(sk, route, dst):
                 route = self._route_xmit(sk, dst)
             if route is None:
                 self.segment(src, dst, seg, sk.bound_dev, offload)
@@ -89,8 +85,7 @@ class Transmit:
         each (atomic), paired with advance(FINISHED) in post, re-read by ``flush``."""
         entry = sk.dst
         if entry is not None:
-            if entry.dst == dst and not sk.life & FINISHED \
-                    and self.host.dst_cache.current(entry):
+            if self._keeps(sk, entry, dst):
                 return entry
             sk.dst = None
             entry.release()
@@ -100,6 +95,12 @@ class Transmit:
         entry = self.host.dst_cache.lookup(dst, sk.bound_dev)
         sk.dst = entry
         return entry
+
+    def _keeps(self, sk: TcpSock, entry: DstEntry, dst: bytes) -> bool:
+        """__sk_dst_check's test: the pinned ``entry`` still serves ``dst`` (``sk.life``:
+        one attribute load, atomic, paired with advance(FINISHED) in post)."""
+        return entry.dst == dst and not sk.life & FINISHED \
+            and self.host.dst_cache.current(entry)
 
     def _drop_route_xmit(self, sk: TcpSock) -> None:
         """sk_dst_reset: release the pinned route.  ``sk.xmit`` held."""
