@@ -452,15 +452,8 @@ class Sender:
     def record_left(self, seq: int) -> int:
         """Bytes from ``seq`` to the end of its MSG_EOR record (a segment never joins
         two: tcp_skb_can_collapse_to); records wholly acknowledged are forgotten."""
-        marks = self.eor_marks
-        una = self.tcb.snd_una
-        while marks and not lt(una, marks[0]):
-            marks.popleft()
-        for mark in marks:
-            left = sub(mark, seq)
-            if left > 0:
-                return left
-        return HALF32
+        left = self._to_next_mark(self.eor_marks, seq)
+        return HALF32 if left is None else left
 
     def cwnd_room(self, conn: Connection) -> int:
         """Bytes congestion control lets us put in flight now.
@@ -551,14 +544,18 @@ class Sender:
     def skb_bound(self, seq: int) -> int | None:
         """Bytes from ``seq`` to the next skb end after it (None: none before the data's
         end); ends the peer acknowledged are dropped first."""
-        ends = self.skb_ends
+        return self._to_next_mark(self.skb_ends, seq)
+
+    def _to_next_mark(self, marks: deque[int], seq: int) -> int | None:
+        """Bytes from ``seq`` to the first of ``marks`` after it (None: none); the marks
+        the peer has acknowledged are dropped first."""
         una = self.tcb.snd_una
-        while ends and not lt(una, ends[0]):
-            ends.popleft()
-        for end in ends:
-            d = sub(end, seq)
-            if d > 0:
-                return d
+        while marks and not lt(una, marks[0]):
+            marks.popleft()
+        for mark in marks:
+            left = sub(mark, seq)
+            if left > 0:
+                return left
         return None
 
     def skip_sacked(self, conn: Connection) -> int | None:
