@@ -35,8 +35,10 @@ from rcunet.cmd.run_common import (
     _Program,
     _usage,
     build_network,
+    check_serve,
     leave_stuck,
     parse_impairment,
+    program_host,
     watch_also,
 )
 from rcunet.cmd.run_diagnosis import TIMEOUT_STATUS, Diagnosis, Watch, exit_now
@@ -103,25 +105,19 @@ def run(args: argparse.Namespace) -> int:
     from rcunet.api.patch import patched
     from rcunet.host.counters import format_nstat
     from rcunet.link.pcap import PcapWriter
-    from rcunet.services import parse_specs, start_services
+    from rcunet.services import start_services
 
     argv = _program_argv(args)
     if args.timeout is not None and not args.timeout > 0:
         raise _usage("--timeout: give a number of seconds above 0")
-    try:
-        parse_specs(args.serve)
-    except ValueError as exc:
-        raise _usage(f"--serve: {exc}") from None
+    check_serve(args.serve)
     impair = parse_impairment(args.impair)
     if args.procs:
         from rcunet.cmd.run_procs import run_in_processes
 
         return run_in_processes(args, argv, impair)
     net = build_network(args.topology, impair)
-    host = net.host_named(args.host) if args.host else net.hosts[0]
-    if host is None:
-        raise _usage(f"--host {args.host!r}: the topology has "
-                     f"{', '.join(h.name for h in net.hosts)}")
+    host = program_host(net, args.host)
     also = [_also_thread(net, text, [host]) for text in args.also]
     pcap = PcapWriter(args.pcap) if args.pcap else None
     services = []

@@ -27,6 +27,26 @@ def _usage(message: str) -> Exception:
     return UsageError(message)
 
 
+def check_serve(specs: str) -> None:
+    """``--serve`` checked before anything starts (a usage error names the problem)."""
+    from rcunet.services import parse_specs
+
+    try:
+        parse_specs(specs)
+    except ValueError as exc:
+        raise _usage(f"--serve: {exc}") from None
+
+
+def program_host(net: Any, name: str | None) -> Any:
+    """The Host ``--host`` names (the topology's first without it); a usage error
+    listing the topology's Hosts when it has none of that name."""
+    host = net.host_named(name) if name else net.hosts[0]
+    if host is None:
+        raise _usage(f"--host {name!r}: the topology has "
+                     f"{', '.join(h.name for h in net.hosts)}")
+    return host
+
+
 def parse_impairment(text: str) -> Any:
     """``loss=2%,delay=20ms,...`` -> ImpairmentConfig (None when empty)."""
     from rcunet.link.impair import ImpairmentConfig

@@ -42,7 +42,13 @@ import tempfile
 from typing import Any
 
 from rcunet.cmd import run as run_cmd
-from rcunet.cmd.run_common import _usage, build_network, parse_impairment
+from rcunet.cmd.run_common import (
+    _usage,
+    build_network,
+    check_serve,
+    parse_impairment,
+    program_host,
+)
 
 UNTIL_STATUS = 124  # as timeout(1)
 
@@ -81,15 +87,10 @@ def _reexec_with_hash_seed(seed: int) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rcunet.services import parse_specs
-
     if args.procs:
         raise _usage("--procs: a simulation keeps every Host in this process")
     argv = run_cmd._program_argv(args)
-    try:
-        parse_specs(args.serve)
-    except ValueError as exc:
-        raise _usage(f"--serve: {exc}") from None
+    check_serve(args.serve)
     impair = parse_impairment(args.impair)
     if args.check_determinism:
         return check_determinism(args, argv)
@@ -105,10 +106,7 @@ def simulate(args: argparse.Namespace, argv: list[str], impair: Any) -> int:
 
     sim = Simulation(args.seed, cpu_bound=args.cpu_limit, seed_random=args.seed_random)
     net = build_network(args.topology, impair, network=sim.network)
-    host = net.host_named(args.host) if args.host else net.hosts[0]
-    if host is None:
-        raise _usage(f"--host {args.host!r}: the topology has "
-                     f"{', '.join(h.name for h in net.hosts)}")
+    host = program_host(net, args.host)
     also = [_also(sim, text, host) for text in args.also]
     pcap = PcapWriter(args.pcap) if args.pcap else None
     if pcap is not None:

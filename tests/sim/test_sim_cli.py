@@ -6,7 +6,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from rcunet.services.http import pattern_sha256
 
@@ -83,3 +86,17 @@ def test_a_bad_faults_file_is_one_line_before_anything_runs(tmp_path: Any) -> No
     assert "faults.txt:1: no host 'nowhere'" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
 
+
+
+@pytest.mark.parametrize("command", ["run", "sim"])
+def test_bad_host_or_service_is_one_usage_line(tmp_path: Path, command: str) -> None:
+    """``rcunet run`` and ``rcunet sim`` check --host and --serve the same way."""
+    (tmp_path / "ok.py").write_text("print('ok')\n")
+    for option, said in ((["--host", "zz"], "--host 'zz': the topology has a, b"),
+                         (["--serve", "nope:1"], "--serve: unknown service 'nope'")):
+        done = subprocess.run([sys.executable, "-m", "rcunet", command, *option, "--",
+                               "ok.py"], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 2
+        assert done.stderr.startswith(f"rcunet {command}: {said}")
+        assert len(done.stderr.strip().splitlines()) == 1
