@@ -79,9 +79,9 @@ def run(args: argparse.Namespace) -> int:
         sock.close()
 
     pongs: list[tuple[int, bytes]] = []
-    client.ip.echo_listeners.append(lambda family, src, msg: pongs.append((family, src)))
-    client.ip.ping(bytes([10, 2, 0, 2]), ident=1, seq=1, data=b"rcunet ping")
-    client.ip.ping(bytes.fromhex("fd020000000000000000000000000002"), 1, 1, b"rcunet ping6")
+    client.ip.icmp.echo_listeners.append(lambda family, src, msg: pongs.append((family, src)))
+    client.ip.icmp.ping(bytes([10, 2, 0, 2]), ident=1, seq=1, data=b"rcunet ping")
+    client.ip.icmp.ping(bytes.fromhex("fd020000000000000000000000000002"), 1, 1, b"rcunet ping6")
     net.run_until(lambda: len(pongs) == 2, timeout=5.0)
     say(f"ping 10.2.0.2 and fd02::2 -> {len(pongs)} of 2 replies")
 

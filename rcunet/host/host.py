@@ -42,8 +42,9 @@ if TYPE_CHECKING:
     from rcunet.host.busypoll import BusyPoller
 
 Clock = MonotonicClock | VirtualClock
+#: A receive queue's item: a frame and its interface, or None (the worker stops).
+RxItem = tuple[Interface, bytes] | None
 
-_STOP = object()
 #: The timer thread sleeps at most this long (it re-checks for stop).  TCP's shortest
 #: timer, the 40 ms delayed ACK (TCP_DELACK_MIN): a timer armed while the thread sleeps
 #: is then never due before the thread wakes, so TCP timers never have to wake it
@@ -111,7 +112,8 @@ class Host:
         self._ifindex = itertools.count(1)
         self.rx_queue_count = max(1, rx_queues)
         self._pending: deque[tuple[Interface, bytes]] = deque()  # deterministic mode
-        self._rx_queues: list[queue.SimpleQueue[object]] = []
+        #: each receive worker's queue of (interface, frame); None tells the worker to stop
+        self._rx_queues: list[queue.SimpleQueue[RxItem]] = []
         self._threads: list[threading.Thread] = []
         self._running = False
         self._stopping = threading.Event()
@@ -194,7 +196,7 @@ class Host:
                 self.routes.add_connected(iface.ifindex, address.addr, address.prefix_len)
         self.dst_cache.invalidate()
         if iface.is_ethernet and address.family == 6:
-            self.ip.join_solicited_node(iface, address.addr)
+            self.ip.icmp.join_solicited_node(iface, address.addr)
         return address
 
     def _publish_addresses_locked(self) -> None:
@@ -262,6 +264,11 @@ class Host:
                 if family is None or a.family == family]
 
     # -- the receive entry point ----------
+    def receiver_for(self, iface: Interface) -> Callable[[bytes], None]:
+        """A link's receive callback for ``iface``: ``receive(iface, frame)``, looked up
+        on each frame (so a test can replace ``receive`` to make the Host vanish)."""
+        return lambda frame: self.receive(iface, frame)
+
     def receive(self, iface: Interface, frame: bytes) -> None:
         """A link delivers ``frame`` on ``iface`` (any thread)."""
         # atomic: attribute loads of ``closed`` and ``_running`` (stores in close()/start());
@@ -341,12 +348,12 @@ class Host:
         self._threads.append(thread)
         thread.start()
 
-    def _rx_worker(self, rxq: queue.SimpleQueue[object]) -> None:
+    def _rx_worker(self, rxq: queue.SimpleQueue[RxItem]) -> None:
         while True:
             item = rxq.get()
-            if item is _STOP:
+            if item is None:
                 return
-            iface, frame = item  # type: ignore[misc]
+            iface, frame = item
             self._rx_one(iface, frame)
 
     def _timer_worker(self) -> None:
@@ -369,7 +376,7 @@ class Host:
         if self._running:
             self._stopping.set()
             for rxq in self._rx_queues:
-                rxq.put(_STOP)
+                rxq.put(None)
             self.timers.wake()
             for thread in self._threads:
                 if thread is not threading.current_thread():

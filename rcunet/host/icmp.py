@@ -1,11 +1,13 @@
 """The IP layer's control messages: ICMP and ICMPv6 input (echo, errors to the
 transports, path MTU), ICMP errors we send (rate-limited, RFC 1812 / RFC 4443 quotes),
-NDP (neighbour solicitation and advertisement) and IGMP/MLD membership reports.  A part
-of ``rcunet.host.ip.IpLayer`` (this mixin)."""
+NDP (neighbour solicitation and advertisement) and IGMP/MLD membership reports: ``Icmp``,
+a part ``rcunet.host.ip.IpLayer`` holds (``IpLayer.icmp``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from rcunet.core import neigh as nd
 from rcunet.host.interface import Interface, multicast_mac, solicited_node
@@ -14,20 +16,58 @@ from rcunet.wire.addr import ALL_NODES, ANY4, ANY6, LIMITED_BROADCAST, MLDV2_ROU
 from rcunet.wire.errors import WireError
 
 if TYPE_CHECKING:
-    from rcunet.host.ip import Delivery, Packet
+    from rcunet.host.host import Host
+    from rcunet.host.ip import Delivery, IpLayer, Packet
 
 ICMP_QUOTE_V4 = 576 - 20 - 8  # RFC 1812 §4.3.2.3: quote as much as fits in 576 bytes
 ICMP_QUOTE_V6 = 1280 - 40 - 8  # RFC 4443 §2.4(c)
 
 
-class IcmpMixin:
-    """``IpLayer``'s ICMP, NDP and membership reports."""
+#: ``Icmp.echo_listeners``' callables: (family, source address, the echo reply).
+EchoListener = Callable[[int, bytes, "icmpv4.Repr | icmpv6.Repr"], None]
 
-    host: Any
-    icmp_limit: Any
+
+class IcmpRateLimit:
+    """Token bucket on ICMP errors we send (Linux ``icmp_msgs_per_sec``/``burst``), so a
+    flood of bad packets cannot turn the Host into an amplifier."""
+
+    def __init__(self, per_sec: int = 1000, burst: int = 50) -> None:
+        self._lock = threading.Lock()
+        self._rate = per_sec
+        self._burst = burst
+        self._tokens = float(burst)
+        self._last = 0
+
+    def allow(self, now: int) -> bool:
+        with self._lock:
+            elapsed = (now - self._last) / 1e9
+            self._last = now
+            self._tokens = min(self._burst, self._tokens + elapsed * self._rate)
+            if self._tokens >= 1:
+                self._tokens -= 1
+                return True
+            return False
+
+
+class Icmp:
+    """The IP layer's ICMP, NDP and membership reports.  It sends through ``ip`` (routing,
+    neighbour tables, frames) and is called by it (errors to answer, neighbours to
+    solicit).
+
+    Concurrency: ``limit`` is internally locked; ``echo_listeners`` is appended to at
+    configuration time and copied before each walk; NDP input updates an interface's
+    neighbour table under its ``neigh_lock``; everything else is per packet."""
+
+    def __init__(self, host: Host, ip: IpLayer) -> None:
+        self.host = host
+        self.ip = ip
+        # the host's Counters.inc, bound once (as IpLayer binds it)
+        self._count: Callable[..., None] = host.counters.inc
+        self.limit = IcmpRateLimit()
+        self.echo_listeners: list[EchoListener] = []
 
     # -- ICMP ----------
-    def icmp4_input(self, info: Delivery, payload: memoryview) -> None:
+    def input4(self, info: Delivery, payload: memoryview) -> None:
         self._count("IcmpInMsgs")
         try:
             msg = icmpv4.Repr.parse(payload)
@@ -45,7 +85,7 @@ class IcmpMixin:
             reply = icmpv4.Repr.echo_reply(msg.ident, msg.seq, bytes(msg.data)).build()
             self._count("IcmpOutEchoReps")
             self._count("IcmpOutMsgs")
-            self.output(info.dst, info.src, ipv4.PROTO_ICMP, lambda s, d: reply)
+            self.ip.output(info.dst, info.src, ipv4.PROTO_ICMP, lambda s, d: reply)
         elif msg.type == icmpv4.ECHO_REPLY:
             self._count("IcmpInEchoReps")
             for listener in list(self.echo_listeners):
@@ -60,11 +100,11 @@ class IcmpMixin:
                 return
             if msg.type == icmpv4.DEST_UNREACHABLE and msg.code == icmpv4.FRAG_NEEDED:
                 self._pmtu_update(flow.dst, msg.next_mtu or 576)
-            handler = self.error_handlers.get(flow.protocol)
+            handler = self.ip.error_handlers.get(flow.protocol)
             if handler is not None:
                 handler(4, msg.type, msg.code, info.src, flow)
 
-    def icmp6_input(self, info: Delivery, payload: memoryview) -> None:
+    def input6(self, info: Delivery, payload: memoryview) -> None:
         self._count("Icmp6InMsgs")
         try:
             msg = icmpv6.Repr.parse(payload, info.src, info.dst)
@@ -85,8 +125,8 @@ class IcmpMixin:
             reply = icmpv6.Repr.echo_reply(msg.ident, msg.seq, bytes(msg.data))
             src = info.dst if not is_multicast(info.dst) else None
             self._count("Icmp6OutEchoReplies")
-            self.output(src, info.src, icmpv6.PROTOCOL,
-                        lambda s, d: reply.build(src=s, dst=d))  # type: ignore[return-value]
+            self.ip.output(src, info.src, icmpv6.PROTOCOL,
+                        lambda s, d: reply.build(src=s, dst=d))
         elif kind == icmpv6.ECHO_REPLY:
             self._count("Icmp6InEchoReplies")
             for listener in list(self.echo_listeners):
@@ -102,7 +142,7 @@ class IcmpMixin:
                 return
             if kind == icmpv6.PACKET_TOO_BIG:
                 self._pmtu_update(flow.dst, msg.mtu)
-            handler = self.error_handlers.get(flow.protocol)
+            handler = self.ip.error_handlers.get(flow.protocol)
             if handler is not None:
                 handler(6, kind, msg.code, info.src, flow)
         else:
@@ -112,7 +152,7 @@ class IcmpMixin:
         if self.host.pmtu.update(dst, mtu, self.host.now()) is not None:
             self.host.dst_cache.invalidate()
 
-    def send_icmp_error(self, offending: bytes | memoryview, family: int, kind: int, code: int,
+    def send_error(self, offending: bytes | memoryview, family: int, kind: int, code: int,
                         *, mtu: int = 0, pointer: int = 0) -> None:
         """Answer ``offending`` (a whole IP packet) with an ICMP error, unless RFC 1122
         §3.2.2 / RFC 4443 §2.4(e) forbid it (errors about errors, multicast, fragments)."""
@@ -138,7 +178,7 @@ class IcmpMixin:
                         return
         except WireError:
             return
-        if not self.icmp_limit.allow(self.host.now()):
+        if not self.limit.allow(self.host.now()):
             self._count("RcunetIcmpRateLimited")
             return
         if family == 4:
@@ -153,7 +193,7 @@ class IcmpMixin:
             self._count("IcmpOutDestUnreachs" if kind == icmpv4.DEST_UNREACHABLE
                         else "IcmpOutTimeExcds")
             body = message.build()
-            self.output(None, original.src, ipv4.PROTO_ICMP, lambda s, d: body)
+            self.ip.output(None, original.src, ipv4.PROTO_ICMP, lambda s, d: body)
         else:
             quoted = offending[:ICMP_QUOTE_V6]
             if kind == icmpv6.PACKET_TOO_BIG:
@@ -167,27 +207,27 @@ class IcmpMixin:
             self._count("Icmp6OutMsgs")
             self._count("Icmp6OutDestUnreachs" if kind == icmpv6.DEST_UNREACHABLE
                         else "Icmp6OutErrors")
-            self.output(None, original6.src, icmpv6.PROTOCOL,
-                        lambda s, d: message6.build(src=s, dst=d))  # type: ignore[return-value]
+            self.ip.output(None, original6.src, icmpv6.PROTOCOL,
+                        lambda s, d: message6.build(src=s, dst=d))
 
-    def _icmp_host_unreachable(self, packet: Packet) -> None:
+    def host_unreachable(self, packet: Packet) -> None:
         if isinstance(packet, tuple):  # gathered pieces that waited for resolution
             packet = b"".join(packet)
         if packet and packet[0] >> 4 == 4:
-            self.send_icmp_error(packet, 4, icmpv4.DEST_UNREACHABLE, icmpv4.HOST_UNREACHABLE)
+            self.send_error(packet, 4, icmpv4.DEST_UNREACHABLE, icmpv4.HOST_UNREACHABLE)
         else:
-            self.send_icmp_error(packet, 6, icmpv6.DEST_UNREACHABLE, icmpv6.ADDRESS_UNREACHABLE)
+            self.send_error(packet, 6, icmpv6.DEST_UNREACHABLE, icmpv6.ADDRESS_UNREACHABLE)
 
     def ping(self, dst: bytes, ident: int, seq: int, data: bytes = b"") -> int:
         """Send one echo request (ICMP or ICMPv6 by address family)."""
         if len(dst) == 4:
             body = icmpv4.Repr.echo_request(ident, seq, data).build()
             self._count("IcmpOutEchos")
-            return self.output(None, dst, ipv4.PROTO_ICMP, lambda s, d: body)
+            return self.ip.output(None, dst, ipv4.PROTO_ICMP, lambda s, d: body)
         request = icmpv6.Repr.echo_request(ident, seq, data)
         self._count("Icmp6OutEchos")
-        return self.output(None, dst, icmpv6.PROTOCOL,
-                           lambda s, d: request.build(src=s, dst=d))  # type: ignore[return-value]
+        return self.ip.output(None, dst, icmpv6.PROTOCOL,
+                           lambda s, d: request.build(src=s, dst=d))
 
     # -- NDP ----------
     def _ns_input(self, info: Delivery, msg: icmpv6.Repr) -> None:
@@ -201,7 +241,7 @@ class IcmpMixin:
         if lladdr is not None and info.src != ANY6:
             with iface.neigh_lock:
                 actions = iface.neigh6.solicitation_received(info.src, lladdr, self.host.now())
-                self._arm_neigh_locked(iface, 6)
+                self.ip.arm_neigh_locked(iface, 6)
         if iface.mac is None:
             return
         dst = ALL_NODES if info.src == ANY6 else info.src
@@ -210,7 +250,7 @@ class IcmpMixin:
             options=(icmpv6.TargetLinkAddr(iface.mac),))
         self._count("Icmp6OutNeighborAdvertisements")
         self._send_ndp(iface, msg.target, dst, advert, lladdr)
-        self._run_neigh_actions(iface, 6, actions)
+        self.ip.run_neigh_actions(iface, 6, actions)
 
     def _na_input(self, info: Delivery, msg: icmpv6.Repr) -> None:
         self._count("Icmp6InNeighborAdvertisements")
@@ -223,11 +263,11 @@ class IcmpMixin:
                 msg.target, lladdr, self.host.now(),
                 solicited=bool(msg.flags & icmpv6.NA_SOLICITED),
                 override=bool(msg.flags & icmpv6.NA_OVERRIDE))
-            self._arm_neigh_locked(iface, 6)
-        self._run_neigh_actions(iface, 6, actions)
+            self.ip.arm_neigh_locked(iface, 6)
+        self.ip.run_neigh_actions(iface, 6, actions)
 
-    def _send_ns(self, iface: Interface, target: bytes, lladdr: bytes | None) -> None:
-        src = self.select_source(iface, target)
+    def send_ns(self, iface: Interface, target: bytes, lladdr: bytes | None) -> None:
+        src = self.ip.select_source(iface, target)
         if src is None or iface.mac is None:
             return
         dst = target if lladdr is not None else solicited_node(target)
@@ -239,7 +279,7 @@ class IcmpMixin:
                   lladdr: bytes | None) -> None:
         body = msg.build(src=src, dst=dst)
         packet = ipv6.Repr(src, dst, icmpv6.PROTOCOL, body, hop_limit=255).build()
-        self._send_frame(iface, lladdr or multicast_mac(dst), ethernet.ETHERTYPE_IPV6, packet)
+        self.ip.send_frame(iface, lladdr or multicast_mac(dst), ethernet.ETHERTYPE_IPV6, packet)
 
     def join_solicited_node(self, iface: Interface, addr: bytes) -> None:
         group = solicited_node(addr)
@@ -255,19 +295,20 @@ class IcmpMixin:
             kind = igmp.V2_REPORT if joined else igmp.LEAVE_GROUP
             dst = group if joined else igmp.ALL_ROUTERS
             body = igmp.Repr(kind, group).build()
-            src = self.select_source(iface, dst) or ANY4
+            src = self.ip.select_source(iface, dst) or ANY4
             packet = ipv4.Repr(src, dst, igmp.PROTOCOL, body, ttl=1,
                                options=b"\x94\x04\x00\x00").build()  # Router Alert, RFC 2113
-            self._send_frame(iface, multicast_mac(dst), ethernet.ETHERTYPE_IPV4, packet)
+            self.ip.send_frame(iface, multicast_mac(dst), ethernet.ETHERTYPE_IPV4, packet)
             self._count("IgmpOutReports" if joined else "IgmpOutLeaves")
         else:
             mode = icmpv6.CHANGE_TO_EXCLUDE if joined else icmpv6.CHANGE_TO_INCLUDE
             report = icmpv6.Repr(icmpv6.MLDV2_REPORT, 0,
                                  records=(icmpv6.McastRecord(mode, group),))
-            src = self.select_source(iface, ALL_NODES) or ANY6
+            src = self.ip.select_source(iface, ALL_NODES) or ANY6
             body = report.build(src=src, dst=MLDV2_ROUTERS)
             hop_by_hop = ipv6.HopByHop(icmpv6.PROTOCOL, ((ipv6.OPT_ROUTER_ALERT, b"\x00\x00"),))
             packet6 = ipv6.Repr(src, MLDV2_ROUTERS, icmpv6.PROTOCOL, body, hop_limit=1,
                                 extensions=(hop_by_hop,)).build()
-            self._send_frame(iface, multicast_mac(MLDV2_ROUTERS), ethernet.ETHERTYPE_IPV6, packet6)
+            self.ip.send_frame(iface, multicast_mac(MLDV2_ROUTERS), ethernet.ETHERTYPE_IPV6,
+                               packet6)
             self._count("Icmp6OutMLDv2Reports")

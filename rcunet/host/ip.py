@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
 from rcunet.core import neigh as nd
@@ -25,12 +25,12 @@ from rcunet.core.ip.forward import (
 )
 from rcunet.core.ip.fragment import FragmentationNeeded, fragment_ipv4, fragment_ipv6
 from rcunet.core.ip.reassembly import Ipv4Reassembler, Ipv6Reassembler, ParameterProblem
-from rcunet.host.icmp import IcmpMixin
+from rcunet.host.icmp import Icmp
 from rcunet.host.interface import Interface, multicast_mac
 from rcunet.host.timers import Timer
 from rcunet.wire import arp, ethernet, icmpv4, icmpv6, igmp, ipv4, ipv6
 from rcunet.wire._common import Buffer, new_tuple
-from rcunet.wire.addr import (  # re-exported: the transports import them from here
+from rcunet.wire.addr import (
     ALL_NODES,
     ANY4,
     LIMITED_BROADCAST,
@@ -73,29 +73,7 @@ Handler = Callable[[Delivery, memoryview], None]
 ErrorHandler = Callable[[int, int, int, bytes, "icmpv4.QuotedFlow | icmpv6.QuotedFlow"], None]
 
 
-class IcmpRateLimit:
-    """Token bucket on ICMP errors we send (Linux ``icmp_msgs_per_sec``/``burst``), so a
-    flood of bad packets cannot turn the Host into an amplifier."""
-
-    def __init__(self, per_sec: int = 1000, burst: int = 50) -> None:
-        self._lock = threading.Lock()
-        self._rate = per_sec
-        self._burst = burst
-        self._tokens = float(burst)
-        self._last = 0
-
-    def allow(self, now: int) -> bool:
-        with self._lock:
-            elapsed = (now - self._last) / 1e9
-            self._last = now
-            self._tokens = min(self._burst, self._tokens + elapsed * self._rate)
-            if self._tokens >= 1:
-                self._tokens -= 1
-                return True
-            return False
-
-
-class IpLayer(IcmpMixin):
+class IpLayer:
     """Concurrency: reassemblers are guarded by ``_frag_lock``; the neighbour tables by
     their interface's ``neigh_lock``; the ident counter is an itertools.count (each
     ``next`` one atomic step); everything else is per packet."""
@@ -117,8 +95,7 @@ class IpLayer(IcmpMixin):
         # step (no lost or repeated value across threads), the low 16 bits go out
         self._idents = itertools.count((host.random_u32() & 0xFFFF) + 1)
         self._neigh_timers: dict[tuple[int, int], Timer] = {}  # guarded-by: neigh_lock
-        self.icmp_limit = IcmpRateLimit()
-        self.echo_listeners: list[Callable[[int, bytes, icmpv4.Repr | icmpv6.Repr], None]] = []
+        self.icmp = Icmp(host, self)
 
     # -- helpers ----------
     def flow_hash(self, iface: Interface, frame: bytes) -> int:
@@ -210,10 +187,10 @@ class IpLayer(IcmpMixin):
                 self._ip_input(iface, memoryview(frame)[ethernet.HEADER_LEN:],
                                link_multicast=link_multicast)
                 return
-        self._link_input_parsed(iface, frame)
+        self._link_input_parsed(iface, mac, frame)
 
-    def _link_input_parsed(self, iface: Interface, frame: bytes) -> None:
-        """Any Ethernet frame, through the codec."""
+    def _link_input_parsed(self, iface: Interface, mac: bytes, frame: bytes) -> None:
+        """Any Ethernet frame, through the codec; ``mac`` is ``iface``'s."""
         try:
             eth = ethernet.Repr.parse(frame)
         except WireError:
@@ -221,14 +198,15 @@ class IpLayer(IcmpMixin):
             return
         dst = eth.dst
         link_multicast = dst[0] & 1 == 1
-        if not link_multicast and dst != iface.mac:
+        if not link_multicast and dst != mac:
             self._count("RcunetEthOtherHost")  # PACKET_OTHERHOST: not for us
             return
         ethertype = eth.ethertype
         if ethertype == ethernet.ETHERTYPE_IPV4 or ethertype == ethernet.ETHERTYPE_IPV6:
-            self._ip_input(iface, eth.payload, link_multicast=link_multicast)
+            # a parsed frame's payload is a view of it already: memoryview() adds no copy
+            self._ip_input(iface, memoryview(eth.payload), link_multicast=link_multicast)
         elif ethertype == ethernet.ETHERTYPE_ARP:
-            self._arp_input(iface, eth)
+            self._arp_input(iface, mac, eth)
         else:
             self._count("RcunetEthUnknownType")
 
@@ -242,7 +220,7 @@ class IpLayer(IcmpMixin):
             self._ipv4_input(iface, data, link_multicast)
 
     # -- ARP ----------
-    def _arp_input(self, iface: Interface, eth: ethernet.Repr) -> None:
+    def _arp_input(self, iface: Interface, mac: bytes, eth: ethernet.Repr) -> None:
         try:
             msg = arp.Repr.parse(eth.payload)
         except WireError:
@@ -260,26 +238,28 @@ class IpLayer(IcmpMixin):
                     msg.sender_ip, msg.sender_mac, now,
                     reply_to_us=msg.operation == arp.REPLY and target_is_ours,
                     gratuitous=gratuitous))
-            self._arm_neigh_locked(iface, 4)
+            self.arm_neigh_locked(iface, 4)
         if target_is_ours and msg.operation == arp.REQUEST:
-            reply = arp.Repr(arp.REPLY, iface.mac, msg.target_ip, msg.sender_mac,
+            reply = arp.Repr(arp.REPLY, mac, msg.target_ip, msg.sender_mac,
                              msg.sender_ip)
-            self._send_frame(iface, msg.sender_mac, ethernet.ETHERTYPE_ARP, reply.build())
+            self.send_frame(iface, msg.sender_mac, ethernet.ETHERTYPE_ARP, reply.build())
             self._count("RcunetArpOutReplies")
-        self._run_neigh_actions(iface, 4, actions)
+        self.run_neigh_actions(iface, 4, actions)
 
     def _send_arp_request(self, iface: Interface, target: bytes, lladdr: bytes | None) -> None:
+        mac = iface.mac
+        assert mac is not None, "neighbours are resolved on Ethernet interfaces only"
         src = self.select_source(iface, target) or ANY4
-        request = arp.Repr(arp.REQUEST, iface.mac, src, bytes(6), target)
-        self._send_frame(iface, lladdr or ethernet.BROADCAST, ethernet.ETHERTYPE_ARP,
-                         request.build())
+        request = arp.Repr(arp.REQUEST, mac, src, bytes(6), target)
+        self.send_frame(iface, lladdr or ethernet.BROADCAST, ethernet.ETHERTYPE_ARP,
+                        request.build())
         self._count("RcunetArpOutRequests")
 
     # -- neighbours ----------
     def _neigh_table(self, iface: Interface, family: int) -> nd.NeighbourTable:
         return iface.neigh4 if family == 4 else iface.neigh6
 
-    def _arm_neigh_locked(self, iface: Interface, family: int) -> None:
+    def arm_neigh_locked(self, iface: Interface, family: int) -> None:
         """Schedule the table's next deadline.  Caller holds ``iface.neigh_lock``."""
         deadline = self._neigh_table(iface, family).next_deadline()
         if deadline is None:
@@ -297,25 +277,26 @@ class IpLayer(IcmpMixin):
         with iface.neigh_lock:
             self._neigh_timers.pop((iface.ifindex, family), None)
             actions = self._neigh_table(iface, family).poll(now)
-            self._arm_neigh_locked(iface, family)
-        self._run_neigh_actions(iface, family, actions)
+            self.arm_neigh_locked(iface, family)
+        self.run_neigh_actions(iface, family, actions)
 
-    def _run_neigh_actions(self, iface: Interface, family: int, actions: object) -> None:
+    def run_neigh_actions(self, iface: Interface, family: int,
+                          actions: Iterable[nd.Action]) -> None:
         """Carry out neighbour actions with no lock held."""
         for action in actions:
             if isinstance(action, nd.Solicit):
                 if family == 4:
                     self._send_arp_request(iface, action.addr, action.lladdr)
                 else:
-                    self._send_ns(iface, action.addr, action.lladdr)
+                    self.icmp.send_ns(iface, action.addr, action.lladdr)
             elif isinstance(action, nd.Transmit):
                 ethertype = ethernet.ETHERTYPE_IPV4 if family == 4 else ethernet.ETHERTYPE_IPV6
                 for packet in action.packets:
-                    self._send_frame(iface, action.lladdr, ethertype, packet)
+                    self.send_frame(iface, action.lladdr, ethertype, packet)
             elif isinstance(action, nd.Unreachable):
                 for packet in action.packets:
                     self._count("RcunetNeighUnreachable")
-                    self._icmp_host_unreachable(packet)
+                    self.icmp.host_unreachable(packet)
             elif isinstance(action, nd.Discard):
                 self.host.counters.inc("RcunetNeighDiscards", len(action.packets))
 
@@ -325,40 +306,43 @@ class IpLayer(IcmpMixin):
         if len(next_hop) == 4:
             family, ethertype, table = 4, ethernet.ETHERTYPE_IPV4, iface.neigh4
             if is_multicast4(next_hop):
-                self._send_frame(iface, multicast_mac(next_hop), ethertype, packet)
+                self.send_frame(iface, multicast_mac(next_hop), ethertype, packet)
                 return
             if _broadcast_on(iface, next_hop):
-                self._send_frame(iface, ethernet.BROADCAST, ethertype, packet)
+                self.send_frame(iface, ethernet.BROADCAST, ethertype, packet)
                 return
         else:
             family, ethertype, table = 6, ethernet.ETHERTYPE_IPV6, iface.neigh6
             if next_hop[0] == 0xFF:
-                self._send_frame(iface, multicast_mac(next_hop), ethertype, packet)
+                self.send_frame(iface, multicast_mac(next_hop), ethertype, packet)
                 return
         now = self.host.clock.now()
         # neigh_output: an entry whose sending changes no state gives its address with no
         # lock (NeighbourTable.lladdr_rcu); anything else goes through resolve, locked
         lladdr = table.lladdr_rcu(next_hop, now)
         if lladdr is not None:
-            self._send_frame(iface, lladdr, ethertype, packet)
+            self.send_frame(iface, lladdr, ethertype, packet)
             return
         size = sum(map(len, packet)) if isinstance(packet, tuple) else len(packet)
         with iface.neigh_lock:
             lladdr, actions = table.resolve(next_hop, now, packet, size)
             if actions:
-                self._arm_neigh_locked(iface, family)
+                self.arm_neigh_locked(iface, family)
         if lladdr is not None:
-            self._send_frame(iface, lladdr, ethertype, packet)
+            self.send_frame(iface, lladdr, ethertype, packet)
         if actions:
-            self._run_neigh_actions(iface, family, actions)
+            self.run_neigh_actions(iface, family, actions)
 
-    def _send_frame(self, iface: Interface, dst_mac: bytes, ethertype: int,
-                    payload: Packet) -> None:
+    def send_frame(self, iface: Interface, dst_mac: bytes, ethertype: int,
+                   payload: Packet) -> None:
+        """``payload`` in an Ethernet frame from ``iface`` (an Ethernet interface)."""
+        mac = iface.mac
+        assert mac is not None, "frames go out on Ethernet interfaces only"
         if isinstance(payload, tuple):  # gathered: the frame is made by one join
-            header = ethernet.build_untagged_header(dst_mac, iface.mac, ethertype)
+            header = ethernet.build_untagged_header(dst_mac, mac, ethertype)
             iface.transmit(b"".join((header, *payload)))
             return
-        frame = ethernet.Repr(dst_mac, iface.mac, ethertype, payload).build()
+        frame = ethernet.Repr(dst_mac, mac, ethertype, payload).build()
         iface.transmit(frame)
 
     # -- IPv4 input ----------
@@ -416,19 +400,19 @@ class IpLayer(IcmpMixin):
                       packet.payload, data)
 
     def _deliver(self, iface: Interface, family: int, src: bytes, dst: bytes, protocol: int,
-                 ttl: int, to_multicast: bool, payload: memoryview | bytes,
+                 ttl: int, to_multicast: bool, payload: Buffer,
                  raw: bytes | memoryview) -> None:
         handler = self.handler_for(family, protocol)
         if handler is None:
             if family == 4:
                 self._count("IpInUnknownProtos")
                 if not to_multicast:
-                    self.send_icmp_error(raw, 4, icmpv4.DEST_UNREACHABLE,
+                    self.icmp.send_error(raw, 4, icmpv4.DEST_UNREACHABLE,
                                          icmpv4.PROTOCOL_UNREACHABLE)
             else:
                 self._count("Ip6InUnknownProtos")
                 if not to_multicast:
-                    self.send_icmp_error(raw, 6, icmpv6.PARAMETER_PROBLEM,
+                    self.icmp.send_error(raw, 6, icmpv6.PARAMETER_PROBLEM,
                                          icmpv6.UNRECOGNIZED_NEXT_HEADER, pointer=6)
             return
         self.host.counters.inc("IpInDelivers" if family == 4 else "Ip6InDelivers")
@@ -458,10 +442,10 @@ class IpLayer(IcmpMixin):
             events6 = self.reasm6.expire(now)
             self._arm_reasm_locked()
         for event in events4:
-            self.send_icmp_error(event.first.build(), 4, icmpv4.TIME_EXCEEDED,
+            self.icmp.send_error(event.first.build(), 4, icmpv4.TIME_EXCEEDED,
                                  icmpv4.REASSEMBLY_TIME_EXCEEDED)
         for event in events6:
-            self.send_icmp_error(event.first.build(), 6, icmpv6.TIME_EXCEEDED,
+            self.icmp.send_error(event.first.build(), 6, icmpv6.TIME_EXCEEDED,
                                  icmpv6.REASSEMBLY_TIME_EXCEEDED)
 
     def reassembly_counters(self) -> dict[str, int]:
@@ -483,18 +467,18 @@ class IpLayer(IcmpMixin):
         dst_entry = self.host.dst_cache.lookup(packet.dst)
         if dst_entry is None:
             self._count("IpOutNoRoutes")
-            self.send_icmp_error(bytes(raw), 4, icmpv4.DEST_UNREACHABLE, icmpv4.NET_UNREACHABLE)
+            self.icmp.send_error(bytes(raw), 4, icmpv4.DEST_UNREACHABLE, icmpv4.NET_UNREACHABLE)
             return
         try:
             out = dst_entry.use()
             pieces = forward_ipv4(packet, out.mtu)
             if isinstance(pieces, HopLimitExceeded):
                 self._count("IpInHdrErrors")
-                self.send_icmp_error(bytes(raw), 4, icmpv4.TIME_EXCEEDED, icmpv4.TTL_EXCEEDED)
+                self.icmp.send_error(bytes(raw), 4, icmpv4.TIME_EXCEEDED, icmpv4.TTL_EXCEEDED)
                 return
             if isinstance(pieces, FragmentationNeeded):
                 self._count("IpFragFails")
-                self.send_icmp_error(bytes(raw), 4, icmpv4.DEST_UNREACHABLE,
+                self.icmp.send_error(bytes(raw), 4, icmpv4.DEST_UNREACHABLE,
                                      icmpv4.FRAG_NEEDED, mtu=out.mtu)
                 return
             if len(pieces) > 1:
@@ -514,7 +498,7 @@ class IpLayer(IcmpMixin):
         dst_entry = self.host.dst_cache.lookup(packet.dst)
         if dst_entry is None:
             self._count("Ip6OutNoRoutes")
-            self.send_icmp_error(bytes(raw), 6, icmpv6.DEST_UNREACHABLE, icmpv6.NO_ROUTE)
+            self.icmp.send_error(bytes(raw), 6, icmpv6.DEST_UNREACHABLE, icmpv6.NO_ROUTE)
             return
         try:
             out = dst_entry.use()
@@ -522,17 +506,17 @@ class IpLayer(IcmpMixin):
             if isinstance(forwarded, BeyondScope):
                 self._count("Ip6InAddrErrors")
                 if forwarded.answer:  # a link-local source: ICMPV6_NOT_NEIGHBOUR
-                    self.send_icmp_error(bytes(raw), 6, icmpv6.DEST_UNREACHABLE,
+                    self.icmp.send_error(bytes(raw), 6, icmpv6.DEST_UNREACHABLE,
                                          icmpv6.BEYOND_SCOPE)
                 return
             if isinstance(forwarded, HopLimitExceeded):
                 self._count("Ip6InHdrErrors")
-                self.send_icmp_error(bytes(raw), 6, icmpv6.TIME_EXCEEDED,
+                self.icmp.send_error(bytes(raw), 6, icmpv6.TIME_EXCEEDED,
                                      icmpv6.HOP_LIMIT_EXCEEDED)
                 return
             if isinstance(forwarded, PacketTooBig):
                 self._count("Ip6InTooBigErrors")
-                self.send_icmp_error(bytes(raw), 6, icmpv6.PACKET_TOO_BIG, 0, mtu=out.mtu)
+                self.icmp.send_error(bytes(raw), 6, icmpv6.PACKET_TOO_BIG, 0, mtu=out.mtu)
                 return
             self._count("Ip6OutForwDatagrams")
             self._link_output(out.iface, out.next_hop, forwarded.build())
@@ -563,7 +547,7 @@ class IpLayer(IcmpMixin):
             if result is None:
                 return
             if isinstance(result, ParameterProblem):
-                self.send_icmp_error(result.packet.build(), 6, icmpv6.PARAMETER_PROBLEM, 0,
+                self.icmp.send_error(result.packet.build(), 6, icmpv6.PARAMETER_PROBLEM, 0,
                                      pointer=result.pointer)
                 return
             packet = result
@@ -729,10 +713,11 @@ class IpLayer(IcmpMixin):
             if ipv4.HEADER_LEN + len(payload) <= mtu:  # no options: buffer_len()
                 self._link_output(iface, next_hop, packet.build())
                 return 0
-            pieces = fragment_ipv4(packet, mtu)
-            if isinstance(pieces, FragmentationNeeded):
+            fragments = fragment_ipv4(packet, mtu)
+            if isinstance(fragments, FragmentationNeeded):
                 self._count("IpFragFails")
                 return 90  # EMSGSIZE
+            pieces: list[ipv4.Repr] | list[ipv6.Repr] = fragments
             self._count("IpFragOKs")
             self.host.counters.inc("IpFragCreates", len(pieces))
         else:
@@ -743,7 +728,7 @@ class IpLayer(IcmpMixin):
                 return 0
             if dont_fragment:
                 return 90
-            pieces = fragment_ipv6(packet6, mtu, self.host.random_u32())  # type: ignore[assignment]
+            pieces = fragment_ipv6(packet6, mtu, self.host.random_u32())
             self._count("Ip6FragOKs")
             self.host.counters.inc("Ip6FragCreates", len(pieces))
         for piece in pieces:

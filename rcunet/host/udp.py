@@ -15,7 +15,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from rcunet.host.ip import Delivery, is_multicast
+from rcunet.host.ip import Delivery
 from rcunet.host.timers import Timer
 from rcunet.host.udp_cmsg import RecvInfo, SendControl
 from rcunet.host.udp_sock import UdpSock
@@ -24,7 +24,7 @@ from rcunet.tables.udp import UdpTable
 from rcunet.tables.udp_entry import UdpEntry
 from rcunet.tables.udp_mcast import mcast_deliver
 from rcunet.wire import icmpv4, icmpv6, udp
-from rcunet.wire.addr import is_any
+from rcunet.wire.addr import is_any, is_multicast
 from rcunet.wire.errors import WireError
 
 if TYPE_CHECKING:
@@ -50,8 +50,8 @@ class UdpLayer:
         #: The delivery callback, bound once (not once per datagram).
         self._deliver = self._deliver_one
         host.ip.handlers[udp.PROTOCOL] = self.input
-        host.ip.handlers[1] = host.ip.icmp4_input
-        host.ip.handlers[(6 << 8) | 58] = host.ip.icmp6_input
+        host.ip.handlers[1] = host.ip.icmp.input4
+        host.ip.handlers[(6 << 8) | 58] = host.ip.icmp.input6
         host.ip.error_handlers[udp.PROTOCOL] = self.icmp_error
 
     def _count(self, name: str, family: int) -> None:
@@ -79,7 +79,7 @@ class UdpLayer:
                 for ifindex in list(per_interface):
                     iface = self._leave_group_locked(sk, group, ifindex)
                     if iface is not None:
-                        self.host.ip.report_membership(iface, group, False)
+                        self.host.ip.icmp.report_membership(iface, group, False)
             self.table.close(sk)  # unhash + drop the owner's reference
         sk.wake_all()
         with self._sockets_lock:
@@ -124,14 +124,14 @@ class UdpLayer:
             sk.join_group(group, ifindex)
             first = iface.join_group(group)
         if first:
-            self.host.ip.report_membership(iface, group, True)
+            self.host.ip.icmp.report_membership(iface, group, True)
 
     def leave_group(self, sk: UdpSock, group: bytes, ifindex: int) -> None:
         """IP_DROP_MEMBERSHIP, under the socket lock (see ``join_group``)."""
         with sk.lock:
             iface = self._leave_group_locked(sk, group, ifindex)
         if iface is not None:
-            self.host.ip.report_membership(iface, group, False)
+            self.host.ip.icmp.report_membership(iface, group, False)
 
     def _leave_group_locked(self, sk: UdpSock, group: bytes, ifindex: int) -> Interface | None:
         """Drop one membership (caller holds ``sk.lock``); returns the interface whose
@@ -206,11 +206,11 @@ class UdpLayer:
     def _port_unreachable(self, info: Delivery) -> None:
         if len(info.src) == 4:
             self._count("UdpNoPorts", 4)
-            self.host.ip.send_icmp_error(info.packet, 4, icmpv4.DEST_UNREACHABLE,
+            self.host.ip.icmp.send_error(info.packet, 4, icmpv4.DEST_UNREACHABLE,
                                          icmpv4.PORT_UNREACHABLE)
         else:
             self._count("UdpNoPorts", 6)
-            self.host.ip.send_icmp_error(info.packet, 6, icmpv6.DEST_UNREACHABLE,
+            self.host.ip.icmp.send_error(info.packet, 6, icmpv6.DEST_UNREACHABLE,
                                          icmpv6.PORT_UNREACHABLE)
 
     def _deliver_one(self, sk: UdpEntry, datagram: object) -> None:

@@ -32,20 +32,20 @@ def _rcunet_pings(peer: Peer, version: int) -> None:
             if len(replies) == PING_COUNT:
                 done.set()
 
-    peer.host.ip.echo_listeners.append(listener)
+    peer.host.ip.icmp.echo_listeners.append(listener)
     import ipaddress
 
     dst = ipaddress.ip_address(peer.kernel[version]).packed
     payloads = {seq: bytes([seq]) * (56 + seq) for seq in range(1, PING_COUNT + 1)}
     for seq, data in payloads.items():
         # the first request may wait for ARP/ND; keep sending until the kernel answers
-        assert peer.host.ip.ping(dst, ident, seq, data) == 0
+        assert peer.host.ip.icmp.ping(dst, ident, seq, data) == 0
     for _ in range(20):
         if done.wait(0.25):
             break
         for seq, data in payloads.items():
             if seq not in replies:
-                peer.host.ip.ping(dst, ident, seq, data)
+                peer.host.ip.icmp.ping(dst, ident, seq, data)
     assert replies == payloads  # the kernel echoed every payload unchanged
 
 
