@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from collections.abc import Mapping
 
 from rcunet import __version__
 from rcunet import build as _build
@@ -37,7 +38,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 CURRENT_ARGV: list[str] = []
 
 
-def chosen_after(word: str, names: dict[str, object]) -> str | None:
+def chosen_after(word: str, names: Mapping[str, object]) -> str | None:
     """The first positional argument after ``word`` in ``CURRENT_ARGV``, if it is one of
     ``names`` (None: import every module, e.g. for ``--help``)."""
     argv = CURRENT_ARGV

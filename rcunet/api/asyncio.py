@@ -438,6 +438,7 @@ class RcunetDatagramTransport(asyncio.DatagramTransport):
             except OSError as exc:
                 self._protocol.error_received(exc)
                 return
+            assert address is not None  # a datagram socket's recvfrom names the sender
             self._protocol.datagram_received(data, address)
 
     def sendto(self, data: Any, addr: Any = None) -> None:

@@ -130,8 +130,9 @@ def socketpair(family: int | None = None, type: int = _pysocket.SOCK_STREAM,
     """AF_UNIX (the default) is the real one; AF_INET/AF_INET6 a connected pair over the
     host's loopback."""
     if family is None or family not in _INET:
-        return _REAL["socketpair"](_pysocket.AF_UNIX if family is None else family, type,
-                                   proto)
+        pair: tuple[Any, Any] = _REAL["socketpair"](
+            _pysocket.AF_UNIX if family is None else family, type, proto)
+        return pair
     loopback = "127.0.0.1" if family in (-1, _pysocket.AF_INET) else "::1"
     with Socket(_host(), family, type, proto) as listener:
         listener.bind((loopback, 0))

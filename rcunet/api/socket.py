@@ -127,12 +127,12 @@ def _timeout_value(value: Any) -> float | None:
         return None
     if not isinstance(value, int | float):
         raise TypeError("Timeout value must be int, float or None")
-    value = float(value)
-    if value != value:
+    seconds = float(value)
+    if seconds != seconds:
         raise ValueError("Invalid value NaN (not a number)")
-    if value < 0:
+    if seconds < 0:
         raise ValueError("Timeout value out of range")
-    return value
+    return seconds
 
 
 class Socket:
@@ -250,9 +250,10 @@ class Socket:
     # CPython's own code: makefile() over socket.SocketIO, the io reference count that
     # defers close() until the last file object is closed, and sendfile by send().
     makefile = _RealSocket.makefile
-    _decref_socketios = _RealSocket._decref_socketios
-    _check_sendfile_params = _RealSocket._check_sendfile_params
-    _sendfile_use_send = _RealSocket._sendfile_use_send
+    # (private methods of CPython's socket.socket that typeshed does not declare)
+    _decref_socketios = _RealSocket._decref_socketios  # type: ignore[attr-defined]
+    _check_sendfile_params = _RealSocket._check_sendfile_params  # type: ignore[attr-defined]
+    _sendfile_use_send = _RealSocket._sendfile_use_send  # type: ignore[attr-defined]
 
     def _sendfile_use_sendfile(self, file: Any, offset: int = 0,
                                count: int | None = None) -> int:

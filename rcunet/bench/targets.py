@@ -350,7 +350,7 @@ def _resolve(opts: argparse.Namespace, make_socket: Any) -> tuple[int, str]:
     except socket.gaierror as exc:
         raise NeperError(f"cannot resolve {opts.host}: {exc.strerror}") from None
     family, _kind, _proto, _name, address = infos[0]
-    return family, address[0]
+    return family, str(address[0])  # an IPv4 or IPv6 socket address: its host is a str
 
 
 def _connect_control(opts: argparse.Namespace, make_socket: Any, family: int,

@@ -102,7 +102,7 @@ class Interface:
         self.neigh_lock = NEIGH_LOCK.new()
         self.neigh4 = NeighbourTable()  # guarded-by: neigh_lock
         self.neigh6 = NeighbourTable()  # guarded-by: neigh_lock
-        self._send: Callable[[bytes], None] | None = None
+        self._send: Callable[[bytes], object] | None = None
         self.up = True
         self.rx_frames = 0  # owner: diagnostics only (racy by design, not a counter)
 
@@ -153,7 +153,7 @@ class Interface:
         return [a for a in self.addresses if a.family == family]
 
     # -- link attachment ----------
-    def attach(self, send: Callable[[bytes], None]) -> None:
+    def attach(self, send: Callable[[bytes], object]) -> None:
         """Connect to a link: ``send(frame)`` puts a frame on the wire."""
         self._send = send
 

@@ -260,7 +260,7 @@ class Network:
                                    checksum_offload=endpoint.checksum_offload,
                                    inline_rx=inline_rx)
         iface.attach(endpoint.send)
-        endpoint.set_receiver(lambda frame, host=host, iface=iface: host.receive(iface, frame))
+        endpoint.set_receiver(host.receiver_for(iface))
         return iface
 
     # -- running -------------------------------------------------------------------------------

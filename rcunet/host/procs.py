@@ -55,6 +55,7 @@ import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
+from multiprocessing.context import ForkServerContext, SpawnContext
 from typing import Any
 
 from rcunet.host.busypoll import BusyPoller
@@ -65,10 +66,19 @@ from rcunet.wire.addr import is_link_local6
 
 START_METHODS = ("spawn", "forkserver")
 DEFAULT_START_METHOD = "spawn"
+
 #: How long ``join`` waits for an outcome after the child exited, and ``close`` for a
 #: child to end after stop() before it is killed.
 _EXIT_GRACE = 5.0
 _PR_SET_PDEATHSIG = 1
+
+
+def _context(start_method: str) -> SpawnContext | ForkServerContext:
+    """The multiprocessing context of a start method ``HostProcess`` accepted
+    (``START_METHODS``)."""
+    if start_method == "forkserver":
+        return multiprocessing.get_context("forkserver")
+    return multiprocessing.get_context("spawn")
 
 
 @dataclass
@@ -188,7 +198,7 @@ def _build_host(spec: HostSpec) -> tuple[Any, dict[str, Any]]:
                                    checksum_offload=endpoint.checksum_offload,
                                    inline_rx=ispec.inline_rx)
         iface.attach(endpoint.send)
-        endpoint.set_receiver(lambda frame, iface=iface: host.receive(iface, frame))
+        endpoint.set_receiver(host.receiver_for(iface))
         endpoint.around_batch = deferred_wakeups
         if ispec.busy_poll and ispec.inline_rx:
             host.busy_poller = BusyPoller(endpoint)
@@ -342,7 +352,7 @@ class HostProcess:
         """Start the child; it runs ``function(child, *args)`` with its Host (both
         picklable: a module-level function and plain arguments)."""
         self._check_not_started()
-        context = multiprocessing.get_context(self.start_method)
+        context = _context(self.start_method)
         parent_ctl, child_ctl = context.Pipe(duplex=True)
         process = context.Process(target=_child_main,
                                   args=(self.spec, child_ctl, function, args),

@@ -29,7 +29,7 @@ import struct
 from typing import TYPE_CHECKING, NamedTuple
 
 from rcunet.host.sockerr import oserror
-from rcunet.tables.entry import ANY4, ANY6
+from rcunet.wire.addr import ANY4, ANY6
 
 if TYPE_CHECKING:
     from rcunet.host.host import Host

@@ -82,7 +82,8 @@ ENDPOINT_COUNTERS = ("tx_packets", "tx_bytes", "tx_dropped", "rx_packets", "rx_b
                      "tx_carrier_errors", "receiver_errors", "wakeups", "doorbells",
                      "busy_claims")
 
-Receiver = Callable[[bytes], None]
+#: Takes each received frame; what it returns is ignored (an endpoint's send returns a bool).
+Receiver = Callable[[bytes], object]
 
 
 def max_frame(kind: str, mtu: int) -> int:
@@ -233,7 +234,8 @@ class _Ring:
         self._fence = threading.Lock()
 
     def _load(self, offset: int) -> int:
-        return _U64.unpack_from(self.map, self.base + offset)[0]
+        value: int = _U64.unpack_from(self.map, self.base + offset)[0]
+        return value
 
     def fence(self) -> None:
         with self._fence:  # a locked instruction: a full memory barrier on x86

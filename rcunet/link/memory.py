@@ -61,7 +61,8 @@ DEFAULT_BACKLOG = 1000
 DEFAULT_FDB_AGEING = 300 * 1_000_000_000
 DEFAULT_FDB_MAX = 8192
 
-Receiver = Callable[[bytes], None]
+#: Takes each received frame; what it returns is ignored (an endpoint's send returns a bool).
+Receiver = Callable[[bytes], object]
 _log = logging.getLogger(__name__)
 
 ENDPOINT_COUNTERS = ("rx_packets", "rx_bytes", "rx_dropped", "tx_packets", "tx_bytes",
