@@ -20,7 +20,9 @@ import rcunet
 from rcunet import build
 
 PACKAGE = pathlib.Path(rcunet.__file__).parent
-REPO = PACKAGE.parent
+#: The checkout the tests came from (its setup.py and pyproject.toml), also when rcunet
+#: itself is an installed copy.
+REPO = pathlib.Path(__file__).resolve().parent.parent
 EXTENSION = importlib.machinery.EXTENSION_SUFFIXES[0]
 
 #: Imports two hot-path modules and prints where each came from, the build, and the
@@ -162,3 +164,39 @@ def test_every_compiled_module_exists_and_is_type_checked_strictly():
         module = path[: -len(".py")].replace("/", ".")
         assert any(module == p or (p.endswith(".*") and module.startswith(p[:-1]))
                    for p in patterns), f"{module} is compiled but not under mypy strict"
+
+
+def _source_tree(tmp_path: pathlib.Path) -> pathlib.Path:
+    """What ``pip install .`` reads, copied (a build writes into its source tree)."""
+    tree = tmp_path / "src"
+    copy_package(tree)
+    for name in ("pyproject.toml", "setup.py", "build_backend.py", "README.md", "MANIFEST.in"):
+        shutil.copy2(REPO / name, tree / name)
+    return tree
+
+
+@pytest.mark.skipif(not (REPO / "setup.py").exists(), reason="installed without its setup.py")
+def test_an_install_without_a_c_compiler_is_pure_python_and_says_so(tmp_path):
+    """``CC=false pip install .``: setup.py finds no working compiler, installs every
+    module as source with no extension file, and ``rcunet --version`` names the pure
+    build.  (Without build isolation: this environment's setuptools and mypyc, so the
+    compiler probe is what decides.)"""
+    environ = {k: v for k, v in os.environ.items()
+               if k not in (build.PURE_ENV, "RCUNET_PURE_BUILD", "PYTHONPATH")}
+    environ.update(CC="false", PIP_DISABLE_PIP_VERSION_CHECK="1", PYTHONDONTWRITEBYTECODE="1")
+    target = tmp_path / "site"
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-v", "--no-deps", "--no-build-isolation",
+         "--no-index", "--target", str(target), str(_source_tree(tmp_path))],
+        cwd=tmp_path, env=environ, capture_output=True, text=True, timeout=600)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert "rcunet build: the C compiler does not work" in output, output
+    assert "installing pure Python" in output
+    installed = target / "rcunet"
+    assert (installed / "core" / "tcp" / "rto.py").is_file()
+    assert not list(installed.rglob(f"*{EXTENSION}"))
+    version = subprocess.run([sys.executable, "-m", "rcunet.cli", "--version"], cwd=tmp_path,
+                             env={**environ, "PYTHONPATH": str(target)},
+                             capture_output=True, text=True, timeout=120, check=True)
+    assert "pure Python (no compiled modules installed)" in version.stdout, version.stdout
