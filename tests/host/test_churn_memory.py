@@ -68,8 +68,10 @@ def test_connection_churn_leaves_no_per_connection_state() -> None:
                 assert len(service._threads) <= threading.active_count()
         tables = server.tcp.hashinfo.ehash
         # what remains is TIME_WAIT (60 s, bounded by tcp_max_tw_buckets), one entry and
-        # one timer each at most, never more than one per connection
-        assert len(tables) - tables.tw_count() == 0
+        # one timer each at most, never more than one per connection; the server's last
+        # connection leaves LAST_ACK only when a receive worker has taken the client's
+        # final ACK, which a loaded machine may not have done yet
+        assert network.run_until(lambda: len(tables) == tables.tw_count(), 10.0)
         assert tables.tw_count() <= CHURN + 1
         assert len(server.timers) <= tables.tw_count() + 8
     finally:
