@@ -92,6 +92,7 @@ class RcunetTransport(asyncio.Transport):
             self.close()
 
     def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        # (asyncio.Transport declares any BaseProtocol; a stream transport's is a Protocol)
         self._protocol = protocol  # type: ignore[assignment]
 
     def get_protocol(self) -> asyncio.BaseProtocol:
@@ -210,6 +211,7 @@ class RcunetTransport(asyncio.Transport):
             self._writing = False
             self._loop.remove_writer(self._fd)
         try:
+            # (typeshed says Exception; asyncio's own transports pass any BaseException)
             self._protocol.connection_lost(exc)  # type: ignore[arg-type]
         finally:
             self._sock.close()
@@ -355,7 +357,7 @@ class Server:
                          writer: asyncio.StreamWriter) -> None:
         """The server side of the handshake (StreamWriter.start_tls would take the
         client side: our protocol has no connected-callback), then the callback."""
-        protocol: Any = writer._protocol  # type: ignore[attr-defined]
+        protocol: Any = writer._protocol  # type: ignore[attr-defined]  # asyncio private
         assert self._ssl is not None
         try:
             tls_transport = await self._loop.start_tls(writer.transport, protocol, self._ssl,
@@ -363,7 +365,7 @@ class Server:
         except OSError:  # SSLError, ConnectionError and TimeoutError are OSErrors
             writer.transport.abort()  # a failed handshake ends this connection only
             return
-        writer._transport = tls_transport  # type: ignore[attr-defined]
+        writer._transport = tls_transport  # type: ignore[attr-defined]  # asyncio private
         protocol._replace_writer(writer)
         result = self._callback(reader, writer)
         if asyncio.iscoroutine(result):

@@ -173,6 +173,7 @@ class _Server:
 
     def _accept_loop(self) -> None:
         while True:
+            # (socket.socket._accept: CPython's private call that returns the bare fd)
             fd, _address = self.listener._accept()  # type: ignore[attr-defined]
             sock = _socket.socket(fileno=fd)
             threading.Thread(target=self._serve, args=(sock,), name="rcunet-fork-call",
@@ -381,7 +382,8 @@ class _Channel:
         return int(getattr(self._local, "fd", -1))
 
     def new_socket(self, family: int, type_: int) -> RemoteSock:
-        return self.request(("new", family, type_))  # type: ignore[no-any-return]
+        sock: RemoteSock = self.request(("new", family, type_))
+        return sock
 
 
 def _parent_gone() -> OSError:

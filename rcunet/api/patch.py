@@ -52,7 +52,8 @@ def current_host() -> Host | None:
     """The Host drop-in sockets are made on (None when not patched)."""
     own = getattr(_local, "hosts", None)
     if own:
-        return own[-1]  # type: ignore[no-any-return]
+        host: Host = own[-1]
+        return host
     stack = _hosts  # atomic: one load of the list, then one item load
     return stack[-1] if stack else None
 
@@ -71,6 +72,8 @@ class _SocketMeta(type):
         return isinstance(obj, Socket | _REAL_SOCKET)
 
 
+# (ignore: Socket and the real socket.socket define the same methods with other signatures;
+# Socket's come first in the MRO, which is the point)
 class socket(Socket, _REAL_SOCKET, metaclass=_SocketMeta):  # type: ignore[misc]  # noqa: N801
     """``socket.socket`` in drop-in mode: an rcunet Socket for the Internet families.
 

@@ -257,7 +257,7 @@ class Socket:
 
     def _sendfile_use_sendfile(self, file: Any, offset: int = 0,
                                count: int | None = None) -> int:
-        raise _pysocket._GiveupOnSendfile(  # type: ignore[attr-defined]
+        raise _pysocket._GiveupOnSendfile(  # type: ignore[attr-defined]  # CPython private
             "os.sendfile() cannot write to an rcunet socket")
 
     def sendfile(self, file: Any, offset: int = 0, count: int | None = None) -> int:
@@ -313,7 +313,8 @@ class Socket:
         try:
             number = fdtable.number_of(twin)
             subclass: Any = type(self)  # drop-in's socket.socket: (family, type, ...)
-            return subclass(self.family, self.type, self.proto, fileno=number)  # type: ignore[no-any-return]
+            made: Socket = subclass(self.family, self.type, self.proto, fileno=number)
+            return made
         except BaseException:
             fdtable.close(twin)
             raise
@@ -655,7 +656,8 @@ class Socket:
             if fixed is not None:
                 return struct.pack("i", fixed)[:buflen] if buflen is not None else fixed
         try:
-            return self._sk.getsockopt(level, optname, buflen)  # type: ignore[no-any-return]
+            value: int | bytes = self._sk.getsockopt(level, optname, buflen)
+            return value
         except OSError as exc:
             raise as_python_error(exc) from None
 

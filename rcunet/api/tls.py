@@ -243,6 +243,7 @@ class TlsSocket:
             sent += self.send(view[sent:], flags)
 
     def sendfile(self, file: Any, offset: int = 0, count: int | None = None) -> int:
+        # (ignores: private methods of CPython's socket.socket that typeshed does not declare)
         return int(_pysocket.socket._sendfile_use_send(self, file, offset,  # type: ignore[attr-defined]
                                                        count))
 
@@ -309,6 +310,7 @@ class TlsSocket:
         self._sock.close()
 
     makefile = _pysocket.socket.makefile
+    # (CPython private, not in typeshed)
     _decref_socketios = _pysocket.socket._decref_socketios  # type: ignore[attr-defined]
 
     def __enter__(self) -> TlsSocket:
@@ -379,6 +381,7 @@ def install_wrap_socket_hook() -> None:
     """``ssl.SSLContext.wrap_socket`` hands rcunet sockets to ``wrap_socket`` above and
     every other socket to the real method (idempotent)."""
     if ssl.SSLContext.wrap_socket is not _wrap_socket_hook:
+        # (replacing a method is this hook's whole purpose)
         ssl.SSLContext.wrap_socket = _wrap_socket_hook  # type: ignore[method-assign]
 
 

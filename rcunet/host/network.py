@@ -21,6 +21,7 @@ import ipaddress
 import itertools
 import time
 from collections.abc import Callable, Iterable
+from typing import TypedDict, Unpack
 
 from rcunet.host.busypoll import BusyPoller
 from rcunet.host.clock import MonotonicClock, VirtualClock
@@ -40,6 +41,16 @@ from rcunet.link.memory import KIND_ETHERNET, Endpoint, PointToPoint, Segment
 from rcunet.tuning import Tuning
 
 Link = PointToPoint | Segment
+
+
+class NetworkOptions(TypedDict, total=False):
+    """``Network()``'s keyword arguments, which the ready-made topologies pass on."""
+
+    threaded: bool
+    tuning: Tuning | None
+    seed: int
+    rx_queues: int
+    clock: VirtualClock | None
 
 
 class Network:
@@ -349,18 +360,18 @@ class Network:
 
     # -- ready-made topologies -----------------------------------------------------------------
     @classmethod
-    def two_hosts(cls, **kw: object) -> tuple[Network, Host, Host]:
+    def two_hosts(cls, **kw: Unpack[NetworkOptions]) -> tuple[Network, Host, Host]:
         """a (10.0.0.1/24, fd00::1/64) and b (10.0.0.2/24, fd00::2/64) on one Ethernet
         link; ``kw`` goes to ``Network()``."""
-        net = cls(**kw)  # type: ignore[arg-type]
+        net = cls(**kw)
         a, b = net.host("a"), net.host("b")
         net.link(a, b, ["10.0.0.1/24", "fd00::1/64"], ["10.0.0.2/24", "fd00::2/64"])
         return net, a, b
 
     @classmethod
-    def routed(cls, **kw: object) -> tuple[Network, Host, Host, Host]:
+    def routed(cls, **kw: Unpack[NetworkOptions]) -> tuple[Network, Host, Host, Host]:
         """a (10.1.0.0/24) -- r -- b (10.2.0.0/24), default routes via r."""
-        net = cls(**kw)  # type: ignore[arg-type]
+        net = cls(**kw)
         a, r, b = net.host("a"), net.host("r", forwarding=True), net.host("b")
         net.link(a, r, ["10.1.0.2/24", "fd01::2/64"], ["10.1.0.1/24", "fd01::1/64"])
         net.link(r, b, ["10.2.0.1/24", "fd02::1/64"], ["10.2.0.2/24", "fd02::2/64"])
@@ -371,9 +382,9 @@ class Network:
         return net, a, r, b
 
     @classmethod
-    def star(cls, n: int, **kw: object) -> tuple[Network, list[Host], Segment]:
+    def star(cls, n: int, **kw: Unpack[NetworkOptions]) -> tuple[Network, list[Host], Segment]:
         """``n`` hosts on one Ethernet switch, 10.0.0.1..n/24 and fd00::1..n/64."""
-        net = cls(**kw)  # type: ignore[arg-type]
+        net = cls(**kw)
         segment = net.switch()
         hosts = []
         for index in range(1, n + 1):

@@ -86,6 +86,7 @@ class SocketLock:
         """Sleep until the owner releases the socket (``slock`` held)."""
         wait = self._wait
         if wait is None:
+            # (ignore: typeshed wants a threading lock; ours has the same acquire/release)
             wait = self._wait = threading.Condition(self.slock)  # type: ignore[arg-type]
         self.waiters += 1
         try:

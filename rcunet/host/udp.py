@@ -214,6 +214,7 @@ class UdpLayer:
                                          icmpv6.PORT_UNREACHABLE)
 
     def _deliver_one(self, sk: UdpEntry, datagram: object) -> None:
+        # (ignore: the tables hand back what input gave them, typed object: a Datagram)
         if isinstance(sk, UdpSock) and sk.enqueue(datagram):  # type: ignore[arg-type]
             self.host.counters.inc(_IN_DATAGRAMS[sk.family])
         else:

@@ -67,6 +67,7 @@ class UdpSock(UdpEntry):
         self.host = host
         self.lock = UDP_SOCK_LOCK.new()
         self.rq_lock = RECEIVE_QUEUE_LOCK.new()
+        # (ignore: typeshed wants a threading lock; ours has the same acquire/release)
         self.readable = threading.Condition(self.rq_lock)  # type: ignore[arg-type]
         # guarded-by: rq_lock (its contents; the deque object itself is never replaced)
         self.queue: deque[Datagram] = deque()

@@ -102,6 +102,7 @@ class Impairment:
     def __init__(self, config: ImpairmentConfig | None = None, *, ethernet: bool = True,
                  **settings: object) -> None:
         if config is None:
+            # (ignores: settings are ImpairmentConfig's fields by name, checked there)
             config = ImpairmentConfig(**settings)  # type: ignore[arg-type]
         elif settings:
             config = dataclasses.replace(config, **settings)  # type: ignore[arg-type]

@@ -39,7 +39,7 @@ class NamespaceError(OSError):
 
 def _pyroute2() -> Any:
     try:
-        import pyroute2  # type: ignore[import-untyped]
+        import pyroute2  # type: ignore[import-untyped]  # pyroute2 ships no type hints
     except ImportError:
         raise NamespaceError(errno.ENOPKG, "pyroute2 is not installed "
                              "(pip install pyroute2; it is an rcunet dependency)") from None

@@ -38,6 +38,7 @@ class RxBuffers:
             for size, capacity in SKB_CLASSES:
                 pool = BufferPool((self.host_id, serial, size), size, capacity)
                 pool.bind_owner_thread()
+                # (ignore: the list is generic, recycle(object); this pool's are Buffers)
                 self.deferred.register(pool.owner, pool.recycle)  # type: ignore[arg-type]
                 made.append(pool)
             pools = (made[0], made[1])
