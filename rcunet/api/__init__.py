@@ -6,6 +6,8 @@ from rcunet.api import tls as _tls  # noqa: F401  (see below)
 from rcunet.api.socket import Socket
 from rcunet.host.host import register_socket_factory
 
+__all__ = ["Socket", "host_socket"]
+
 register_socket_factory(Socket)  # Host.socket() makes these (the host never imports us)
 
 # ``ctx.wrap_socket(rcunet_socket)`` gives rcunet's TLS socket, patched or not (the real

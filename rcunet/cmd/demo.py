@@ -15,7 +15,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rcunet.api import host_socket
+    from rcunet.api import Socket, host_socket
     from rcunet.host.network import Network
     from rcunet.link.pcap import LINKTYPE_ETHERNET, PcapWriter
     from rcunet.wire.pretty import line
@@ -36,10 +36,10 @@ def run(args: argparse.Namespace) -> int:
         print(text)
 
     say("rcunet demo: client 10.1.0.2 / fd01::2 -- router -- server 10.2.0.2 / fd02::2\n")
-    echo4 = server.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    echo4 = Socket(server, socket.AF_INET, socket.SOCK_DGRAM)
     echo4.bind(("", 7))
     echo4.setblocking(False)
-    echo6 = server.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    echo6 = Socket(server, socket.AF_INET6, socket.SOCK_DGRAM)
     echo6.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
     echo6.bind(("", 7))
     echo6.setblocking(False)
@@ -59,13 +59,13 @@ def run(args: argparse.Namespace) -> int:
     for family, address, size in ((socket.AF_INET, "10.2.0.2", 64),
                                   (socket.AF_INET6, "fd02::2", 64),
                                   (socket.AF_INET, "10.2.0.2", 4000)):
-        sock = client.socket(family, socket.SOCK_DGRAM)
+        sock = Socket(client, family, socket.SOCK_DGRAM)
         sock.setblocking(False)
         payload = bytes(range(256)) * (size // 256) + bytes(size % 256)
         sock.sendto(payload, (address, 7))
         got: list[bytes] = []
 
-        def answered(sock: socket.socket = sock, got: list[bytes] = got) -> bool:
+        def answered(sock: Socket = sock, got: list[bytes] = got) -> bool:
             serve_echo()
             try:
                 got.append(sock.recv(65535))
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     net.run_until(lambda: len(pongs) == 2, timeout=5.0)
     say(f"ping 10.2.0.2 and fd02::2 -> {len(pongs)} of 2 replies")
 
-    closed = client.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    closed = Socket(client, socket.AF_INET, socket.SOCK_DGRAM)
     closed.setblocking(False)
     closed.connect(("10.2.0.2", 9999))
     closed.send(b"anyone?")

@@ -14,6 +14,10 @@ import json
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported when run, so the other commands never load the drill engine
+    from rcunet.drill.runner import Result
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -83,9 +87,9 @@ def run(args: argparse.Namespace) -> int:
     return 0 if counts["pass"] == len(results) else 1
 
 
-def table(results: list, families: tuple[int, ...], root: str | None) -> str:  # type: ignore[type-arg]
+def table(results: list[Result], families: tuple[int, ...], root: str | None) -> str:
     """Markdown: script | IPv4 | IPv6 | reason (the first non-pass message, one line)."""
-    rows: dict[str, dict[int, object]] = {}
+    rows: dict[str, dict[int, Result]] = {}
     for r in results:
         rows.setdefault(r.path, {})[r.family] = r
     head = "| script | " + " | ".join(f"IPv{f}" for f in families) + " | reason |"
@@ -96,41 +100,40 @@ def table(results: list, families: tuple[int, ...], root: str | None) -> str:  #
         # ksft_runner.sh runs it: the other family's cell is n/a, not a failure.
         for f in [f for f, r in by_family.items() if _pinned_out(r)]:
             del by_family[f]
-        cells = [by_family[f].status if f in by_family else "n/a" for f in families]  # type: ignore[attr-defined]
+        cells = [by_family[f].status if f in by_family else "n/a" for f in families]
         reason = ""
         for f in families:
-            r = by_family.get(f)
-            if r is not None and r.status != "pass":  # type: ignore[attr-defined]
-                first = r.message.split("\n")[0]  # type: ignore[attr-defined]
-                reason = f"line {r.line}: {first}".replace("|", "\\|")  # type: ignore[attr-defined]
+            run = by_family.get(f)
+            if run is not None and run.status != "pass":
+                first = run.message.split("\n")[0]
+                reason = f"line {run.line}: {first}".replace("|", "\\|")
                 break
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {reason} |")
     passed = sum(1 for by in rows.values()
-                 if by and all(r.status == "pass" for r in by.values()))  # type: ignore[attr-defined]
+                 if by and all(r.status == "pass" for r in by.values()))
     lines.append("")
     lines.append(f"{passed} of {len(rows)} scripts pass in every family run.")
     return "\n".join(lines)
 
 
-def _print(result: object, args: argparse.Namespace) -> None:
+def _print(r: Result, args: argparse.Namespace) -> None:
     if args.json or args.table:
         return
-    r = result  # a rcunet.drill.runner.Result
-    tag = {4: "ipv4", 6: "ipv6"}[r.family]  # type: ignore[attr-defined]
-    line = f"{r.status:<11} {tag} {r.path}"  # type: ignore[attr-defined]
-    if r.status != "pass":  # type: ignore[attr-defined]
-        first, *rest = r.message.split("\n")  # type: ignore[attr-defined]
-        line += f":{r.line}: {first}"  # type: ignore[attr-defined]
+    tag = {4: "ipv4", 6: "ipv6"}[r.family]
+    line = f"{r.status:<11} {tag} {r.path}"
+    if r.status != "pass":
+        first, *rest = r.message.split("\n")
+        line += f":{r.line}: {first}"
         for extra in rest:
             line += "\n" + " " * 12 + extra.strip()
     print(line)
     if args.verbose:
-        for text in r.exchange:  # type: ignore[attr-defined]
+        for text in r.exchange:
             print("    " + text)
     sys.stdout.flush()
 
 
-def _pinned_out(result: object) -> bool:
+def _pinned_out(result: Result) -> bool:
     """The run of a family the script's --ip_version excludes."""
-    return (getattr(result, "status", "") == "unsupported"
-            and getattr(result, "message", "").startswith("the script pins --ip_version"))
+    return (result.status == "unsupported"
+            and result.message.startswith("the script pins --ip_version"))

@@ -24,6 +24,7 @@ import threading
 import time
 from typing import Any
 
+from rcunet.api import Socket
 from rcunet.host.clock import MonotonicClock
 from rcunet.host.host import Host
 from rcunet.host.routecache import UseAfterFree
@@ -54,7 +55,7 @@ def make_host(mode: str) -> Host:
 
 def send_rate(mode: str, threads: int, duration: float) -> dict[str, Any]:
     host = make_host(mode)
-    sockets = [host.socket(socket.AF_INET, socket.SOCK_DGRAM) for _ in range(threads)]
+    sockets = [Socket(host, socket.AF_INET, socket.SOCK_DGRAM) for _ in range(threads)]
     counts = [0] * threads
     retries_before = 0
     start = threading.Barrier(threads + 1)
@@ -95,7 +96,7 @@ def route_churn(mode: str, threads: int, duration: float) -> dict[str, Any]:
     lock = threading.Lock()
 
     def sender() -> None:
-        sock = host.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock = Socket(host, socket.AF_INET, socket.SOCK_DGRAM)
         sent = unreachable = bad = 0
         while not stop.is_set():
             try:
@@ -117,7 +118,9 @@ def route_churn(mode: str, threads: int, duration: float) -> dict[str, Any]:
         current = route
         while not stop.is_set():
             host.remove_route(current)
-            host.remove_route(host.routes.lookup(bytes([10, 9, 1, 1])))  # the /16 too
+            wider = host.routes.lookup(bytes([10, 9, 1, 1]))  # the /16 too
+            assert wider is not None  # dummy0's connected /16, put back below each round
+            host.remove_route(wider)
             time.sleep(0.0005)
             current = host.add_route("10.9.1.0/24", dev="dummy0")
             host.add_route("10.9.0.0/16", dev="dummy0", src="10.9.0.1")

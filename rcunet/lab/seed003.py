@@ -35,7 +35,8 @@ import threading
 import time
 from typing import Any
 
-from rcunet.api import host_socket
+from rcunet.api import Socket, host_socket
+from rcunet.host.interface import Interface
 from rcunet.host.network import Network
 from rcunet.lab.common import (
     MODES,
@@ -63,6 +64,12 @@ PAYLOAD = bytes(range(256)) * 5 + bytes(120)  # 1400 bytes
 FANIN_RCVBUF = 1 << 22  # the fan-in's SO_RCVBUF and net.core.rmem_max
 
 
+def _mac_of(iface: Interface) -> bytes:
+    """The MAC address of an interface on one of the lab's Ethernet links."""
+    assert iface.mac is not None, f"{iface.name} is not on an Ethernet link"
+    return iface.mac
+
+
 def group_address(index: int) -> str:
     return f"239.1.{index >> 8}.{index & 0xFF}"
 
@@ -74,22 +81,22 @@ class Scenario:
         self.net = Network(tuning=tuning_for(mode))
         self.a, self.b = self.net.host("a"), self.net.host("b")
         self.net.link(self.a, self.b, "10.0.0.1/24", "10.0.0.2/24")
-        self.a.add_neighbour("eth0", "10.0.0.2", self.b.interface("eth0").mac)
-        self.b.add_neighbour("eth0", "10.0.0.1", self.a.interface("eth0").mac)
+        self.a.add_neighbour("eth0", "10.0.0.2", _mac_of(self.b.interface("eth0")))
+        self.b.add_neighbour("eth0", "10.0.0.1", _mac_of(self.a.interface("eth0")))
         ifindex = self.b.interface("eth0").ifindex
         self.fanout = fanout
         self.receivers = []
         self.groups = [FANOUT_GROUP] if fanout else [group_address(i) for i in range(n_sockets)]
         for index in range(n_sockets):
             group = FANOUT_GROUP if fanout else self.groups[index]
-            sock = self.b.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sock = Socket(self.b, socket.AF_INET, socket.SOCK_DGRAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind(("" if fanout else group, FANOUT_PORT if fanout else GROUPS_PORT))
             mreqn = socket.inet_aton(group) + bytes(4) + ifindex.to_bytes(4, "little")
             sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, mreqn)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
             self.receivers.append(sock)
-        self.tx = self.a.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.tx = Socket(self.a, socket.AF_INET, socket.SOCK_DGRAM)
         self.tx.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 0)
         self.port = FANOUT_PORT if fanout else GROUPS_PORT
         #: CPU time of the last batch's receive path (thread time: what other processes
@@ -147,16 +154,16 @@ class FanIn:
             a = self.net.host(f"a{index}")
             self.net.link(a, self.b, f"10.{index}.0.1/24", f"10.{index}.0.2/24", inline_rx=True)
             b_eth = self.b.interface(f"eth{index}")
-            a.add_neighbour("eth0", f"10.{index}.0.2", b_eth.mac)
-            self.b.add_neighbour(b_eth, f"10.{index}.0.1", a.interface("eth0").mac)
+            a.add_neighbour("eth0", f"10.{index}.0.2", _mac_of(b_eth))
+            self.b.add_neighbour(b_eth, f"10.{index}.0.1", _mac_of(a.interface("eth0")))
             ifindexes.append(b_eth.ifindex)
-            tx = a.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            tx = Socket(a, socket.AF_INET, socket.SOCK_DGRAM)
             tx.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 0)
             self.senders.append(tx)
         self.groups = [group_address(i) for i in range(n_sockets)]
         self.receivers = []
         for group in self.groups:
-            sock = self.b.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sock = Socket(self.b, socket.AF_INET, socket.SOCK_DGRAM)
             sock.bind((group, GROUPS_PORT))
             for ifindex in ifindexes:
                 mreqn = socket.inet_aton(group) + bytes(4) + ifindex.to_bytes(4, "little")
