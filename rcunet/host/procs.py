@@ -56,13 +56,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from multiprocessing.context import ForkServerContext, SpawnContext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rcunet.host.busypoll import BusyPoller
 from rcunet.host.wakeups import deferred as deferred_wakeups
 from rcunet.link.ipc import IpcEndpoint
 from rcunet.tuning import Tuning
 from rcunet.wire.addr import is_link_local6
+
+if TYPE_CHECKING:
+    from rcunet.host.host import Host
 
 START_METHODS = ("spawn", "forkserver")
 DEFAULT_START_METHOD = "spawn"
@@ -140,7 +143,7 @@ class Child:
     ``stopping`` are fed by the control thread.
     """
 
-    def __init__(self, host: Any, ctl: Connection) -> None:
+    def __init__(self, host: Host, ctl: Connection) -> None:
         self.host = host
         self.name: str = host.name
         self.stopping = threading.Event()
@@ -216,7 +219,7 @@ def _build_host(spec: HostSpec) -> tuple[Any, dict[str, Any]]:
 _ORPHAN_POLL = 0.01
 
 
-def _let_orphans_finish(host: Any, child: Child, endpoints: list[IpcEndpoint],
+def _let_orphans_finish(host: Host, child: Child, endpoints: list[IpcEndpoint],
                         linger: float) -> None:
     """Wait until no connection the function closed still has data or a FIN to deliver,
     ``linger`` seconds at most, until the parent's ``stop()``, or until every link is
