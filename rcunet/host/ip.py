@@ -74,7 +74,10 @@ ErrorHandler = Callable[[int, int, int, bytes, "icmpv4.QuotedFlow | icmpv6.Quote
 
 
 class IpLayer:
-    """Concurrency: reassemblers are guarded by ``_frag_lock``; the neighbour tables by
+    """The Host's link and IP layers; ICMP, NDP and membership reports are ``icmp``, an
+    ``rcunet.host.icmp.Icmp`` it holds.
+
+    Concurrency: reassemblers are guarded by ``_frag_lock``; the neighbour tables by
     their interface's ``neigh_lock``; the ident counter is an itertools.count (each
     ``next`` one atomic step); everything else is per packet."""
 
