@@ -42,7 +42,9 @@ from rcunet.sim.faults import (
     crossing_links,
     iface_host,
     interfaces_on,
+    isolate_on_switches,
     parse_scenario,
+    switch_ports,
 )
 from rcunet.sim.guard import GuardedSocketType
 from rcunet.sim.patches import Patches, SeededRandom, real_time, simulated
@@ -133,6 +135,7 @@ class Simulation:
         self._placed: list[Program] = []  # what spawn() placed (a restart runs it again)
         self._faults: list[Fault] = []  # scheduled, not yet handed to a timeline thread
         self._cut: list[Any] = []  # links a partition took down
+        self._sides: list[set[Host]] = []  # the partitions in force (switches split)
         self._crashed: set[Host] = set()
         self.closed = False
 
@@ -167,27 +170,36 @@ class Simulation:
         return fault
 
     def partition(self, side: set[Host] | list[Host], *, at: float) -> Fault:
-        """Cut ``side`` from the other Hosts: the point-to-point links between them
-        go down (both interfaces), until ``heal``."""
+        """Cut ``side`` from the other Hosts until ``heal``: the point-to-point links
+        between them go down (both interfaces), and every switch forwards only between
+        Hosts on one side (its ports split into VLANs)."""
         hosts = set(side)
         links = crossing_links(self, hosts)
+        ports = switch_ports(self)
 
         def cut() -> None:
             for link in links:
                 for iface in interfaces_on(self, link):
                     iface.up = False
                 self._cut.append(link)
+            self._sides.append(hosts)
+            isolate_on_switches(ports, self._sides)
 
         return self.at(at, cut, f"partition {' '.join(sorted(h.name for h in hosts))}")
 
     def heal(self, *, at: float) -> Fault:
-        """Every link a partition cut comes back up (a crashed Host's stay down)."""
+        """Every link a partition cut comes back up (a crashed Host's stay down), and
+        the switches forward between every port again."""
+        ports = switch_ports(self)
+
         def heal() -> None:
             for link in self._cut:
                 for iface in interfaces_on(self, link):
                     if iface_host(self, iface) not in self._crashed:
                         iface.up = True
             self._cut.clear()
+            self._sides.clear()
+            isolate_on_switches(ports, self._sides)
 
         return self.at(at, heal, "heal")
 
