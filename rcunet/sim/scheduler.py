@@ -31,6 +31,10 @@ real_monotonic = time.monotonic
 
 RUNNABLE, BLOCKED, DONE = "runnable", "blocked", "done"
 
+#: Real seconds the driver waits for its baton at a time: the most a Ctrl-C waits for
+#: its handler to run (``Scheduler._park``).
+DRIVER_SLICE = 0.05
+
 #: The scheduler of the running simulation (one per process at a time), None between
 #: runs.  Set and cleared by the patches' install/uninstall; read with one load.
 active: Scheduler | None = None
@@ -244,10 +248,17 @@ class Scheduler:
         nxt.baton.release()
 
     def _park(self, record: SimThread) -> None:
+        # Python runs a signal handler (Simulation's Ctrl-C) in the main thread only,
+        # between two bytecodes.  A SIGINT that lands while the main thread is on its way
+        # into a blocking acquire does not interrupt it (the C-level handler has already
+        # run), so the Python handler would wait for the baton, which never comes back
+        # to the driver of a run that never ends.  The driver (the main thread when run
+        # from it) therefore waits in slices, and a pending handler runs within one.
+        wait = DRIVER_SLICE if record.driver else -1
         while True:
             try:
-                record.baton.acquire()
-                break
+                if record.baton.acquire(timeout=wait):
+                    break
             except KeyboardInterrupt:  # Ctrl-C lands in the main thread, parked or not
                 self.fail(Interrupted("interrupted (Ctrl-C); the threads were at:\n"
                                       + self.describe_threads()))
