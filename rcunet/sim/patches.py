@@ -303,6 +303,10 @@ class Patches:
         self._saved: list[tuple[Any, str, Any, bool]] = []
         self._restore: list[Callable[[], object]] = []
 
+    def replace(self, owner: Any, name: str, value: Any) -> None:
+        """``owner.name = value`` for the run (put back by ``uninstall``)."""
+        self._set(owner, name, value)
+
     def _set(self, owner: Any, name: str, value: Any) -> None:
         had = name in vars(owner) if isinstance(owner, type) else hasattr(owner, name)
         self._saved.append((owner, name, getattr(owner, name, None), had))

@@ -24,7 +24,6 @@ A failure of the simulation itself (a deadlock, a busy loop, a refused call) rai
 from __future__ import annotations
 
 import signal
-import socket as _pysocket
 import sys
 import threading
 import time
@@ -32,6 +31,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from rcunet.api.socket import Socket
 from rcunet.host.host import Host
 from rcunet.host.network import Network
 from rcunet.link.impair import Impairment, ImpairmentConfig
@@ -46,7 +46,7 @@ from rcunet.sim.faults import (
     parse_scenario,
     switch_ports,
 )
-from rcunet.sim.guard import GuardedSocketType
+from rcunet.sim.guard import DestinationGuard
 from rcunet.sim.patches import Patches, SeededRandom, real_time, simulated
 from rcunet.sim.scheduler import DONE, Interrupted, Scheduler, SimThread, Stop
 from rcunet.sim.watchdog import Watchdog
@@ -128,8 +128,6 @@ class Simulation:
         self.sched = Scheduler(self.clock, seed, self._step, self.network.next_deadline)
         self._patches = Patches()
         self._watchdog = Watchdog(self.sched, cpu_bound, wall_bound, exit_on_hang)
-        self._guard: GuardedSocketType | None = None
-        self._saved_socket: Any = None
         self._saved_sigint: Any = None
         self.real_seconds = 0.0  # real time spent in run()
         self._placed: list[Program] = []  # what spawn() placed (a restart runs it again)
@@ -366,9 +364,9 @@ class Simulation:
         # takes them off in the reverse order.
         if self.network.hosts:
             patch.install(self.network.hosts[0], this_thread=True)
-            self._saved_socket = _pysocket.socket
-            _pysocket.socket = GuardedSocketType.for_network(self.network)  # type: ignore[misc]
         self._patches.install(self.sched, self._seeded)
+        for name, method in DestinationGuard(self.network).methods().items():
+            self._patches.replace(Socket, name, method)
         self.sched.adopt_driver()
         self._watchdog.start()
         if threading.current_thread() is threading.main_thread():
@@ -389,7 +387,5 @@ class Simulation:
             self._saved_sigint = None
         self._watchdog.stop()
         self._patches.uninstall()
-        if self._saved_socket is not None:
-            _pysocket.socket = self._saved_socket  # type: ignore[misc]
-            self._saved_socket = None
+        if self.network.hosts:
             patch.uninstall(self.network.hosts[0], this_thread=True)
