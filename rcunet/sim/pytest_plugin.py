@@ -58,8 +58,10 @@ def pytest_generate_tests(metafunc: Any) -> None:
 
 @pytest.fixture
 def rcunet_seed(request: Any) -> int:
-    """The seed of this run (1 for a test without the marker)."""
-    return int(getattr(request, "param", 1))
+    """The seed of this run: the marker's, else ``--rcunet-seed``, else 1 (a test that
+    gets the marker from a parameter, as tests/compat's simulated variants do)."""
+    forced = request.config.getoption("rcunet_seed")
+    return int(getattr(request, "param", 1 if forced is None else forced))
 
 
 @pytest.fixture
