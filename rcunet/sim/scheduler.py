@@ -23,6 +23,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from rcunet.sim.clock import SimClock
+
 #: The real primitives and clocks, captured before any patch is installed.
 real_allocate_lock = _thread.allocate_lock
 real_get_ident = _thread.get_ident
@@ -110,7 +112,7 @@ class Scheduler:
     ``step()`` processes everything the network has due now; ``next_deadline()`` is the
     network's earliest deadline (None: nothing pending)."""
 
-    def __init__(self, clock: Any, seed: int, step: Callable[[], object],
+    def __init__(self, clock: SimClock, seed: int, step: Callable[[], object],
                  next_deadline: Callable[[], int | None]) -> None:
         self.clock = clock
         self.rng = random.Random(seed)

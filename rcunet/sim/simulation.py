@@ -151,7 +151,7 @@ class Simulation:
         if self.closed:
             raise RuntimeError("the simulation is closed")
         program = Program(self, host, target, args,
-                          name or getattr(target, "__name__", "program"), daemon)
+                          name or str(getattr(target, "__name__", "program")), daemon)
         self.programs.append(program)
         self._placed.append(program)
         return program
