@@ -23,6 +23,8 @@ import pytest
 from rcunet.sim.simulation import Simulation
 
 MARKER = "rcunet_sim"
+#: The seed a test's ``sim`` fixture ran on (the failure report's).
+SEED = pytest.StashKey[int]()
 
 
 def pytest_addoption(parser: Any) -> None:
@@ -71,6 +73,7 @@ def sim(request: Any, rcunet_seed: int) -> Iterator[Simulation]:
 
     marker = request.node.get_closest_marker(MARKER)
     options = marker.kwargs if marker is not None else {}
+    request.node.stash[SEED] = rcunet_seed  # for the report, however the test got here
     simulation = Simulation(rcunet_seed)
     build_network(options.get("topology", "pair"), parse_impairment(options.get("impair", "")),
                   network=simulation.network)
@@ -104,7 +107,7 @@ def pytest_runtest_makereport(item: Any, call: Any) -> Generator[None, Any, None
     outcome = yield
     report = outcome.get_result()
     if report.failed and item.get_closest_marker(MARKER) is not None:
-        seed = item.funcargs.get("rcunet_seed") if hasattr(item, "funcargs") else None
+        seed = item.stash.get(SEED, None)
         if seed is not None:
             report.sections.append(("rcunet sim", replay_text(item, seed)))
 
@@ -113,7 +116,10 @@ def replay_text(item: Any, seed: int) -> str:
     """The seed and the command that replays it.  String hashes order sets and key
     rcunet's tables, so a byte-identical replay also needs this run's PYTHONHASHSEED:
     named when it was set, asked for when it was random."""
-    node = item.nodeid.split("[", 1)[0]
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    # seeds the marker made are in the test's id: the replay names the test without
+    # them (--rcunet-seed makes its one id); any other parameter stays
+    node = item.nodeid.split("[", 1)[0] if "rcunet_seed" in params else item.nodeid
     hash_seed = os.environ.get("PYTHONHASHSEED")
     prefix = f"PYTHONHASHSEED={hash_seed} " if hash_seed not in (None, "random") else ""
     text = (f"failed with seed {seed}; replay it with:\n"
