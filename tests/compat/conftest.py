@@ -14,6 +14,12 @@ A test that takes ``net`` runs twice, on one test body:
 
 ``@pytest.mark.real_time_only("why")`` keeps a test to ``[real]``, saying why it cannot
 be simulated (the simulation refuses fork and subprocesses, for example).
+
+The modules whose tests take no ``net`` are not simulated, by their subject:
+test_compat_fork.py forks (refused by the simulation); test_compat_run*.py,
+test_compat_diagnosis.py and the ``rcunet run`` test of test_compat_descriptors.py start
+``rcunet run`` as a child process, whose simulated counterpart, ``rcunet sim``, has its
+own tests in tests/sim.
 """
 
 from __future__ import annotations
