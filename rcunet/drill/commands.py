@@ -81,6 +81,15 @@ _TUNING: dict[str, tuple[str, str]] = {
     "net.ipv4.tcp_ecn_option_beacon": ("tcp_ecn_option_beacon", "int"),
     "net.ipv4.tcp_recovery": ("tcp_recovery", "int"),
     "net.ipv4.tcp_early_retrans": ("tcp_early_retrans", "int"),
+    "net.ipv4.tcp_rto_max_ms": ("tcp_rto_max_ms", "int"),
+    "net.ipv4.tcp_rto_min_us": ("tcp_rto_min_us", "int"),
+}
+
+#: Integer sysctls with Linux's proc_dointvec_minmax bounds: a value outside them is
+#: refused (EINVAL: sysctl fails and the setting stays).
+_BOUNDS: dict[str, tuple[int, int]] = {
+    "net.ipv4.tcp_rto_max_ms": (1000, 120000),  # TCP_RTO_MAX_MIN_SEC s .. TCP_RTO_MAX_SEC s
+    "net.ipv4.tcp_rto_min_us": (1, 0x7FFFFFFF),  # SYSCTL_ONE .. INT_MAX
 }
 
 #: Linux sysctls rcunet has no switch for, with the values whose behaviour it has (or
@@ -225,22 +234,24 @@ class Commands:
             key, sep, value = arg.partition("=")
             if not sep:
                 raise DrillUnsupported(line, f"sysctl read of {key}")
-            self.sysctl(line, key, value)
+            status = self.sysctl(line, key, value)
+            if status:
+                return status
         return 0
 
-    def sysctl(self, line: int, key: str, value: str) -> None:
+    def sysctl(self, line: int, key: str, value: str) -> int:
+        """Set one sysctl; its status: 0, or 1 when Linux would refuse the value."""
         key = key.replace("/", ".")
         value = " ".join(value.split())
         if key in _TUNING:
             field, kind = _TUNING[key]
-            self._set(line, key, field, kind, value)
-            return
+            return self._set(line, key, field, kind, value)
         allowed = _FIXED.get(key)
         if allowed is not None and (not allowed or value.lower() in allowed):
-            return
+            return 0
         raise DrillUnsupported(line, f"sysctl {key}={value} (rcunet has no such setting)")
 
-    def _set(self, line: int, key: str, field: str, kind: str, value: str) -> None:
+    def _set(self, line: int, key: str, field: str, kind: str, value: str) -> int:
         try:
             parsed: object
             if kind == "triple":
@@ -263,5 +274,10 @@ class Commands:
                 parsed = "reno" if value in ("reno", "newreno") else value
         except ValueError:
             raise DrillUnsupported(line, f"sysctl {key}={value}: bad value") from None
+        bounds = _BOUNDS.get(key)
+        if bounds is not None and isinstance(parsed, int) \
+                and not bounds[0] <= parsed <= bounds[1]:
+            return 1
         tuning = dataclasses.replace(self.host.tuning, **{field: parsed})
         self.host.set_tuning(tuning)
+        return 0

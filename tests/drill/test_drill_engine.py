@@ -232,3 +232,18 @@ def test_accecn_option_in_a_script(tail: str, status: str, words: str) -> None:
     result = _run(PASSIVE + tail)
     assert result[0] == status, result
     assert words in result[2]
+
+
+@pytest.mark.parametrize(("value", "status"), [
+    ("999", "fail"), ("120001", "fail"), ("1000", "pass"), ("120000", "pass")])
+def test_sysctl_out_of_its_bounds_fails_and_changes_nothing(value: str, status: str) -> None:
+    """proc_dointvec_minmax refuses net.ipv4.tcp_rto_max_ms outside 1000..120000 (the
+    sysctl command fails, the setting stays); ``a || b`` runs b after the refusal."""
+    opened = "+0 socket(..., SOCK_STREAM, IPPROTO_TCP) = 3\n"
+    result = _run(f"0 `sysctl -q net.ipv4.tcp_rto_max_ms={value}`\n" + opened)
+    assert result[0] == status, result
+    now = 3000 if status == "fail" else value
+    fallback = (f"0 `sysctl -q net.ipv4.tcp_rto_max_ms={value} || "
+                "sysctl -q net.ipv4.tcp_rto_max_ms=3000`\n" + opened
+                + f"+0 getsockopt(3, IPPROTO_TCP, TCP_RTO_MAX_MS, [{now}], [4]) = 0\n")
+    assert _run(fallback)[0] == "pass"
