@@ -247,3 +247,29 @@ def test_sysctl_out_of_its_bounds_fails_and_changes_nothing(value: str, status: 
                 "sysctl -q net.ipv4.tcp_rto_max_ms=3000`\n" + opened
                 + f"+0 getsockopt(3, IPPROTO_TCP, TCP_RTO_MAX_MS, [{now}], [4]) = 0\n")
     assert _run(fallback)[0] == "pass"
+
+
+_MD5 = "<nop,nop,md5 00000000000000000000000000000000>"
+_KEYED = """0 socket(..., SOCK_STREAM, IPPROTO_TCP) = 3
++0 setsockopt(3, IPPROTO_TCP, TCP_MD5SIG, {tcpm_key="one"}, 216) = 0
++0 bind(3, ..., ...) = 0
++0 listen(3, 1) = 0
++0 < S 0:0(0) win 65535 <nop,nop,md5 00000000000000000000000000000000,mss 1000>
++0 > S. 0:0(0) ack 1 <nop,nop,md5 00000000000000000000000000000000,mss 1460>
++.1 < . 1:1(0) ack 1 win 257 <nop,nop,md5 00000000000000000000000000000000>
++0 accept(3, ..., ...) = 4
+"""
+
+
+@pytest.mark.parametrize(("rekey", "status"), [("one", "pass"), ("two", "fail")])
+def test_md5_digests_are_made_and_checked_under_the_scripts_key(rekey: str,
+                                                                 status: str) -> None:
+    """The engine signs what it injects with the key a socket of the script holds and
+    checks the digest of what the Host sends: once the listener's key differs from the
+    one its child copied, the child's segments no longer check out."""
+    tail = (f'+0 setsockopt(3, IPPROTO_TCP, TCP_MD5SIG, {{tcpm_key="{rekey}"}}, 216) = 0\n'
+            f"+0 write(4, ..., 10) = 10\n+0 > P. 1:11(10) ack 1 {_MD5}\n")
+    result = _run(_KEYED + tail)
+    assert result[0] == status, result
+    if status == "fail":
+        assert "MD5 digest" in result[2]
