@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from tcp_helpers import A4, A6, B4, B6, accept, listener, recv_exactly, send_all, start_connect
 
+from rcunet.drill import frames as fr
 from rcunet.host.network import Network
 from rcunet.host.tcp.md5 import FLAG_IFINDEX, FLAG_PREFIX, TCP_MD5SIG, TCP_MD5SIG_EXT
 
@@ -170,3 +171,41 @@ def test_unkeyed_connections_are_untouched_by_a_keyed_one() -> None:
     child = accept(net, srv)
     assert child._sk.md5_keys is None
     assert not cli._sk.conn.tcb.md5 and cli._sk.conn.tcb.ts_ok
+
+
+@pytest.mark.parametrize(("options", "counter"), [
+    (bytes([1, 1, 19, 17]) + bytes(15), "TcpExtTCPMD5BadOption"),  # length 17
+    (bytes([19, 18]) + bytes(16) + bytes([19, 18]) + bytes(16) + bytes(4),
+     "TcpExtTCPMD5BadOption"),  # twice (tcp_do_parse_auth_options: -EEXIST)
+    (bytes([1, 1, 19, 18]) + bytes(16), "TcpExtTCPMD5Failure"),  # a wrong digest
+    (b"", "TcpExtTCPMD5NotFound"),  # none at all
+])
+def test_bad_segments_on_a_keyed_connection_are_counted_drops(options: bytes,
+                                                              counter: str) -> None:
+    """Forged segments for a keyed connection, in window and with data: dropped before
+    the socket sees them, counted, nothing raised in the receive path; the connection
+    carries on."""
+    net, a, b = Network.two_hosts()
+    srv = listener(b, socket.AF_INET, B4, PORT)
+    srv.setsockopt(socket.IPPROTO_TCP, TCP_MD5SIG, md5sig(socket.AF_INET, A4, b"k"))
+    cli = a.socket(socket.AF_INET, socket.SOCK_STREAM)
+    cli.settimeout(0)
+    cli.setsockopt(socket.IPPROTO_TCP, TCP_MD5SIG, md5sig(socket.AF_INET, B4, b"k"))
+    try:
+        cli.connect((B4, PORT))
+    except BlockingIOError:
+        pass
+    child = accept(net, srv)
+    tcb = child._sk.conn.tcb
+    src, dst = socket.inet_aton(A4), socket.inet_aton(B4)
+    l4 = fr.tcp_segment(src, dst, cli._sk.lport, PORT, tcb.rcv_nxt, tcb.snd_nxt,
+                        0x18, 1000, options, b"forged")
+    iface = b.interface("eth0")
+    b.receive(iface, iface.mac + bytes(6) + b"\x08\x00" + fr.ip_packet(src, dst, 6, l4))
+    net.run(0.1)
+    got = b.counters.snapshot()
+    assert got.get(counter) == 1 and got.get("RcunetRxExceptions", 0) == 0
+    with pytest.raises(BlockingIOError):
+        child.recv(100)
+    send_all(net, cli, b"genuine")
+    assert recv_exactly(net, child, 7) == b"genuine"
