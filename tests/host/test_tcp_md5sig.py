@@ -174,9 +174,9 @@ def test_unkeyed_connections_are_untouched_by_a_keyed_one() -> None:
 
 
 @pytest.mark.parametrize(("options", "counter"), [
-    (bytes([1, 1, 19, 17]) + bytes(15), "TcpExtTCPMD5BadOption"),  # length 17
+    (bytes([1, 1, 19, 17]) + bytes(15), "RcunetTcpMD5BadOption"),  # length 17
     (bytes([19, 18]) + bytes(16) + bytes([19, 18]) + bytes(16) + bytes(4),
-     "TcpExtTCPMD5BadOption"),  # twice (tcp_do_parse_auth_options: -EEXIST)
+     "RcunetTcpMD5BadOption"),  # twice (tcp_do_parse_auth_options: -EEXIST)
     (bytes([1, 1, 19, 18]) + bytes(16), "TcpExtTCPMD5Failure"),  # a wrong digest
     (b"", "TcpExtTCPMD5NotFound"),  # none at all
 ])

@@ -130,8 +130,9 @@ def child_keys(keys: Keys | None, peer: bytes) -> Keys | None:
 
 
 class Verdict(NamedTuple):
-    """What tcp_inbound_hash decided: ``drop`` (with the nstat counter to bump, or ""
-    for a malformed option, which Linux counts nowhere but the drop reason)."""
+    """What tcp_inbound_hash decided: ``drop``, and the counter to bump (Linux's nstat
+    name; rcunet's own RcunetTcpMD5BadOption for a malformed option, which Linux counts
+    only as the drop reason SKB_DROP_REASON_TCP_AUTH_HDR)."""
 
     drop: bool
     counter: str = ""
@@ -149,12 +150,13 @@ def inbound(keys: Keys | None, seg: tcp.Repr, raw: memoryview, src: bytes, dst: 
     * no option, a key for the peer: TCPMD5NotFound, dropped;
     * an option, no key: TCPMD5Unexpected, dropped;
     * an option whose digest is wrong: TCPMD5Failure, dropped;
-    * an MD5 option of another length, or two (tcp_do_parse_auth_options): dropped.
+    * an MD5 option of another length, or two (tcp_do_parse_auth_options): dropped
+      (RcunetTcpMD5BadOption).
     """
     try:
         digest = md5.signature(seg.unknown_options) if seg.unknown_options else None
     except WireError:
-        return Verdict(True, "TcpExtTCPMD5BadOption")
+        return Verdict(True, "RcunetTcpMD5BadOption")
     key = lookup(keys, src)
     if digest is None:
         return Verdict(True, "TcpExtTCPMD5NotFound") if key is not None else ACCEPT
