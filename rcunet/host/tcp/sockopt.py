@@ -17,7 +17,7 @@ from rcunet.core.tcp import Options
 from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.delack import DELACK_MAX
 from rcunet.core.tcp.options import MS, SECOND, jiffies_ns
-from rcunet.core.tcp.timers import TIMEOUT_MIN
+from rcunet.core.tcp.timers import RTO_MIN, TIMEOUT_MIN
 from rcunet.core.tcp.window import full_space
 from rcunet.host.sockerr import int_option, oserror, ranged
 from rcunet.host.tcp import errq as tcp_errq
@@ -46,8 +46,8 @@ TCP_NOTSENT_LOWAT = getattr(_pysocket, "TCP_NOTSENT_LOWAT", 25)
 #: Linux 6.15+ (include/uapi/linux/tcp.h): per-socket RTO ceiling (ms), RTO floor (us)
 #: and delayed-ACK ceiling (us).
 TCP_RTO_MAX_MS, TCP_RTO_MIN_US, TCP_DELACK_MAX_US = 44, 45, 46
-#: Linux TCP_RTO_MIN, TCP_RTO_MAX and TCP_RTO_MAX_MIN_SEC: the bounds of the options.
-RTO_MIN, RTO_MAX, RTO_MAX_MIN = 200 * MS, 120 * SECOND, 1 * SECOND
+#: Linux TCP_RTO_MAX and TCP_RTO_MAX_MIN_SEC: the bounds of TCP_RTO_MAX_MS.
+RTO_MAX, RTO_MAX_MIN = 120 * SECOND, 1 * SECOND
 #: The one SOL_SOCKET option a live connection's engine reads (``live_options``).
 _SO_KEEPALIVE = (SOL_SOCKET, _pysocket.SO_KEEPALIVE)
 _LINGER = struct.Struct("ii")
