@@ -267,6 +267,8 @@ def option_text(opt: RawOption) -> str:
     if opt.kind == OPT_TS and len(data) == 8:
         val, ecr = struct.unpack("!II", data)
         return f"TS val {val} ecr {ecr}"
+    if opt.kind == OPT_MD5 and len(data) == 16:
+        return f"md5 {data.hex()}"
     if opt.kind == OPT_FO:
         return f"FO {data.hex()}" if data else "FO"
     if opt.kind == OPT_EXP and len(data) >= 2 and struct.unpack_from("!H", data)[0] == FO_MAGIC:
