@@ -829,6 +829,9 @@ class Connection:
             # Linux tcp_syn_options echoes TS.Recent: 0, or what TIME-WAIT reuse
             # inherited; a keyed SYN offers no timestamps (the MD5 option takes the room)
             ts = (self.tcb.ts_val(now), t.ts_recent) if o.timestamps and not t.md5 else None
+        if t.md5 and extra:
+            extra = _fitting(extra, MD5_OPTION_LEN + 4 + (4 if wscale is not None else 0)
+                             + (12 if ts is not None else 4 if sack_permitted else 0))
         if is_synack and self.ecn.mode is EcnMode.ACCECN:
             extra = self._synack_accecn_option(o, wscale, sack_permitted, ts, extra,
                                                retransmit)
@@ -856,7 +859,8 @@ class Connection:
         """``extra`` with an AccECN SYN-ACK's option in front, sized to the room the
         other options leave (tcp_synack_options with tcp_options_fit_accecn)."""
         used = 4 + (4 if wscale is not None else 0) + (
-            12 if ts is not None else 4 if sack_permitted else 0)
+            12 if ts is not None else 4 if sack_permitted else 0) + (
+            MD5_OPTION_LEN if self.tcb.md5 else 0)
         used += sum((2 + len(data) + 3) & ~3 for _kind, data in extra)
         saving = synack_combine_saving(sack_permitted, ts is not None, wscale is not None)
         return self.ecn.synack_option(o, used, saving, retransmit) + extra
@@ -1397,6 +1401,20 @@ class Connection:
     def _emit(self, seg: tcp.Repr) -> None:
         self._out.append(seg)
         self.counters.add("TcpOutSegs")
+
+
+def _fitting(extra: tuple[tuple[int, bytes], ...], used: int
+             ) -> tuple[tuple[int, bytes], ...]:
+    """The options of ``extra`` (a Fast Open cookie) that still fit the 40 bytes once
+    ``used`` are taken, each padded to whole words: tcp_syn_options and
+    tcp_synack_options leave out what has no room (a keyed SYN's cookie)."""
+    kept = []
+    for kind, data in extra:
+        need = (2 + len(data) + 3) & ~3
+        if used + need <= 40:
+            kept.append((kind, data))
+            used += need
+    return tuple(kept)
 
 
 __all__ = ["Connection", "ListenAction", "choose_wscale", "listen_action", "reset_for",

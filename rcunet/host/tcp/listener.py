@@ -56,7 +56,8 @@ class Listeners:
             return
         if action is ListenAction.RESET:
             if not (seg.flags & tcp.ACK and self._cookie_ack(lsk, seg, info)):
-                self.transmit.reply_reset(seg, info)
+                # tcp_v4_send_reset with the listener: signed with its key for the peer
+                self.transmit.reply_reset(seg, info, lsk.md5_keys)
             return
         tuning = self.host.tuning
         with lsk.rskq_lock:
@@ -107,7 +108,7 @@ class Listeners:
         lsk.note_overflow(now)
         for name, n in engine_counters.take().items():
             self.host.counters.inc(name, n)
-        self.transmit.reply(reply, info)
+        self.transmit.reply(reply, info, lsk.md5_keys)  # tcp_make_synack signs it too
 
     def _cookie_ack(self, lsk: TcpSock, seg: tcp.Repr, info: Delivery) -> bool:
         """cookie_v4_check: an ACK to a listener that recently sent cookies may complete
