@@ -108,10 +108,25 @@ def with_digest(unknown: tuple[tuple[int, bytes], ...],
 
 
 
+def _fit(seg: tcp.Repr) -> tcp.Repr:
+    """``seg`` with as many of its SACK blocks as leave room for the signature (Linux
+    tcp_established_options sizes them after OPTION_MD5): a key set on a live
+    connection signs segments the engine did not size for it."""
+    while True:
+        try:
+            seg.options_bytes()
+            return seg
+        except WireError:
+            if not seg.sack_blocks:
+                raise
+            seg = seg._replace(sack_blocks=seg.sack_blocks[:-1])
+
+
 def sign(seg: tcp.Repr, src: bytes, dst: bytes, key: bytes) -> tcp.Repr:
     """``seg`` with an MD5 option carrying its digest between ``src`` and ``dst`` (added
     in front of the other options when it has none, as Linux adds OPTION_MD5)."""
-    placed = seg._replace(unknown_options=with_digest(seg.unknown_options, bytes(DIGEST_LEN)))
+    placed = _fit(seg._replace(
+        unknown_options=with_digest(seg.unknown_options, bytes(DIGEST_LEN))))
     header = placed.build_header(checksum=False)
     digest = digest_parts(header, seg.payload, src, dst, key)
     return placed._replace(unknown_options=with_digest(placed.unknown_options, digest))

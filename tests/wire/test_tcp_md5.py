@@ -63,3 +63,14 @@ def test_options_linux_refuses(unknown: tuple[tuple[int, bytes], ...]) -> None:
 def test_no_option_no_signature() -> None:
     assert tcp_md5.signature(()) is None
     assert tcp_md5.signature(((30, b"\0\0"),)) is None
+
+
+def test_signing_gives_sack_blocks_up_for_the_option() -> None:
+    """A segment sized without the signature (a key set on a live connection): its SACK
+    blocks are cut to what fits beside it, never past 40 bytes of options."""
+    blocks = ((100, 200), (300, 400), (500, 600))
+    seg = tcp.Repr(1, 2, 3, 4, tcp.ACK, 100, timestamp=(1, 2), sack_blocks=blocks)
+    assert len(seg.options_bytes()) == 40
+    signed = tcp_md5.sign(seg, SRC4, DST4, b"k")
+    assert signed.sack_blocks == ()  # 12 TS + 20 MD5 leave 8: no block fits
+    assert len(signed.options_bytes()) == 32
