@@ -86,7 +86,7 @@ class Demux:
                     self.deliver(found, seg, buf)
                     buf = None
                 elif isinstance(found, TcpTimeWait):
-                    self.timewaits.input(found, seg, info)
+                    self.timewaits.input(found, seg, info, view)
             finally:
                 put_entry(found)
                 self.buffers.free_maybe(buf)
@@ -107,14 +107,12 @@ class Demux:
 
     def md5_drops(self, keys: md5.Keys | None, seg: tcp.Repr, raw: memoryview,
                   src: bytes, dst: bytes) -> bool:
-        """tcp_inbound_hash before the socket sees the segment (``md5.inbound``): True
-        when it is dropped, counted under Linux's name (TIME_WAIT checks nothing)."""
-        verdict = md5.inbound(keys, seg, raw, src, dst)
-        if not verdict.drop:
+        """tcp_inbound_hash before the socket sees the segment (TIME_WAIT checks
+        nothing): ``md5.drops`` with the Host's counters, and a drop counted in
+        TcpInSegs too (tcp_v4_rcv counts every segment before its checks)."""
+        if not md5.drops(self.host.counters, keys, seg, raw, src, dst):
             return False
-        counters = self.host.counters
-        counters.inc("TcpInSegs")  # tcp_v4_rcv counts every segment before its checks
-        counters.inc(verdict.counter)
+        self.host.counters.inc("TcpInSegs")
         return True
 
     def lookup_established(self, laddr: bytes, lport: int, faddr: bytes, fport: int,

@@ -15,7 +15,7 @@ import errno
 import hmac
 import socket as _pysocket
 import struct
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from rcunet.host.sockerr import oserror
 from rcunet.wire import tcp
@@ -168,6 +168,21 @@ def inbound(keys: Keys | None, seg: tcp.Repr, raw: memoryview, src: bytes, dst: 
     return ACCEPT
 
 
+class Counting(Protocol):
+    def inc(self, name: str, amount: int = 1) -> None: ...
+
+
+def drops(counters: Counting, keys: Keys | None, seg: tcp.Repr, raw: memoryview,
+          src: bytes, dst: bytes) -> bool:
+    """``inbound``'s verdict for a segment about to reach a socket with ``keys``: True
+    when it is dropped, counted under its name."""
+    verdict = inbound(keys, seg, raw, src, dst)
+    if not verdict.drop:
+        return False
+    counters.inc(verdict.counter)
+    return True
+
+
 __all__ = ["ACCEPT", "FLAG_IFINDEX", "FLAG_PREFIX", "Keys", "Md5Key", "TCP_MD5SIG",
-           "TCP_MD5SIG_EXT", "Verdict", "apply_setsockopt", "child_keys", "inbound",
-           "lookup"]
+           "TCP_MD5SIG_EXT", "Verdict", "apply_setsockopt", "child_keys", "drops",
+           "inbound", "lookup"]

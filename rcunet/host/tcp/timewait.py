@@ -79,8 +79,11 @@ class TimeWaits:
         with self.global_lock():
             return self.hashinfo.tw_kill(tw)
 
-    def input(self, tw: TcpTimeWait, seg: tcp.Repr, info: Delivery) -> None:
-        """A segment reached a TIME_WAIT entry: ``TimeWait.action`` says what to do."""
+    def input(self, tw: TcpTimeWait, seg: tcp.Repr, info: Delivery,
+              raw: memoryview | None = None) -> None:
+        """A segment reached a TIME_WAIT entry: ``TimeWait.action`` says what to do.
+        ``raw``, the segment's bytes: a SYN that reopens the entry goes to the listener
+        through its MD5 check (tcp_v4_rcv: TCP_TW_SYN, then ``goto process``)."""
         self.host.counters.inc("TcpInSegs")
         state = tw.tw
         action = state.action(seg)
@@ -92,6 +95,10 @@ class TimeWaits:
                 listener = self.hashinfo.listen.lookup(info.dst, seg.dst_port, info.src,
                                                        seg.src_port, dif=info.iface.ifindex)
                 if isinstance(listener, TcpSock) and self.listeners is not None:
+                    keys = listener.md5_keys  # atomic: one load (setsockopt's store)
+                    if raw is not None and (keys is not None or seg.unknown_options) and \
+                            md5.drops(self.host.counters, keys, seg, raw, info.src, info.dst):
+                        return
                     self.listeners.input(listener, seg, info, iss=state.reuse_iss(),
                                          counted=True)
                 else:
