@@ -714,7 +714,7 @@ class Runner:
                     raw.append(fr.RawOption(fr.OPT_EXP, struct.pack("!H", fr.FO_MAGIC)
                                             + cookie))
             elif kind == "md5":
-                raw.append(fr.RawOption(fr.OPT_MD5, bytes(16)))
+                raw.append(fr.RawOption(fr.OPT_MD5, self._md5_bytes(event.line, opt)))
             elif kind == "accecn":
                 raw.append(self._accecn(event.line, opt))
         encoded = fr.build_options(raw)
@@ -968,6 +968,16 @@ class Runner:
                     f"{fr.option_text(fr.RawOption(got.kind, expected))} actual: "
                     f"{fr.option_text(got)}"
                 ))
+
+    @staticmethod
+    def _md5_bytes(line: int, opt: s.TcpOption) -> bytes:
+        """The digest a script writes (hex), cut or zero-padded to 16 bytes; the runner
+        replaces it with the real one when a socket of the script holds a key."""
+        try:
+            data = bytes.fromhex(str(opt.values[0]))
+        except ValueError:
+            raise DrillError(line, f"bad md5 digest {opt.values[0]}") from None
+        return (data + bytes(16))[:16]
 
     def _verify_md5(self, event: s.Event, frame: fr.Frame, got: fr.RawOption) -> None:
         """An outbound MD5 option must carry the digest of the segment under the key a
