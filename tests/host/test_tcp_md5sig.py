@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from tcp_helpers import A4, A6, B4, B6, accept, listener, recv_exactly, send_all, start_connect
 
+from rcunet.core.tcp.md5 import FLAG_IFINDEX, FLAG_PREFIX, TCP_MD5SIG, TCP_MD5SIG_EXT
 from rcunet.drill import frames as fr
 from rcunet.host.network import Network
-from rcunet.host.tcp.md5 import FLAG_IFINDEX, FLAG_PREFIX, TCP_MD5SIG, TCP_MD5SIG_EXT
 
 PORT = 1790
 

@@ -19,7 +19,7 @@ from rcunet.core.tcp.delack import DELACK_MAX
 from rcunet.core.tcp.options import MS, SECOND, jiffies_ns
 from rcunet.core.tcp.timers import RTO_MIN, TIMEOUT_MIN
 from rcunet.core.tcp.window import full_space
-from rcunet.host.sockerr import int_option, oserror, ranged
+from rcunet.host.sockerr import as_python_error, int_option, oserror, ranged
 from rcunet.host.tcp import errq as tcp_errq
 from rcunet.host.tcp import fastopen_opts as tcp_fastopen
 from rcunet.host.tcp import md5
@@ -92,7 +92,10 @@ def _setsockopt_locked(sk: TcpSock, level: int, opt: int, value: int | bytes) ->
             return
         if opt in (md5.TCP_MD5SIG, md5.TCP_MD5SIG_EXT):
             # one store of a new tuple: lockless readers see the old keys or the new
-            sk.md5_keys = md5.apply_setsockopt(sk.md5_keys, sk.family, opt, value)
+            try:
+                sk.md5_keys = md5.apply_setsockopt(sk.md5_keys, sk.family, opt, value)
+            except OSError as err:
+                raise as_python_error(err) from None
             return
         number = int_option(value)
         setters = {
