@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import struct
 
-from rcunet.wire import tcp
+from rcunet.wire import checksum, tcp
 from rcunet.wire._common import Buffer
 from rcunet.wire.errors import WireError
 
@@ -40,6 +40,10 @@ MAX_KEY_LEN = 80
 PLACEHOLDER = (MD5SIG, bytes(DIGEST_LEN))
 
 _PROTOCOL = 6
+_HEADER = struct.Struct("!HHIIBBHHH")
+_REPLY_OPTIONS = struct.Struct("!IIII")
+_NOP_NOP_TS = 0x0101080A
+_NOP_NOP_MD5 = 0x01011312
 _PSEUDO4 = struct.Struct("!4s4sBBH")
 _PSEUDO6 = struct.Struct("!16s16sI3xB")
 
@@ -108,6 +112,26 @@ def with_digest(unknown: tuple[tuple[int, bytes], ...],
 
 
 
+def reply_header(seg: tcp.Repr, src: bytes, dst: bytes, key: bytes) -> bytes:
+    """The signed header (checksum included) of a reply Linux builds outside a socket,
+    in tcp_v4_send_ack's layout: NOP NOP timestamps, then NOP NOP 19 18 and the digest
+    (the TIME-WAIT and request-socket ACKs; ``sign`` is tcp_options_write's, MD5 first).
+    ``seg`` carries its timestamps and no other option."""
+    if seg.timestamp is None or seg.unknown_options or seg.sack_blocks or seg.mss is not None:
+        raise WireError("bad-option", "a reply carries its timestamps and nothing else")
+    options = _REPLY_OPTIONS.pack(_NOP_NOP_TS, *seg.timestamp, _NOP_NOP_MD5) \
+        + bytes(DIGEST_LEN)
+    header = bytearray(_HEADER.pack(seg.src_port, seg.dst_port, seg.seq, seg.ack,
+                                    (20 + len(options)) << 2 | seg.flags >> 8,
+                                    seg.flags & 0xFF, seg.window, 0, seg.urgent) + options)
+    header[-DIGEST_LEN:] = digest_parts(bytes(header), seg.payload, src, dst, key)
+    length = len(header) + len(seg.payload)
+    field = checksum.internet_checksum(bytes(header) + bytes(seg.payload),
+                                       checksum.pseudo_header_sum(src, dst, _PROTOCOL, length))
+    header[16:18] = field.to_bytes(2, "big")
+    return bytes(header)
+
+
 def _fit(seg: tcp.Repr) -> tcp.Repr:
     """``seg`` with as many of its SACK blocks as leave room for the signature (Linux
     tcp_established_options sizes them after OPTION_MD5): a key set on a live
@@ -133,4 +157,5 @@ def sign(seg: tcp.Repr, src: bytes, dst: bytes, key: bytes) -> tcp.Repr:
 
 
 __all__ = ["DIGEST_LEN", "MAX_KEY_LEN", "MD5SIG", "OPTION_SPACE", "PLACEHOLDER",
-           "digest_parts", "digest_raw", "pseudo_header", "sign", "signature", "with_digest"]
+           "digest_parts", "digest_raw", "pseudo_header", "reply_header", "sign", "signature",
+           "with_digest"]

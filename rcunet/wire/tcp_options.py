@@ -10,7 +10,7 @@ so a segment Linux sent re-encodes byte for byte:
 An MD5 signature option (kind 19, RFC 2385) of the right length goes first, as NOP NOP
 19 18 and its digest, wherever it is among the unknown options (tcp_options_write).  (The
 replies Linux builds outside a socket, tcp_v4_send_ack, put it after the timestamps
-instead; parse reads either, build writes this one.)
+instead: ``tcp_md5.reply_header`` writes those; parse reads either.)
 
 A Fast Open option (kind 34, RFC 7413) whose length leaves two bytes of its last word is
 followed by NOP NOP, as tcp_options_write pads it (an 8-byte cookie: 10 + 2).

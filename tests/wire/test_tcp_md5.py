@@ -74,3 +74,17 @@ def test_signing_gives_sack_blocks_up_for_the_option() -> None:
     signed = tcp_md5.sign(seg, SRC4, DST4, b"k")
     assert signed.sack_blocks == ()  # 12 TS + 20 MD5 leave 8: no block fits
     assert len(signed.options_bytes()) == 32
+
+
+def test_reply_layout_puts_timestamps_first() -> None:
+    """tcp_v4_send_ack: NOP NOP TS, then NOP NOP MD5; the digest and the checksum cover
+    the header as laid out, and parse reads it back."""
+    seg = tcp.Repr(80, 40000, 7, 9, tcp.ACK, 1024, timestamp=(1000, 300))
+    header = tcp_md5.reply_header(seg, SRC4, DST4, b"key")
+    assert header[20:24] == bytes([1, 1, 8, 10]) and header[32:36] == bytes([1, 1, 19, 18])
+    parsed = tcp.Repr.parse(header, SRC4, DST4)
+    assert parsed.checksum_ok and parsed.timestamp == (1000, 300)
+    assert tcp_md5.signature(parsed.unknown_options) == tcp_md5.digest_raw(header, SRC4, DST4,
+                                                                           b"key")
+    with pytest.raises(WireError):
+        tcp_md5.reply_header(seg._replace(timestamp=None), SRC4, DST4, b"key")

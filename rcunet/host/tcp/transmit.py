@@ -123,12 +123,14 @@ class Transmit:
             entry.release()
 
     def segment(self, src: bytes, dst: bytes, seg: tcp.Repr, oif: int = 0,
-                  offload: bool = False) -> None:
+                  offload: bool = False, header: bytes | None = None) -> None:
         """One segment to IP.  ``offload``: the connection's link does checksums (a clean
         in-memory link or loopback, as a NIC would): the field is left zero.  The header
         and the payload go to IP apart: the frame is made by one join (``output_gather``),
         not one copy of the payload per layer."""
         def build_header(source: bytes, dest: bytes) -> bytes:
+            if header is not None:  # built already (a signed reply: ``reply``)
+                return header
             return seg.build_header(src=source, dst=dest, checksum=not offload)
 
         # Path MTU discovery (RFC 1191/8201): never fragmented on the way; a narrower
@@ -139,12 +141,19 @@ class Transmit:
     def reply(self, seg: tcp.Repr, info: Delivery, keys: md5.Keys | None = None) -> None:
         """Send a segment built by the layer itself (RST, TIME_WAIT ACK, cookie SYN,ACK),
         signed when ``keys`` hold one for the peer (tcp_v4_send_ack, tcp_v4_send_reset)."""
+        header: bytes | None = None
         if keys is not None:
-            seg = sign(seg, keys, info.dst, info.src)
+            key = md5.lookup(keys, info.src)
+            if key is not None and seg.timestamp is not None:
+                # tcp_v4_send_ack's layout: the timestamps, then the signature
+                header = tcp_md5.reply_header(seg, unmapped(info.dst), unmapped(info.src),
+                                              key.key)
+            else:
+                seg = sign(seg, keys, info.dst, info.src)
         self.host.counters.inc("TcpOutSegs")
         if seg.flags & tcp.RST:
             self.host.counters.inc("TcpOutRsts")
-        self.segment(info.dst, info.src, seg)
+        self.segment(info.dst, info.src, seg, header=header)
 
     def reply_reset(self, seg: tcp.Repr, info: Delivery,
                     keys: md5.Keys | None = None) -> None:
