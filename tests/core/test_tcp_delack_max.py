@@ -28,3 +28,11 @@ def test_sysctls_reach_new_connections() -> None:
     options = Options.from_tuning(Tuning(tcp_rto_max_ms=5000, tcp_rto_min_us=1500))
     assert options.rto_max == 5000 * MS
     assert options.rto_min == 2 * MS
+
+
+def test_an_rto_floor_above_the_initial_rto_is_a_valid_setting() -> None:
+    """net.ipv4.tcp_rto_min_us has no upper bound in Linux: 2 s is a floor a
+    connection runs with (RTO = SRTT + 2 s), not a configuration error."""
+    options = Options.from_tuning(Tuning(tcp_rto_min_us=2_000_000))
+    assert options.rto_min == 2000 * MS
+    assert delack_max(options) == 200 * MS

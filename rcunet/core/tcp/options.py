@@ -225,7 +225,8 @@ class Options:
         if (self.rcvbuf_max < 0 or self.sndbuf_max < 0 or self.wscale_space < 0
                 or self.window_clamp < 0):
             raise ValueError("buffer ceilings must be >= 0")
-        if not 0 < self.rto_min <= self.rto_initial <= self.rto_max:
-            raise ValueError("need 0 < rto_min <= rto_initial <= rto_max")
+        # (rto_min may pass rto_initial: net.ipv4.tcp_rto_min_us has no upper bound)
+        if not (0 < self.rto_min and 0 < self.rto_initial <= self.rto_max):
+            raise ValueError("need 0 < rto_min and 0 < rto_initial <= rto_max")
         if self.delack_max <= 0:
             raise ValueError("delack_max must be > 0")
