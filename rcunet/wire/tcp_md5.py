@@ -132,14 +132,13 @@ def reply_header(seg: tcp.Repr, src: bytes, dst: bytes, key: bytes) -> bytes:
     return bytes(header)
 
 
-def _fit(seg: tcp.Repr) -> tcp.Repr:
+def _fit(seg: tcp.Repr) -> tuple[tcp.Repr, int]:
     """``seg`` with as many of its SACK blocks as leave room for the signature (Linux
-    tcp_established_options sizes them after OPTION_MD5): a key set on a live
-    connection signs segments the engine did not size for it."""
+    tcp_established_options sizes them after OPTION_MD5: a key set on a live
+    connection signs segments the engine did not size for it), and its options' length."""
     while True:
         try:
-            seg.options_bytes()
-            return seg
+            return seg, len(seg.options_bytes())
         except WireError:
             if not seg.sack_blocks:
                 raise
@@ -148,12 +147,24 @@ def _fit(seg: tcp.Repr) -> tcp.Repr:
 
 def sign(seg: tcp.Repr, src: bytes, dst: bytes, key: bytes) -> tcp.Repr:
     """``seg`` with an MD5 option carrying its digest between ``src`` and ``dst`` (added
-    in front of the other options when it has none, as Linux adds OPTION_MD5)."""
-    placed = _fit(seg._replace(
+    in front of the other options when it has none, as Linux adds OPTION_MD5).  The
+    digest needs of the header only its fixed 20 bytes and its length: the options are
+    laid out once, to learn that length."""
+    placed, options_len = _fit(seg._replace(
         unknown_options=with_digest(seg.unknown_options, bytes(DIGEST_LEN))))
-    header = placed.build_header(checksum=False)
-    digest = digest_parts(header, seg.payload, src, dst, key)
-    return placed._replace(unknown_options=with_digest(placed.unknown_options, digest))
+    header_len = 20 + options_len
+    try:
+        fixed = _HEADER.pack(seg.src_port, seg.dst_port, seg.seq, seg.ack,
+                             header_len << 2 | seg.flags >> 8 & 1, seg.flags & 0xFF,
+                             seg.window, 0, seg.urgent)
+    except struct.error as err:
+        raise WireError("bad-field", f"TCP field out of range: {err}") from None
+    h = hashlib.md5(pseudo_header(src, dst, header_len + len(seg.payload)),
+                    usedforsecurity=False)
+    h.update(fixed)  # the checksum field packed as zero
+    h.update(seg.payload)
+    h.update(key)
+    return placed._replace(unknown_options=with_digest(placed.unknown_options, h.digest()))
 
 
 __all__ = ["DIGEST_LEN", "MAX_KEY_LEN", "MD5SIG", "OPTION_SPACE", "PLACEHOLDER",
