@@ -129,6 +129,39 @@ def _arith(line: int, expr: str) -> int:
     return total
 
 
+#: The /proc files ``proc_net_tcp`` renders, with the address length each lists.
+_PROC_NET_TCP = {"/proc/net/tcp": 4, "/proc/net/tcp6": 16}
+
+
+def proc_net_tcp(host: Host, path: str) -> list[str]:
+    """The lines of /proc/net/tcp or /proc/net/tcp6 (tcp4_seq_show, tcp6_seq_show) for
+    the Host's listeners and ehash entries: slot, local and remote address:port in hex
+    (each 32-bit word in the host's byte order, as the kernel prints it), state in
+    hex; the queue, timer, uid and inode columns are zero."""
+    size = _PROC_NET_TCP[path]
+    hashinfo = host.tcp.hashinfo
+    out = ["  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt"
+           "   uid  timeout inode"]
+    entries = [*hashinfo.listen.listeners(), *hashinfo.ehash.entries()]
+    for sk in entries:
+        laddr = sk.laddr if len(sk.laddr) == size else None
+        if size == 4 and laddr is None and sk.laddr[:12] == bytes(10) + b"\xff\xff":
+            continue  # a dual-stack socket is listed in tcp6
+        if laddr is None:
+            continue
+        raddr = sk.faddr if sk.faddr and len(sk.faddr) == size else bytes(size)
+        out.append(f"{len(out) - 1:4d}: {_proc_addr(laddr)}:{sk.lport:04X} "
+                   f"{_proc_addr(raddr)}:{sk.fport:04X} {int(sk.state):02X} "
+                   "00000000:00000000 00:00000000 00000000     0        0 0")
+    return out
+
+
+def _proc_addr(raw: bytes) -> str:
+    """An address as /proc/net/tcp prints it: each 32-bit word as a native integer."""
+    return "".join(f"{int.from_bytes(raw[i:i + 4], 'little'):08X}"
+                   for i in range(0, len(raw), 4))
+
+
 class Commands:
     def __init__(self, host: Host) -> None:
         self.host = host
@@ -195,14 +228,22 @@ class Commands:
 
     def _pipeline(self, line: int, text: str) -> int:
         """``nstat [-n|-s|-a] | grep [-q] PATTERN [| grep [-q] PATTERN ...]``: nstat's
-        lines (name, value, rate) filtered by each grep; status 0 when a line is left."""
+        lines (name, value, rate) filtered by each grep; status 0 when a line is left.
+        ``grep PATTERN /proc/net/tcp /proc/net/tcp6 | grep ...`` reads the Host's TCP
+        sockets as those files list them (``proc_net_tcp``)."""
         stages = [shlex.split(part) for part in text.split("|")]
         words = stages[0]
-        if not words or words[0] != "nstat" or len(stages) < 2:
+        if words[:1] == ["grep"] and len(words) >= 3 and all(
+                path in _PROC_NET_TCP for path in words[2:]):
+            lines = [f"{path}:{entry}" if len(words) > 3 else entry
+                     for path in words[2:] for entry in proc_net_tcp(self.host, path)]
+            stages = [["grep", words[1]], *stages[1:]]
+        elif not words or words[0] != "nstat" or len(stages) < 2:
             raise DrillUnsupported(line, f"command `{text}` is not supported")
-        shown = self._nstat(words[1:])
-        lines = [f"{name:<31} {value:<15} {0.0:>6.1f}" for name, value in shown.items()]
-        for grep in stages[1:]:
+        else:
+            shown = self._nstat(words[1:])
+            lines = [f"{name:<31} {value:<15} {0.0:>6.1f}" for name, value in shown.items()]
+        for grep in stages[1:] if words[0] == "nstat" else stages:
             args = [a for a in grep[1:] if a != "-q"]
             if not grep or grep[0] != "grep" or len(args) != 1:
                 raise DrillUnsupported(line, f"command `{text}` is not supported")

@@ -273,3 +273,16 @@ def test_md5_digests_are_made_and_checked_under_the_scripts_key(rekey: str,
     assert result[0] == status, result
     if status == "fail":
         assert "MD5 digest" in result[2]
+
+
+@pytest.mark.parametrize(("pipeline", "status"), [
+    ('grep " 0A " /proc/net/tcp /proc/net/tcp6 | grep ":1F90"', "pass"),  # the listener
+    ('grep " 01 " /proc/net/tcp /proc/net/tcp6 | grep ":1F90"', "pass"),  # the child
+    ('grep " 0A " /proc/net/tcp /proc/net/tcp6 | grep ":1F91"', "fail"),
+])
+def test_proc_net_tcp_lists_the_hosts_sockets(pipeline: str, status: str) -> None:
+    """``grep`` over /proc/net/tcp{,6}: the Host's listeners and connections, state and
+    ports in hex as tcp4_seq_show prints them (8080 is 1F90)."""
+    for family in (4, 6):
+        result = _run(PASSIVE + f"+0 `{pipeline}`\n", family)
+        assert result[0] == status, result
