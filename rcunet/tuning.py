@@ -89,6 +89,12 @@ class Tuning:
     tcp_syn_retries: int = 6
     tcp_synack_retries: int = 5
     tcp_retries2: int = 15
+    #: The longest retransmission timeout, ms (Linux net.ipv4.tcp_rto_max_ms, 1000 to
+    #: 120000): new sockets start with it; TCP_RTO_MAX_MS overrides it per socket.
+    tcp_rto_max_ms: int = 120000
+    #: The floor of the retransmission timeout's variance term, us (Linux
+    #: net.ipv4.tcp_rto_min_us, kept in whole jiffies); TCP_RTO_MIN_US overrides it.
+    tcp_rto_min_us: int = 200000
     tcp_keepalive_time: float = 7200.0
     tcp_keepalive_intvl: float = 75.0
     tcp_keepalive_probes: int = 9

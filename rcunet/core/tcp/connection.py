@@ -76,6 +76,7 @@ from rcunet.core.tcp.common import (
     LAST_ACK,
     LISTEN,
     MASK32,
+    MD5_OPTION_LEN,
     MS,
     PAWS_IDLE_LIMIT,
     PAWS_WINDOW,
@@ -169,6 +170,7 @@ class Connection:
         t.iss = iss & MASK32
         t.snd_una = t.snd_nxt = t.snd_max = t.iss
         t.ts_offset = ts_offset & MASK32
+        t.md5 = options.md5
         # Linux tcp_select_initial_window: the scale covers what the buffer may grow to.
         t.rcv_wscale = choose_wscale(options.window_space) if options.window_scaling else 0
         t.snd_mss = min(options.default_peer_mss, options.mss)
@@ -568,6 +570,9 @@ class Connection:
         new = dataclasses.replace(old, **changes)  # type: ignore[arg-type]
         new.validate()
         self.options = new
+        # TCP_RTO_MIN_US, TCP_RTO_MAX_MS: the estimator reads its bounds at the next
+        # sample or backoff, as Linux reads icsk_rto_min / icsk_rto_max there
+        self.rto.rto_min, self.rto.rto_max = new.rto_min, new.rto_max
         if new.keepalive and self.state.synchronized:
             # SO_KEEPALIVE / TCP_KEEPIDLE restart the keepalive timer a full idle time
             # from now (Linux tcp_set_keepalive -> inet_csk_reset_keepalive_timer)
@@ -698,10 +703,14 @@ class Connection:
         else:
             t.snd_wscale = 0
             t.rcv_wscale = 0  # "both sides must send Window Scale ... to enable scaling"
-        t.ts_ok = o.timestamps and seg.timestamp is not None
+        t.sack_ok = o.sack and seg.sack_permitted
+        # tcp_synack_options: MD5, timestamps and SACK blocks do not fit one segment;
+        # a keyed SYN,ACK keeps SACK and drops the timestamps ("ireq->tstamp_ok &=
+        # !ireq->sack_ok")
+        t.ts_ok = o.timestamps and seg.timestamp is not None and not (
+            self.passive and t.md5 and t.sack_ok)
         if t.ts_ok and seg.timestamp is not None:
             t.ts_recent, t.ts_recent_stamp = seg.timestamp[0], now
-        t.sack_ok = o.sack and seg.sack_permitted
         self._peer_ws_offered = seg.window_scale is not None
         peer_mss = seg.mss if seg.mss is not None else o.default_peer_mss
         self._set_mss(peer_mss)
@@ -717,6 +726,8 @@ class Connection:
         mss = min(max(peer_mss, o.min_snd_mss), o.mss)
         if t.ts_ok:
             mss -= TS_OPTION_LEN
+        if t.md5:
+            mss -= MD5_OPTION_LEN  # tcp_mtu_to_mss: tcp_header_len counts the option
         t.snd_mss = max(mss, 1)
         t.rcv_mss = self._initial_rcv_mss()
         self.cc = congestion.create(o.congestion_control, t.snd_mss, o.initial_cwnd)
@@ -740,7 +751,8 @@ class Connection:
         if self.state in (LISTEN, CLOSED, TIME_WAIT):
             return False
         t = self.tcb
-        mss = path_mss - (TS_OPTION_LEN if t.ts_ok else 0)  # tcp_mtu_to_mss
+        mss = path_mss - (TS_OPTION_LEN if t.ts_ok else 0) - (
+            MD5_OPTION_LEN if t.md5 else 0)  # tcp_mtu_to_mss
         mss = max(mss, self.options.min_snd_mss)
         fo = self.fastopen_active
         if self.state is SYN_SENT and fo is not None and fo.data_len > mss:
@@ -814,8 +826,12 @@ class Connection:
         else:
             wscale = t.rcv_wscale if o.window_scaling else None
             sack_permitted = o.sack
-            # Linux tcp_syn_options echoes TS.Recent: 0, or what TIME-WAIT reuse inherited
-            ts = (self.tcb.ts_val(now), t.ts_recent) if o.timestamps else None
+            # Linux tcp_syn_options echoes TS.Recent: 0, or what TIME-WAIT reuse
+            # inherited; a keyed SYN offers no timestamps (the MD5 option takes the room)
+            ts = (self.tcb.ts_val(now), t.ts_recent) if o.timestamps and not t.md5 else None
+        if t.md5 and extra:
+            extra = _fitting(extra, MD5_OPTION_LEN + 4 + (4 if wscale is not None else 0)
+                             + (12 if ts is not None else 4 if sack_permitted else 0))
         if is_synack and self.ecn.mode is EcnMode.ACCECN:
             extra = self._synack_accecn_option(o, wscale, sack_permitted, ts, extra,
                                                retransmit)
@@ -843,7 +859,8 @@ class Connection:
         """``extra`` with an AccECN SYN-ACK's option in front, sized to the room the
         other options leave (tcp_synack_options with tcp_options_fit_accecn)."""
         used = 4 + (4 if wscale is not None else 0) + (
-            12 if ts is not None else 4 if sack_permitted else 0)
+            12 if ts is not None else 4 if sack_permitted else 0) + (
+            MD5_OPTION_LEN if self.tcb.md5 else 0)
         used += sum((2 + len(data) + 3) & ~3 for _kind, data in extra)
         saving = synack_combine_saving(sack_permitted, ts is not None, wscale is not None)
         return self.ecn.synack_option(o, used, saving, retransmit) + extra
@@ -1384,6 +1401,20 @@ class Connection:
     def _emit(self, seg: tcp.Repr) -> None:
         self._out.append(seg)
         self.counters.add("TcpOutSegs")
+
+
+def _fitting(extra: tuple[tuple[int, bytes], ...], used: int
+             ) -> tuple[tuple[int, bytes], ...]:
+    """The options of ``extra`` (a Fast Open cookie) that still fit the 40 bytes once
+    ``used`` are taken, each padded to whole words: tcp_syn_options and
+    tcp_synack_options leave out what has no room (a keyed SYN's cookie)."""
+    kept = []
+    for kind, data in extra:
+        need = (2 + len(data) + 3) & ~3
+        if used + need <= 40:
+            kept.append((kind, data))
+            used += need
+    return tuple(kept)
 
 
 __all__ = ["Connection", "ListenAction", "choose_wscale", "listen_action", "reset_for",

@@ -14,6 +14,7 @@ from __future__ import annotations
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.core.tcp import accecn
 from rcunet.core.tcp.accecn import AccEcnReceiver, AccEcnSender, EcnMode, Rfc3168
+from rcunet.core.tcp.common import MD5_OPTION_LEN
 from rcunet.core.tcp.counters import Counters
 from rcunet.core.tcp.options import Options
 from rcunet.wire import ecn as ipecn
@@ -136,7 +137,8 @@ class EcnState:
         if self.mode is not EcnMode.ACCECN or not options.ecn_option \
                 or self.accecn_tx.saw_opt is accecn.OptionSeen.NOT_SEEN:
             return 0
-        fit = accecn.fit_option(0, MAX_OPTION_SPACE - (TS_SPACE if timestamps else 0))
+        fit = accecn.fit_option(0, MAX_OPTION_SPACE - (TS_SPACE if timestamps else 0)
+                                - (MD5_OPTION_LEN if options.md5 else 0))
         return max(fit.size, 0)
 
     def on_repeated_synack(self) -> None:
@@ -244,7 +246,8 @@ class EcnState:
         if accecn.wants_option(options.ecn_option, self.accecn_tx.saw_opt, False,
                                receiver.opt_demand, beacon):
             used = (TS_SPACE if seg.timestamp is not None else 0) + (
-                SACK_BASE + SACK_BLOCK * len(blocks) if blocks else 0)
+                SACK_BASE + SACK_BLOCK * len(blocks) if blocks else 0) + (
+                MD5_OPTION_LEN if options.md5 else 0)  # signed at transmit
             fit = accecn.fit_option(receiver.minlen, MAX_OPTION_SPACE - used, len(blocks))
             if fit.num_fields >= 0:
                 option = receiver.option(fit.num_fields, now_us)

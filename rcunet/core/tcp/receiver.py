@@ -19,8 +19,10 @@ from rcunet.core.tcp.common import (
     FIN,
     FIN_WAIT_1,
     FIN_WAIT_2,
+    MD5_OPTION_LEN,
     PSH,
     TIME_WAIT,
+    TS_OPTION_LEN,
 )
 from rcunet.core.tcp.counters import Counters
 from rcunet.core.tcp.delack import DelayedAck
@@ -77,7 +79,11 @@ class Receiver:
         if not len(self.ofo) and self.dsack is None:
             return ()
         t = self.tcb
-        limit = 3 if t.ts_ok else 4  # RFC 2018 §3: 40 bytes of option space
+        # RFC 2018 §3: what the 40 bytes of option space leave after the timestamps and
+        # the MD5 signature, NOP NOP kind length then 8 per block (tcp_established_options:
+        # none beside both)
+        used = (TS_OPTION_LEN if t.ts_ok else 0) + (MD5_OPTION_LEN if t.md5 else 0)
+        limit = min(4, max(0, (40 - used - 4) // 8))
         if payload_len:
             # a data segment carries only the blocks that fit in what its payload
             # leaves of snd_mss (NOP NOP kind len: 4 bytes, then 8 per block), so

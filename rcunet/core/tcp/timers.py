@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 NAMES = ("rto_at", "delack_at", "persist_at", "keepalive_at", "time_wait_at", "fin_wait2_at",
          "tlp_at", "reo_at")
 
+#: Linux TCP_RTO_MIN: the base of retransmits_timed_out's model, whatever the socket's
+#: own RTO floor.
+RTO_MIN = 200 * MS
 #: Linux TCP_TIMEOUT_MIN (2 jiffies at HZ=1000): the shortest timer a clamp arms
 TIMEOUT_MIN = 2 * MS
 
@@ -216,8 +219,10 @@ class Timers:
             # retransmits_timed_out: TCP_USER_TIMEOUT replaces tcp_retries2's time bound
             timed_out = now - first_rtx_at >= o.user_timeout
         else:
+            # retransmits_timed_out models the backoff from TCP_RTO_MIN itself, not the
+            # socket's TCP_RTO_MIN_US, up to its tcp_rto_max (tcp_model_timeout)
             timed_out = now - first_rtx_at >= retransmits_timed_out(
-                o.retries2, o.rto_min, o.rto_max)
+                o.retries2, RTO_MIN, o.rto_max)
         if timed_out:
             conn.counters.add("TcpExtTCPAbortOnTimeout")
             conn._abort_timeout()
