@@ -81,6 +81,7 @@ _TUNING: dict[str, tuple[str, str]] = {
     "net.ipv4.tcp_ecn_option_beacon": ("tcp_ecn_option_beacon", "int"),
     "net.ipv4.tcp_recovery": ("tcp_recovery", "int"),
     "net.ipv4.tcp_early_retrans": ("tcp_early_retrans", "int"),
+    "net.ipv4.tcp_frto": ("tcp_frto", "int"),
 }
 
 #: Linux sysctls rcunet has no switch for, with the values whose behaviour it has (or
@@ -95,9 +96,8 @@ _FIXED: dict[str, frozenset[str]] = {
     "net.ipv4.tcp_pacing_ss_ratio": frozenset({"200"}),
     "net.ipv4.tcp_pacing_ca_ratio": frozenset({"120"}),
     "net.ipv4.tcp_notsent_lowat": frozenset({"4294967295"}),
-    # Linux defaults whose mechanisms rcunet lacks (F-RTO, Fast Open): a script that
-    # depends on them fails on the packets, which is the finding to report.
-    "net.ipv4.tcp_frto": frozenset({"2"}),
+    # Linux defaults whose mechanisms rcunet lacks (Fast Open's blackhole detection): a
+    # script that depends on them fails on the packets, which is the finding to report.
     "net.ipv4.tcp_fastopen_blackhole_timeout_sec": frozenset(),
     # TSO sizing: rcunet sends MSS-sized segments, no TSO/GSO to size
     "net.ipv4.tcp_min_tso_segs": frozenset(),
