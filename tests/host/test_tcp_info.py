@@ -7,7 +7,7 @@ import socket
 import struct
 
 import pytest
-from tcp_helpers import connected_pair, transfer
+from tcp_helpers import B4, connected_pair, listener, start_connect, transfer
 
 from rcunet.host.network import Network
 from rcunet.host.tcp.info import LAYOUT, SIZE
@@ -90,7 +90,8 @@ def test_totals_agree_after_a_transfer_over_a_lossy_link() -> None:
     assert transfer(net, cli, child, data, timeout=600) == data
     assert net.run_until(lambda: _field(_info(cli), "unacked") == 0, 60)
     sent, got = _info(cli), _info(child)
-    assert _field(sent, "bytes_acked") == _field(got, "bytes_received") == len(data)
+    # (the active end's bytes_acked counts its SYN, as tcp_snd_una_update does)
+    assert _field(sent, "bytes_acked") - 1 == _field(got, "bytes_received") == len(data)
     assert _field(sent, "bytes_sent") == len(data) + _field(sent, "bytes_retrans")
     assert _field(sent, "total_retrans") > 0 and _field(sent, "bytes_retrans") > 0
     assert _field(sent, "data_segs_out") >= _field(got, "data_segs_in") > 0
@@ -105,3 +106,17 @@ def _info(sock: object) -> bytes:
     raw = sock.getsockopt(socket.IPPROTO_TCP, TCP_INFO, SIZE)  # type: ignore[attr-defined]
     assert isinstance(raw, bytes)
     return raw
+
+
+def test_a_listener_reports_its_accept_queue() -> None:
+    """tcp_get_info on a listener: tcpi_unacked is the accept queue's length and
+    tcpi_sacked its limit (the listen() backlog)."""
+    net, a, b = Network.two_hosts()
+    srv = listener(b, socket.AF_INET, B4, 8081, backlog=5)
+    cli = start_connect(a, socket.AF_INET, B4, 8081)
+    assert net.run_until(lambda: _field(_info(srv), "unacked") == 1, 5)
+    raw = _info(srv)
+    assert (_field(raw, "state"), _field(raw, "sacked")) == (10, 5)  # TCP_LISTEN
+    assert (_field(raw, "snd_cwnd"), _field(raw, "reordering")) == (10, 3)
+    cli.close()
+    net.close()

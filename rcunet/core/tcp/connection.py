@@ -268,6 +268,7 @@ class Connection:
                    ts_offset=ts_offset, counters=counters, passive=True,
                    local_addr=local_addr, remote_addr=remote_addr)
         conn._now = now
+        conn.stats.segment_in(0)  # tcp_create_openreq_child: segs_in 1 (the SYN)
         conn._take_peer_syn(syn, now)
         conn.ecn.answer(conn.options, syn)
         conn._set_state(SYN_RECEIVED)
@@ -965,6 +966,8 @@ class Connection:
             self._rtt_sample_handshake(seg, now)
             if self.fastopen_active is not None:
                 self._fastopen_synack(seg)
+            # tcp_ack's tcp_snd_una_update: the SYN (and SYN data) count as acknowledged
+            self.stats.bytes_acked += sub(seg.ack, t.snd_una)
             t.snd_una = seg.ack
             self._set_state(ESTABLISHED)
             self._on_established(now)

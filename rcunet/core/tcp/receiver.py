@@ -268,6 +268,7 @@ class Receiver:
         t = self.tcb
         self.fin_offset = None
         t.rcv_nxt = add(t.rcv_nxt, 1)
+        self.bytes_received += 1  # tcp_rcv_nxt_update counts the FIN's sequence number
         self.dsack = None  # tcp_fin: tcp_sack_reset (no D-SACK after the FIN)
         conn._events.append(FinReceived())
         st = conn.state

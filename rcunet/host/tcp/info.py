@@ -18,6 +18,7 @@ from rcunet.core.tcp.accecn import EcnMode
 from rcunet.core.tcp.congestion.base import INITIAL_SSTHRESH
 from rcunet.core.tcp.ecnstate import EcnState
 from rcunet.core.tcp.prr import INFINITE_SSTHRESH
+from rcunet.core.tcp.recovery import REORDERING
 from rcunet.wire import ecn as ipecn
 
 if TYPE_CHECKING:
@@ -39,6 +40,8 @@ DELACK_MAX = 200_000_000
 PACING_SS_RATIO, PACING_CA_RATIO = 200, 120
 #: sk_max_pacing_rate unset (SO_MAX_PACING_RATE): ~0, shown as ~0ULL.
 NO_PACING_LIMIT = (1 << 64) - 1
+#: A listener's cwnd, never used (tcp_init_sock's TCP_INIT_CWND).
+TCP_INIT_CWND = 10
 #: tcp_min_rtt before any RTT sample (minmax_reset's ~0U).
 NO_RTT_SAMPLE = 0xFFFFFFFF
 #: tcpi_ecn_mode (Linux 7.0's TCPI_ECN_MODE_*) per negotiated mode.
@@ -87,7 +90,9 @@ def snapshot(sk: TcpSock, now: int) -> dict[str, int]:
     if conn is None:
         from rcunet.tables.entry import State
 
-        return {"tcpi_state": 10 if sk.state == State.LISTEN else 7}
+        if sk.state == State.LISTEN:
+            return _listener_fields(sk)
+        return {"tcpi_state": 7}
     t = conn.tcb
     rto = conn.rto
     mss = max(1, t.snd_mss)
@@ -175,6 +180,17 @@ def snapshot(sk: TcpSock, now: int) -> dict[str, int]:
     info["rwnd_limited"] = _us(rwnd_limited)
     info["sndbuf_limited"] = _us(sndbuf_limited)
     return {"tcpi_" + name: int(value) for name, value in info.items()}
+
+
+def _listener_fields(sk: TcpSock) -> dict[str, int]:
+    """tcp_get_info for a listener: the fields valid in every state (pacing rates, which
+    nothing set, tcp_reordering, the initial cwnd), and two aliased ones: tcpi_unacked is
+    the accept queue's length (sk_ack_backlog), tcpi_sacked its limit
+    (sk_max_ack_backlog)."""
+    return {"tcpi_state": 10, "tcpi_pacing_rate": NO_PACING_LIMIT,
+            "tcpi_max_pacing_rate": NO_PACING_LIMIT, "tcpi_reordering": REORDERING,
+            "tcpi_snd_cwnd": TCP_INIT_CWND,
+            "tcpi_unacked": len(sk.acceptq), "tcpi_sacked": sk.max_ack_backlog}
 
 
 def pacing_rate(mss: int, cwnd: int, ssthresh: int, packets_out: int, srtt_us: int) -> int:
