@@ -17,7 +17,7 @@ from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.accecn import EcnMode
 from rcunet.core.tcp.congestion.base import INITIAL_SSTHRESH
 from rcunet.core.tcp.ecnstate import EcnState
-from rcunet.core.tcp.prr import INFINITE_SSTHRESH
+from rcunet.core.tcp.prr import INFINITE_SSTHRESH, CaState
 from rcunet.core.tcp.recovery import REORDERING
 from rcunet.wire import ecn as ipecn
 
@@ -34,6 +34,7 @@ TCPI_OPT_TIMESTAMPS, TCPI_OPT_SACK, TCPI_OPT_WSCALE = 1, 2, 4
 TCPI_OPT_ECN = 8  #: ECN feedback negotiated, RFC 3168 or AccECN (tcp_ecn_mode_any)
 TCPI_OPT_ECN_SEEN = 16  #: the peer's packets have been ECT or CE (TCP_ECN_SEEN)
 TCPI_OPT_SYN_DATA = 32  #: the SYN's data was acknowledged (Fast Open: tp->syn_data_acked)
+TCPI_OPT_TFO_CHILD = 128  #: a passive Fast Open child (tp->syn_fastopen_child)
 #: tcp_delack_max: tcpi_ato is capped by it (TCP_DELACK_MAX, 200 ms).
 DELACK_MAX = 200_000_000
 #: net.ipv4.tcp_pacing_ss_ratio / tcp_pacing_ca_ratio (Linux's defaults).
@@ -106,15 +107,17 @@ def snapshot(sk: TcpSock, now: int) -> dict[str, int]:
         options |= TCPI_OPT_WSCALE
     if conn.syn_data_acked:
         options |= TCPI_OPT_SYN_DATA
+    if conn.fastopen_child:
+        options |= TCPI_OPT_TFO_CHILD
     ecn = conn.ecn
     if ecn.negotiated:
         options |= TCPI_OPT_ECN
     if ecn.seen:
         options |= TCPI_OPT_ECN_SEEN
-    ca_state = int(conn.loss.ca_state())  # icsk_ca_state (CaState has Linux's numbers)
     loss = conn.loss
     sacked = -(-loss.scoreboard.sacked_bytes // mss)  # tp->sacked_out, in segments
     lost, retrans = loss.log.lost_and_retrans_out()
+    ca_state = _ca_state(loss.ca_state(), sacked + lost + retrans)
     packets_out = len(loss.log) + sacked  # tp->packets_out: the SACKed ones too
     cwnd = conn.cc.cwnd // mss
     ssthresh = _ssthresh_segments(conn.cc.ssthresh, mss)
@@ -180,6 +183,16 @@ def snapshot(sk: TcpSock, now: int) -> dict[str, int]:
     info["rwnd_limited"] = _us(rwnd_limited)
     info["sndbuf_limited"] = _us(sndbuf_limited)
     return {"tcpi_" + name: int(value) for name, value in info.items()}
+
+
+def _ca_state(state: CaState, left_out: int) -> int:
+    """icsk_ca_state as Linux leaves it after an ACK: Open becomes Disorder while
+    segments are SACKed, marked lost or retransmitted and not yet acknowledged
+    (tcp_try_to_open: tcp_left_out, tcp_any_retrans_done); rcunet's engine needs no
+    Disorder of its own, so TCP_INFO tells it apart here."""
+    if state is CaState.OPEN and left_out:
+        return int(CaState.DISORDER)
+    return int(state)
 
 
 def _listener_fields(sk: TcpSock) -> dict[str, int]:
