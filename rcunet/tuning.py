@@ -113,6 +113,10 @@ class Tuning:
     tcp_recovery: int = 1
     #: Tail loss probes (Linux net.ipv4.tcp_early_retrans): on at 3 (default) and 4.
     tcp_early_retrans: int = 3
+    #: F-RTO (Linux net.ipv4.tcp_frto, RFC 5682): after an RTO, new data goes out before
+    #: more retransmissions, and an ACK of never-retransmitted data undoes the timeout's
+    #: cwnd reduction (2, the default, and 1: on; 0: off).
+    tcp_frto: int = 2
     udp_rmem_default: int = 212992
     #: The most a socket's SO_RCVBUF / SO_SNDBUF may ask for (Linux net.core.rmem_max /
     #: wmem_max; the kernel then doubles it).

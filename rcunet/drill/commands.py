@@ -83,6 +83,7 @@ _TUNING: dict[str, tuple[str, str]] = {
     "net.ipv4.tcp_early_retrans": ("tcp_early_retrans", "int"),
     "net.ipv4.tcp_rto_max_ms": ("tcp_rto_max_ms", "int"),
     "net.ipv4.tcp_rto_min_us": ("tcp_rto_min_us", "int"),
+    "net.ipv4.tcp_frto": ("tcp_frto", "int"),
 }
 
 #: Integer sysctls with Linux's proc_dointvec_minmax bounds: a value outside them is
@@ -104,9 +105,8 @@ _FIXED: dict[str, frozenset[str]] = {
     "net.ipv4.tcp_pacing_ss_ratio": frozenset({"200"}),
     "net.ipv4.tcp_pacing_ca_ratio": frozenset({"120"}),
     "net.ipv4.tcp_notsent_lowat": frozenset({"4294967295"}),
-    # Linux defaults whose mechanisms rcunet lacks (F-RTO, Fast Open): a script that
-    # depends on them fails on the packets, which is the finding to report.
-    "net.ipv4.tcp_frto": frozenset({"2"}),
+    # Linux defaults whose mechanisms rcunet lacks (Fast Open's blackhole detection): a
+    # script that depends on them fails on the packets, which is the finding to report.
     "net.ipv4.tcp_fastopen_blackhole_timeout_sec": frozenset(),
     # TSO sizing: rcunet sends MSS-sized segments, no TSO/GSO to size
     "net.ipv4.tcp_min_tso_segs": frozenset(),

@@ -120,6 +120,7 @@ from rcunet.core.tcp.rto import RtoEstimator
 from rcunet.core.tcp.sack import Scoreboard
 from rcunet.core.tcp.sender import Sender
 from rcunet.core.tcp.state import TRANSITIONS, State
+from rcunet.core.tcp.stats import TrafficStats
 from rcunet.core.tcp.tcb import Tcb
 from rcunet.core.tcp.timers import Timers
 from rcunet.core.tcp.timewait import TimeWait, reuse_iss
@@ -144,7 +145,7 @@ class Connection:
     # Autotune, ChallengeAcks) are driven the same way and use ``lockfree_read_slots``
     # too (Tcb keeps its dataclass slots, as before).
     __slots__ = lockfree_read_slots(
-        "autotune", "cc", "challenges", "chrono", "counters", "delack", "ecn", "error",
+        "autotune", "cc", "challenges", "chrono", "stats", "counters", "delack", "ecn", "error",
         "fastopen_active", "fastopen_child", "local_addr", "local_port", "loss", "options",
         "passive", "quiet", "receiver", "remote_addr", "remote_port", "rto", "sender", "state",
         "syn_data_acked", "tcb", "timers",
@@ -179,6 +180,7 @@ class Connection:
         self.rto = RtoEstimator(options.rto_initial, options.rto_min, options.rto_max)
         self.cc = congestion.create(options.congestion_control, t.snd_mss, options.initial_cwnd)
         self.chrono = Chrono()  # busy / rwnd- / sndbuf-limited time (TCP_INFO)
+        self.stats = TrafficStats()  # segments and bytes each way (TCP_INFO)
         self.sender = Sender(t, self.timers, self.rto, self.counters, self.chrono)
         self.delack = DelayedAck(t, self.timers, self.rto, self.counters)  # Linux icsk_ack
         self.autotune = Autotune(t)  # receive-buffer autotuning and the window clamp
@@ -268,6 +270,7 @@ class Connection:
                    ts_offset=ts_offset, counters=counters, passive=True,
                    local_addr=local_addr, remote_addr=remote_addr)
         conn._now = now
+        conn.stats.segment_in(0)  # tcp_create_openreq_child: segs_in 1 (the SYN)
         conn._take_peer_syn(syn, now)
         conn.ecn.answer(conn.options, syn)
         conn._set_state(SYN_RECEIVED)
@@ -637,6 +640,8 @@ class Connection:
     def _on_established(self, now: int) -> None:
         t = self.tcb
         self.timers.established(now)
+        self.loss.end_rto_episode(now)  # a handshake that timed out is through
+        self.loss.handshake_delivered()
         if self.timers.syn_retransmitted:
             if self.rto.srtt is None:
                 # RFC 6298 §5.7: no valid sample and the SYN was retransmitted
@@ -874,6 +879,7 @@ class Connection:
             self.counters.add("TcpInErrs")
             self.counters.add("TcpInCsumErrors")
             return
+        self.stats.segment_in(len(seg.payload))
         st = self.state
         if st is ESTABLISHED and self._fast_path(seg, now):
             self._output(now)  # header prediction took it: no walk of the state machine
@@ -977,6 +983,8 @@ class Connection:
             self._rtt_sample_handshake(seg, now)
             if self.fastopen_active is not None:
                 self._fastopen_synack(seg)
+            # tcp_ack's tcp_snd_una_update: the SYN (and SYN data) count as acknowledged
+            self.stats.bytes_acked += sub(seg.ack, t.snd_una)
             t.snd_una = seg.ack
             self._set_state(ESTABLISHED)
             self._on_established(now)
@@ -1248,10 +1256,17 @@ class Connection:
         newly_sacked = loss.take_sack(seg, now)
         ecn_signal = self.ecn.mode is not EcnMode.DISABLED and \
             self.ecn.congestion_signal(seg, acked, t.snd_mss, new_ack or newly_sacked > 0)
-        if new_ack and loss.algorithm is None and not loss.cwr and not ecn_signal:
+        # tcp_cong_control runs after tcp_fastretrans_alert: in Loss, after the undo
+        # it may decide (grown earlier, a Recovery that starts would count the growth)
+        grow_after = loss.in_loss
+        if new_ack and not grow_after and loss.algorithm is None and not loss.cwr \
+                and not ecn_signal:
             self.sender.grow_cwnd(self, acked, now)
         in_recovery = loss.algorithm is not None
         loss.detect(self, seg, ack, new_ack, acked, prior_wnd, newly_sacked, now)
+        if new_ack and grow_after and loss.algorithm is None and not loss.cwr \
+                and not ecn_signal:
+            self.sender.grow_cwnd(self, acked, now)
         if loss.algorithm is not None and not in_recovery:
             self.ecn.on_reduction()  # tcp_init_cwnd_reduction: tcp_ecn_queue_cwr
         elif ecn_signal and loss.enter_cwr(self, now):  # tcp_try_to_open with FLAG_ECE
@@ -1301,6 +1316,7 @@ class Connection:
         self._rtt_sample(seg, now)
         self.sender.drop_acked(ack)
         t.snd_una = ack
+        self.stats.bytes_acked += acked  # tcp_snd_una_update
         if lt(t.snd_nxt, ack):
             t.snd_nxt = ack  # after go-back-N the ACK may jump past SND.NXT
         self.loss.on_ack_advance(ack, acked, now)
@@ -1327,14 +1343,19 @@ class Connection:
             self.rto.on_sample(now - sent_at, seg.ack, t.snd_max)
 
     def _rtt_sample_handshake(self, seg: tcp.Repr, now: int) -> None:
+        """The handshake's RTT sample (tcp_synack_rtt_meas, tcp_ack_update_rtt): the
+        estimator's first, and tcp_min_rtt's (which RACK and TCP_INFO read)."""
         t = self.tcb
+        rtt: int | None = None
         if t.ts_ok and seg.timestamp is not None and seg.timestamp[1]:
             rtt_ms = sub(self.tcb.ts_val(now), seg.timestamp[1])
             if 0 <= rtt_ms:
-                self.rto.on_sample(max(rtt_ms, 1) * MS, seg.ack, t.snd_max)
+                rtt = max(rtt_ms, 1) * MS
         elif not self.timers.syn_retransmitted and self.timers.syn_sent_at is not None:
-            # Karn: only unretransmitted SYNs
-            self.rto.on_sample(now - self.timers.syn_sent_at, seg.ack, t.snd_max)
+            rtt = now - self.timers.syn_sent_at  # Karn: only unretransmitted SYNs
+        if rtt is not None:
+            self.rto.on_sample(rtt, seg.ack, t.snd_max)
+            self.loss.rtt_seen(rtt // 1000)
 
     # ------------------------------------------------------------ what goes out
     def _output(self, now: int) -> None:
@@ -1401,6 +1422,10 @@ class Connection:
     def _emit(self, seg: tcp.Repr) -> None:
         self._out.append(seg)
         self.counters.add("TcpOutSegs")
+        if not (seg.flags & SYN and self.passive):
+            # a listener's request sock sends the SYN-ACK in Linux (tcp_make_synack),
+            # not the socket whose totals TCP_INFO reads
+            self.stats.segment_out(len(seg.payload), self._now)
 
 
 def _fitting(extra: tuple[tuple[int, bytes], ...], used: int

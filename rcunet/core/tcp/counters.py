@@ -24,7 +24,7 @@ NAMES = (
     "TcpExtTCPDSACKRecv", "TcpExtTCPDSACKOfoRecv", "TcpExtTCPDSACKIgnoredOld",
     "TcpExtTCPDSACKIgnoredNoUndo", "TcpExtTCPDSACKIgnoredDubious",
     "TcpExtTCPLossProbes", "TcpExtTCPLossProbeRecovery",
-    "TcpExtTCPDSACKUndo", "TcpExtTCPFullUndo",
+    "TcpExtTCPDSACKUndo", "TcpExtTCPFullUndo", "TcpExtTCPLossUndo", "TcpExtTCPSpuriousRTOs",
     "TcpExtTCPWinProbe", "TcpExtTCPKeepAlive", "TcpExtTCPAbortOnTimeout",
     "TcpExtTCPAbortOnData", "TcpExtTCPAbortOnClose",
     "TcpExtSyncookiesSent", "TcpExtSyncookiesRecv", "TcpExtSyncookiesFailed", "TcpExtTW",

@@ -74,6 +74,10 @@ class Options:
     recovery: int = 1
     #: tcp_early_retrans: 3 (Linux's default) and 4 send tail loss probes, others none
     early_retrans: int = 3
+    #: tcp_frto: F-RTO (RFC 5682) detects a spurious retransmission timeout by sending
+    #: new data after it, and undoes it (Linux's default 2: the SACK-enhanced version;
+    #: any non-zero value enables it, as tcp_enter_loss reads it).  0: every RTO is a loss.
+    frto: int = 2
     congestion_control: str = "cubic"  #: "reno" (RFC 5681/6582) or "cubic" (RFC 9438)
     initial_cwnd: int = 10  #: segments (RFC 6928; Linux TCP_INIT_CWND)
     rto_initial: int = 1 * SECOND  #: RFC 6298 §2.1 (Linux TCP_TIMEOUT_INIT)
@@ -157,7 +161,8 @@ class Options:
                   "tcp_notsent_lowat": "notsent_lowat", "tcp_ecn": "ecn",
                   "tcp_ecn_fallback": "ecn_fallback", "tcp_ecn_option": "ecn_option",
                   "tcp_ecn_option_beacon": "ecn_option_beacon",
-                  "tcp_recovery": "recovery", "tcp_early_retrans": "early_retrans"}
+                  "tcp_recovery": "recovery", "tcp_early_retrans": "early_retrans",
+                  "tcp_frto": "frto"}
         for sysctl, name in simple.items():
             if hasattr(tuning, sysctl):
                 values[name] = getattr(tuning, sysctl)

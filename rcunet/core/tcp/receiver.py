@@ -46,7 +46,8 @@ class Receiver:
     # lockfree_read_slots: read by whichever thread holds the socket lock (Connection)
     __slots__ = lockfree_read_slots(
         "tcb", "counters", "delack", "autotune",
-        "rx", "ofo", "rx_blocks", "fin_offset", "dsack", "rcv_unacked", "ack_now")
+        "rx", "ofo", "rx_blocks", "fin_offset", "dsack", "rcv_unacked", "ack_now",
+        "bytes_received", "rcv_ooopack")
 
     def __init__(self, tcb: Tcb, counters: Counters, delack: DelayedAck, autotune: Autotune,
                  ofo_max_ranges: int) -> None:
@@ -61,6 +62,8 @@ class Receiver:
         self.dsack: tuple[int, int] | None = None  # duplicate range for the next ACK
         self.rcv_unacked = 0  # bytes received since our last ACK (delayed ACK)
         self.ack_now = False  # an ACK goes out with this engine call's output
+        self.bytes_received = 0  # tp->bytes_received (TCP_INFO)
+        self.rcv_ooopack = 0  # tp->rcv_ooopack: segments queued out of order (TCP_INFO)
 
     # ------------------------------------------------------------ ACKs
     def ack_at_once(self) -> None:
@@ -231,6 +234,7 @@ class Receiver:
     def advance_rcv(self, n: int) -> None:
         t = self.tcb
         t.rcv_nxt = add(t.rcv_nxt, n)
+        self.bytes_received += n  # tcp_rcv_nxt_update
         self.ofo.advance(n)
         self.rx_blocks.advance(n)
         if self.fin_offset is not None:
@@ -243,6 +247,7 @@ class Receiver:
             self.counters.add("TcpExtTCPOFODrop")
         else:
             self.counters.add("TcpExtTCPOFOQueue")
+            self.rcv_ooopack += 1  # tcp_data_queue_ofo
             if added < len(data):
                 self.counters.add("TcpExtTCPOFOMerge")  # overlapped what we already held
             if added == 0:
@@ -269,6 +274,7 @@ class Receiver:
         t = self.tcb
         self.fin_offset = None
         t.rcv_nxt = add(t.rcv_nxt, 1)
+        self.bytes_received += 1  # tcp_rcv_nxt_update counts the FIN's sequence number
         self.dsack = None  # tcp_fin: tcp_sack_reset (no D-SACK after the FIN)
         conn._events.append(FinReceived())
         st = conn.state

@@ -206,7 +206,9 @@ class Sender:
         had_unsent = self.unsent() > 0  # tcp_write_xmit runs with a send head
         loss = conn.loss
         snd_max = self.tcb.snd_max
-        if loss.algorithm is None:
+        if loss.in_loss and loss.algorithm is None:
+            loss.loss_output(conn, now)
+        elif loss.algorithm is None:
             while self.try_send(conn, now, room=self.cwnd_room(conn)):
                 pass
         else:
@@ -462,9 +464,13 @@ class Sender:
         segment beyond cwnd (cwnd itself is unchanged).
         """
         t = self.tcb
+        loss = conn.loss
+        if loss.in_loss and t.sack_ok:
+            # Loss state: what is in flight is what Linux counts (tcp_packets_in_flight:
+            # the segments not marked lost nor SACKed), F-RTO's new data included
+            return conn.cc.cwnd - loss.log.in_flight(t.snd_una)
         snd_nxt = t.snd_nxt
         room = conn.cc.cwnd - sub(snd_nxt, t.snd_una)
-        loss = conn.loss
         if loss.algorithm is None and loss.dupacks and snd_nxt == t.snd_max:
             room += min(loss.dupacks, 2) * t.snd_mss
         if t.sack_ok and lt(snd_nxt, t.snd_max):
@@ -540,6 +546,20 @@ class Sender:
             self.timers.rto_at = now + self.rto.rto  # RFC 6298 §5.1
         self.timers.persist_at = None
         return True
+
+    def send_new(self, conn: Connection, now: int) -> None:
+        """F-RTO step 2.b (tcp_xmit_recovery's REXMIT_NEW): never-sent data from SND.MAX
+        as cwnd allows over what is really in flight (tcp_packets_in_flight: the lost
+        segments are not), while the go-back-N point (SND.NXT) waits."""
+        t = self.tcb
+        resume = t.snd_nxt
+        t.snd_nxt = t.snd_max
+        log = conn.loss.log
+        sent = False
+        while self.try_send(conn, now, room=conn.cc.cwnd - log.in_flight(t.snd_una)):
+            sent = True
+        self.cwnd_validate(conn, sent)  # tcp_write_xmit's, over the flight it sent into
+        t.snd_nxt = resume
 
     def skb_bound(self, seq: int) -> int | None:
         """Bytes from ``seq`` to the next skb end after it (None: none before the data's

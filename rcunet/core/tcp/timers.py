@@ -108,6 +108,10 @@ class Timers:
         self.retransmits = 0
         self.first_rtx_at = None
 
+    def rto_undone(self) -> None:
+        """The timeout proved spurious (tcp_try_undo_loss): the back-off count restarts."""
+        self.retransmits = 0
+
     def data_received(self, now: int) -> None:
         """The peer sent data now (TCP_INFO's last_data_recv)."""
         self.last_rcv_at = now
@@ -193,6 +197,8 @@ class Timers:
                 else:
                     conn._fail(errnos.ETIMEDOUT)
                 return
+            conn.loss.count_rto(now, first=not self.retransmits, rehash=not passive_synack)
+            conn.loss.note_syn_retransmit()
             self.retransmits += 1
             self.syn_retransmitted = True
             conn.rto.on_timeout()
@@ -227,10 +233,9 @@ class Timers:
             conn.counters.add("TcpExtTCPAbortOnTimeout")
             conn._abort_timeout()
             return
+        conn.loss.enter_loss(conn, now, self.retransmits)
         self.retransmits += 1
         conn.counters.add("TcpExtTCPTimeouts")
-        conn.cc.on_timeout(now, sub(t.snd_max, t.snd_una))
-        conn.loss.on_timeout()
         conn.ecn.on_reduction()  # tcp_enter_loss: tcp_ecn_queue_cwr
         self.tlp_at = self.reo_at = None
         conn.sender.stop_rtt_timing()  # Karn

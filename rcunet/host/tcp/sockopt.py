@@ -233,7 +233,10 @@ def recv_cmsgs(sk: TcpSock) -> list[tuple[int, int, bytes]]:
     return [(SOL_TCP, TCP_INQ, struct.pack("i", inq_hint(sk)))]
 
 def tcp_info(sk: TcpSock, buflen: int | None = None) -> bytes:
-    """TCP_INFO: Linux's struct tcp_info (host/tcp/info.py), cut to ``buflen``."""
+    """TCP_INFO: Linux's struct tcp_info (host/tcp/info.py), cut to ``buflen`` as
+    do_tcp_getsockopt copies min(len, sizeof); a negative length is EINVAL."""
+    if buflen is not None and buflen < 0:
+        raise oserror(errno.EINVAL, "TCP_INFO length must be >= 0")
     since = sk._lock()
     try:
         values = tcp_info_snapshot(sk, sk.host.now())
