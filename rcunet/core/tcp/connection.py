@@ -795,15 +795,18 @@ class Connection:
         return initial_window(o.rcvbuf, o.window_clamp, mss)
 
     def _send_syn(self, now: int, retransmit: bool = False, rearm: bool = True,
-                  extra: tuple[tuple[int, bytes], ...] = (), payload: bytes = b"") -> None:
+                  extra: tuple[tuple[int, bytes], ...] = (), payload: bytes = b"",
+                  timed_out: bool = False) -> None:
         """SYN (SYN-SENT) or SYN,ACK (SYN-RECEIVED) with our options (and ``extra``
-        ones after them: a Fast Open cookie)."""
+        ones after them: a Fast Open cookie).  ``timed_out``: the retransmission timer
+        sends it, its expiry already counted in ``timers.retransmits``."""
         t = self.tcb
         o = self.options
         is_synack = self.state is SYN_RECEIVED
         flags = SYN | (ACK if is_synack else 0)
         if is_synack:
-            flags |= self.ecn.synack()
+            timeouts = self.timers.retransmits - (1 if timed_out else 0)
+            flags |= self.ecn.synack(retransmit, timeouts)
         else:
             flags |= self.ecn.syn(o, self.timers.retransmits if retransmit else 0)
         # In a SYN,ACK, offer only what the peer's SYN offered (RFC 7323 §2.2, §3.2; 2018 §2).

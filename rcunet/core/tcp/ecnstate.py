@@ -37,7 +37,7 @@ class EcnState:
     __slots__ = lockfree_read_slots("mode", "rfc3168", "accecn_rx", "accecn_tx", "counters",
                                     "syn_ect_rcv", "syn_ect_snt", "ace_fail_recv",
                                     "ace_fail_send", "delivered_ce", "syn_flags",
-                                    "handshake_ace")
+                                    "handshake_ace", "synack_retrans")
 
     def __init__(self, counters: Counters) -> None:
         self.counters = counters
@@ -52,6 +52,8 @@ class EcnState:
         #: The peer's AccECN feedback proved impossible: we stop sending ECT.
         self.ace_fail_recv = False
         self.ace_fail_send = False
+        #: SYN-ACKs sent again (req->num_retrans).
+        self.synack_retrans = 0
         #: Packets the peer says arrived CE-marked (TCP_INFO's delivered_ce): ACKed
         #: with ECE in RFC 3168 mode, counted by ACE in AccECN mode.
         self.delivered_ce = 0
@@ -80,9 +82,18 @@ class EcnState:
         answer = accecn.answer_syn(options.ecn, syn.flags, syn.ecn)
         self.mode, self.syn_ect_rcv = answer.mode, answer.syn_ect_rcv
 
-    def synack(self) -> int:
-        """The ECN flags of our SYN-ACK (tcp_ecn_make_synack)."""
-        return accecn.synack_flags(self.mode, self.syn_ect_rcv)
+    def synack(self, retransmit: bool = False, timeouts: int = 0) -> int:
+        """The ECN flags of our SYN-ACK (tcp_ecn_make_synack); ``timeouts``: the
+        retransmission timeouts before it (req->num_timeout).  From the second
+        retransmission on (req->num_retrans > 1, whether a timeout or the peer's
+        repeated SYN sent it) an AccECN server stops sending ECT
+        (tcp_accecn_ace_fail_send_set_retrans)."""
+        if retransmit:
+            self.synack_retrans += 1
+            if self.synack_retrans > 1 and self.mode is EcnMode.ACCECN:
+                self.ace_fail_send = True
+        return accecn.synack_flags(self.mode, self.syn_ect_rcv,
+                                   after_timeout=retransmit and timeouts > 0)
 
     def synack_option(self, options: Options, used: int, combine_saving: int,
                       retransmit: bool) -> tuple[tuple[int, bytes], ...]:
@@ -235,7 +246,8 @@ class EcnState:
         else:
             self.handshake_ace = None
             flags = tcp.with_ace(seg.flags, receiver.ace())
-        ip = ipecn.NOT_ECT if self.ace_fail_recv else ipecn.ECT_0
+        # tcp_ecn_send: no ECT once either side's ACE feedback failed
+        ip = ipecn.NOT_ECT if self.ace_fail_recv or self.ace_fail_send else ipecn.ECT_0
         unknown = seg.unknown_options
         blocks = seg.sack_blocks
         now_us = now // 1000
