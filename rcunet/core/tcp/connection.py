@@ -1226,16 +1226,21 @@ class Connection:
         self.loss.ack_begin()
         new_ack = gt(ack, t.snd_una)
         acked = sub(ack, t.snd_una) if new_ack else 0
+        loss = self.loss
+        # bytes this ACK covers that an earlier SACK delivered already
+        sacked_before = loss.sacked_below(ack) if new_ack and t.sack_ok else 0
         if new_ack:
             self._ack_advance(seg, now)
         if le(t.snd_una, ack):
             self._update_send_window(seg, ack)
-        loss = self.loss
         newly_sacked = loss.take_sack(seg, now)
         ecn_signal = self.ecn.mode is not EcnMode.DISABLED and \
             self.ecn.congestion_signal(seg, acked, t.snd_mss, new_ack or newly_sacked > 0)
         if new_ack and loss.algorithm is None and not loss.cwr and not ecn_signal:
-            self.sender.grow_cwnd(self, acked, now)
+            # tcp_cong_control grows cwnd by what this ACK delivered (tp->delivered's
+            # delta), only when it ACKs data (tcp_may_raise_cwnd: FLAG_DATA_ACKED): bytes
+            # an earlier SACK delivered do not grow it a second time
+            self.sender.grow_cwnd(self, acked - sacked_before, now)
         in_recovery = loss.algorithm is not None
         loss.detect(self, seg, ack, new_ack, acked, prior_wnd, newly_sacked, now)
         if loss.algorithm is not None and not in_recovery:
