@@ -1025,7 +1025,7 @@ class Connection:
             return
         if flags & (SYN | ACK) == SYN | ACK and not self.passive \
                 and self.ecn.mode is EcnMode.ACCECN:
-            self.ecn.on_repeated_synack()
+            self.ecn.on_repeated_synack(seg)
         if self._is_simultaneous_open_synack(seg):
             # Linux tcp_validate_incoming: in a simultaneous open the peer's SYN,ACK
             # repeats its SYN (not acceptable by the §3.10.7.4 table) but its ACK
@@ -1035,6 +1035,7 @@ class Connection:
         if self.state is SYN_RECEIVED and flags & (SYN | ACK) == SYN and seg.seq == t.irs:
             # The peer retransmitted its SYN: so do we, rate limited (Linux tcp_check_req).
             if not self.challenges.rate_limited(self.options, now, "TcpExtTCPACKSkippedSynRecv"):
+                self.ecn.on_repeated_syn(seg)
                 self._send_syn(now, retransmit=True, rearm=False)
             return
         # first: sequence number check

@@ -82,6 +82,18 @@ class EcnState:
         answer = accecn.answer_syn(options.ecn, syn.flags, syn.ecn)
         self.mode, self.syn_ect_rcv = answer.mode, answer.syn_ect_rcv
 
+    def on_repeated_syn(self, seg: tcp.Repr) -> None:
+        """The peer's SYN again, in SYN-RECEIVED: an AccECN server's next SYN-ACK
+        reflects this SYN's IP ECN field (RFC 9768 §3.1.5: the latest SYN), and a SYN
+        with ACE = 0 means ECN-flagged packets may be dropped on the way: no ECT from
+        now on (tcp_check_req: TCP_ACCECN_ACE_FAIL_RECV)."""
+        if self.mode is not EcnMode.ACCECN:
+            return
+        self.syn_ect_rcv = seg.ecn
+        if not tcp.ace(seg.flags) and not self.ace_fail_recv:
+            self.ace_fail_recv = True
+            self.counters.add("TcpExtAccEcnAceFail")
+
     def synack(self, retransmit: bool = False, timeouts: int = 0) -> int:
         """The ECN flags of our SYN-ACK (tcp_ecn_make_synack); ``timeouts``: the
         retransmission timeouts before it (req->num_timeout).  From the second
@@ -150,11 +162,13 @@ class EcnState:
         fit = accecn.fit_option(0, MAX_OPTION_SPACE - (TS_SPACE if timestamps else 0))
         return max(fit.size, 0)
 
-    def on_repeated_synack(self) -> None:
+    def on_repeated_synack(self, seg: tcp.Repr) -> None:
         """The peer's SYN-ACK again, on an open AccECN connection: the ACK it gets
-        reflects the SYN-ACK's ECN field once more, as the handshake's last ACK did
-        (its ACK was lost; the kernel's tcp_accecn_synack_rexmit selftest)."""
+        reflects this SYN-ACK's ECN field, as the handshake's last ACK did (its ACK was
+        lost; the kernel's tcp_accecn_synack_rexmit selftest) -- the latest SYN-ACK's,
+        which Linux's tcp_validate_incoming stores in syn_ect_rcv (RFC 9768 §3.1.5)."""
         if self.mode is EcnMode.ACCECN:
+            self.syn_ect_rcv = seg.ecn
             self.handshake_ace = accecn.reflector_ace(self.syn_ect_rcv)
 
     def _take_option(self, seg: tcp.Repr) -> None:
