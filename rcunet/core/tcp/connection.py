@@ -1174,6 +1174,14 @@ class Connection:
         return (gt(seg.ack, t.snd_una) or gt(seg.seq, t.snd_wl1)
                 or (seg.seq == t.snd_wl1 and (window > t.snd_wnd or window == 0)))
 
+    def _ts_progress(self, seg: tcp.Repr) -> bool:
+        """Would this segment move TS.Recent forward (Linux tcp_replace_ts_recent's
+        FLAG_TS_PROGRESS)?  Proof the ACK is new even when it ACKs and SACKs nothing."""
+        t = self.tcb
+        ts = seg.timestamp
+        return (ts is not None and t.ts_ok and gt(ts[0], t.ts_recent)
+                and le(seg.seq, t.last_ack_sent))
+
     def _update_ts_recent(self, seg: tcp.Repr, now: int) -> None:
         """RFC 7323 §4.3 (2): TSval >= TS.Recent and SEG.SEQ =< Last.ACK.sent.
 
@@ -1236,7 +1244,8 @@ class Connection:
             self._update_send_window(seg, ack)
         newly_sacked = loss.take_sack(seg, now)
         ecn_signal = self.ecn.mode is not EcnMode.DISABLED and \
-            self.ecn.congestion_signal(seg, acked, t.snd_mss, new_ack or newly_sacked > 0)
+            self.ecn.congestion_signal(seg, acked, t.snd_mss,
+                                       new_ack or newly_sacked > 0 or self._ts_progress(seg))
         if new_ack and loss.algorithm is None and not loss.cwr and not ecn_signal:
             # tcp_cong_control grows cwnd by what this ACK delivered (tp->delivered's
             # delta), only when it ACKs data (tcp_may_raise_cwnd: FLAG_DATA_ACKED): bytes
