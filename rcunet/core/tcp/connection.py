@@ -1396,7 +1396,7 @@ class Connection:
         if self.ecn.mode is not EcnMode.DISABLED:
             # new data is what starts at or above SND.MAX (tcp_ecn_send: !before(seq, snd_nxt))
             seg = self.ecn.outgoing(seg, bool(payload) and not lt(seq, t.snd_max), self.options,
-                                    now, self.rto.srtt)
+                                    now, self.rto.srtt, timewait=self._is_timewait_sock())
         return seg
 
     def _emit(self, seg: tcp.Repr) -> None:

@@ -237,10 +237,14 @@ class EcnState:
 
     # ------------------------------------------------------------ leaving segments
     def outgoing(self, seg: tcp.Repr, new_data: bool, options: Options, now: int,
-                 srtt: int | None) -> tcp.Repr:
+                 srtt: int | None, timewait: bool = False) -> tcp.Repr:
         """``seg`` (not a SYN) with its ECN flags and IP ECN field (tcp_ecn_send), and
-        on an AccECN connection its AccECN option (tcp_established_options)."""
+        on an AccECN connection its AccECN option (tcp_established_options).
+        ``timewait``: Linux sends it from a timewait sock (tcp_v4_timewait_ack), which
+        keeps the socket's TOS (its ECT) but no AccECN state: no ACE, no option."""
         if self.mode is EcnMode.ACCECN:
+            if timewait:
+                return seg._replace(ecn=self._accecn_ip_ecn())
             return self._accecn_outgoing(seg, options, now, srtt)
         out = accecn.outgoing(self.mode, new_data=new_data, rfc3168=self.rfc3168,
                               receiver=self.accecn_rx, ace_fail_recv=self.ace_fail_recv)
@@ -260,8 +264,7 @@ class EcnState:
         else:
             self.handshake_ace = None
             flags = tcp.with_ace(seg.flags, receiver.ace())
-        # tcp_ecn_send: no ECT once either side's ACE feedback failed
-        ip = ipecn.NOT_ECT if self.ace_fail_recv or self.ace_fail_send else ipecn.ECT_0
+        ip = self._accecn_ip_ecn()
         unknown = seg.unknown_options
         blocks = seg.sack_blocks
         now_us = now // 1000
@@ -277,6 +280,16 @@ class EcnState:
                 unknown = ((option.kind, option.data()), *unknown)
                 blocks = blocks[:fit.num_sack_blocks]
         return seg._replace(flags=flags, ecn=ip, unknown_options=unknown, sack_blocks=blocks)
+
+    def tos_ecn(self) -> int:
+        """The ECN bits of the socket's TOS, which a timewait sock keeps (tw_tos): AccECN
+        sets ECT on every packet (INET_ECN_xmit), RFC 3168 clears it for pure ACKs."""
+        return self._accecn_ip_ecn() if self.mode is EcnMode.ACCECN else ipecn.NOT_ECT
+
+    def _accecn_ip_ecn(self) -> int:
+        """An AccECN connection's IP ECN field: ECT(0) on every packet, none once either
+        side's ACE feedback failed (tcp_ecn_send)."""
+        return ipecn.NOT_ECT if self.ace_fail_recv or self.ace_fail_send else ipecn.ECT_0
 
     def on_reduction(self) -> None:
         """cwnd was reduced (CWR, recovery or loss): RFC 3168's next new data carries
