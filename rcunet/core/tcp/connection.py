@@ -1236,8 +1236,13 @@ class Connection:
         new_ack = gt(ack, t.snd_una)
         acked = sub(ack, t.snd_una) if new_ack else 0
         loss = self.loss
-        # bytes this ACK covers that an earlier SACK delivered already
-        sacked_before = loss.sacked_below(ack) if new_ack and t.sack_ok else 0
+        # bytes this ACK covers that an earlier SACK delivered already -- or, without
+        # SACK, that earlier duplicate ACKs did (tcp_add_reno_sack counts each one
+        # delivered)
+        sacked_before = 0
+        if new_ack:
+            sacked_before = (loss.sacked_below(ack) if t.sack_ok
+                             else min(loss.dupacks * t.snd_mss, acked))
         if new_ack:
             self._ack_advance(seg, now)
         if le(t.snd_una, ack):
