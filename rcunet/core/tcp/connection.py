@@ -812,15 +812,18 @@ class Connection:
         return initial_window(o.rcvbuf, o.window_clamp, mss)
 
     def _send_syn(self, now: int, retransmit: bool = False, rearm: bool = True,
-                  extra: tuple[tuple[int, bytes], ...] = (), payload: bytes = b"") -> None:
+                  extra: tuple[tuple[int, bytes], ...] = (), payload: bytes = b"",
+                  timed_out: bool = False) -> None:
         """SYN (SYN-SENT) or SYN,ACK (SYN-RECEIVED) with our options (and ``extra``
-        ones after them: a Fast Open cookie)."""
+        ones after them: a Fast Open cookie).  ``timed_out``: the retransmission timer
+        sends it, its expiry already counted in ``timers.retransmits``."""
         t = self.tcb
         o = self.options
         is_synack = self.state is SYN_RECEIVED
         flags = SYN | (ACK if is_synack else 0)
         if is_synack:
-            flags |= self.ecn.synack()
+            timeouts = self.timers.retransmits - (1 if timed_out else 0)
+            flags |= self.ecn.synack(retransmit, timeouts)
         else:
             flags |= self.ecn.syn(o, self.timers.retransmits if retransmit else 0)
         # In a SYN,ACK, offer only what the peer's SYN offered (RFC 7323 §2.2, §3.2; 2018 §2).
@@ -1047,7 +1050,7 @@ class Connection:
             return
         if flags & (SYN | ACK) == SYN | ACK and not self.passive \
                 and self.ecn.mode is EcnMode.ACCECN:
-            self.ecn.on_repeated_synack()
+            self.ecn.on_repeated_synack(seg)
         if self._is_simultaneous_open_synack(seg):
             # Linux tcp_validate_incoming: in a simultaneous open the peer's SYN,ACK
             # repeats its SYN (not acceptable by the §3.10.7.4 table) but its ACK
@@ -1057,6 +1060,7 @@ class Connection:
         if self.state is SYN_RECEIVED and flags & (SYN | ACK) == SYN and seg.seq == t.irs:
             # The peer retransmitted its SYN: so do we, rate limited (Linux tcp_check_req).
             if not self.challenges.rate_limited(self.options, now, "TcpExtTCPACKSkippedSynRecv"):
+                self.ecn.on_repeated_syn(seg)
                 self._send_syn(now, retransmit=True, rearm=False)
             return
         # first: sequence number check
@@ -1195,6 +1199,14 @@ class Connection:
         return (gt(seg.ack, t.snd_una) or gt(seg.seq, t.snd_wl1)
                 or (seg.seq == t.snd_wl1 and (window > t.snd_wnd or window == 0)))
 
+    def _ts_progress(self, seg: tcp.Repr) -> bool:
+        """Would this segment move TS.Recent forward (Linux tcp_replace_ts_recent's
+        FLAG_TS_PROGRESS)?  Proof the ACK is new even when it ACKs and SACKs nothing."""
+        t = self.tcb
+        ts = seg.timestamp
+        return (ts is not None and t.ts_ok and gt(ts[0], t.ts_recent)
+                and le(seg.seq, t.last_ack_sent))
+
     def _update_ts_recent(self, seg: tcp.Repr, now: int) -> None:
         """RFC 7323 §4.3 (2): TSval >= TS.Recent and SEG.SEQ =< Last.ACK.sent.
 
@@ -1248,25 +1260,36 @@ class Connection:
         self.loss.ack_begin()
         new_ack = gt(ack, t.snd_una)
         acked = sub(ack, t.snd_una) if new_ack else 0
+        loss = self.loss
+        # bytes this ACK covers that an earlier SACK delivered already -- or, without
+        # SACK, that earlier duplicate ACKs did (tcp_add_reno_sack counts each one
+        # delivered)
+        sacked_before = 0
+        if new_ack:
+            sacked_before = (loss.sacked_below(ack) if t.sack_ok
+                             else min(loss.dupacks * t.snd_mss, acked))
         if new_ack:
             self._ack_advance(seg, now)
         if le(t.snd_una, ack):
             self._update_send_window(seg, ack)
-        loss = self.loss
         newly_sacked = loss.take_sack(seg, now)
         ecn_signal = self.ecn.mode is not EcnMode.DISABLED and \
-            self.ecn.congestion_signal(seg, acked, t.snd_mss, new_ack or newly_sacked > 0)
+            self.ecn.congestion_signal(seg, acked, t.snd_mss,
+                                       new_ack or newly_sacked > 0 or self._ts_progress(seg))
         # tcp_cong_control runs after tcp_fastretrans_alert: in Loss, after the undo
         # it may decide (grown earlier, a Recovery that starts would count the growth)
         grow_after = loss.in_loss
         if new_ack and not grow_after and loss.algorithm is None and not loss.cwr \
                 and not ecn_signal:
-            self.sender.grow_cwnd(self, acked, now)
+            # tcp_cong_control grows cwnd by what this ACK delivered (tp->delivered's
+            # delta), only when it ACKs data (tcp_may_raise_cwnd: FLAG_DATA_ACKED): bytes
+            # an earlier SACK delivered do not grow it a second time
+            self.sender.grow_cwnd(self, acked - sacked_before, now)
         in_recovery = loss.algorithm is not None
         loss.detect(self, seg, ack, new_ack, acked, prior_wnd, newly_sacked, now)
         if new_ack and grow_after and loss.algorithm is None and not loss.cwr \
                 and not ecn_signal:
-            self.sender.grow_cwnd(self, acked, now)
+            self.sender.grow_cwnd(self, acked - sacked_before, now)
         if loss.algorithm is not None and not in_recovery:
             self.ecn.on_reduction()  # tcp_init_cwnd_reduction: tcp_ecn_queue_cwr
         elif ecn_signal and loss.enter_cwr(self, now):  # tcp_try_to_open with FLAG_ECE
@@ -1416,7 +1439,7 @@ class Connection:
         if self.ecn.mode is not EcnMode.DISABLED:
             # new data is what starts at or above SND.MAX (tcp_ecn_send: !before(seq, snd_nxt))
             seg = self.ecn.outgoing(seg, bool(payload) and not lt(seq, t.snd_max), self.options,
-                                    now, self.rto.srtt)
+                                    now, self.rto.srtt, timewait=self._is_timewait_sock())
         return seg
 
     def _emit(self, seg: tcp.Repr) -> None:

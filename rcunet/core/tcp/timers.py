@@ -205,7 +205,7 @@ class Timers:
             conn.counters.add("TcpExtTCPTimeouts")
             conn.counters.add("TcpExtTCPSynRetrans")
             conn.counters.add("TcpRetransSegs")
-            conn._send_syn(now, retransmit=True)
+            conn._send_syn(now, retransmit=True, timed_out=True)
             if o.user_timeout and not passive_synack and self.syn_sent_at is not None:
                 self._clamp_to_user_timeout(o.user_timeout, now, self.syn_sent_at)
             return
