@@ -13,14 +13,14 @@ from rcunet.wire.seqnum import add, lt, sub
 
 
 class Autotune:
-    """A connection's buffer autotuning (Linux rcvq_space, rcv_rtt_est, window_clamp):
+    """A connection's buffer autotuning (Linux rcvq_space, rcv_rtt_est):
     the only writer of these fields.  It proposes buffer sizes; the connection, which
     owns the options, applies them."""
 
     # lockfree_read_slots: read by whichever thread holds the socket lock (Connection)
     __slots__ = lockfree_read_slots(
         "tcb", "copied", "rcv_space", "rcv_space_copied", "rcv_space_at", "rcv_rtt",
-        "rcv_rtt_tsecr", "rcv_rtt_seq", "rcv_rtt_at", "window_clamp")
+        "rcv_rtt_tsecr", "rcv_rtt_seq", "rcv_rtt_at")
 
     def __init__(self, tcb: Tcb) -> None:
         self.tcb = tcb
@@ -32,12 +32,10 @@ class Autotune:
         self.rcv_rtt_tsecr: int | None = None  # TSecr of the last timestamp sample
         self.rcv_rtt_seq: int | None = None  # window measurement: ends at this RCV.NXT
         self.rcv_rtt_at = 0
-        self.window_clamp = 0  # tcp_init_buffer_space's clamp on every window (0: none)
 
-    def start(self, now: int, window_clamp: int, rcv_space: int) -> None:
-        """Linux tcp_init_buffer_space at ESTABLISHED: the clamp every later window
-        keeps under, and the first round trip's space (it may bring the initial window)."""
-        self.window_clamp = window_clamp
+    def start(self, now: int, rcv_space: int) -> None:
+        """Linux tcp_init_buffer_space at ESTABLISHED: the first round trip's space (the
+        receiver computes it with the window clamp)."""
         self.rcv_space = rcv_space
         self.rcv_space_copied, self.rcv_space_at = self.copied, now
 

@@ -122,7 +122,7 @@ from rcunet.core.tcp.state import TRANSITIONS, State
 from rcunet.core.tcp.tcb import Tcb
 from rcunet.core.tcp.timers import Timers
 from rcunet.core.tcp.timewait import TimeWait, reuse_iss
-from rcunet.core.tcp.window import TS_OPTION_BYTES, buffer_space_clamp, initial_window
+from rcunet.core.tcp.window import TS_OPTION_BYTES, initial_window
 from rcunet.wire import tcp
 from rcunet.wire.seqnum import add, ge, gt, le, lt, sub
 
@@ -314,6 +314,7 @@ class Connection:
         t.sack_ok = sack_ok and opts.sack
         conn._set_mss(mss)
         t.rcv_adv = add(t.rcv_nxt, conn._syn_window())  # what the SYN,ACK offered
+        conn.receiver.offer_first_window(conn, conn._syn_window())
         t.snd_wl1, t.snd_wl2 = add(ack.seq, -1), ack.ack
         conn._set_state(ESTABLISHED)
         conn._on_established(now)
@@ -440,7 +441,8 @@ class Connection:
             rcvbuf = self.autotune.on_read(len(data), self.options, now)
             if rcvbuf:  # the window, its update test and the backlog limit follow it
                 self.options = self.options.with_rcvbuf(rcvbuf)
-            self.receiver.maybe_window_update(self)
+                self.receiver.rcvbuf_grown(rcvbuf)
+            self.receiver.maybe_window_update(self, len(data))
             if self.receiver.ack_now:  # reading changes nothing on the send side: only an ACK
                 self._output(now)
             else:
@@ -646,8 +648,7 @@ class Connection:
         sndbuf = expanded_sndbuf(o, t, self.cc.cwnd)
         if sndbuf:
             self.options = o = o.with_sndbuf(sndbuf)
-        self.autotune.start(now, buffer_space_clamp(o.rcvbuf, o.window_clamp, o.mss),
-                            min(self._syn_window(), o.initial_cwnd * o.mss))
+        self.autotune.start(now, self.receiver.init_buffer_space(self))
         self._events.append(Established())
         if self.sender.fin_queued:
             self._set_state(FIN_WAIT_1)
@@ -709,6 +710,7 @@ class Connection:
         t.max_snd_wnd = max(t.max_snd_wnd, t.snd_wnd)
         t.snd_wl1, t.snd_wl2 = seg.seq, seg.ack
         t.rcv_adv = add(t.rcv_nxt, self._syn_window())
+        self.receiver.offer_first_window(self, self._syn_window())
 
     def _set_mss(self, peer_mss: int) -> None:
         """Effective send MSS (RFC 9293 §3.7.1), minus the timestamp option Linux reserves."""
@@ -916,7 +918,7 @@ class Connection:
             if self.ecn.mode is not EcnMode.DISABLED:
                 self._ecn_input(seg)
             data = memoryview(payload)
-            t.rcv_mss = max(t.rcv_mss, min(len(data), self.options.mss))
+            self.receiver.measure_rcv_mss(self, len(data))
             self.autotune.rtt_measure(seg, len(data), now)
             self.receiver.deliver_in_order(self, data, bool(flags & PSH), now)
         return True
