@@ -19,6 +19,7 @@ from rcunet.core.tcp.window import full_space
 from rcunet.host.sockerr import int_option, oserror, ranged
 from rcunet.host.tcp import errq as tcp_errq
 from rcunet.host.tcp import fastopen_opts as tcp_fastopen
+from rcunet.host.tcp import meminfo as tcp_meminfo
 from rcunet.host.tcp.info import pack as pack_tcp_info
 from rcunet.host.tcp.info import snapshot as tcp_info_snapshot
 from rcunet.tables.entry import State
@@ -127,6 +128,8 @@ def getsockopt(sk: TcpSock, level: int, opt: int, buflen: int | None = None) -> 
         return _LINGER.pack(int(sk.linger[0]), sk.linger[1])
     if level == SOL_TCP and opt == TCP_INFO:
         return tcp_info(sk, buflen)
+    if level == SOL_SOCKET and opt == tcp_meminfo.SO_MEMINFO:
+        return tcp_meminfo.getsockopt(sk, buflen)
     if level == SOL_TCP and opt in tcp_fastopen.FASTOPEN_OPTIONS:
         return tcp_fastopen.getsockopt(sk, opt, buflen)
     conn = sk.conn
