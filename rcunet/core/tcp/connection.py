@@ -438,7 +438,9 @@ class Connection:
             raise OSError(errnos.EINVAL, "negative recv size")
         if self.receiver.rx and max_bytes:
             data = self.receiver.read(max_bytes)
-            rcvbuf = self.autotune.on_read(len(data), self.options, now)
+            receiver = self.receiver
+            rcvbuf = self.autotune.on_read(len(data), len(receiver.rx), receiver.ofo_extent(),
+                                           receiver.scaling_ratio, self.options, now)
             if rcvbuf:  # the window, its update test and the backlog limit follow it
                 self.options = self.options.with_rcvbuf(rcvbuf)
                 self.receiver.rcvbuf_grown(rcvbuf)

@@ -175,6 +175,10 @@ class Receiver:
         else:
             self.rcv_ssthresh = max(min(self.tcb.offered_window, new), self.rcv_ssthresh)
 
+    def ofo_extent(self) -> int:
+        """Bytes from RCV.NXT to the end of the out-of-order queue (0: empty)."""
+        return max((end for _, end in self.ofo.ranges()), default=0)
+
     def rcvbuf_grown(self, rcvbuf: int) -> None:
         """tcp_rcvbuf_grow: autotuning grew the buffer; the clamp follows it."""
         self.window_clamp = win_from_space(self.scaling_ratio, rcvbuf)

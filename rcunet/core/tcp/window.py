@@ -124,6 +124,11 @@ def win_from_space(ratio: int, space: int) -> int:
     return (space * ratio) >> RMEM_TO_WIN_SCALE
 
 
+def space_from_win(ratio: int, window: int) -> int:
+    """__tcp_space_from_win: the buffer memory a window of ``window`` bytes takes."""
+    return (window << RMEM_TO_WIN_SCALE) // ratio
+
+
 def measured_ratio(length: int, truesize: int) -> int:
     """tcp_measure_rcv_mss's new scaling_ratio: payload over truesize, at least 1
     (a u8 in Linux: at most 255)."""
@@ -196,4 +201,4 @@ def select_window(free_space: int, allowed_space: int, window_clamp: int,
 
 __all__ = ["DEFAULT_SCALING_RATIO", "MAX_WSCALE", "buffer_space_clamp", "full_space",
            "grow_increment", "initial_window", "initial_wscale", "measured_ratio",
-           "rx_truesize", "select_window", "win_from_space"]
+           "rx_truesize", "select_window", "space_from_win", "win_from_space"]
