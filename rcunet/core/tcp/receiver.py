@@ -1,7 +1,8 @@
 """The receiving half of a connection (RFC 9293 §3.10.7.4 steps one and seven/eight:
-the window test, segment text and the FIN; RFC 9293 §3.8.6.2.2 receiver SWS avoidance;
-RFC 2018 / 2883 SACK and D-SACK blocks): the receive queue, the out-of-order queue,
-RCV.NXT's advance, the window we offer and when an ACK is owed.  ``Receiver`` is the
+the window test, segment text and the FIN; RFC 2018 / 2883 SACK and D-SACK blocks): the
+receive queue, the out-of-order queue, RCV.NXT's advance, the window we offer (Linux's
+tcp_select_window arithmetic, rcunet.core.tcp.window, which also avoids the silly window
+syndrome of RFC 9293 §3.8.6.2.2) and when an ACK is owed.  ``Receiver`` is the
 only writer of its fields; its ``DelayedAck`` decides the ACK's timing and
 ``Autotune`` the buffer's growth."""
 

@@ -1,11 +1,12 @@
-"""Linux's receive-window arithmetic for the window we offer first, and its clamp.
+"""Linux's receive-window arithmetic: the first window, the clamp, and the window offered
+once data flows.
 
 Linux advertises a window from the space its receive buffer leaves once skb overhead is
 taken off: ``tcp_win_from_space`` scales the buffer by ``tp->scaling_ratio``, which
-starts at TCP_DEFAULT_SCALING_RATIO (one half) and is only re-measured once data
-arrives (``tcp_measure_rcv_mss``, from each skb's payload over its truesize).  So the
-SYN and the SYN,ACK, sent before any data, offer exactly half the buffer
-(``tcp_full_space``), as ``tcp_select_initial_window`` rounds it:
+starts at TCP_DEFAULT_SCALING_RATIO (one half) and is re-measured from a segment's
+payload over its truesize (``tcp_measure_rcv_mss``).  So the SYN and the SYN,ACK, sent
+before any data, offer half the buffer (``tcp_full_space``), as
+``tcp_select_initial_window`` rounds it:
 
 * the space is bounded by the window clamp, then rounded down to a multiple of the
   MSS the peer will send (our MSS, less the 12 bytes of a timestamp option when both
@@ -14,12 +15,14 @@ SYN and the SYN,ACK, sent before any data, offer exactly half the buffer
   max(space, tcp_rmem[2], rmem_max), bounded by the clamp (``ilog2(space) - 15``,
   which is the smallest shift that fits the 16-bit field, RFC 7323 §2.2).
 
-An application that fixed SO_RCVBUF also fixes the clamp at ``tcp_full_space``
-(``tcp_openreq_init_rwin``, ``tcp_connect_init``), and ``tcp_init_buffer_space`` then
-keeps one segment of it in reserve (tcp_app_win): the window never exceeds the clamp
-for the rest of the connection.  Once data flows, rcunet accounts payload bytes only (a
-scaling ratio of one, what Linux measures for full-sized segments), so later windows
-are the buffer's free bytes within that clamp.
+``tcp_init_buffer_space`` then keeps one segment of the full space in reserve in the
+clamp.  Once data flows every received segment is charged its truesize (``rx_truesize``:
+the memory Linux's tun driver gives a packet of that size), the free space is the
+buffer less those charges at the measured ratio (``tcp_space``), and the window offered
+(``select_window``, __tcp_select_window) never exceeds ``rcv_ssthresh``, which grows
+with the segments received (``grow_increment``, tcp_grow_window).  The receiver
+(rcunet.core.tcp.receiver) keeps that state and applies tcp_select_window's no-shrink
+rule.
 """
 
 from __future__ import annotations
