@@ -62,3 +62,15 @@ def test_a_short_buffer_gets_the_first_values() -> None:
     sock = net.host("a").socket(socket.AF_INET, socket.SOCK_STREAM)
     raw = sock.getsockopt(socket.SOL_SOCKET, SO_MEMINFO, 8)
     assert len(raw) == 8 and struct.unpack("2I", raw)[1] == _meminfo(sock)[RCVBUF]
+
+
+def test_buffers_set_on_a_live_connection_take_effect() -> None:
+    """sock_setsockopt changes sk_rcvbuf / sk_sndbuf of a connected socket at once;
+    getsockopt and SO_MEMINFO read the doubled values."""
+    _net, cli, _child = _pair()
+    cli.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 12345)
+    cli.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 23456)
+    assert cli.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) == 24690
+    assert cli.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) == 46912
+    mem = _meminfo(cli)
+    assert mem[RCVBUF] == 24690 and mem[SNDBUF] == 46912

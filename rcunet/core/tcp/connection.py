@@ -554,6 +554,20 @@ class Connection:
         if self.state is not CLOSED:
             self._fail(err)
 
+    def set_buffers(self, now: int, rcvbuf: int | None = None,
+                    sndbuf: int | None = None) -> None:
+        """SO_RCVBUF / SO_SNDBUF on a live connection: Linux's sock_setsockopt changes
+        sk_rcvbuf / sk_sndbuf at once and stops their autotuning (SOCK_RCVBUF_LOCK,
+        SOCK_SNDBUF_LOCK).  The window clamp stays as it is; the windows that follow are
+        computed from the new buffer (and never shrink, tcp_select_window)."""
+        self._now = now
+        changes: dict[str, int] = {}
+        if rcvbuf is not None:
+            changes.update(rcvbuf=rcvbuf, rcvbuf_max=0)
+        if sndbuf is not None:
+            changes.update(sndbuf=sndbuf, sndbuf_max=0)
+        self.options = dataclasses.replace(self.options, **changes)  # type: ignore[arg-type]
+
     def update_options(self, now: int, push: bool = False, **changes: object) -> None:
         """setsockopt(): TCP_NODELAY, SO_KEEPALIVE, TCP_KEEPIDLE/INTVL/CNT, timeouts...
 

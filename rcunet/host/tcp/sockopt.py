@@ -43,6 +43,7 @@ TCP_NOTSENT_LOWAT = getattr(_pysocket, "TCP_NOTSENT_LOWAT", 25)
 SECOND = 1_000_000_000
 #: The one SOL_SOCKET option a live connection's engine reads (``live_options``).
 _SO_KEEPALIVE = (SOL_SOCKET, _pysocket.SO_KEEPALIVE)
+_BUFFERS = (_pysocket.SO_RCVBUF, _pysocket.SO_SNDBUF)
 _LINGER = struct.Struct("ii")
 #: Linux's TCP_MIN_MSS and the user MSS ceiling (MAX_TCP_WINDOW).
 TCP_MIN_MSS, TCP_MAX_USER_MSS = 88, 32767
@@ -53,6 +54,8 @@ def setsockopt(sk: TcpSock, level: int, opt: int, value: int | bytes) -> None:
     since = sk._lock()
     try:
         _setsockopt_locked(sk, level, opt, value)
+        if sk.conn is not None and level == SOL_SOCKET and opt in _BUFFERS:
+            sk.update_buffers_locked(opt == _pysocket.SO_RCVBUF)
         if sk.conn is not None and (level == SOL_TCP or (level, opt) == _SO_KEEPALIVE):
             # what live_options carries; TCP_NODELAY on pushes the tail
             push = level == SOL_TCP and opt == _pysocket.TCP_NODELAY and sk.nodelay
@@ -140,7 +143,7 @@ def getsockopt(sk: TcpSock, level: int, opt: int, buflen: int | None = None) -> 
             _pysocket.SO_REUSEPORT: lambda: int(sk.reuseport),
             _pysocket.SO_KEEPALIVE: lambda: int(sk.keepalive),
             _pysocket.SO_RCVBUF: lambda: sk.rcvbuf if conn is None else conn.rcvbuf,
-            _pysocket.SO_SNDBUF: lambda: sk.sndbuf,
+            _pysocket.SO_SNDBUF: lambda: sk.sndbuf if conn is None else conn.options.sndbuf,
             _pysocket.SO_ERROR: lambda: _so_error(sk),
             _pysocket.SO_TYPE: lambda: _pysocket.SOCK_STREAM,
             tcp_errq.SO_ZEROCOPY: lambda: int(sk.zerocopy),
