@@ -55,6 +55,7 @@ COMPILED = [
     "rcunet/core/tcp/state.py",
     "rcunet/core/tcp/tcb.py",
     "rcunet/core/tcp/chrono.py",
+    "rcunet/core/tcp/stats.py",
     "rcunet/core/tcp/counters.py",
     "rcunet/core/tcp/events.py",
     "rcunet/core/tcp/common.py",

@@ -89,6 +89,12 @@ class Tuning:
     tcp_syn_retries: int = 6
     tcp_synack_retries: int = 5
     tcp_retries2: int = 15
+    #: The longest retransmission timeout, ms (Linux net.ipv4.tcp_rto_max_ms, 1000 to
+    #: 120000): new sockets start with it; TCP_RTO_MAX_MS overrides it per socket.
+    tcp_rto_max_ms: int = 120000
+    #: The floor of the retransmission timeout's variance term, us (Linux
+    #: net.ipv4.tcp_rto_min_us, kept in whole jiffies); TCP_RTO_MIN_US overrides it.
+    tcp_rto_min_us: int = 200000
     tcp_keepalive_time: float = 7200.0
     tcp_keepalive_intvl: float = 75.0
     tcp_keepalive_probes: int = 9
@@ -97,6 +103,12 @@ class Tuning:
     tcp_notsent_lowat: int = 0xFFFFFFFF
     tcp_rmem: tuple[int, int, int] = (4096, 131072, 6291456)
     tcp_wmem: tuple[int, int, int] = (4096, 16384, 4194304)
+    #: net.ipv4.tcp_shrink_window: with window scaling, let the offered window shrink
+    #: when the receive buffer fills instead of keeping its right edge (Linux 6.5+).
+    tcp_shrink_window: bool = False
+    #: net.ipv4.tcp_rcvbuf_low_rtt (µs): receivers with a smaller RTT grow their buffer
+    #: in proportion to it rather than for a doubling rate.
+    tcp_rcvbuf_low_rtt: int = 1000
     #: Receive-buffer autotuning up to tcp_rmem[2] (Linux tcp_moderate_rcvbuf); sockets
     #: that set SO_RCVBUF keep their size either way.
     tcp_moderate_rcvbuf: bool = True
@@ -107,6 +119,10 @@ class Tuning:
     tcp_recovery: int = 1
     #: Tail loss probes (Linux net.ipv4.tcp_early_retrans): on at 3 (default) and 4.
     tcp_early_retrans: int = 3
+    #: F-RTO (Linux net.ipv4.tcp_frto, RFC 5682): after an RTO, new data goes out before
+    #: more retransmissions, and an ACK of never-retransmitted data undoes the timeout's
+    #: cwnd reduction (2, the default, and 1: on; 0: off).
+    tcp_frto: int = 2
     udp_rmem_default: int = 212992
     #: The most a socket's SO_RCVBUF / SO_SNDBUF may ask for (Linux net.core.rmem_max /
     #: wmem_max; the kernel then doubles it).

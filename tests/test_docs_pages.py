@@ -81,3 +81,11 @@ def test_benchmarks_refuses_an_unknown_section(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "unknown section(s): nosuch" in proc.stderr
     assert not (tmp_path / "B.md").exists()
+
+
+def test_bench_procs_names_a_build_it_cannot_check_out() -> None:
+    done = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "bench-procs"), "--builds", "no-such-revision",
+         "--targets", "procs", "--rounds", "1"], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0
+    assert "'no-such-revision' is neither installed, pure nor a revision" in done.stderr

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import cProfile
 import errno
+import platform
 import pstats
 import socket
 import struct
@@ -29,7 +30,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from rcunet.build import describe
 from rcunet.host.network import Network
 
 PORT = 8080
@@ -164,6 +164,15 @@ def print_top(stats: pstats.Stats, count: int, top: int) -> None:
         print(f"  {100 * own / total:5.1f}%  {calls / count:7.1f}  {short_name(key)}")
 
 
+def describe_build() -> str:
+    """The build that runs, as ``rcunet --version`` names it."""
+    try:
+        from rcunet.build import describe
+    except ImportError:  # an older tree's source, run by path (rcunet.bench.revision)
+        return f"source of a tree without rcunet.build; CPython {platform.python_version()}"
+    return describe()
+
+
 def run(args: argparse.Namespace) -> int:
     if args.transactions < 1 or args.rounds < 1:
         print("rcunet bench profile: -n and -r must be at least 1", file=sys.stderr)
@@ -179,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
         pair.close()
     python_calls, builtin_calls = call_counts(stats)
     n = args.transactions
-    print(f"tcp_crr on the virtual clock, {describe()}")
+    print(f"tcp_crr on the virtual clock, {describe_build()}")
     print(f"transactions={n} rounds={args.rounds} warmup={args.warmup}")
     print(f"packets_per_transaction={packets:.1f}")
     print(f"cpu_us_per_transaction={cpu_us:.1f}")
@@ -188,3 +197,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"functions_called={len(table(stats))}")
     print_top(stats, n, args.top)
     return 0
+
+
+if __name__ == "__main__":  # by path, against another tree's rcunet (rcunet.bench.revision)
+    main_parser = argparse.ArgumentParser(prog="profile.py")
+    configure(main_parser)
+    sys.exit(run(main_parser.parse_args()))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import socket
 from typing import Any
 
+from rcunet.host.tcp.info import snapshot as tcp_info_snapshot
 from rcunet.tables.entry import State
 from rcunet.wire.addr import unmapped
 
@@ -72,7 +73,29 @@ def _tcp_conn_entry(sk: Any) -> dict[str, Any]:
     send_q = len(getattr(conn, "_tx", ()))
     entry = _entry("tcp", sk, state, recv_q, send_q)
     entry["info"] = tcp_info(conn)
+    entry["info"].update(_tcp_totals(sk))
     return entry
+
+
+#: The TCP_INFO counters ``ss -i`` prints after ssthresh, by their tcpi_ names.
+SS_TOTALS = ("bytes_sent", "bytes_retrans", "bytes_acked", "bytes_received", "segs_out",
+             "segs_in", "data_segs_out", "data_segs_in", "last_data_sent", "last_data_recv",
+             "last_ack_recv", "delivered", "busy_time", "unacked", "retrans",
+             "total_retrans", "lost", "sacked", "dsack_dups", "reordering", "reord_seen",
+             "rcv_rtt", "rcv_space", "notsent_bytes", "min_rtt", "rcv_ooopack", "rcv_wnd")
+
+
+def _tcp_totals(sk: Any) -> dict[str, int]:
+    """The socket's TCP_INFO counters (host/tcp/info.py), read under its socket lock as
+    getsockopt(TCP_INFO) reads them."""
+    if not hasattr(sk, "_lock"):
+        return {}
+    since = sk._lock()
+    try:
+        values = tcp_info_snapshot(sk, sk.host.now())
+    finally:
+        sk._unlock(since)
+    return {name: values["tcpi_" + name] for name in SS_TOTALS if "tcpi_" + name in values}
 
 
 def sockets(host: Any) -> dict[str, Any]:

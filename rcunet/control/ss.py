@@ -52,9 +52,52 @@ def info_line(info: dict[str, Any]) -> str:
         parts.append(f"cwnd:{info['cwnd']}")
     if "ssthresh" in info:
         parts.append(f"ssthresh:{info['ssthresh']}")
+    parts.extend(_totals(info))
     if "snd_wnd" in info:
         parts.append(f"snd_wnd:{info['snd_wnd']}")
+    if info.get("rcv_wnd"):
+        parts.append(f"rcv_wnd:{info['rcv_wnd']}")
     return "\t " + " ".join(p for p in parts if p)
+
+
+#: ss's name for a TCP_INFO counter it prints as it is, when it is not zero (misc/ss.c
+#: tcp_stats_print), in ss's order.
+_COUNTS = (("bytes_sent", "bytes_sent"), ("bytes_retrans", "bytes_retrans"),
+           ("bytes_acked", "bytes_acked"), ("bytes_received", "bytes_received"),
+           ("segs_out", "segs_out"), ("segs_in", "segs_in"),
+           ("data_segs_out", "data_segs_out"), ("data_segs_in", "data_segs_in"),
+           ("last_data_sent", "lastsnd"), ("last_data_recv", "lastrcv"),
+           ("last_ack_recv", "lastack"), ("delivered", "delivered"))
+
+
+def _totals(info: dict[str, Any]) -> list[str]:
+    """The counters ss -i prints between ssthresh and snd_wnd, each only when set as ss
+    does (reordering only when not the default 3; times in ms, RTTs as ms decimals)."""
+    parts = [f"{label}:{info[name]}" for name, label in _COUNTS if info.get(name)]
+    if info.get("busy_time"):
+        parts.append(f"busy:{info['busy_time'] // 1000}ms")
+    if info.get("unacked"):
+        parts.append(f"unacked:{info['unacked']}")
+    if info.get("retrans") or info.get("total_retrans"):
+        parts.append(f"retrans:{info.get('retrans', 0)}/{info.get('total_retrans', 0)}")
+    for name in ("lost", "sacked", "dsack_dups"):
+        if info.get(name):
+            parts.append(f"{name}:{info[name]}")
+    if info.get("reordering", 3) != 3:
+        parts.append(f"reordering:{info['reordering']}")
+    if info.get("reord_seen"):
+        parts.append(f"reord_seen:{info['reord_seen']}")
+    if info.get("rcv_rtt"):
+        parts.append(f"rcv_rtt:{_g(info['rcv_rtt'] / 1000)}")
+    if info.get("rcv_space"):
+        parts.append(f"rcv_space:{info['rcv_space']}")
+    if info.get("notsent_bytes"):
+        parts.append(f"notsent:{info['notsent_bytes']}")
+    if info.get("min_rtt") and info["min_rtt"] != 0xFFFFFFFF:
+        parts.append(f"minrtt:{_g(info['min_rtt'] / 1000)}")
+    if info.get("rcv_ooopack"):
+        parts.append(f"rcv_ooopack:{info['rcv_ooopack']}")
+    return parts
 
 
 def table(rows: list[dict[str, Any]], *, show_info: bool) -> str:

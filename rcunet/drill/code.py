@@ -24,7 +24,7 @@ _ALLOWED = (ast.Module, ast.Expr, ast.Assert, ast.Assign, ast.AugAssign, ast.Nam
 CONSTANTS = {"TCP_CA_Open": 0, "TCP_CA_Disorder": 1, "TCP_CA_CWR": 2, "TCP_CA_Recovery": 3,
              "TCP_CA_Loss": 4, "TCPI_OPT_TIMESTAMPS": 1, "TCPI_OPT_SACK": 2,
              "TCPI_OPT_WSCALE": 4, "TCPI_OPT_ECN": 8, "TCPI_OPT_ECN_SEEN": 16,
-             "TCPI_OPT_SYN_DATA": 32, "TCPI_OPT_USEC_TS": 64,
+             "TCPI_OPT_SYN_DATA": 32, "TCPI_OPT_USEC_TS": 64, "TCPI_OPT_TFO_CHILD": 128,
              # tcpi_state values (include/net/tcp_states.h)
              "TCP_ESTABLISHED": 1, "TCP_SYN_SENT": 2, "TCP_SYN_RECV": 3,
              "TCP_FIN_WAIT1": 4, "TCP_FIN_WAIT2": 5, "TCP_TIME_WAIT": 6, "TCP_CLOSE": 7,

@@ -68,6 +68,8 @@ _TUNING: dict[str, tuple[str, str]] = {
     "net.ipv4.tcp_max_syn_backlog": ("tcp_max_syn_backlog", "int"),
     "net.ipv4.tcp_max_tw_buckets": ("tcp_max_tw_buckets", "int"),
     "net.ipv4.tcp_moderate_rcvbuf": ("tcp_moderate_rcvbuf", "bool"),
+    "net.ipv4.tcp_shrink_window": ("tcp_shrink_window", "bool"),
+    "net.ipv4.tcp_rcvbuf_low_rtt": ("tcp_rcvbuf_low_rtt", "int"),
     "net.ipv4.tcp_congestion_control": ("tcp_congestion_control", "cc"),
     "net.core.somaxconn": ("somaxconn", "int"),
     "net.core.rmem_max": ("rmem_max", "int"),
@@ -81,6 +83,16 @@ _TUNING: dict[str, tuple[str, str]] = {
     "net.ipv4.tcp_ecn_option_beacon": ("tcp_ecn_option_beacon", "int"),
     "net.ipv4.tcp_recovery": ("tcp_recovery", "int"),
     "net.ipv4.tcp_early_retrans": ("tcp_early_retrans", "int"),
+    "net.ipv4.tcp_rto_max_ms": ("tcp_rto_max_ms", "int"),
+    "net.ipv4.tcp_rto_min_us": ("tcp_rto_min_us", "int"),
+    "net.ipv4.tcp_frto": ("tcp_frto", "int"),
+}
+
+#: Integer sysctls with Linux's proc_dointvec_minmax bounds: a value outside them is
+#: refused (EINVAL: sysctl fails and the setting stays).
+_BOUNDS: dict[str, tuple[int, int]] = {
+    "net.ipv4.tcp_rto_max_ms": (1000, 120000),  # TCP_RTO_MAX_MIN_SEC s .. TCP_RTO_MAX_SEC s
+    "net.ipv4.tcp_rto_min_us": (1, 0x7FFFFFFF),  # SYSCTL_ONE .. INT_MAX
 }
 
 #: Linux sysctls rcunet has no switch for, with the values whose behaviour it has (or
@@ -95,9 +107,8 @@ _FIXED: dict[str, frozenset[str]] = {
     "net.ipv4.tcp_pacing_ss_ratio": frozenset({"200"}),
     "net.ipv4.tcp_pacing_ca_ratio": frozenset({"120"}),
     "net.ipv4.tcp_notsent_lowat": frozenset({"4294967295"}),
-    # Linux defaults whose mechanisms rcunet lacks (F-RTO, Fast Open): a script that
-    # depends on them fails on the packets, which is the finding to report.
-    "net.ipv4.tcp_frto": frozenset({"2"}),
+    # Linux defaults whose mechanisms rcunet lacks (Fast Open's blackhole detection): a
+    # script that depends on them fails on the packets, which is the finding to report.
     "net.ipv4.tcp_fastopen_blackhole_timeout_sec": frozenset(),
     # TSO sizing: rcunet sends MSS-sized segments, no TSO/GSO to size
     "net.ipv4.tcp_min_tso_segs": frozenset(),
@@ -118,6 +129,39 @@ def _arith(line: int, expr: str) -> int:
             product *= int(factor)
         total += -product if term.startswith("-") else product
     return total
+
+
+#: The /proc files ``proc_net_tcp`` renders, with the address length each lists.
+_PROC_NET_TCP = {"/proc/net/tcp": 4, "/proc/net/tcp6": 16}
+
+
+def proc_net_tcp(host: Host, path: str) -> list[str]:
+    """The lines of /proc/net/tcp or /proc/net/tcp6 (tcp4_seq_show, tcp6_seq_show) for
+    the Host's listeners and ehash entries: slot, local and remote address:port in hex
+    (each 32-bit word in the host's byte order, as the kernel prints it), state in
+    hex; the queue, timer, uid and inode columns are zero."""
+    size = _PROC_NET_TCP[path]
+    hashinfo = host.tcp.hashinfo
+    out = ["  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt"
+           "   uid  timeout inode"]
+    entries = [*hashinfo.listen.listeners(), *hashinfo.ehash.entries()]
+    for sk in entries:
+        laddr = sk.laddr if len(sk.laddr) == size else None
+        if size == 4 and laddr is None and sk.laddr[:12] == bytes(10) + b"\xff\xff":
+            continue  # a dual-stack socket is listed in tcp6
+        if laddr is None:
+            continue
+        raddr = sk.faddr if sk.faddr and len(sk.faddr) == size else bytes(size)
+        out.append(f"{len(out) - 1:4d}: {_proc_addr(laddr)}:{sk.lport:04X} "
+                   f"{_proc_addr(raddr)}:{sk.fport:04X} {int(sk.state):02X} "
+                   "00000000:00000000 00:00000000 00000000     0        0 0")
+    return out
+
+
+def _proc_addr(raw: bytes) -> str:
+    """An address as /proc/net/tcp prints it: each 32-bit word as a native integer."""
+    return "".join(f"{int.from_bytes(raw[i:i + 4], 'little'):08X}"
+                   for i in range(0, len(raw), 4))
 
 
 class Commands:
@@ -186,14 +230,22 @@ class Commands:
 
     def _pipeline(self, line: int, text: str) -> int:
         """``nstat [-n|-s|-a] | grep [-q] PATTERN [| grep [-q] PATTERN ...]``: nstat's
-        lines (name, value, rate) filtered by each grep; status 0 when a line is left."""
+        lines (name, value, rate) filtered by each grep; status 0 when a line is left.
+        ``grep PATTERN /proc/net/tcp /proc/net/tcp6 | grep ...`` reads the Host's TCP
+        sockets as those files list them (``proc_net_tcp``)."""
         stages = [shlex.split(part) for part in text.split("|")]
         words = stages[0]
-        if not words or words[0] != "nstat" or len(stages) < 2:
+        if words[:1] == ["grep"] and len(words) >= 3 and all(
+                path in _PROC_NET_TCP for path in words[2:]):
+            lines = [f"{path}:{entry}" if len(words) > 3 else entry
+                     for path in words[2:] for entry in proc_net_tcp(self.host, path)]
+            stages = [["grep", words[1]], *stages[1:]]
+        elif not words or words[0] != "nstat" or len(stages) < 2:
             raise DrillUnsupported(line, f"command `{text}` is not supported")
-        shown = self._nstat(words[1:])
-        lines = [f"{name:<31} {value:<15} {0.0:>6.1f}" for name, value in shown.items()]
-        for grep in stages[1:]:
+        else:
+            shown = self._nstat(words[1:])
+            lines = [f"{name:<31} {value:<15} {0.0:>6.1f}" for name, value in shown.items()]
+        for grep in stages[1:] if words[0] == "nstat" else stages:
             args = [a for a in grep[1:] if a != "-q"]
             if not grep or grep[0] != "grep" or len(args) != 1:
                 raise DrillUnsupported(line, f"command `{text}` is not supported")
@@ -225,22 +277,24 @@ class Commands:
             key, sep, value = arg.partition("=")
             if not sep:
                 raise DrillUnsupported(line, f"sysctl read of {key}")
-            self.sysctl(line, key, value)
+            status = self.sysctl(line, key, value)
+            if status:
+                return status
         return 0
 
-    def sysctl(self, line: int, key: str, value: str) -> None:
+    def sysctl(self, line: int, key: str, value: str) -> int:
+        """Set one sysctl; its status: 0, or 1 when Linux would refuse the value."""
         key = key.replace("/", ".")
         value = " ".join(value.split())
         if key in _TUNING:
             field, kind = _TUNING[key]
-            self._set(line, key, field, kind, value)
-            return
+            return self._set(line, key, field, kind, value)
         allowed = _FIXED.get(key)
         if allowed is not None and (not allowed or value.lower() in allowed):
-            return
+            return 0
         raise DrillUnsupported(line, f"sysctl {key}={value} (rcunet has no such setting)")
 
-    def _set(self, line: int, key: str, field: str, kind: str, value: str) -> None:
+    def _set(self, line: int, key: str, field: str, kind: str, value: str) -> int:
         try:
             parsed: object
             if kind == "triple":
@@ -263,5 +317,10 @@ class Commands:
                 parsed = "reno" if value in ("reno", "newreno") else value
         except ValueError:
             raise DrillUnsupported(line, f"sysctl {key}={value}: bad value") from None
+        bounds = _BOUNDS.get(key)
+        if bounds is not None and isinstance(parsed, int) \
+                and not bounds[0] <= parsed <= bounds[1]:
+            return 1
         tuning = dataclasses.replace(self.host.tuning, **{field: parsed})
         self.host.set_tuning(tuning)
+        return 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from rcunet.wire import tcp_md5
 from rcunet.wire.checksum import internet_checksum, pseudo_header_sum
 from rcunet.wire.tcp_options import ACCECN0, ACCECN1, AccEcnOption
 
@@ -73,6 +74,7 @@ class Frame:
     icmp_code: int = 0
     icmp_body: bytes = b""
     time_ns: int = 0  #: virtual time the Host sent it
+    segment: bytes = b""  #: the whole TCP segment's bytes (an MD5 digest covers them)
 
     def option(self, kind: int) -> RawOption | None:
         for opt in self.options:
@@ -149,6 +151,7 @@ def decode(packet: bytes, time_ns: int = 0) -> Frame | None:
         frame.flags, frame.win, frame.urg = off_flags & 0x1FF, win, urg
         frame.options = parse_options(body[20:doff])
         frame.payload = body[doff:]
+        frame.segment = body
     elif frame.protocol == PROTO_UDP:
         if len(body) < 8:
             return None
@@ -201,6 +204,32 @@ def tcp_segment(src: bytes, dst: bytes, sport: int, dport: int, seq: int, ack: i
     return bytes(segment)
 
 
+def sign_segment(l4: bytes, src: bytes, dst: bytes, key: bytes) -> bytes:
+    """``l4`` (a TCP segment built by ``tcp_segment``) with the digest of its MD5 option
+    (RFC 2385) computed with ``key``, and its checksum again."""
+    doff = (l4[12] >> 4) * 4
+    at = 20
+    while at < doff:
+        kind = l4[at]
+        if kind == OPT_EOL:
+            break
+        if kind == OPT_NOP:
+            at += 1
+            continue
+        length = l4[at + 1] if at + 1 < doff else 0
+        if length < 2:
+            break
+        if kind == OPT_MD5 and length == 18:
+            segment = bytearray(l4)
+            segment[at + 2:at + 18] = tcp_md5.digest_raw(l4, src, dst, key)
+            segment[16:18] = b"\0\0"
+            struct.pack_into("!H", segment, 16, _l4_checksum(src, dst, PROTO_TCP,
+                                                             bytes(segment)))
+            return bytes(segment)
+        at += length
+    return l4
+
+
 def udp_datagram(src: bytes, dst: bytes, sport: int, dport: int, payload: bytes) -> bytes:
     segment = bytearray(struct.pack("!HHHH", sport, dport, 8 + len(payload), 0) + payload)
     struct.pack_into("!H", segment, 6, _l4_checksum(src, dst, PROTO_UDP, bytes(segment))
@@ -238,6 +267,8 @@ def option_text(opt: RawOption) -> str:
     if opt.kind == OPT_TS and len(data) == 8:
         val, ecr = struct.unpack("!II", data)
         return f"TS val {val} ecr {ecr}"
+    if opt.kind == OPT_MD5 and len(data) == 16:
+        return f"md5 {data.hex()}"
     if opt.kind == OPT_FO:
         return f"FO {data.hex()}" if data else "FO"
     if opt.kind == OPT_EXP and len(data) >= 2 and struct.unpack_from("!H", data)[0] == FO_MAGIC:

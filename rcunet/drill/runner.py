@@ -24,7 +24,9 @@ from rcunet.drill.errors import DrillError, DrillFailure, DrillUnsupported
 from rcunet.drill.syscalls import BLOCKED, ERRNO_NAMES, Fd, Outcome, Syscalls, errno_name
 from rcunet.host.clock import VirtualClock
 from rcunet.host.host import Host
+from rcunet.host.tcp import meminfo
 from rcunet.host.tcp.info import snapshot
+from rcunet.wire import tcp_md5
 
 #: The kernel selftests' runner (ksft_runner.sh) addresses and MTUs, per family.
 KERNEL_RUNNER = {
@@ -413,6 +415,8 @@ class Runner:
     def code_event(self, event: s.Event, code: s.CodeSpec) -> None:
         sk = self._sut_sock()
         values = snapshot(sk, self.clock.now()) if sk is not None else {}
+        if sk is not None:  # packetdrill's code.c adds getsockopt(SO_MEMINFO) by name
+            values.update(meminfo.snapshot(sk))
         try:
             run_code(event.line, code.text, values)
         except CodeFailure as exc:
@@ -666,6 +670,10 @@ class Runner:
             l4 = fr.tcp_segment(self.remote, self.local, sport, dport,
                                 (spec.seq + seq_base + start) & 0xFFFFFFFF, ack, piece_flags,
                                 spec.win or 0, options, bytes(length), spec.urg)
+            key = self.syscalls.md5_key() if any(
+                o.kind == "md5" for o in spec.options or ()) else None
+            if key is not None:  # the script's md5 option, signed as the peer would
+                l4 = fr.sign_segment(l4, self.remote, self.local, key)
             packet = fr.ip_packet(self.remote, self.local, fr.PROTO_TCP, l4,
                                   ecn=fr.ECN_BITS.get(spec.ecn or "noecn", 0), tos=spec.tos,
                                   ttl=spec.ttl if spec.ttl is not None else 64,
@@ -709,7 +717,7 @@ class Runner:
                     raw.append(fr.RawOption(fr.OPT_EXP, struct.pack("!H", fr.FO_MAGIC)
                                             + cookie))
             elif kind == "md5":
-                raw.append(fr.RawOption(fr.OPT_MD5, bytes(16)))
+                raw.append(fr.RawOption(fr.OPT_MD5, self._md5_bytes(event.line, opt)))
             elif kind == "accecn":
                 raw.append(self._accecn(event.line, opt))
         encoded = fr.build_options(raw)
@@ -953,6 +961,9 @@ class Runner:
                         raise DrillFailure(event.line, "bad outbound TCP timestamp value, "
                                                        f"tolerance {tolerance}")
                 continue
+            if want.kind == "md5":
+                self._verify_md5(event, frame, got)
+                continue
             if expected is not None and expected != got.data:
                 err = "bad length" if len(expected) != len(got.data) else "bad value"
                 raise DrillFailure(event.line, (
@@ -960,6 +971,28 @@ class Runner:
                     f"{fr.option_text(fr.RawOption(got.kind, expected))} actual: "
                     f"{fr.option_text(got)}"
                 ))
+
+    @staticmethod
+    def _md5_bytes(line: int, opt: s.TcpOption) -> bytes:
+        """The digest a script writes (hex), cut or zero-padded to 16 bytes; the runner
+        replaces it with the real one when a socket of the script holds a key."""
+        try:
+            data = bytes.fromhex(str(opt.values[0]))
+        except ValueError:
+            raise DrillError(line, f"bad md5 digest {opt.values[0]}") from None
+        return (data + bytes(16))[:16]
+
+    def _verify_md5(self, event: s.Event, frame: fr.Frame, got: fr.RawOption) -> None:
+        """An outbound MD5 option must carry the digest of the segment under the key a
+        socket of the script holds for the remote end (when one does)."""
+        key = self.syscalls.md5_key()
+        if key is None:
+            return
+        expected = tcp_md5.digest_raw(frame.segment, frame.src, frame.dst, key)
+        if got.data != expected:
+            raise DrillFailure(event.line, "bad value in outbound TCP option (kind=19): "
+                                           f"MD5 digest {got.data.hex()}, expected "
+                                           f"{expected.hex()}")
 
     def _expected_option_data(self, opt: s.TcpOption, sock: DrillSocket) -> bytes | None:
         kind = opt.kind

@@ -10,6 +10,7 @@ so a blocking call returns at the virtual time Linux's would.
 from __future__ import annotations
 
 import errno as _errno
+import ipaddress
 import socket as _pysocket
 import struct
 from collections.abc import Callable
@@ -22,6 +23,7 @@ from rcunet.drill import cmsg
 from rcunet.drill import script as s
 from rcunet.drill.errors import DrillError, DrillUnsupported
 from rcunet.host.tcp import fastopen_opts as tcp_fastopen
+from rcunet.host.tcp import md5
 from rcunet.tables.entry import AF_INET, AF_INET6, State
 
 if TYPE_CHECKING:
@@ -53,7 +55,8 @@ LINUX_SYMBOLS: dict[str, int] = {
     "TCP_NOTSENT_LOWAT": 25, "TCP_CC_INFO": 26, "TCP_SAVE_SYN": 27, "TCP_SAVED_SYN": 28,
     "TCP_FASTOPEN_CONNECT": 30, "TCP_ULP": 31, "TCP_FASTOPEN_KEY": 33,
     "TCP_FASTOPEN_NO_COOKIE": 34, "TCP_ZEROCOPY_RECEIVE": 35, "TCP_INQ": 36,
-    "TCP_CM_INQ": 36, "TCP_TX_DELAY": 37,
+    "TCP_CM_INQ": 36, "TCP_TX_DELAY": 37, "TCP_RTO_MAX_MS": 44, "TCP_RTO_MIN_US": 45,
+    "TCP_DELACK_MAX_US": 46, "TCP_MD5SIG_EXT": 32,
     "IP_TOS": 1, "IP_TTL": 2, "IP_MTU_DISCOVER": 10, "IP_RECVERR": 11, "IP_MTU": 14,
     "IPV6_V6ONLY": 26, "IPV6_RECVERR": 25, "IPV6_TCLASS": 67, "IPV6_MTU_DISCOVER": 23,
     "IPV6_MTU": 24,
@@ -647,6 +650,9 @@ class Syscalls:
         if isinstance(value, s.Struct) and value.field("onoff") is not None:
             raw: int | bytes = struct.pack("ii", self.int_value(value.field("onoff")),
                                            self.int_value(value.field("linger")))
+        elif isinstance(value, s.Struct) and name in (LINUX_SYMBOLS["TCP_MD5SIG"],
+                                                      LINUX_SYMBOLS["TCP_MD5SIG_EXT"]):
+            raw = self._md5sig(fd, value)
         elif isinstance(value, s.Bytes) and name == LINUX_SYMBOLS["TCP_FASTOPEN_KEY"]:
             # the string's bytes cut or NUL-padded to optlen, as the kernel copies them
             optlen = self.int_value(args[4])
@@ -660,6 +666,37 @@ class Syscalls:
             raw = self.int_value(value)
         fd.sk.setsockopt(level, name, raw)
         return Outcome(0)
+
+    def _md5sig(self, fd: Fd, value: s.Struct) -> bytes:
+        """struct tcp_md5sig from ``{tcpm_key="...", tcpm_keylen=N, tcpm_flags=F,
+        tcpm_prefixlen=P}`` (packetdrill has no syntax for it): the address is the
+        remote end's, in the socket's family (v4-mapped on an IPv6 socket)."""
+        key = value.field("tcpm_key")
+        data = key.text.encode("latin-1", "replace") if isinstance(key, s.Bytes) else b""
+        keylen = value.field("tcpm_keylen")
+        family = fd.sk.family
+        remote = ipaddress.ip_address(self.remote_ip)
+        if family == 10:
+            if remote.version == 4:
+                remote = ipaddress.IPv6Address(b"\0" * 10 + b"\xff\xff" + remote.packed)
+            sockaddr = struct.pack("=HHI16s", family, 0, 0, remote.packed)
+        else:
+            sockaddr = struct.pack("=HH4s", family, 0, remote.packed)
+        return struct.pack("=128sBBHi80s", sockaddr,
+                           self.int_value(value.field("tcpm_flags", 0)),
+                           self.int_value(value.field("tcpm_prefixlen", 0)),
+                           len(data) if keylen is None else self.int_value(keylen), 0, data)
+
+    def md5_key(self) -> bytes | None:
+        """The TCP_MD5SIG key a socket of the script holds for the remote end (the
+        runner signs what it injects with it and checks what the Host sends)."""
+        remote = ipaddress.ip_address(self.remote_ip).packed
+        for fd in self.fds.values():
+            if isinstance(fd, Fd):
+                key = md5.lookup(fd.sk.md5_keys, remote)
+                if key is not None:
+                    return key.key
+        return None
 
     def sys_getsockopt(self, args: tuple[Any, ...], spec: s.SyscallSpec) -> Outcome:
         self._args(args, 5, "getsockopt")

@@ -717,6 +717,9 @@ class Segment(_Link):
         self.fdb_ageing = fdb_ageing  # immutable
         self.fdb_max = fdb_max  # immutable
         self._fdb: dict[bytes, tuple[Endpoint, int]] = {}  # guarded-by: _lock
+        #: Each port's VLAN (``bridge vlan add dev PORT vid N pvid untagged``); a port
+        #: not in it is in VLAN 1, and a segment with every port in VLAN 1 has it empty.
+        self._vlans: dict[Endpoint, int] = {}  # guarded-by: _lock
 
     def add_endpoint(
         self,
@@ -728,6 +731,22 @@ class Segment(_Link):
     ) -> Endpoint:
         return self._attach(name, mac, tx_impairment, rx_impairment)
 
+    def set_vlans(self, vlans: dict[Endpoint, int]) -> None:
+        """Put ports in VLANs (the others back in VLAN 1): a frame reaches only the
+        ports of its sender's VLAN, as on a VLAN-filtering Linux bridge whose ports are
+        untagged members of one VLAN each (``br_allowed_ingress``/``br_allowed_egress``).
+        Learned addresses are per VLAN there, so a unicast frame whose destination was
+        learned on another VLAN's port is flooded within its own VLAN."""
+        for endpoint in vlans:
+            if endpoint.link is not self:
+                raise ValueError(f"{endpoint!r} is not a port of this segment")
+        with self._lock:
+            self._vlans = {port: vid for port, vid in vlans.items() if vid != 1}
+
+    def vlan_of(self, endpoint: Endpoint) -> int:
+        with self._lock:
+            return self._vlans.get(endpoint, 1)
+
     def fdb(self) -> dict[bytes, str]:
         """The learned MAC table: address -> endpoint name (``bridge fdb show``)."""
         with self._lock:
@@ -736,14 +755,17 @@ class Segment(_Link):
     def _destinations_locked(
         self, source: Endpoint, frame: bytes, now: int
     ) -> tuple[Endpoint, ...] | list[Endpoint]:
+        vlans = self._vlans
         if self.kind == KIND_IP:
-            return [endpoint for endpoint in self._endpoints if endpoint is not source]
+            return [endpoint for endpoint in self._endpoints
+                    if endpoint is not source and self._same_vlan(vlans, source, endpoint)]
         dst, src = frame[0:6], frame[6:12]
         if not src[0] & 1:
             self._learn_locked(src, source, now)
         if not dst[0] & 1:  # unicast
             learned = self._fdb.get(dst)
-            if learned is not None and now - learned[1] < self.fdb_ageing:
+            if (learned is not None and now - learned[1] < self.fdb_ageing
+                    and self._same_vlan(vlans, source, learned[0])):
                 port = learned[0]
                 if port is source:
                     self.counters["filtered"] += 1
@@ -751,7 +773,12 @@ class Segment(_Link):
                 self.counters["forwarded"] += 1
                 return (port,)
         self.counters["flooded"] += 1
-        return [endpoint for endpoint in self._endpoints if endpoint is not source]
+        return [endpoint for endpoint in self._endpoints
+                if endpoint is not source and self._same_vlan(vlans, source, endpoint)]
+
+    @staticmethod
+    def _same_vlan(vlans: dict[Endpoint, int], source: Endpoint, target: Endpoint) -> bool:
+        return not vlans or vlans.get(source, 1) == vlans.get(target, 1)
 
     def _learn_locked(self, mac: bytes, port: Endpoint, now: int) -> None:
         fdb = self._fdb

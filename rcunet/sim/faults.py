@@ -4,7 +4,7 @@
 A scenario file, one fault a line (``#`` starts a comment; times in s, ms or bare
 seconds):
 
-    10s   partition a | b r      # a cut from b and r (point-to-point links between)
+    10s   partition a | b r      # a cut from b and r (links between down, switches split)
     25s   heal                   # every cut link back up
     30s   crash b                # b's threads stop, its sockets vanish without a FIN
     32s   restart b              # b comes back and runs its programs again
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rcunet.host.host import Host
-from rcunet.link.memory import PointToPoint
+from rcunet.link.memory import Endpoint, PointToPoint, Segment
 
 if TYPE_CHECKING:
     from rcunet.sim.simulation import Simulation
@@ -84,18 +84,42 @@ def interfaces_on(sim: Simulation, link: PointToPoint) -> list[Any]:
 
 
 def crossing_links(sim: Simulation, side: set[Host]) -> list[PointToPoint]:
-    """The point-to-point links with one end in ``side`` and the other outside it; a
-    switch with ports on both sides cannot be cut (FaultError)."""
+    """The point-to-point links with one end in ``side`` and the other outside it."""
     cut = []
     for link in sim.network.links:
         if isinstance(link, PointToPoint):
             ends = [hosts_of_endpoint(sim, link.a), hosts_of_endpoint(sim, link.b)]
             if (ends[0] in side) != (ends[1] in side):
                 cut.append(link)
-        else:
-            raise FaultError("a partition cuts point-to-point links; this network has a "
-                             "switch (crash a Host to isolate it instead)")
     return cut
+
+
+def switch_ports(sim: Simulation) -> list[tuple[Segment, Endpoint, Host]]:
+    """Every port of the network's switches, with the Host plugged into it; a switch
+    whose ports have no MAC (kind "ip") cannot be partitioned (FaultError)."""
+    ports = []
+    for link in sim.network.links:
+        if isinstance(link, Segment):
+            for endpoint in link.endpoints:
+                host = hosts_of_endpoint(sim, endpoint)
+                if host is None:
+                    raise FaultError(f"a partition needs to know the Host on each switch "
+                                     f"port; port {endpoint.name} has none (an IP hub)")
+                ports.append((link, endpoint, host))
+    return ports
+
+
+def isolate_on_switches(ports: list[tuple[Segment, Endpoint, Host]],
+                        sides: list[set[Host]]) -> None:
+    """Put each switch port in the VLAN of its Host's place among the partitions in
+    force (``sides``): two Hosts share a VLAN exactly when no partition separates them,
+    so a switch forwards only between Hosts on one side of every cut."""
+    by_segment: dict[Segment, dict[Endpoint, int]] = {}
+    for segment, endpoint, host in ports:
+        vid = 1 + sum(1 << index for index, side in enumerate(sides) if host in side)
+        by_segment.setdefault(segment, {})[endpoint] = vid
+    for segment, vlans in by_segment.items():
+        segment.set_vlans(vlans)
 
 
 def parse_scenario(sim: Simulation, path: str) -> list[Fault]:

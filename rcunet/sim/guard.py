@@ -1,5 +1,5 @@
-"""The drop-in ``socket.socket`` of a simulation: rcunet's, except that a destination
-outside the simulated network is refused, naming the call (in the simulation there is
+"""The sockets of a simulation are rcunet's, except that a destination outside the
+simulated network is refused, naming the call (in the simulation there is
 no Internet to reach; a packet to it would silently vanish, and a connect would spend
 minutes of simulated retransmissions before it failed).
 
@@ -10,17 +10,13 @@ program may well probe one).
 
 from __future__ import annotations
 
-import errno
 import ipaddress
 import socket as _pysocket
 from typing import Any
 
-from rcunet.api import patch
 from rcunet.api.socket import Socket, pack_address
 from rcunet.host.network import Network
 from rcunet.sim.patches import refuse
-
-_INET = (-1, _pysocket.AF_INET, _pysocket.AF_INET6)
 
 
 def _inside(network: Network, packed: bytes) -> bool:
@@ -41,52 +37,47 @@ def _inside(network: Network, packed: bytes) -> bool:
     return False
 
 
-class GuardedSocket(Socket):
-    """An rcunet socket whose ``connect``/``sendto`` refuse a destination outside the
-    network (``connect_ex`` and ``sendmsg`` go through them)."""
+class DestinationGuard:
+    """rcunet's ``Socket.connect``/``sendto``/``sendmsg`` for one run: they refuse a
+    destination outside ``network`` (``connect_ex`` goes through ``connect``).
 
-    network: Network | None = None
+    The methods are replaced on the ``Socket`` class itself (``Patches.replace``), so
+    every rcunet socket of the run is guarded: drop-in mode's ``socket.socket`` stays the
+    very class ``rcunet.patched`` makes (``isinstance``, subclasses a program defines,
+    ``fileno=``), and sockets made with ``host.socket()`` are guarded too."""
 
-    def _check_destination(self, call: str, address: Any) -> None:
-        network = type(self).network
-        if network is None or not isinstance(address, tuple) or not address:
+    def __init__(self, network: Network) -> None:
+        self.network = network
+
+    def methods(self) -> dict[str, Any]:
+        connect, sendto, sendmsg = Socket.connect, Socket.sendto, Socket.sendmsg
+        check = self._check
+
+        def guarded_connect(sock: Socket, address: tuple[Any, ...]) -> None:
+            check(sock, "connect", address)
+            connect(sock, address)
+
+        def guarded_sendto(sock: Socket, data: Any, *args: Any) -> int:
+            if args and sock.type != _pysocket.SOCK_STREAM:  # TCP's address is ignored
+                check(sock, "sendto", args[-1])
+            return sendto(sock, data, *args)
+
+        def guarded_sendmsg(sock: Socket, buffers: Any, ancdata: Any = (), flags: int = 0,
+                            address: Any = None) -> int:
+            if address is not None:
+                check(sock, "sendmsg", address)
+            return sendmsg(sock, buffers, ancdata, flags, address)
+
+        return {"connect": guarded_connect, "sendto": guarded_sendto,
+                "sendmsg": guarded_sendmsg}
+
+    def _check(self, sock: Socket, call: str, address: Any) -> None:
+        if not isinstance(address, tuple) or not address:
             return
         try:
-            packed = pack_address(self.family, address[0], self._host)
+            packed = pack_address(sock.family, address[0], sock._host)
         except OSError:
             return  # the call itself reports a bad address, as it would unguarded
-        if not _inside(network, packed):
+        if not _inside(self.network, packed):
             raise refuse(f"socket.{call}({address!r})",
                          f"{address[0]} is outside the simulated network")
-
-    def connect(self, address: tuple[Any, ...]) -> None:
-        self._check_destination("connect", address)
-        super().connect(address)
-
-    def sendto(self, data: Any, *args: Any) -> int:
-        if args:
-            self._check_destination("sendto", args[-1])
-        return super().sendto(data, *args)
-
-
-class GuardedSocketType(patch.socket):
-    """``socket.socket`` while a simulation runs: a ``GuardedSocket`` for the Internet
-    families, ``rcunet.patched``'s answer for the rest."""
-
-    def __new__(cls, family: int = -1, type: int = -1, proto: int = -1,  # noqa: A002
-                fileno: int | None = None) -> Any:
-        if fileno is None and family in _INET:
-            host = patch.current_host()
-            if host is None:
-                raise OSError(errno.ENODEV, "rcunet drop-in mode has ended")
-            return cls._guarded(host, family, type, proto)  # type: ignore[attr-defined]
-        # the drop-in class itself decides the rest (a real fd, AF_UNIX, an adopted
-        # rcunet fd): this class only guards the Internet sockets it makes
-        return patch.socket(family, type, proto, fileno)
-
-    @classmethod
-    def for_network(cls, network: Network) -> type[GuardedSocketType]:
-        """The class for one network (its own subclasses: no state shared between
-        simulations)."""
-        guarded = type("GuardedSocket", (GuardedSocket,), {"network": network})
-        return type("socket", (cls,), {"_guarded": guarded})

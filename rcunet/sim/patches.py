@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rcunet.sim import primitives, scheduler
+from rcunet.sim.clock import SimClock
 from rcunet.sim.scheduler import DONE, Refused, Scheduler, Stop
 
 real_time = {name: getattr(time, name) for name in (
@@ -46,7 +47,7 @@ _REFUSED_OS = ("fork", "forkpty", "system", "posix_spawn", "posix_spawnp", "exec
                "execl", "execle", "execlp", "execlpe", "execvp", "execvpe", "popen")
 
 
-def _clock() -> Any:
+def _clock() -> SimClock | None:
     sched = scheduler.active  # atomic: one module attribute load
     return None if sched is None else sched.clock
 
@@ -69,7 +70,7 @@ def time_() -> float:
 
 def monotonic_ns() -> int:
     clock = _clock()
-    return clock.now() if clock is not None else real_time["monotonic_ns"]()
+    return clock.now() if clock is not None else int(real_time["monotonic_ns"]())
 
 
 def monotonic() -> float:
@@ -92,11 +93,13 @@ def sleep(secs: float) -> None:
 
 
 def localtime(secs: float | None = None) -> time.struct_time:
-    return real_time["localtime"](time_() if secs is None else secs)
+    moment: time.struct_time = real_time["localtime"](time_() if secs is None else secs)
+    return moment
 
 
 def gmtime(secs: float | None = None) -> time.struct_time:
-    return real_time["gmtime"](time_() if secs is None else secs)
+    moment: time.struct_time = real_time["gmtime"](time_() if secs is None else secs)
+    return moment
 
 
 def ctime(secs: float | None = None) -> str:
@@ -303,6 +306,10 @@ class Patches:
         self._saved: list[tuple[Any, str, Any, bool]] = []
         self._restore: list[Callable[[], object]] = []
 
+    def replace(self, owner: Any, name: str, value: Any) -> None:
+        """``owner.name = value`` for the run (put back by ``uninstall``)."""
+        self._set(owner, name, value)
+
     def _set(self, owner: Any, name: str, value: Any) -> None:
         had = name in vars(owner) if isinstance(owner, type) else hasattr(owner, name)
         self._saved.append((owner, name, getattr(owner, name, None), had))
@@ -352,8 +359,12 @@ class Patches:
         ``random.SystemRandom``) from the seed; ``random``'s state is put back after."""
         saved = random.getstate()
         random.setstate(seeded.random_state)
-        self._restore.append(lambda: (seeded.save(random.getstate()),
-                                      random.setstate(saved)))
+
+        def restore() -> None:
+            seeded.save(random.getstate())
+            random.setstate(saved)
+
+        self._restore.append(restore)
         self._set(os, "urandom", seeded.urandom)
         self._rebind_aliases({id(_real_urandom): (_real_urandom, seeded.urandom)})
 

@@ -193,7 +193,10 @@ class SimEpoll:
 
     def poll(self, timeout: float | None = None, maxevents: int = -1
              ) -> list[tuple[int, int]]:
+        events: list[tuple[int, int]]
         if scheduler.current() is None:
-            return self._epoll.poll(timeout, maxevents)
+            events = self._epoll.poll(timeout, maxevents)
+            return events
         seconds = None if timeout is None or timeout < 0 else timeout
-        return _wait_for(lambda: self._epoll.poll(0, maxevents), seconds) or []
+        events = _wait_for(lambda: self._epoll.poll(0, maxevents), seconds) or []
+        return events

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import pytest
@@ -23,6 +23,8 @@ import pytest
 from rcunet.sim.simulation import Simulation
 
 MARKER = "rcunet_sim"
+#: The seed a test's ``sim`` fixture ran on (the failure report's).
+SEED = pytest.StashKey[int]()
 
 
 def pytest_addoption(parser: Any) -> None:
@@ -58,8 +60,10 @@ def pytest_generate_tests(metafunc: Any) -> None:
 
 @pytest.fixture
 def rcunet_seed(request: Any) -> int:
-    """The seed of this run (1 for a test without the marker)."""
-    return int(getattr(request, "param", 1))
+    """The seed of this run: the marker's, else ``--rcunet-seed``, else 1 (a test that
+    gets the marker from a parameter, as tests/compat's simulated variants do)."""
+    forced = request.config.getoption("rcunet_seed")
+    return int(getattr(request, "param", 1 if forced is None else forced))
 
 
 @pytest.fixture
@@ -69,6 +73,7 @@ def sim(request: Any, rcunet_seed: int) -> Iterator[Simulation]:
 
     marker = request.node.get_closest_marker(MARKER)
     options = marker.kwargs if marker is not None else {}
+    request.node.stash[SEED] = rcunet_seed  # for the report, however the test got here
     simulation = Simulation(rcunet_seed)
     build_network(options.get("topology", "pair"), parse_impairment(options.get("impair", "")),
                   network=simulation.network)
@@ -98,11 +103,11 @@ def pytest_pyfunc_call(pyfuncitem: Any) -> bool | None:
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: Any, call: Any) -> Iterator[None]:
+def pytest_runtest_makereport(item: Any, call: Any) -> Generator[None, Any, None]:
     outcome = yield
     report = outcome.get_result()
     if report.failed and item.get_closest_marker(MARKER) is not None:
-        seed = item.funcargs.get("rcunet_seed") if hasattr(item, "funcargs") else None
+        seed = item.stash.get(SEED, None)
         if seed is not None:
             report.sections.append(("rcunet sim", replay_text(item, seed)))
 
@@ -111,7 +116,10 @@ def replay_text(item: Any, seed: int) -> str:
     """The seed and the command that replays it.  String hashes order sets and key
     rcunet's tables, so a byte-identical replay also needs this run's PYTHONHASHSEED:
     named when it was set, asked for when it was random."""
-    node = item.nodeid.split("[", 1)[0]
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    # seeds the marker made are in the test's id: the replay names the test without
+    # them (--rcunet-seed makes its one id); any other parameter stays
+    node = item.nodeid.split("[", 1)[0] if "rcunet_seed" in params else item.nodeid
     hash_seed = os.environ.get("PYTHONHASHSEED")
     prefix = f"PYTHONHASHSEED={hash_seed} " if hash_seed not in (None, "random") else ""
     text = (f"failed with seed {seed}; replay it with:\n"

@@ -23,6 +23,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from rcunet.sim.clock import SimClock
+
 #: The real primitives and clocks, captured before any patch is installed.
 real_allocate_lock = _thread.allocate_lock
 real_get_ident = _thread.get_ident
@@ -30,6 +32,10 @@ real_thread_time = time.thread_time
 real_monotonic = time.monotonic
 
 RUNNABLE, BLOCKED, DONE = "runnable", "blocked", "done"
+
+#: Real seconds the driver waits for its baton at a time: the most a Ctrl-C waits for
+#: its handler to run (``Scheduler._park``).
+DRIVER_SLICE = 0.05
 
 #: The scheduler of the running simulation (one per process at a time), None between
 #: runs.  Set and cleared by the patches' install/uninstall; read with one load.
@@ -106,7 +112,7 @@ class Scheduler:
     ``step()`` processes everything the network has due now; ``next_deadline()`` is the
     network's earliest deadline (None: nothing pending)."""
 
-    def __init__(self, clock: Any, seed: int, step: Callable[[], object],
+    def __init__(self, clock: SimClock, seed: int, step: Callable[[], object],
                  next_deadline: Callable[[], int | None]) -> None:
         self.clock = clock
         self.rng = random.Random(seed)
@@ -244,10 +250,17 @@ class Scheduler:
         nxt.baton.release()
 
     def _park(self, record: SimThread) -> None:
+        # Python runs a signal handler (Simulation's Ctrl-C) in the main thread only,
+        # between two bytecodes.  A SIGINT that lands while the main thread is on its way
+        # into a blocking acquire does not interrupt it (the C-level handler has already
+        # run), so the Python handler would wait for the baton, which never comes back
+        # to the driver of a run that never ends.  The driver (the main thread when run
+        # from it) therefore waits in slices, and a pending handler runs within one.
+        wait = DRIVER_SLICE if record.driver else -1
         while True:
             try:
-                record.baton.acquire()
-                break
+                if record.baton.acquire(timeout=wait):
+                    break
             except KeyboardInterrupt:  # Ctrl-C lands in the main thread, parked or not
                 self.fail(Interrupted("interrupted (Ctrl-C); the threads were at:\n"
                                       + self.describe_threads()))

@@ -24,7 +24,6 @@ A failure of the simulation itself (a deadlock, a busy loop, a refused call) rai
 from __future__ import annotations
 
 import signal
-import socket as _pysocket
 import sys
 import threading
 import time
@@ -32,6 +31,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from rcunet.api.socket import Socket
 from rcunet.host.host import Host
 from rcunet.host.network import Network
 from rcunet.link.impair import Impairment, ImpairmentConfig
@@ -42,9 +42,11 @@ from rcunet.sim.faults import (
     crossing_links,
     iface_host,
     interfaces_on,
+    isolate_on_switches,
     parse_scenario,
+    switch_ports,
 )
-from rcunet.sim.guard import GuardedSocketType
+from rcunet.sim.guard import DestinationGuard
 from rcunet.sim.patches import Patches, SeededRandom, real_time, simulated
 from rcunet.sim.scheduler import DONE, Interrupted, Scheduler, SimThread, Stop
 from rcunet.sim.watchdog import Watchdog
@@ -126,13 +128,12 @@ class Simulation:
         self.sched = Scheduler(self.clock, seed, self._step, self.network.next_deadline)
         self._patches = Patches()
         self._watchdog = Watchdog(self.sched, cpu_bound, wall_bound, exit_on_hang)
-        self._guard: GuardedSocketType | None = None
-        self._saved_socket: Any = None
         self._saved_sigint: Any = None
         self.real_seconds = 0.0  # real time spent in run()
         self._placed: list[Program] = []  # what spawn() placed (a restart runs it again)
         self._faults: list[Fault] = []  # scheduled, not yet handed to a timeline thread
         self._cut: list[Any] = []  # links a partition took down
+        self._sides: list[set[Host]] = []  # the partitions in force (switches split)
         self._crashed: set[Host] = set()
         self.closed = False
 
@@ -150,7 +151,7 @@ class Simulation:
         if self.closed:
             raise RuntimeError("the simulation is closed")
         program = Program(self, host, target, args,
-                          name or getattr(target, "__name__", "program"), daemon)
+                          name or str(getattr(target, "__name__", "program")), daemon)
         self.programs.append(program)
         self._placed.append(program)
         return program
@@ -167,27 +168,36 @@ class Simulation:
         return fault
 
     def partition(self, side: set[Host] | list[Host], *, at: float) -> Fault:
-        """Cut ``side`` from the other Hosts: the point-to-point links between them
-        go down (both interfaces), until ``heal``."""
+        """Cut ``side`` from the other Hosts until ``heal``: the point-to-point links
+        between them go down (both interfaces), and every switch forwards only between
+        Hosts on one side (its ports split into VLANs)."""
         hosts = set(side)
         links = crossing_links(self, hosts)
+        ports = switch_ports(self)
 
         def cut() -> None:
             for link in links:
                 for iface in interfaces_on(self, link):
                     iface.up = False
                 self._cut.append(link)
+            self._sides.append(hosts)
+            isolate_on_switches(ports, self._sides)
 
         return self.at(at, cut, f"partition {' '.join(sorted(h.name for h in hosts))}")
 
     def heal(self, *, at: float) -> Fault:
-        """Every link a partition cut comes back up (a crashed Host's stay down)."""
+        """Every link a partition cut comes back up (a crashed Host's stay down), and
+        the switches forward between every port again."""
+        ports = switch_ports(self)
+
         def heal() -> None:
             for link in self._cut:
                 for iface in interfaces_on(self, link):
                     if iface_host(self, iface) not in self._crashed:
                         iface.up = True
             self._cut.clear()
+            self._sides.clear()
+            isolate_on_switches(ports, self._sides)
 
         return self.at(at, heal, "heal")
 
@@ -354,9 +364,9 @@ class Simulation:
         # takes them off in the reverse order.
         if self.network.hosts:
             patch.install(self.network.hosts[0], this_thread=True)
-            self._saved_socket = _pysocket.socket
-            _pysocket.socket = GuardedSocketType.for_network(self.network)  # type: ignore[misc]
         self._patches.install(self.sched, self._seeded)
+        for name, method in DestinationGuard(self.network).methods().items():
+            self._patches.replace(Socket, name, method)
         self.sched.adopt_driver()
         self._watchdog.start()
         if threading.current_thread() is threading.main_thread():
@@ -377,7 +387,5 @@ class Simulation:
             self._saved_sigint = None
         self._watchdog.stop()
         self._patches.uninstall()
-        if self._saved_socket is not None:
-            _pysocket.socket = self._saved_socket  # type: ignore[misc]
-            self._saved_socket = None
+        if self.network.hosts:
             patch.uninstall(self.network.hosts[0], this_thread=True)

@@ -7,6 +7,11 @@ so a segment Linux sent re-encodes byte for byte:
     MSS | SACK-permitted+timestamps packed in one word (or NOP NOP TS, or NOP NOP
     SACK-permitted) | NOP window-scale | NOP NOP SACK blocks | unknown options | EOL pad
 
+An MD5 signature option (kind 19, RFC 2385) of the right length goes first, as NOP NOP
+19 18 and its digest, wherever it is among the unknown options (tcp_options_write).  (The
+replies Linux builds outside a socket, tcp_v4_send_ack, put it after the timestamps
+instead: ``tcp_md5.reply_header`` writes those; parse reads either.)
+
 A Fast Open option (kind 34, RFC 7413) whose length leaves two bytes of its last word is
 followed by NOP NOP, as tcp_options_write pads it (an 8-byte cookie: 10 + 2).
 
@@ -35,6 +40,9 @@ WINDOW_SCALE = 3
 SACK_PERMITTED = 4
 SACK = 5
 TIMESTAMP = 8
+#: RFC 2385 TCP MD5 signature (rcunet.wire.tcp_md5): 16 bytes of digest.
+MD5SIG = 19
+MD5_DIGEST_LEN = 16
 FAST_OPEN = 34
 #: RFC 9768 AccECN option, field order ECT(0) CE ECT(1) (kind 172) or ECT(1) CE ECT(0) (174).
 ACCECN0 = 172
@@ -193,6 +201,8 @@ def build_options(
         raise WireError("bad-field", f"TCP window scale {window_scale}")
     out = bytearray()
     try:
+        if unknown and any(kind == MD5SIG for kind, _ in unknown):
+            unknown = _write_md5(out, unknown)
         if mss is not None:
             out += _U32.pack(MSS << 24 | 4 << 16 | mss)
         if timestamp is not None:
@@ -239,6 +249,18 @@ def build_options(
     if len(out) > MAX_OPTIONS_LEN:
         raise WireError("too-long", f"TCP options need {len(out)} bytes (max 40)")
     return bytes(out)
+
+
+def _write_md5(out: bytearray, unknown: tuple[tuple[int, bytes], ...]
+               ) -> tuple[tuple[int, bytes], ...]:
+    """Write the first MD5 signature option (RFC 2385) as tcp_options_write does, before
+    every other option: NOP NOP 19 18 and the 16-byte digest.  The other options."""
+    for i, (kind, data) in enumerate(unknown):
+        if kind == MD5SIG and len(data) == MD5_DIGEST_LEN:
+            out += bytes((NOP, NOP, MD5SIG, 2 + MD5_DIGEST_LEN))
+            out += data
+            return unknown[:i] + unknown[i + 1:]
+    return unknown
 
 
 def _linux_accecn(option: tuple[int, bytes]) -> bool:

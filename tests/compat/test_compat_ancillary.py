@@ -7,13 +7,11 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 import rcunet
-from rcunet.host.network import Network
 
 IP_TOS, IP_TTL, IP_PKTINFO, IP_RECVTTL, IP_RECVTOS = 1, 2, 8, 12, 13
 IPV6_RECVPKTINFO, IPV6_PKTINFO, IPV6_RECVHOPLIMIT, IPV6_HOPLIMIT = 49, 50, 51, 52
@@ -23,15 +21,13 @@ SOL_IP, SOL_IPV6 = 0, 41
 
 
 @pytest.fixture
-def two_address_net() -> Iterator[tuple[Any, Any]]:
-    """a (10.0.0.1, fd00::1) -- b, which has two addresses of each family."""
-    net = Network(threaded=True)
-    a, b = net.host("a"), net.host("b")
-    net.link(a, b, ["10.0.0.1/24", "fd00::1/64"],
-             ["10.0.0.2/24", "10.0.0.3/32", "fd00::2/64", "fd00::3/128"])
-    net.start()
-    yield a, b
-    net.close()
+def two_address_net(net: Any) -> tuple[Any, Any]:
+    """a (10.0.0.1, fd00::1) -- b, which has two addresses of each family (conftest's
+    ``net``, real or simulated, with 10.0.0.3/32 and fd00::3/128 added on b)."""
+    _network, a, b = net
+    for extra in ("10.0.0.3/32", "fd00::3/128"):
+        b.add_address("eth0", extra)
+    return a, b
 
 
 def _pktinfo_server(b: Any, family: int, use_pktinfo: bool, ready: threading.Event,

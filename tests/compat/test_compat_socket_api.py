@@ -52,6 +52,8 @@ def test_closed_socket_is_python_s(net: Any) -> None:
     sock.close()  # twice is fine
 
 
+@pytest.mark.real_time_only("outside drop-in mode, which a simulated program never is: "
+                             "there os.close() of the number closes the descriptor")
 def test_fileno_cannot_be_taken_from_under_the_socket(net: Any) -> None:
     """os.close() of the number, or ssl taking it over, leave the socket working."""
     _net, a, b = net

@@ -83,6 +83,9 @@ def test_ss_info_prints_tcp_info_under_each_connection(running, capsys) -> None:
     info = out.splitlines()[2]
     assert info.startswith("\t cubic rto:")
     assert re.search(r" rtt:[\d.]+/[\d.]+ mss:\d+ cwnd:\d+", info)
+    # TCP_INFO's counters, as ss prints them after ssthresh (misc/ss.c tcp_stats_print)
+    assert re.search(r" segs_out:\d+ segs_in:\d+ .*minrtt:[\d.]+ snd_wnd:\d+ rcv_wnd:\d+$",
+                     info), info
 
 
 def test_ss_summary(running, capsys) -> None:

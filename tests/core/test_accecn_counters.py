@@ -79,6 +79,14 @@ def test_synack_reflects_the_syn_ecn_field(ip: int, value: int) -> None:
     assert a.synack_flags(EcnMode.DISABLED, ip) == 0
 
 
+@pytest.mark.parametrize("mode", [EcnMode.ACCECN, EcnMode.RFC3168])
+def test_synack_retransmitted_after_a_timeout_carries_no_ecn_flags(mode: EcnMode) -> None:
+    """RFC 9768 §3.2.3.2.2 as Linux's tcp_ecn_make_synack has it: once a SYN-ACK timed
+    out, the next retransmission goes with ACE = 0 (no ECE for classic ECN either)."""
+    assert a.synack_flags(mode, ecn.ECT_1) != 0
+    assert a.synack_flags(mode, ecn.ECT_1, after_timeout=True) == 0
+
+
 @pytest.mark.parametrize("value,mode", [
     (0b000, EcnMode.DISABLED), (0b111, EcnMode.DISABLED), (0b001, EcnMode.RFC3168),
     (0b101, EcnMode.ACCECN), (0b010, EcnMode.ACCECN), (0b011, EcnMode.ACCECN),

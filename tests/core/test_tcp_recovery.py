@@ -18,6 +18,7 @@ from tcp_harness import (
 
 from rcunet.core.tcp.congestion import Cubic, NewReno, create
 from rcunet.core.tcp.congestion.cubic import BETA, C
+from rcunet.core.tcp.prr import CaState
 from rcunet.core.tcp.reassembly import Assembler
 from rcunet.core.tcp.recovery import NEWRENO
 from rcunet.core.tcp.sack import ReceiverBlocks, Scoreboard
@@ -255,8 +256,10 @@ def test_application_limited_sender_does_not_inflate_cwnd() -> None:
 
 
 def test_go_back_n_after_rto_skips_data_sacked_since() -> None:
-    # (no tail loss probe: the RTO, not a probe of new data, is what goes out first)
-    conn = sender(sack=True, congestion_control="reno", early_retrans=0)
+    # (no tail loss probe: the RTO, not a probe of new data, is what goes out first; no
+    # F-RTO: SACKs of never-retransmitted data would prove the RTO spurious and undo it,
+    # tcp_process_loss step 3.b, test_frto_sack_of_original_data_undoes_the_rto)
+    conn = sender(sack=True, congestion_control="reno", early_retrans=0, frto=0)
     conn.on_timer(conn.next_deadline())  # RTO: head retransmitted, cwnd = 1 SMSS
     assert [o.seq for o in conn.take_segments()] == [L1]
     assert conn.scoreboard.sacked_bytes == 0  # RFC 2018 §8: earlier SACKs forgotten
@@ -287,3 +290,20 @@ def test_receiver_reports_duplicates_with_dsack_first() -> None:
 def recv_after(conn, segment):
     conn.on_segment(segment, 0)
     return recv_one(conn)
+
+
+def test_frto_sack_of_original_data_undoes_the_rto() -> None:
+    # the SACK-enhanced F-RTO (RFC 5682 §4, Linux tcp_process_loss step 3.b): segments
+    # 2..4, sent once before the RTO, are SACKed after it: they were never lost, the
+    # timeout was spurious and is undone at once; segment 1, sent before them and not
+    # delivered, is then a loss for RACK, and a fast recovery starts on the same ACK
+    # (tcp_fastretrans_alert falls through from Loss once it is Open again)
+    conn = sender(sack=True, congestion_control="reno", early_retrans=0)
+    conn.on_timer(conn.next_deadline())
+    conn.take_segments()
+    assert conn.loss.ca_state() == CaState.LOSS and conn.loss.frto
+    conn.on_segment(seg(ack=L1 + MSS, sack_blocks=blocks((2, 5))), 2 * SECOND)
+    assert conn.counters["TcpExtTCPSpuriousRTOs"] == 1
+    assert conn.counters["TcpExtTCPLossUndo"] == 1
+    assert conn.loss.ca_state() == CaState.RECOVERY
+    assert conn.take_segments()[0].seq == L1 + MSS

@@ -232,3 +232,57 @@ def test_accecn_option_in_a_script(tail: str, status: str, words: str) -> None:
     result = _run(PASSIVE + tail)
     assert result[0] == status, result
     assert words in result[2]
+
+
+@pytest.mark.parametrize(("value", "status"), [
+    ("999", "fail"), ("120001", "fail"), ("1000", "pass"), ("120000", "pass")])
+def test_sysctl_out_of_its_bounds_fails_and_changes_nothing(value: str, status: str) -> None:
+    """proc_dointvec_minmax refuses net.ipv4.tcp_rto_max_ms outside 1000..120000 (the
+    sysctl command fails, the setting stays); ``a || b`` runs b after the refusal."""
+    opened = "+0 socket(..., SOCK_STREAM, IPPROTO_TCP) = 3\n"
+    result = _run(f"0 `sysctl -q net.ipv4.tcp_rto_max_ms={value}`\n" + opened)
+    assert result[0] == status, result
+    now = 3000 if status == "fail" else value
+    fallback = (f"0 `sysctl -q net.ipv4.tcp_rto_max_ms={value} || "
+                "sysctl -q net.ipv4.tcp_rto_max_ms=3000`\n" + opened
+                + f"+0 getsockopt(3, IPPROTO_TCP, TCP_RTO_MAX_MS, [{now}], [4]) = 0\n")
+    assert _run(fallback)[0] == "pass"
+
+
+_MD5 = "<nop,nop,md5 00000000000000000000000000000000>"
+_KEYED = """0 socket(..., SOCK_STREAM, IPPROTO_TCP) = 3
++0 setsockopt(3, IPPROTO_TCP, TCP_MD5SIG, {tcpm_key="one"}, 216) = 0
++0 bind(3, ..., ...) = 0
++0 listen(3, 1) = 0
++0 < S 0:0(0) win 65535 <nop,nop,md5 00000000000000000000000000000000,mss 1000>
++0 > S. 0:0(0) ack 1 <nop,nop,md5 00000000000000000000000000000000,mss 1460>
++.1 < . 1:1(0) ack 1 win 257 <nop,nop,md5 00000000000000000000000000000000>
++0 accept(3, ..., ...) = 4
+"""
+
+
+@pytest.mark.parametrize(("rekey", "status"), [("one", "pass"), ("two", "fail")])
+def test_md5_digests_are_made_and_checked_under_the_scripts_key(rekey: str,
+                                                                 status: str) -> None:
+    """The engine signs what it injects with the key a socket of the script holds and
+    checks the digest of what the Host sends: once the listener's key differs from the
+    one its child copied, the child's segments no longer check out."""
+    tail = (f'+0 setsockopt(3, IPPROTO_TCP, TCP_MD5SIG, {{tcpm_key="{rekey}"}}, 216) = 0\n'
+            f"+0 write(4, ..., 10) = 10\n+0 > P. 1:11(10) ack 1 {_MD5}\n")
+    result = _run(_KEYED + tail)
+    assert result[0] == status, result
+    if status == "fail":
+        assert "MD5 digest" in result[2]
+
+
+@pytest.mark.parametrize(("pipeline", "status"), [
+    ('grep " 0A " /proc/net/tcp /proc/net/tcp6 | grep ":1F90"', "pass"),  # the listener
+    ('grep " 01 " /proc/net/tcp /proc/net/tcp6 | grep ":1F90"', "pass"),  # the child
+    ('grep " 0A " /proc/net/tcp /proc/net/tcp6 | grep ":1F91"', "fail"),
+])
+def test_proc_net_tcp_lists_the_hosts_sockets(pipeline: str, status: str) -> None:
+    """``grep`` over /proc/net/tcp{,6}: the Host's listeners and connections, state and
+    ports in hex as tcp4_seq_show prints them (8080 is 1F90)."""
+    for family in (4, 6):
+        result = _run(PASSIVE + f"+0 `{pipeline}`\n", family)
+        assert result[0] == status, result

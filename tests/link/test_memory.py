@@ -191,6 +191,31 @@ def test_switch_filters_frames_for_the_ingress_port_and_never_learns_multicast_s
     assert MCAST not in seg.fdb()
 
 
+def test_switch_forwards_only_within_a_ports_vlan() -> None:
+    """Ports 0 and 1 in VLAN 2, ports 2 and 3 left in VLAN 1: broadcasts and learned
+    unicast stay within the sender's VLAN; back in one VLAN, all reach each other."""
+    seg = Segment()
+    eps = [seg.add_endpoint(mac=mac(i)) for i in range(4)]
+    boxes = wired(eps)
+    for i in range(4):  # every station learned while the switch is one VLAN
+        eps[i].send(eth(BROADCAST, mac(i)))
+    for box in boxes:
+        box.take()
+    seg.set_vlans({eps[0]: 2, eps[1]: 2})
+    assert (seg.vlan_of(eps[0]), seg.vlan_of(eps[3])) == (2, 1)
+    eps[0].send(eth(BROADCAST, mac(0)))
+    assert [len(b.take()) for b in boxes] == [0, 1, 0, 0]
+    eps[0].send(eth(mac(2), mac(0)))  # learned on a VLAN 1 port: flooded in VLAN 2
+    assert [len(b.take()) for b in boxes] == [0, 1, 0, 0]
+    eps[3].send(eth(mac(2), mac(3)))
+    assert [len(b.take()) for b in boxes] == [0, 0, 1, 0]
+    seg.set_vlans({})
+    eps[0].send(eth(mac(2), mac(0)))
+    assert [len(b.take()) for b in boxes] == [0, 0, 1, 0]
+    with pytest.raises(ValueError):
+        seg.set_vlans({Segment().add_endpoint(mac=mac(9)): 2})
+
+
 def test_switch_relearns_moved_station_and_ages_entries() -> None:
     clock = FakeClock()
     seg = Segment(clock=clock, fdb_ageing=300 * 10**9)

@@ -100,3 +100,41 @@ def test_bad_host_or_service_is_one_usage_line(tmp_path: Path, command: str) -> 
         assert done.returncode == 2
         assert done.stderr.startswith(f"rcunet {command}: {said}")
         assert len(done.stderr.strip().splitlines()) == 1
+
+
+_TICKER = """\
+import threading, time
+def tick():
+    while True:
+        time.sleep(0.001)
+threading.Thread(target=tick, name='ticker').start()
+print('started', flush=True)
+while True:
+    time.sleep(0.01)
+"""
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_ctrl_c_prints_each_threads_stack_and_exits_cleanly(tmp_path: Any, seed: int) -> None:
+    """A program that never ends, interrupted once it runs.  The SIGINT often lands while
+    the main thread (the driver) is on its way into its wait for the baton, where it no
+    longer interrupts that wait: the run must stop all the same (Scheduler._park)."""
+    import signal
+
+    (tmp_path / "ticker.py").write_text(_TICKER)
+    with subprocess.Popen([sys.executable, "-m", "rcunet", "sim", "--seed", str(seed), "--",
+                           "ticker.py"], cwd=tmp_path, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True) as child:
+        assert child.stdout is not None
+        assert child.stdout.readline() == "started\n"  # the run is under way
+        child.send_signal(signal.SIGINT)
+        try:
+            _out, err = child.communicate(timeout=120)  # a bound, not a wait
+        except subprocess.TimeoutExpired:
+            child.kill()
+            raise AssertionError("rcunet sim hung after SIGINT") from None
+    assert child.returncode == 130
+    assert "interrupted (Ctrl-C)" in err
+    assert "thread 'ticker'" in err and "thread 'main'" in err
+    assert "in tick" in err
+    assert "stopped at simulated time" in err

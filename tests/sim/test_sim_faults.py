@@ -14,14 +14,14 @@ from rcunet.link.impair import ImpairmentConfig
 from rcunet.sim.faults import FaultError
 
 
-def _pinger(results: list[tuple[float, bool]], rounds: int) -> None:
-    """One UDP question a second; whether its answer came within 0.5 s (a late
-    answer to an earlier question does not count)."""
+def _pinger(results: list[tuple[float, bool]], rounds: int, peer: str = "10.0.0.2") -> None:
+    """One UDP question a second to ``peer``; whether its answer came within 0.5 s (a
+    late answer to an earlier question does not count)."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         for number in range(rounds):
             sent = time.monotonic()
             question = f"ping {number}".encode()
-            sock.sendto(question, ("10.0.0.2", 9))
+            sock.sendto(question, (peer, 9))
             answered = False
             while not answered and (left := sent + 0.5 - time.monotonic()) > 0:
                 sock.settimeout(left)
@@ -146,6 +146,51 @@ def test_a_scenario_file_schedules_its_faults(tmp_path: Any) -> None:
     assert sim.run()
     sim.close()
     assert [ok for _t, ok in results] == [True] * 3 + [False] * 3 + [True] * 4
+
+
+def _star(hosts: int) -> tuple[Any, list[Any]]:
+    from rcunet.cmd.run_common import build_network
+    from rcunet.sim import Simulation
+
+    sim = Simulation(1)
+    build_network(f"star:{hosts}", None, network=sim.network)
+    return sim, list(sim.network.hosts)
+
+
+def test_a_partition_splits_a_switch_and_heal_joins_it(tmp_path: Any) -> None:
+    """h1 and h2 on one side, h3 on the other, all on one switch: h1 keeps reaching
+    h2 and loses h3 until the heal."""
+    sim, (h1, h2, h3) = _star(3)
+    to_h2: list[tuple[float, bool]] = []
+    to_h3: list[tuple[float, bool]] = []
+    sim.spawn(h2, _answerer, daemon=True)
+    sim.spawn(h3, _answerer, daemon=True)
+    sim.spawn(h1, _pinger, to_h2, 10, "10.0.0.2")
+    sim.spawn(h1, _pinger, to_h3, 10, "10.0.0.3")
+    sim.load_scenario(_scenario(tmp_path, "2.5s partition h1 h2 | h3\n5.5s heal\n"))
+    assert sim.run()
+    sim.close()
+    assert [ok for _t, ok in to_h2] == [True] * 10
+    assert [ok for _t, ok in to_h3] == [True] * 3 + [False] * 3 + [True] * 4
+
+
+def test_partitions_on_a_switch_compose_until_the_heal() -> None:
+    """{h1} cut at 2.5 s, then {h1, h2} at 4.5 s: h2 and h3 talk until the second
+    cut; h1 and h2 stay apart (the first cut) until the heal at 6.5 s."""
+    sim, (h1, h2, h3) = _star(3)
+    h2_to_h3: list[tuple[float, bool]] = []
+    h2_to_h1: list[tuple[float, bool]] = []
+    sim.spawn(h1, _answerer, daemon=True)
+    sim.spawn(h3, _answerer, daemon=True)
+    sim.spawn(h2, _pinger, h2_to_h3, 9, "10.0.0.3")
+    sim.spawn(h2, _pinger, h2_to_h1, 9, "10.0.0.1")
+    sim.partition([h1], at=2.5)
+    sim.partition([h1, h2], at=4.5)
+    sim.heal(at=6.5)
+    assert sim.run()
+    sim.close()
+    assert [ok for _t, ok in h2_to_h3] == [True] * 5 + [False] * 2 + [True] * 2
+    assert [ok for _t, ok in h2_to_h1] == [True] * 3 + [False] * 4 + [True] * 2
 
 
 @pytest.mark.parametrize(("text", "message"), [

@@ -98,3 +98,31 @@ def test_the_marker_runs_the_body_on_a_host(tmp_path: Any) -> None:
     assert done.returncode == 0, done.stdout
     assert "PASSED test_store.py::test_the_body_runs_on_a_host[seed4]" in done.stdout
     assert "PASSED test_store.py::test_the_body_runs_on_a_host[seed5]" in done.stdout
+
+
+PARAMETER_MARKED = '''
+import time
+import pytest
+
+
+@pytest.fixture
+def world(request):
+    return request.getfixturevalue("sim")  # asked for on the way, as tests/compat's net
+
+
+@pytest.mark.parametrize("mode", [pytest.param("sim", marks=pytest.mark.rcunet_sim(on="a"))])
+def test_from_a_parameter(world, mode):
+    time.sleep(5)
+    assert world.seed != 3, f"seed 3 at {time.monotonic():.1f}"
+'''
+
+
+def test_a_marker_from_a_parameter_takes_the_seed_option_and_reports_it(tmp_path: Any) -> None:
+    (tmp_path / "test_param.py").write_text(PARAMETER_MARKED)
+    assert _pytest(tmp_path, "test_param.py").returncode == 0  # seed 1 by default
+    failed = _pytest(tmp_path, "test_param.py", "--rcunet-seed", "3")
+    assert failed.returncode == 1
+    assert "seed 3 at 6.0" in failed.stdout  # the body ran on virtual time
+    assert ("failed with seed 3; replay it with:\n"
+            "  PYTHONHASHSEED=0 pytest 'test_param.py::test_from_a_parameter[sim]' "
+            "--rcunet-seed 3") in failed.stdout

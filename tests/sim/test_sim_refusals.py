@@ -51,12 +51,27 @@ def _sendto(data: bytes, address: tuple[str, int]) -> None:
         sock.sendto(data, address)
 
 
+def _sendmsg(data: bytes, address: tuple[str, int]) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.sendmsg([data], [], 0, address)
+
+
+def _connect_subclass(address: tuple[str, int]) -> None:
+    class Logged(socket.socket):  # a program's own subclass is guarded as well
+        pass
+
+    with Logged() as sock:
+        sock.connect(address)
+
+
 @pytest.mark.parametrize(("call", "named"), [
     (lambda: subprocess.run(["true"], check=False), "subprocess.Popen(['true'])"),
     (lambda: os.fork(), "os.fork()"),
     (lambda: os.system("true"), "os.system()"),
     (lambda: _connect(("192.0.2.7", 80)), "192.0.2.7 is outside"),
     (lambda: _sendto(b"x", ("8.8.8.8", 53)), "socket.sendto(('8.8.8.8', 53))"),
+    (lambda: _sendmsg(b"x", ("8.8.4.4", 53)), "socket.sendmsg(('8.8.4.4', 53))"),
+    (lambda: _connect_subclass(("198.51.100.1", 443)), "198.51.100.1 is outside"),
 ])
 def test_calls_outside_the_simulation_are_refused_by_name(call: object, named: str) -> None:
     sim, a, _b = two_hosts()

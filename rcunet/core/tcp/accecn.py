@@ -173,9 +173,14 @@ def reflector_ace(ip_ecn: int) -> int:
     return _REFLECT[ip_ecn & ecn.MASK]
 
 
-def synack_flags(mode: EcnMode, syn_ect_rcv: int) -> int:
+def synack_flags(mode: EcnMode, syn_ect_rcv: int, after_timeout: bool = False) -> int:
     """The ECN flags of our SYN-ACK (tcp_ecn_make_synack): the reflected ACE for AccECN,
-    ECE for RFC 3168, nothing otherwise."""
+    ECE for RFC 3168, nothing otherwise.  ``after_timeout``: a retransmission sent once
+    an earlier SYN-ACK timed out (TCP_SYNACK_RETRANS with req->num_timeout), which
+    carries no ECN flags at all -- ACE = 0 keeps an AccECN server in AccECN mode while
+    the path may be dropping ECN-flagged SYN-ACKs (RFC 9768 §3.2.3.2.2)."""
+    if after_timeout:
+        return 0
     if mode is EcnMode.ACCECN:
         return wtcp.with_ace(0, reflector_ace(syn_ect_rcv))
     if mode is EcnMode.RFC3168:

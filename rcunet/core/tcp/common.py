@@ -35,6 +35,8 @@ PAWS_IDLE_LIMIT = 24 * 86400 * SECOND
 PAWS_WINDOW = 1
 #: Bytes of option space a timestamp takes on every segment (RFC 7323 §3.2, aligned).
 TS_OPTION_LEN = 12
+#: ... and the MD5 signature option (RFC 2385: NOP NOP kind length, 16-byte digest).
+MD5_OPTION_LEN = 20
 #: Linux TCP_MSS_DEFAULT / TCP_MIN_MSS: bounds of the first receive-MSS estimate
 #: (tcp_initialize_rcv_mss); the estimate then grows to the segments seen.
 RCV_MSS_HINT = 536

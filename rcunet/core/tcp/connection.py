@@ -76,6 +76,7 @@ from rcunet.core.tcp.common import (
     LAST_ACK,
     LISTEN,
     MASK32,
+    MD5_OPTION_LEN,
     MS,
     PAWS_IDLE_LIMIT,
     PAWS_WINDOW,
@@ -119,10 +120,11 @@ from rcunet.core.tcp.rto import RtoEstimator
 from rcunet.core.tcp.sack import Scoreboard
 from rcunet.core.tcp.sender import Sender
 from rcunet.core.tcp.state import TRANSITIONS, State
+from rcunet.core.tcp.stats import TrafficStats
 from rcunet.core.tcp.tcb import Tcb
 from rcunet.core.tcp.timers import Timers
 from rcunet.core.tcp.timewait import TimeWait, reuse_iss
-from rcunet.core.tcp.window import TS_OPTION_BYTES, buffer_space_clamp, initial_window
+from rcunet.core.tcp.window import TS_OPTION_BYTES, initial_window
 from rcunet.wire import tcp
 from rcunet.wire.seqnum import add, ge, gt, le, lt, sub
 
@@ -143,7 +145,7 @@ class Connection:
     # Autotune, ChallengeAcks) are driven the same way and use ``lockfree_read_slots``
     # too (Tcb keeps its dataclass slots, as before).
     __slots__ = lockfree_read_slots(
-        "autotune", "cc", "challenges", "chrono", "counters", "delack", "ecn", "error",
+        "autotune", "cc", "challenges", "chrono", "stats", "counters", "delack", "ecn", "error",
         "fastopen_active", "fastopen_child", "local_addr", "local_port", "loss", "options",
         "passive", "quiet", "receiver", "remote_addr", "remote_port", "rto", "sender", "state",
         "syn_data_acked", "tcb", "timers",
@@ -169,6 +171,7 @@ class Connection:
         t.iss = iss & MASK32
         t.snd_una = t.snd_nxt = t.snd_max = t.iss
         t.ts_offset = ts_offset & MASK32
+        t.md5 = options.md5
         # Linux tcp_select_initial_window: the scale covers what the buffer may grow to.
         t.rcv_wscale = choose_wscale(options.window_space) if options.window_scaling else 0
         t.snd_mss = min(options.default_peer_mss, options.mss)
@@ -177,6 +180,7 @@ class Connection:
         self.rto = RtoEstimator(options.rto_initial, options.rto_min, options.rto_max)
         self.cc = congestion.create(options.congestion_control, t.snd_mss, options.initial_cwnd)
         self.chrono = Chrono()  # busy / rwnd- / sndbuf-limited time (TCP_INFO)
+        self.stats = TrafficStats()  # segments and bytes each way (TCP_INFO)
         self.sender = Sender(t, self.timers, self.rto, self.counters, self.chrono)
         self.delack = DelayedAck(t, self.timers, self.rto, self.counters)  # Linux icsk_ack
         self.autotune = Autotune(t)  # receive-buffer autotuning and the window clamp
@@ -266,6 +270,7 @@ class Connection:
                    ts_offset=ts_offset, counters=counters, passive=True,
                    local_addr=local_addr, remote_addr=remote_addr)
         conn._now = now
+        conn.stats.segment_in(0)  # tcp_create_openreq_child: segs_in 1 (the SYN)
         conn._take_peer_syn(syn, now)
         conn.ecn.answer(conn.options, syn)
         conn._set_state(SYN_RECEIVED)
@@ -314,6 +319,7 @@ class Connection:
         t.sack_ok = sack_ok and opts.sack
         conn._set_mss(mss)
         t.rcv_adv = add(t.rcv_nxt, conn._syn_window())  # what the SYN,ACK offered
+        conn.receiver.offer_first_window(conn, conn._syn_window())
         t.snd_wl1, t.snd_wl2 = add(ack.seq, -1), ack.ack
         conn._set_state(ESTABLISHED)
         conn._on_established(now)
@@ -437,10 +443,13 @@ class Connection:
             raise OSError(errnos.EINVAL, "negative recv size")
         if self.receiver.rx and max_bytes:
             data = self.receiver.read(max_bytes)
-            rcvbuf = self.autotune.on_read(len(data), self.options, now)
+            receiver = self.receiver
+            rcvbuf = self.autotune.on_read(len(data), len(receiver.rx), receiver.ofo_extent(),
+                                           receiver.scaling_ratio, self.options, now)
             if rcvbuf:  # the window, its update test and the backlog limit follow it
                 self.options = self.options.with_rcvbuf(rcvbuf)
-            self.receiver.maybe_window_update(self)
+                self.receiver.rcvbuf_grown(rcvbuf)
+            self.receiver.maybe_window_update(self, len(data))
             if self.receiver.ack_now:  # reading changes nothing on the send side: only an ACK
                 self._output(now)
             else:
@@ -550,6 +559,20 @@ class Connection:
         if self.state is not CLOSED:
             self._fail(err)
 
+    def set_buffers(self, now: int, rcvbuf: int | None = None,
+                    sndbuf: int | None = None) -> None:
+        """SO_RCVBUF / SO_SNDBUF on a live connection: Linux's sock_setsockopt changes
+        sk_rcvbuf / sk_sndbuf at once and stops their autotuning (SOCK_RCVBUF_LOCK,
+        SOCK_SNDBUF_LOCK).  The window clamp stays as it is; the windows that follow are
+        computed from the new buffer (and never shrink, tcp_select_window)."""
+        self._now = now
+        changes: dict[str, int] = {}
+        if rcvbuf is not None:
+            changes.update(rcvbuf=rcvbuf, rcvbuf_max=0)
+        if sndbuf is not None:
+            changes.update(sndbuf=sndbuf, sndbuf_max=0)
+        self.options = dataclasses.replace(self.options, **changes)  # type: ignore[arg-type]
+
     def update_options(self, now: int, push: bool = False, **changes: object) -> None:
         """setsockopt(): TCP_NODELAY, SO_KEEPALIVE, TCP_KEEPIDLE/INTVL/CNT, timeouts...
 
@@ -568,6 +591,9 @@ class Connection:
         new = dataclasses.replace(old, **changes)  # type: ignore[arg-type]
         new.validate()
         self.options = new
+        # TCP_RTO_MIN_US, TCP_RTO_MAX_MS: the estimator reads its bounds at the next
+        # sample or backoff, as Linux reads icsk_rto_min / icsk_rto_max there
+        self.rto.rto_min, self.rto.rto_max = new.rto_min, new.rto_max
         if new.keepalive and self.state.synchronized:
             # SO_KEEPALIVE / TCP_KEEPIDLE restart the keepalive timer a full idle time
             # from now (Linux tcp_set_keepalive -> inet_csk_reset_keepalive_timer)
@@ -632,6 +658,8 @@ class Connection:
     def _on_established(self, now: int) -> None:
         t = self.tcb
         self.timers.established(now)
+        self.loss.end_rto_episode(now)  # a handshake that timed out is through
+        self.loss.handshake_delivered()
         if self.timers.syn_retransmitted:
             if self.rto.srtt is None:
                 # RFC 6298 §5.7: no valid sample and the SYN was retransmitted
@@ -646,8 +674,7 @@ class Connection:
         sndbuf = expanded_sndbuf(o, t, self.cc.cwnd)
         if sndbuf:
             self.options = o = o.with_sndbuf(sndbuf)
-        self.autotune.start(now, buffer_space_clamp(o.rcvbuf, o.window_clamp, o.mss),
-                            min(self._syn_window(), o.initial_cwnd * o.mss))
+        self.autotune.start(now, self.receiver.init_buffer_space(self))
         self._events.append(Established())
         if self.sender.fin_queued:
             self._set_state(FIN_WAIT_1)
@@ -698,10 +725,14 @@ class Connection:
         else:
             t.snd_wscale = 0
             t.rcv_wscale = 0  # "both sides must send Window Scale ... to enable scaling"
-        t.ts_ok = o.timestamps and seg.timestamp is not None
+        t.sack_ok = o.sack and seg.sack_permitted
+        # tcp_synack_options: MD5, timestamps and SACK blocks do not fit one segment;
+        # a keyed SYN,ACK keeps SACK and drops the timestamps ("ireq->tstamp_ok &=
+        # !ireq->sack_ok")
+        t.ts_ok = o.timestamps and seg.timestamp is not None and not (
+            self.passive and t.md5 and t.sack_ok)
         if t.ts_ok and seg.timestamp is not None:
             t.ts_recent, t.ts_recent_stamp = seg.timestamp[0], now
-        t.sack_ok = o.sack and seg.sack_permitted
         self._peer_ws_offered = seg.window_scale is not None
         peer_mss = seg.mss if seg.mss is not None else o.default_peer_mss
         self._set_mss(peer_mss)
@@ -709,6 +740,7 @@ class Connection:
         t.max_snd_wnd = max(t.max_snd_wnd, t.snd_wnd)
         t.snd_wl1, t.snd_wl2 = seg.seq, seg.ack
         t.rcv_adv = add(t.rcv_nxt, self._syn_window())
+        self.receiver.offer_first_window(self, self._syn_window())
 
     def _set_mss(self, peer_mss: int) -> None:
         """Effective send MSS (RFC 9293 §3.7.1), minus the timestamp option Linux reserves."""
@@ -717,6 +749,8 @@ class Connection:
         mss = min(max(peer_mss, o.min_snd_mss), o.mss)
         if t.ts_ok:
             mss -= TS_OPTION_LEN
+        if t.md5:
+            mss -= MD5_OPTION_LEN  # tcp_mtu_to_mss: tcp_header_len counts the option
         t.snd_mss = max(mss, 1)
         t.rcv_mss = self._initial_rcv_mss()
         self.cc = congestion.create(o.congestion_control, t.snd_mss, o.initial_cwnd)
@@ -740,7 +774,8 @@ class Connection:
         if self.state in (LISTEN, CLOSED, TIME_WAIT):
             return False
         t = self.tcb
-        mss = path_mss - (TS_OPTION_LEN if t.ts_ok else 0)  # tcp_mtu_to_mss
+        mss = path_mss - (TS_OPTION_LEN if t.ts_ok else 0) - (
+            MD5_OPTION_LEN if t.md5 else 0)  # tcp_mtu_to_mss
         mss = max(mss, self.options.min_snd_mss)
         fo = self.fastopen_active
         if self.state is SYN_SENT and fo is not None and fo.data_len > mss:
@@ -795,15 +830,18 @@ class Connection:
         return initial_window(o.rcvbuf, o.window_clamp, mss)
 
     def _send_syn(self, now: int, retransmit: bool = False, rearm: bool = True,
-                  extra: tuple[tuple[int, bytes], ...] = (), payload: bytes = b"") -> None:
+                  extra: tuple[tuple[int, bytes], ...] = (), payload: bytes = b"",
+                  timed_out: bool = False) -> None:
         """SYN (SYN-SENT) or SYN,ACK (SYN-RECEIVED) with our options (and ``extra``
-        ones after them: a Fast Open cookie)."""
+        ones after them: a Fast Open cookie).  ``timed_out``: the retransmission timer
+        sends it, its expiry already counted in ``timers.retransmits``."""
         t = self.tcb
         o = self.options
         is_synack = self.state is SYN_RECEIVED
         flags = SYN | (ACK if is_synack else 0)
         if is_synack:
-            flags |= self.ecn.synack()
+            timeouts = self.timers.retransmits - (1 if timed_out else 0)
+            flags |= self.ecn.synack(retransmit, timeouts)
         else:
             flags |= self.ecn.syn(o, self.timers.retransmits if retransmit else 0)
         # In a SYN,ACK, offer only what the peer's SYN offered (RFC 7323 §2.2, §3.2; 2018 §2).
@@ -814,8 +852,12 @@ class Connection:
         else:
             wscale = t.rcv_wscale if o.window_scaling else None
             sack_permitted = o.sack
-            # Linux tcp_syn_options echoes TS.Recent: 0, or what TIME-WAIT reuse inherited
-            ts = (self.tcb.ts_val(now), t.ts_recent) if o.timestamps else None
+            # Linux tcp_syn_options echoes TS.Recent: 0, or what TIME-WAIT reuse
+            # inherited; a keyed SYN offers no timestamps (the MD5 option takes the room)
+            ts = (self.tcb.ts_val(now), t.ts_recent) if o.timestamps and not t.md5 else None
+        if t.md5 and extra:
+            extra = _fitting(extra, MD5_OPTION_LEN + 4 + (4 if wscale is not None else 0)
+                             + (12 if ts is not None else 4 if sack_permitted else 0))
         if is_synack and self.ecn.mode is EcnMode.ACCECN:
             extra = self._synack_accecn_option(o, wscale, sack_permitted, ts, extra,
                                                retransmit)
@@ -843,7 +885,8 @@ class Connection:
         """``extra`` with an AccECN SYN-ACK's option in front, sized to the room the
         other options leave (tcp_synack_options with tcp_options_fit_accecn)."""
         used = 4 + (4 if wscale is not None else 0) + (
-            12 if ts is not None else 4 if sack_permitted else 0)
+            12 if ts is not None else 4 if sack_permitted else 0) + (
+            MD5_OPTION_LEN if self.tcb.md5 else 0)
         used += sum((2 + len(data) + 3) & ~3 for _kind, data in extra)
         saving = synack_combine_saving(sack_permitted, ts is not None, wscale is not None)
         return self.ecn.synack_option(o, used, saving, retransmit) + extra
@@ -857,6 +900,7 @@ class Connection:
             self.counters.add("TcpInErrs")
             self.counters.add("TcpInCsumErrors")
             return
+        self.stats.segment_in(len(seg.payload))
         st = self.state
         if st is ESTABLISHED and self._fast_path(seg, now):
             self._output(now)  # header prediction took it: no walk of the state machine
@@ -916,7 +960,7 @@ class Connection:
             if self.ecn.mode is not EcnMode.DISABLED:
                 self._ecn_input(seg)
             data = memoryview(payload)
-            t.rcv_mss = max(t.rcv_mss, min(len(data), self.options.mss))
+            self.receiver.measure_rcv_mss(self, len(data))
             self.autotune.rtt_measure(seg, len(data), now)
             self.receiver.deliver_in_order(self, data, bool(flags & PSH), now)
         return True
@@ -960,6 +1004,8 @@ class Connection:
             self._rtt_sample_handshake(seg, now)
             if self.fastopen_active is not None:
                 self._fastopen_synack(seg)
+            # tcp_ack's tcp_snd_una_update: the SYN (and SYN data) count as acknowledged
+            self.stats.bytes_acked += sub(seg.ack, t.snd_una)
             t.snd_una = seg.ack
             self._set_state(ESTABLISHED)
             self._on_established(now)
@@ -1022,7 +1068,7 @@ class Connection:
             return
         if flags & (SYN | ACK) == SYN | ACK and not self.passive \
                 and self.ecn.mode is EcnMode.ACCECN:
-            self.ecn.on_repeated_synack()
+            self.ecn.on_repeated_synack(seg)
         if self._is_simultaneous_open_synack(seg):
             # Linux tcp_validate_incoming: in a simultaneous open the peer's SYN,ACK
             # repeats its SYN (not acceptable by the §3.10.7.4 table) but its ACK
@@ -1032,6 +1078,7 @@ class Connection:
         if self.state is SYN_RECEIVED and flags & (SYN | ACK) == SYN and seg.seq == t.irs:
             # The peer retransmitted its SYN: so do we, rate limited (Linux tcp_check_req).
             if not self.challenges.rate_limited(self.options, now, "TcpExtTCPACKSkippedSynRecv"):
+                self.ecn.on_repeated_syn(seg)
                 self._send_syn(now, retransmit=True, rearm=False)
             return
         # first: sequence number check
@@ -1170,6 +1217,14 @@ class Connection:
         return (gt(seg.ack, t.snd_una) or gt(seg.seq, t.snd_wl1)
                 or (seg.seq == t.snd_wl1 and (window > t.snd_wnd or window == 0)))
 
+    def _ts_progress(self, seg: tcp.Repr) -> bool:
+        """Would this segment move TS.Recent forward (Linux tcp_replace_ts_recent's
+        FLAG_TS_PROGRESS)?  Proof the ACK is new even when it ACKs and SACKs nothing."""
+        t = self.tcb
+        ts = seg.timestamp
+        return (ts is not None and t.ts_ok and gt(ts[0], t.ts_recent)
+                and le(seg.seq, t.last_ack_sent))
+
     def _update_ts_recent(self, seg: tcp.Repr, now: int) -> None:
         """RFC 7323 §4.3 (2): TSval >= TS.Recent and SEG.SEQ =< Last.ACK.sent.
 
@@ -1223,18 +1278,36 @@ class Connection:
         self.loss.ack_begin()
         new_ack = gt(ack, t.snd_una)
         acked = sub(ack, t.snd_una) if new_ack else 0
+        loss = self.loss
+        # bytes this ACK covers that an earlier SACK delivered already -- or, without
+        # SACK, that earlier duplicate ACKs did (tcp_add_reno_sack counts each one
+        # delivered)
+        sacked_before = 0
+        if new_ack:
+            sacked_before = (loss.sacked_below(ack) if t.sack_ok
+                             else min(loss.dupacks * t.snd_mss, acked))
         if new_ack:
             self._ack_advance(seg, now)
         if le(t.snd_una, ack):
             self._update_send_window(seg, ack)
-        loss = self.loss
         newly_sacked = loss.take_sack(seg, now)
         ecn_signal = self.ecn.mode is not EcnMode.DISABLED and \
-            self.ecn.congestion_signal(seg, acked, t.snd_mss, new_ack or newly_sacked > 0)
-        if new_ack and loss.algorithm is None and not loss.cwr and not ecn_signal:
-            self.sender.grow_cwnd(self, acked, now)
+            self.ecn.congestion_signal(seg, acked, t.snd_mss,
+                                       new_ack or newly_sacked > 0 or self._ts_progress(seg))
+        # tcp_cong_control runs after tcp_fastretrans_alert: in Loss, after the undo
+        # it may decide (grown earlier, a Recovery that starts would count the growth)
+        grow_after = loss.in_loss
+        if new_ack and not grow_after and loss.algorithm is None and not loss.cwr \
+                and not ecn_signal:
+            # tcp_cong_control grows cwnd by what this ACK delivered (tp->delivered's
+            # delta), only when it ACKs data (tcp_may_raise_cwnd: FLAG_DATA_ACKED): bytes
+            # an earlier SACK delivered do not grow it a second time
+            self.sender.grow_cwnd(self, acked - sacked_before, now)
         in_recovery = loss.algorithm is not None
         loss.detect(self, seg, ack, new_ack, acked, prior_wnd, newly_sacked, now)
+        if new_ack and grow_after and loss.algorithm is None and not loss.cwr \
+                and not ecn_signal:
+            self.sender.grow_cwnd(self, acked - sacked_before, now)
         if loss.algorithm is not None and not in_recovery:
             self.ecn.on_reduction()  # tcp_init_cwnd_reduction: tcp_ecn_queue_cwr
         elif ecn_signal and loss.enter_cwr(self, now):  # tcp_try_to_open with FLAG_ECE
@@ -1284,6 +1357,7 @@ class Connection:
         self._rtt_sample(seg, now)
         self.sender.drop_acked(ack)
         t.snd_una = ack
+        self.stats.bytes_acked += acked  # tcp_snd_una_update
         if lt(t.snd_nxt, ack):
             t.snd_nxt = ack  # after go-back-N the ACK may jump past SND.NXT
         self.loss.on_ack_advance(ack, acked, now)
@@ -1310,14 +1384,19 @@ class Connection:
             self.rto.on_sample(now - sent_at, seg.ack, t.snd_max)
 
     def _rtt_sample_handshake(self, seg: tcp.Repr, now: int) -> None:
+        """The handshake's RTT sample (tcp_synack_rtt_meas, tcp_ack_update_rtt): the
+        estimator's first, and tcp_min_rtt's (which RACK and TCP_INFO read)."""
         t = self.tcb
+        rtt: int | None = None
         if t.ts_ok and seg.timestamp is not None and seg.timestamp[1]:
             rtt_ms = sub(self.tcb.ts_val(now), seg.timestamp[1])
             if 0 <= rtt_ms:
-                self.rto.on_sample(max(rtt_ms, 1) * MS, seg.ack, t.snd_max)
+                rtt = max(rtt_ms, 1) * MS
         elif not self.timers.syn_retransmitted and self.timers.syn_sent_at is not None:
-            # Karn: only unretransmitted SYNs
-            self.rto.on_sample(now - self.timers.syn_sent_at, seg.ack, t.snd_max)
+            rtt = now - self.timers.syn_sent_at  # Karn: only unretransmitted SYNs
+        if rtt is not None:
+            self.rto.on_sample(rtt, seg.ack, t.snd_max)
+            self.loss.rtt_seen(rtt // 1000)
 
     # ------------------------------------------------------------ what goes out
     def _output(self, now: int) -> None:
@@ -1378,12 +1457,30 @@ class Connection:
         if self.ecn.mode is not EcnMode.DISABLED:
             # new data is what starts at or above SND.MAX (tcp_ecn_send: !before(seq, snd_nxt))
             seg = self.ecn.outgoing(seg, bool(payload) and not lt(seq, t.snd_max), self.options,
-                                    now, self.rto.srtt)
+                                    now, self.rto.srtt, timewait=self._is_timewait_sock())
         return seg
 
     def _emit(self, seg: tcp.Repr) -> None:
         self._out.append(seg)
         self.counters.add("TcpOutSegs")
+        if not (seg.flags & SYN and self.passive):
+            # a listener's request sock sends the SYN-ACK in Linux (tcp_make_synack),
+            # not the socket whose totals TCP_INFO reads
+            self.stats.segment_out(len(seg.payload), self._now)
+
+
+def _fitting(extra: tuple[tuple[int, bytes], ...], used: int
+             ) -> tuple[tuple[int, bytes], ...]:
+    """The options of ``extra`` (a Fast Open cookie) that still fit the 40 bytes once
+    ``used`` are taken, each padded to whole words: tcp_syn_options and
+    tcp_synack_options leave out what has no room (a keyed SYN's cookie)."""
+    kept = []
+    for kind, data in extra:
+        need = (2 + len(data) + 3) & ~3
+        if used + need <= 40:
+            kept.append((kind, data))
+            used += need
+    return tuple(kept)
 
 
 __all__ = ["Connection", "ListenAction", "choose_wscale", "listen_action", "reset_for",

@@ -22,20 +22,28 @@ from __future__ import annotations
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.core.tcp.common import MS
 from rcunet.core.tcp.counters import Counters
-from rcunet.core.tcp.options import Options
+from rcunet.core.tcp.options import JIFFY, Options
 from rcunet.core.tcp.rto import RtoEstimator
 from rcunet.core.tcp.tcb import Tcb
 from rcunet.core.tcp.timers import Timers
 
 #: Linux TCP_MAX_QUICKACKS: the most ACKs one entry into quick-ack mode sends at once.
 MAX_QUICKACKS = 16
-#: Linux TCP_DELACK_MAX: the longest a delayed ACK waits (icsk_delack_max).
+#: Linux TCP_DELACK_MAX: the longest a delayed ACK waits by default (icsk_delack_max;
+#: TCP_DELACK_MAX_US sets it per socket, ``Options.delack_max``).
 DELACK_MAX = 200 * MS
 #: Linux tcp_send_delayed_ack's cap for a bulk receiver (HZ / 2).
 DELACK_BULK_MAX = 500 * MS
 #: net.ipv4.tcp_pingpong_thresh: replies within ato that make a connection interactive.
 PINGPONG_THRESH = 1
 PUSHED, PUSHED2 = 1, 2
+
+
+def delack_max(options: Options) -> int:
+    """Linux tcp_delack_max: icsk_delack_max, but less than the RTO floor by a jiffy, so a
+    peer that holds its retransmission for rto_min never times out waiting for our ACK
+    (max(tcp_rto_min(sk), 2) - 1 jiffies: 199 ms with the defaults)."""
+    return min(options.delack_max, max(options.rto_min, 2 * JIFFY) - JIFFY)
 
 
 class DelayedAck:
@@ -119,14 +127,15 @@ class DelayedAck:
         ACK at once)."""
         ato = self.ato
         delack_delay = options.delack_delay
+        longest = delack_max(options)
         if ato > delack_delay:
-            max_ato = DELACK_MAX if (self.pingpong >= PINGPONG_THRESH
-                                     or self.pushed & PUSHED) else DELACK_BULK_MAX
+            max_ato = longest if (self.pingpong >= PINGPONG_THRESH
+                                  or self.pushed & PUSHED) else DELACK_BULK_MAX
             srtt = self.rto.srtt
             if srtt is not None:
                 max_ato = min(max_ato, max(srtt, delack_delay))
             ato = min(ato, max_ato)
-        ato = min(ato, DELACK_MAX)
+        ato = min(ato, longest)
         timeout = now + ato
         armed = self.timers.delack_at
         if armed is not None:

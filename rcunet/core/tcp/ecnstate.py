@@ -14,6 +14,7 @@ from __future__ import annotations
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.core.tcp import accecn
 from rcunet.core.tcp.accecn import AccEcnReceiver, AccEcnSender, EcnMode, Rfc3168
+from rcunet.core.tcp.common import MD5_OPTION_LEN
 from rcunet.core.tcp.counters import Counters
 from rcunet.core.tcp.options import Options
 from rcunet.wire import ecn as ipecn
@@ -37,7 +38,7 @@ class EcnState:
     __slots__ = lockfree_read_slots("mode", "rfc3168", "accecn_rx", "accecn_tx", "counters",
                                     "syn_ect_rcv", "syn_ect_snt", "ace_fail_recv",
                                     "ace_fail_send", "delivered_ce", "syn_flags",
-                                    "handshake_ace")
+                                    "handshake_ace", "synack_retrans")
 
     def __init__(self, counters: Counters) -> None:
         self.counters = counters
@@ -52,6 +53,8 @@ class EcnState:
         #: The peer's AccECN feedback proved impossible: we stop sending ECT.
         self.ace_fail_recv = False
         self.ace_fail_send = False
+        #: SYN-ACKs sent again (req->num_retrans).
+        self.synack_retrans = 0
         #: Packets the peer says arrived CE-marked (TCP_INFO's delivered_ce): ACKed
         #: with ECE in RFC 3168 mode, counted by ACE in AccECN mode.
         self.delivered_ce = 0
@@ -80,9 +83,30 @@ class EcnState:
         answer = accecn.answer_syn(options.ecn, syn.flags, syn.ecn)
         self.mode, self.syn_ect_rcv = answer.mode, answer.syn_ect_rcv
 
-    def synack(self) -> int:
-        """The ECN flags of our SYN-ACK (tcp_ecn_make_synack)."""
-        return accecn.synack_flags(self.mode, self.syn_ect_rcv)
+    def on_repeated_syn(self, seg: tcp.Repr) -> None:
+        """The peer's SYN again, in SYN-RECEIVED: an AccECN server's next SYN-ACK
+        reflects this SYN's IP ECN field (RFC 9768 §3.1.5: the latest SYN), and a SYN
+        with ACE = 0 means ECN-flagged packets may be dropped on the way: no ECT from
+        now on (tcp_check_req: TCP_ACCECN_ACE_FAIL_RECV)."""
+        if self.mode is not EcnMode.ACCECN:
+            return
+        self.syn_ect_rcv = seg.ecn
+        if not tcp.ace(seg.flags) and not self.ace_fail_recv:
+            self.ace_fail_recv = True
+            self.counters.add("TcpExtAccEcnAceFail")
+
+    def synack(self, retransmit: bool = False, timeouts: int = 0) -> int:
+        """The ECN flags of our SYN-ACK (tcp_ecn_make_synack); ``timeouts``: the
+        retransmission timeouts before it (req->num_timeout).  From the second
+        retransmission on (req->num_retrans > 1, whether a timeout or the peer's
+        repeated SYN sent it) an AccECN server stops sending ECT
+        (tcp_accecn_ace_fail_send_set_retrans)."""
+        if retransmit:
+            self.synack_retrans += 1
+            if self.synack_retrans > 1 and self.mode is EcnMode.ACCECN:
+                self.ace_fail_send = True
+        return accecn.synack_flags(self.mode, self.syn_ect_rcv,
+                                   after_timeout=retransmit and timeouts > 0)
 
     def synack_option(self, options: Options, used: int, combine_saving: int,
                       retransmit: bool) -> tuple[tuple[int, bytes], ...]:
@@ -136,14 +160,17 @@ class EcnState:
         if self.mode is not EcnMode.ACCECN or not options.ecn_option \
                 or self.accecn_tx.saw_opt is accecn.OptionSeen.NOT_SEEN:
             return 0
-        fit = accecn.fit_option(0, MAX_OPTION_SPACE - (TS_SPACE if timestamps else 0))
+        fit = accecn.fit_option(0, MAX_OPTION_SPACE - (TS_SPACE if timestamps else 0)
+                                - (MD5_OPTION_LEN if options.md5 else 0))
         return max(fit.size, 0)
 
-    def on_repeated_synack(self) -> None:
+    def on_repeated_synack(self, seg: tcp.Repr) -> None:
         """The peer's SYN-ACK again, on an open AccECN connection: the ACK it gets
-        reflects the SYN-ACK's ECN field once more, as the handshake's last ACK did
-        (its ACK was lost; the kernel's tcp_accecn_synack_rexmit selftest)."""
+        reflects this SYN-ACK's ECN field, as the handshake's last ACK did (its ACK was
+        lost; the kernel's tcp_accecn_synack_rexmit selftest) -- the latest SYN-ACK's,
+        which Linux's tcp_validate_incoming stores in syn_ect_rcv (RFC 9768 §3.1.5)."""
         if self.mode is EcnMode.ACCECN:
+            self.syn_ect_rcv = seg.ecn
             self.handshake_ace = accecn.reflector_ace(self.syn_ect_rcv)
 
     def _take_option(self, seg: tcp.Repr) -> None:
@@ -212,10 +239,14 @@ class EcnState:
 
     # ------------------------------------------------------------ leaving segments
     def outgoing(self, seg: tcp.Repr, new_data: bool, options: Options, now: int,
-                 srtt: int | None) -> tcp.Repr:
+                 srtt: int | None, timewait: bool = False) -> tcp.Repr:
         """``seg`` (not a SYN) with its ECN flags and IP ECN field (tcp_ecn_send), and
-        on an AccECN connection its AccECN option (tcp_established_options)."""
+        on an AccECN connection its AccECN option (tcp_established_options).
+        ``timewait``: Linux sends it from a timewait sock (tcp_v4_timewait_ack), which
+        keeps the socket's TOS (its ECT) but no AccECN state: no ACE, no option."""
         if self.mode is EcnMode.ACCECN:
+            if timewait:
+                return seg._replace(ecn=self._accecn_ip_ecn())
             return self._accecn_outgoing(seg, options, now, srtt)
         out = accecn.outgoing(self.mode, new_data=new_data, rfc3168=self.rfc3168,
                               receiver=self.accecn_rx, ace_fail_recv=self.ace_fail_recv)
@@ -235,7 +266,7 @@ class EcnState:
         else:
             self.handshake_ace = None
             flags = tcp.with_ace(seg.flags, receiver.ace())
-        ip = ipecn.NOT_ECT if self.ace_fail_recv else ipecn.ECT_0
+        ip = self._accecn_ip_ecn()
         unknown = seg.unknown_options
         blocks = seg.sack_blocks
         now_us = now // 1000
@@ -244,13 +275,24 @@ class EcnState:
         if accecn.wants_option(options.ecn_option, self.accecn_tx.saw_opt, False,
                                receiver.opt_demand, beacon):
             used = (TS_SPACE if seg.timestamp is not None else 0) + (
-                SACK_BASE + SACK_BLOCK * len(blocks) if blocks else 0)
+                SACK_BASE + SACK_BLOCK * len(blocks) if blocks else 0) + (
+                MD5_OPTION_LEN if options.md5 else 0)  # signed at transmit
             fit = accecn.fit_option(receiver.minlen, MAX_OPTION_SPACE - used, len(blocks))
             if fit.num_fields >= 0:
                 option = receiver.option(fit.num_fields, now_us)
                 unknown = ((option.kind, option.data()), *unknown)
                 blocks = blocks[:fit.num_sack_blocks]
         return seg._replace(flags=flags, ecn=ip, unknown_options=unknown, sack_blocks=blocks)
+
+    def tos_ecn(self) -> int:
+        """The ECN bits of the socket's TOS, which a timewait sock keeps (tw_tos): AccECN
+        sets ECT on every packet (INET_ECN_xmit), RFC 3168 clears it for pure ACKs."""
+        return self._accecn_ip_ecn() if self.mode is EcnMode.ACCECN else ipecn.NOT_ECT
+
+    def _accecn_ip_ecn(self) -> int:
+        """An AccECN connection's IP ECN field: ECT(0) on every packet, none once either
+        side's ACE feedback failed (tcp_ecn_send)."""
+        return ipecn.NOT_ECT if self.ace_fail_recv or self.ace_fail_send else ipecn.ECT_0
 
     def on_reduction(self) -> None:
         """cwnd was reduced (CWR, recovery or loss): RFC 3168's next new data carries

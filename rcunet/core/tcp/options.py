@@ -11,11 +11,19 @@ from typing import Any
 
 MS = 1_000_000
 SECOND = 1_000_000_000
+#: Linux's jiffy at HZ=1000: TCP_RTO_MIN_US and TCP_DELACK_MAX_US are kept in jiffies
+#: (usecs_to_jiffies rounds up), so a value reads back rounded up to whole ms.
+JIFFY = MS
 #: Options objects remembered per (frozen tuning, overrides): a connection is opened with
 #: one of a few combinations, and building a 30-field frozen dataclass costs microseconds.
 _MEMO_MAX = 256
 _memo: dict[tuple[Any, ...], tuple[object, Options]] = {}
 _sndbuf_memo: dict[tuple[int, int], tuple[Options, Options]] = {}
+
+
+def jiffies_ns(usecs: int) -> int:
+    """``usecs_to_jiffies`` at HZ=1000, in ns: microseconds rounded up to a jiffy."""
+    return -(-usecs * 1000 // JIFFY) * JIFFY
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +46,14 @@ class Options:
     #: Linux tp->window_clamp: the most any window we offer may be, 0 for none.  SO_RCVBUF
     #: sets it to tcp_full_space of the fixed buffer (rcunet.core.tcp.window).
     window_clamp: int = 0
+    #: tcp_rcvbuf_low_rtt (µs): below this receiver RTT autotuning grows the buffer in
+    #: proportion to the RTT instead of doubling the rate (tcp_rcvbuf_grow)
+    rcvbuf_low_rtt: int = 1000
+    #: tcp_rmem[2] whatever the socket set: the bound tcp_grow_window compares against.
+    rmem_limit: int = 6291456
+    #: tcp_shrink_window: with a window scale in use, the offered window may shrink when
+    #: the buffer fills (Linux 6.5+, __tcp_select_window); off, it never shrinks.
+    shrink_window: bool = False
     sndbuf: int = 65536  #: send buffer: bytes ``send`` accepts before refusing more
     #: Send-buffer autotuning ceiling (Linux tcp_wmem[2]): at ESTABLISHED the buffer grows
     #: to two initial windows of full segments, as tcp_sndbuf_expand does.  0: the buffer
@@ -46,6 +62,11 @@ class Options:
     window_scaling: bool = True  #: tcp_window_scaling (RFC 7323 §2)
     timestamps: bool = True  #: tcp_timestamps (RFC 7323 §3)
     sack: bool = True  #: tcp_sack (RFC 2018)
+    #: TCP_MD5SIG: a key covers the peer (RFC 2385), so every segment carries the
+    #: 20-byte signature option (Linux tcp_header_len += TCPOLEN_MD5SIG_ALIGNED): the
+    #: send MSS is 20 bytes less, a SYN offers no timestamps (tcp_syn_options), a
+    #: SYN,ACK drops them when SACK is on (tcp_synack_options), and fewer SACK blocks fit.
+    md5: bool = False
     #: tcp_ecn 0-5 (rcunet.core.tcp.accecn.TcpEcn): what a SYN asks for, what a SYN
     #: is answered with.  Linux's default: 2 (answer RFC 3168, never ask).
     ecn: int = 2
@@ -61,16 +82,27 @@ class Options:
     recovery: int = 1
     #: tcp_early_retrans: 3 (Linux's default) and 4 send tail loss probes, others none
     early_retrans: int = 3
+    #: tcp_frto: F-RTO (RFC 5682) detects a spurious retransmission timeout by sending
+    #: new data after it, and undoes it (Linux's default 2: the SACK-enhanced version;
+    #: any non-zero value enables it, as tcp_enter_loss reads it).  0: every RTO is a loss.
+    frto: int = 2
     congestion_control: str = "cubic"  #: "reno" (RFC 5681/6582) or "cubic" (RFC 9438)
     initial_cwnd: int = 10  #: segments (RFC 6928; Linux TCP_INIT_CWND)
     rto_initial: int = 1 * SECOND  #: RFC 6298 §2.1 (Linux TCP_TIMEOUT_INIT)
     rto_fallback: int = 3 * SECOND  #: after a retransmitted SYN (RFC 6298 §5.7)
-    rto_min: int = 200 * MS  #: Linux TCP_RTO_MIN (RFC 6298 §2.4 says 1 s)
-    rto_max: int = 120 * SECOND  #: Linux TCP_RTO_MAX (RFC 6298 §2.5 allows >= 60 s)
+    #: icsk_rto_min: Linux TCP_RTO_MIN, else net.ipv4.tcp_rto_min_us or TCP_RTO_MIN_US
+    #: (RFC 6298 §2.4 says 1 s)
+    rto_min: int = 200 * MS
+    #: icsk_rto_max: Linux TCP_RTO_MAX, else net.ipv4.tcp_rto_max_ms or TCP_RTO_MAX_MS
+    #: (RFC 6298 §2.5 allows >= 60 s)
+    rto_max: int = 120 * SECOND
     syn_retries: int = 6  #: tcp_syn_retries
     synack_retries: int = 5  #: tcp_synack_retries
     retries2: int = 15  #: tcp_retries2 (Linux turns it into a time bound, see rto.py)
     delack_delay: int = 40 * MS  #: Linux TCP_DELACK_MIN (RFC 1122 §4.2.3.2: < 500 ms)
+    #: icsk_delack_max: Linux TCP_DELACK_MAX, else TCP_DELACK_MAX_US; a delayed ACK
+    #: waits at most this, and less than rto_min (rcunet.core.tcp.delack.delack_max)
+    delack_max: int = 200 * MS
     time_wait_timeout: int = 60 * SECOND  #: 2MSL; Linux TCP_TIMEWAIT_LEN
     fin_timeout: int = 60 * SECOND  #: tcp_fin_timeout: orphaned FIN-WAIT-2 lifetime
     #: TCP_USER_TIMEOUT (ns; 0: off): how long transmitted data may stay unacknowledged,
@@ -137,17 +169,25 @@ class Options:
                   "tcp_notsent_lowat": "notsent_lowat", "tcp_ecn": "ecn",
                   "tcp_ecn_fallback": "ecn_fallback", "tcp_ecn_option": "ecn_option",
                   "tcp_ecn_option_beacon": "ecn_option_beacon",
-                  "tcp_recovery": "recovery", "tcp_early_retrans": "early_retrans"}
+                  "tcp_recovery": "recovery", "tcp_early_retrans": "early_retrans",
+                  "tcp_frto": "frto",
+                  "tcp_shrink_window": "shrink_window",
+                  "tcp_rcvbuf_low_rtt": "rcvbuf_low_rtt"}
         for sysctl, name in simple.items():
             if hasattr(tuning, sysctl):
                 values[name] = getattr(tuning, sysctl)
         if hasattr(tuning, "tcp_rmem"):
             values["rcvbuf"] = int(tuning.tcp_rmem[1])
             values["wscale_space"] = int(tuning.tcp_rmem[2])
+            values["rmem_limit"] = int(tuning.tcp_rmem[2])
             if getattr(tuning, "tcp_moderate_rcvbuf", True):
                 values["rcvbuf_max"] = int(tuning.tcp_rmem[2])
         if hasattr(tuning, "tcp_wmem"):
             values["sndbuf"] = int(tuning.tcp_wmem[1])
+        if hasattr(tuning, "tcp_rto_max_ms"):
+            values["rto_max"] = int(tuning.tcp_rto_max_ms) * MS
+        if hasattr(tuning, "tcp_rto_min_us"):
+            values["rto_min"] = jiffies_ns(int(tuning.tcp_rto_min_us))
         for sysctl, name in (("tcp_fin_timeout", "fin_timeout"),
                              ("tcp_keepalive_time", "keepalive_time"),
                              ("tcp_keepalive_intvl", "keepalive_intvl")):
@@ -201,5 +241,8 @@ class Options:
         if (self.rcvbuf_max < 0 or self.sndbuf_max < 0 or self.wscale_space < 0
                 or self.window_clamp < 0):
             raise ValueError("buffer ceilings must be >= 0")
-        if not 0 < self.rto_min <= self.rto_initial <= self.rto_max:
-            raise ValueError("need 0 < rto_min <= rto_initial <= rto_max")
+        # (rto_min may pass rto_initial: net.ipv4.tcp_rto_min_us has no upper bound)
+        if not (0 < self.rto_min and 0 < self.rto_initial <= self.rto_max):
+            raise ValueError("need 0 < rto_min and 0 < rto_initial <= rto_max")
+        if self.delack_max <= 0:
+            raise ValueError("delack_max must be > 0")

@@ -26,9 +26,17 @@ from rcunet.core.tcp.sack import DUP_THRESH, Scoreboard
 from rcunet.core.tcp.sack_validity import sort_blocks
 from rcunet.core.tcp.sent_log import Sent, SentLog
 from rcunet.core.tcp.tcb import Tcb
-from rcunet.core.tcp.undo import dsack_undo, may_undo, packet_delayed, undo_reduction
+from rcunet.core.tcp.undo import (
+    LossStep,
+    dsack_undo,
+    frto_armed,
+    loss_ack,
+    may_undo,
+    packet_delayed,
+    undo_reduction,
+)
 from rcunet.wire import tcp
-from rcunet.wire.seqnum import add, gt, lt, sub
+from rcunet.wire.seqnum import add, gt, le, lt, sub
 
 if TYPE_CHECKING:
     from rcunet.core.tcp.connection import Connection
@@ -173,6 +181,8 @@ RACK = RackRecovery()
 #: Linux's tcp_reordering default: SACKed segments that make RACK's window 0 until
 #: reordering is seen (the old dupack threshold).
 REORDERING = 3
+#: net.ipv4.tcp_max_reordering: the most tp->reordering grows to.
+MAX_REORDERING = 300
 
 
 class LossRecovery:
@@ -182,11 +192,13 @@ class LossRecovery:
     # lockfree_read_slots: read by whichever thread holds the socket lock (Connection)
     __slots__ = lockfree_read_slots(
         "tcb", "counters", "algorithm", "dupacks", "recover", "high_rxt", "scoreboard",
-        "log", "rack", "reduction", "cwr", "in_loss", "fack", "reord_seen", "min_rtt_us",
+        "log", "rack", "reduction", "cwr", "in_loss", "fack", "reord_seen", "reord_low",
+        "reordering", "min_rtt_us",
         "delivered", "prior_delivered", "ack_delivered", "ack_lost", "dsack_dups",
         "total_retrans", "bytes_retrans", "ca_rtt_us", "tlp_high_seq", "tlp_retrans",
         "dsack_tlp", "prior_snd_una", "undo_marker", "undo_retrans", "prior_ssthresh", "prior_cwnd",
-        "retrans_stamp")
+        "retrans_stamp", "frto", "rexmit_new", "ack_orig_acked", "ack_dsack", "total_rto",
+        "total_rto_recoveries", "total_rto_time", "rto_stamp", "timeout_rehash")
 
     def __init__(self, tcb: Tcb, counters: Counters) -> None:
         self.tcb = tcb
@@ -205,7 +217,9 @@ class LossRecovery:
         self.cwr = False  # TCP_CA_CWR: a reduction without loss (ECN, a repaired tail)
         self.in_loss = False  # TCP_CA_Loss: after an RTO, until ``recover`` is ACKed
         self.fack: int | None = None  # highest SACKed sequence (tp->highest_sack's end)
-        self.reord_seen = 0  # tp->reord_seen
+        self.reord_seen = 0  # tp->reord_seen: reordering events
+        self.reord_low: int | None = None  # this pass's lowest reordered sequence
+        self.reordering = REORDERING  # tp->reordering: how far, in segments
         self.min_rtt_us = 0  # tcp_min_rtt (0: no sample yet)
         self.delivered = 0  # tp->delivered, in segments
         self.prior_delivered = 0  # tp->delivered when this ACK began
@@ -227,6 +241,17 @@ class LossRecovery:
         self.prior_ssthresh = 0
         self.prior_cwnd = 0
         self.retrans_stamp = 0  # TSval of its first retransmission (0: none)
+        self.frto = False  # tp->frto: F-RTO (RFC 5682) judges the RTO in progress
+        self.rexmit_new = False  # F-RTO step 2.b: new data goes before retransmissions
+        self.ack_orig_acked = False  # this ACK (S)ACKed never-retransmitted data below
+        #                              high_seq (FLAG_ORIG_SACK_ACKED)
+        self.ack_dsack = False  # this ACK carried a DSACK (FLAG_DSACKING_ACK)
+        # tcp_update_rto_stats / tcp_update_rto_time (TCP_INFO's tcpi_total_rto*):
+        self.total_rto = 0  # RTO expiries, the SYN's and SYN-ACK's included
+        self.total_rto_recoveries = 0  # episodes that began with an RTO
+        self.total_rto_time = 0  # ms spent in finished episodes
+        self.rto_stamp = 0  # ms (now // 1e6, never 0) when the episode began; 0: none
+        self.timeout_rehash = 0  # tp->timeout_rehash: tcp_write_timeout's txhash changes
 
     def idle(self) -> bool:
         """Nothing to track: no recovery, no duplicate ACKs, nothing SACKed (what header
@@ -272,6 +297,7 @@ class LossRecovery:
         self.dsack_tlp = False
         self.ca_rtt_us = None
         self.prior_snd_una = self.tcb.snd_una
+        self.ack_orig_acked = self.ack_dsack = False
 
     def _delivered(self, s: Sent, now: int) -> None:
         """One segment (S)ACKed: RACK advances (tcp_rack_advance), tp->delivered grows, a
@@ -280,17 +306,47 @@ class LossRecovery:
         now_us = now // 1000
         self.rack.advance(s.xmit_time, s.end, now_us, s.retransmitted, self.min_rtt_us)
         if not s.retransmitted:
+            if le(s.end, self.high_seq()):
+                self.ack_orig_acked = True  # tcp_sacktag_one, tcp_clean_rtx_queue
             rtt = now_us - s.xmit_time
             if rtt >= 0 and (self.ca_rtt_us is None or rtt < self.ca_rtt_us):
                 self.ca_rtt_us = rtt
             if rtt >= 0 and (not self.min_rtt_us or rtt < self.min_rtt_us):
                 self.min_rtt_us = max(rtt, 1)
-            if self.fack is not None and lt(s.end, self.fack):
-                if not self.reord_seen:
-                    self.counters.add("TcpExtTCPSACKReorder")
-                self.reord_seen += 1
+            if self.fack is not None and lt(s.end, self.fack) and (
+                    self.reord_low is None or lt(s.seq, self.reord_low)):
+                self.reord_low = s.seq  # tcp_sacktag_one / tcp_clean_rtx_queue's reord
         self.delivered += 1
         self.ack_delivered += 1
+
+    def _check_reordering(self) -> None:
+        """tcp_check_sack_reordering, once for the segments one pass (S)ACKed: data sent
+        before the highest SACK arrived after it.  The event is counted (reord_seen,
+        TCPSACKReorder), and tp->reordering grows to the distance in segments, up to
+        net.ipv4.tcp_max_reordering (300)."""
+        low, self.reord_low = self.reord_low, None
+        fack = self.fack
+        if low is None or fack is None or not lt(low, fack):
+            return
+        mss = self.tcb.snd_mss
+        metric = sub(fack, low)
+        if mss and metric > self.reordering * mss:
+            self.reordering = min((metric + mss - 1) // mss, MAX_REORDERING)
+        self.reord_seen += 1
+        self.counters.add("TcpExtTCPSACKReorder")
+
+    def handshake_delivered(self) -> None:
+        """The handshake completed: the SYN (or SYN-ACK) counts as delivered (tcp_ack's
+        tcp_clean_rtx_queue for an active open; tcp_rcv_state_process's "SYN-ACK
+        delivery isn't tracked in tcp_ack" for a passive one)."""
+        self.delivered += 1
+
+    def rtt_seen(self, rtt_us: int) -> None:
+        """An RTT sample outside the segment log (the handshake's): tcp_update_rtt_min.
+        A zero sample (a handshake in no time, which only a virtual clock gives) is
+        left out, so the data's first sample sets the minimum."""
+        if rtt_us > 0 and (not self.min_rtt_us or rtt_us < self.min_rtt_us):
+            self.min_rtt_us = rtt_us
 
     def take_sack(self, seg: tcp.Repr, now: int = 0) -> int:
         """Fold the peer's SACK blocks in, as tcp_sacktag_write_queue sorts them
@@ -311,6 +367,7 @@ class LossRecovery:
                 self.counters.add(name)
             used = blocks.used
             if blocks.dsack is not None:
+                self.ack_dsack = True
                 valid = bool(used) and used[0] == first
                 self._take_dsack(blocks.dsack, first[0], first[1], valid)
                 used = used[1:] if valid else used
@@ -326,6 +383,7 @@ class LossRecovery:
                 for s in self.log.sacked(list(used)):   # the SACKs before this ACK
                     self._delivered(s, now)
                 self.fack = fack
+                self._check_reordering()
         ranges = sb.ranges()
         if ranges and ranges[0][0] == 0:
             self.counters.add("TcpExtTCPSACKReneging")
@@ -366,8 +424,7 @@ class LossRecovery:
         self.ca_rtt_us = None
         for s in self.log.acked(ack):
             self._delivered(s, now)
-        if self.in_loss and (self.recover is None or gt(ack, self.recover)):
-            self.in_loss = False  # tcp_process_loss: everything to high_seq ACKed
+        self._check_reordering()
         if self.recover is not None and self.algorithm is None \
                 and sub(ack, self.recover) > 1 << 30:
             self.recover = None
@@ -381,6 +438,8 @@ class LossRecovery:
             self._tlp_ack(conn, seg, ack, new_ack, prior_wnd, newly_sacked, now)
         if self.cwr and self.algorithm is None:
             self._cwr_ack(conn, new_ack, now)
+        if self.in_loss:
+            self._process_loss(conn, seg, new_ack, prior_wnd, newly_sacked, now)
         if self.rack_on(conn):
             tsecr = seg.timestamp[1] if seg.timestamp is not None else None
             self._rack_detect(conn, ack, new_ack, tsecr, now)
@@ -426,7 +485,7 @@ class LossRecovery:
         reo_wnd = self.rack.reo_wnd(
             reord_seen=self.reord_seen > 0, ca_state=self.ca_state(),
             sacked_out=self.scoreboard.sacked_bytes // max(t.snd_mss, 1),
-            reordering=REORDERING, min_rtt_us=self.min_rtt_us, srtt_us=srtt_us,
+            reordering=self.reordering, min_rtt_us=self.min_rtt_us, srtt_us=srtt_us,
             tcp_recovery=conn.options.recovery)
         entries = list(self.log)
         segments = [Segment(s.xmit_time, s.end, s.lost) for s in entries]
@@ -683,9 +742,136 @@ class LossRecovery:
         assert algorithm is not None
         algorithm.output(self, conn, now)
 
-    def on_timeout(self) -> None:
-        """An RTO: no fast retransmit for data sent before it (RFC 6582 §3.2 step 4), no
-        recovery, and the SACKs are forgotten (RFC 2018 §8: the receiver may renege)."""
+    def enter_loss(self, conn: Connection, now: int, retransmits: int) -> None:
+        """tcp_enter_loss, for an RTO (``retransmits``: the expiries before this one).
+        ssthresh is reduced, and what to undo recorded, unless this window was already
+        reduced (a Recovery or CWR in progress, a repeated RTO); cwnd is one segment, as
+        everything in flight is now lost.  F-RTO is armed for a first RTO that does
+        not interrupt a loss recovery, or a repeated one (RFC 5682 §3.1 step 1, §3.2).
+        No fast retransmit for data sent before it (RFC 6582 §3.2 step 4), and the SACKs
+        are forgotten (RFC 2018 §8: the receiver may renege)."""
+        t = self.tcb
+        cc = conn.cc
+        state = self.ca_state()
+        if state is CaState.OPEN or not gt(self.high_seq(), t.snd_una) or (
+                state is CaState.LOSS and not retransmits):
+            self._init_undo(conn)
+            cc.on_congestion(now, sub(t.snd_max, t.snd_una))
+        cc.set_cwnd(t.snd_mss)
+        self.frto = frto_armed(tcp_frto=bool(conn.options.frto), ca_state=state,
+                               retransmits=retransmits)
+        self.rexmit_new = False
+        self.count_rto(now, first=not retransmits)
+        self._clear_for_loss()
+
+    def count_rto(self, now: int, first: bool, rehash: bool = True) -> None:
+        """tcp_update_rto_stats: one more RTO; the first of an episode starts its clock.
+        ``rehash``: tcp_write_timeout ran for it and picked a new flow hash
+        (sk_rethink_txhash, net.core.txrehash's default); a SYN-ACK's timer does not."""
+        if first:
+            self.total_rto_recoveries += 1
+            self.rto_stamp = max(now // 1_000_000, 1)
+        self.total_rto += 1
+        if rehash:
+            self.timeout_rehash += 1
+
+    def note_syn_retransmit(self) -> None:
+        """A SYN or SYN-ACK sent again: tcp_retransmit_skb's total_retrans (a passive
+        child inherits the request's num_retrans)."""
+        self.total_retrans += 1
+
+    def end_rto_episode(self, now: int) -> None:
+        """tcp_update_rto_time: the RTO episode is over (Loss left, or the handshake that
+        timed out completed); its time joins the total."""
+        if self.rto_stamp:
+            self.total_rto_time += max(0, now // 1_000_000 - self.rto_stamp)
+            self.rto_stamp = 0
+
+    def rto_time(self, now: int) -> int:
+        """tcpi_total_rto_time: the finished episodes' ms and the running one's."""
+        running = max(0, now // 1_000_000 - self.rto_stamp) if self.rto_stamp else 0
+        return self.total_rto_time + running
+
+    def high_seq(self) -> int:
+        """Linux's tp->high_seq: SND.NXT when the current reduction began (SND.UNA
+        before any)."""
+        return add(self.recover, 1) if self.recover is not None else self.tcb.snd_una
+
+    def _process_loss(self, conn: Connection, seg: tcp.Repr, new_ack: bool, prior_wnd: int,
+                      newly_sacked: int, now: int) -> None:
+        """tcp_process_loss: an ACK in the Loss state (``undo.loss_ack`` decides).  The
+        timeout is undone when it proves unneeded (tcp_try_undo_loss: the timestamps or
+        DSACKs say so, or F-RTO saw never-retransmitted data acknowledged); F-RTO sends
+        new data on the first ACK that advances, and gives up when a duplicate ACK or a
+        SACK shows the loss was real; the state ends once high_seq is ACKed
+        (tcp_try_undo_recovery)."""
+        t = self.tcb
+        tsecr = seg.timestamp[1] if seg.timestamp is not None else None
+        # tcp_ack's num_dupack: nothing new acknowledged, no data, no window update, no DSACK
+        dupack = (not new_ack and not seg.payload and t.snd_wnd == prior_wnd
+                  and not self.ack_dsack)
+        sender = conn.sender
+        decision = loss_ack(
+            frto=self.frto, snd_una=t.snd_una, snd_nxt=t.snd_max, high_seq=self.high_seq(),
+            snd_una_advanced=new_ack, may_undo_now=self._may_undo(tsecr),
+            orig_sack_acked=self.ack_orig_acked, data_sacked=newly_sacked > 0,
+            dupack=dupack,
+            can_send_new=sender.unsent() > 0 and gt(add(t.snd_una, t.snd_wnd), t.snd_max))
+        self.frto = decision.frto
+        if decision.high_seq_to_snd_nxt:
+            self.recover = add(t.snd_max, -1)
+        step = decision.step
+        if step is LossStep.UNDO or step is LossStep.SPURIOUS_RTO:
+            self._undo_loss(conn, spurious=step is LossStep.SPURIOUS_RTO)
+        elif step is LossStep.RECOVERED:
+            if self._may_undo(tsecr):  # tcp_try_undo_recovery
+                self._undo(conn, "TcpExtTCPLossUndo")
+            self.undo_marker = None
+            self.in_loss = False
+            self.frto = False
+        elif step is LossStep.SEND_NEW:
+            self.rexmit_new = True
+        if not self.in_loss:
+            self.end_rto_episode(now)
+
+    def _undo_loss(self, conn: Connection, spurious: bool) -> None:
+        """tcp_try_undo_loss: cwnd and ssthresh as before the RTO, and nothing is lost any
+        more (tcp_undo_cwnd_reduction with unmark_loss: no further retransmissions, so
+        SND.NXT leaves the go-back-N point for SND.MAX); the back-off count restarts.  A
+        SACK connection, or an F-RTO undo, leaves Loss for Open."""
+        t = self.tcb
+        self._undo(conn, "TcpExtTCPLossUndo")
+        if spurious:
+            self.counters.add("TcpExtTCPSpuriousRTOs")
+        self.log.unmark_lost()
+        self.rack.advanced = True  # tcp_undo_cwnd_reduction: RACK re-examines losses
+        conn.timers.rto_undone()
+        self.rexmit_new = False
+        t.snd_nxt = t.snd_max
+        if spurious or t.sack_ok:
+            self.in_loss = False
+            self.frto = False
+
+    def loss_output(self, conn: Connection, now: int) -> None:
+        """What goes in the Loss state (tcp_xmit_recovery after tcp_process_loss): after
+        F-RTO's step 2.b new data (REXMIT_NEW), and nothing more while that data waits
+        for the ACK that judges the timeout; else the lost segments again, go-back-N
+        from SND.NXT, and then new data, as cwnd allows."""
+        t = self.tcb
+        sender = conn.sender
+        if self.rexmit_new:
+            self.rexmit_new = False
+            sender.send_new(conn, now)
+            if not gt(t.snd_max, self.high_seq()):
+                self.frto = False  # no new data could go: conventional recovery
+        if self.frto and gt(t.snd_max, self.high_seq()):
+            return
+        while sender.try_send(conn, now, room=sender.cwnd_room(conn)):
+            pass
+
+    def _clear_for_loss(self) -> None:
+        """tcp_enter_loss's reset of the recovery state: everything in flight lost
+        (tcp_timeout_mark_lost), no fast recovery, no probe, high_seq = SND.NXT."""
         t = self.tcb
         self.recover = add(t.snd_max, -1)
         self.algorithm = None
@@ -695,7 +881,6 @@ class LossRecovery:
         self.high_rxt = t.snd_una
         self.log.mark_all_lost()  # tcp_timeout_mark_lost
         self.reduction = None
-        self.undo_marker = None
         self.cwr = False
         self.in_loss = True
         self.tlp_high_seq = 0

@@ -206,7 +206,9 @@ class Sender:
         had_unsent = self.unsent() > 0  # tcp_write_xmit runs with a send head
         loss = conn.loss
         snd_max = self.tcb.snd_max
-        if loss.algorithm is None:
+        if loss.in_loss and loss.algorithm is None:
+            loss.loss_output(conn, now)
+        elif loss.algorithm is None:
             while self.try_send(conn, now, room=self.cwnd_room(conn)):
                 pass
         else:
@@ -348,6 +350,8 @@ class Sender:
             loss = conn.loss
             if loss.algorithm is not None or loss.dupacks or conn.cc.cwnd >= conn.cc.ssthresh:
                 return
+            if self._new_data_segments(conn, first) < 2:
+                return  # one segment is one skb of pcount 1: __tcp_transmit_skb leaves it
         unsent = sub(self.write_seq, snd_nxt)
         want = min(unsent, t.snd_mss)
         if want <= 0:
@@ -362,6 +366,12 @@ class Sender:
                 if not seg.flags & (PSH | SYN | RST):
                     out[i] = seg._replace(flags=seg.flags | PSH)
                 return
+
+    @staticmethod
+    def _new_data_segments(conn: Connection, first: int) -> int:
+        """Segments with payload queued since ``first`` in this output pass."""
+        out = conn._out
+        return sum(1 for i in range(first, len(out)) if out[i].payload)
 
     def cwnd_validate(self, conn: Connection, sent: bool) -> None:
         """Linux tcp_cwnd_validate (end of tcp_write_xmit): remember whether cwnd limited
@@ -459,17 +469,26 @@ class Sender:
         """Bytes congestion control lets us put in flight now.
 
         RFC 3042 limited transmit: the first two duplicate ACKs each allow one more new
-        segment beyond cwnd (cwnd itself is unchanged).
+        segment beyond cwnd (cwnd itself is unchanged).  With SACK a SACKed segment has
+        left the network (tcp_packets_in_flight: packets_out - sacked_out), which is how
+        Linux sends a new segment for each of the first SACKed duplicate ACKs while RACK
+        waits out its reordering window.
         """
         t = self.tcb
+        loss = conn.loss
+        if loss.in_loss and t.sack_ok:
+            # Loss state: what is in flight is what Linux counts (tcp_packets_in_flight:
+            # the segments not marked lost nor SACKed), F-RTO's new data included
+            return conn.cc.cwnd - loss.log.in_flight(t.snd_una)
         snd_nxt = t.snd_nxt
         room = conn.cc.cwnd - sub(snd_nxt, t.snd_una)
-        loss = conn.loss
-        if loss.algorithm is None and loss.dupacks and snd_nxt == t.snd_max:
+        if t.sack_ok:
+            if loss.algorithm is None or lt(snd_nxt, t.snd_max):
+                # SACKed bytes are not in flight: before recovery, or going back N
+                # after an RTO
+                room += loss.sacked_below(snd_nxt)
+        elif loss.algorithm is None and loss.dupacks and snd_nxt == t.snd_max:
             room += min(loss.dupacks, 2) * t.snd_mss
-        if t.sack_ok and lt(snd_nxt, t.snd_max):
-            # going back N after an RTO: what the peer SACKed since is not in flight
-            room += loss.sacked_below(t.snd_nxt)
         return room
 
     def try_send(self, conn: Connection, now: int, room: int, force: bool = False) -> bool:
@@ -540,6 +559,20 @@ class Sender:
             self.timers.rto_at = now + self.rto.rto  # RFC 6298 §5.1
         self.timers.persist_at = None
         return True
+
+    def send_new(self, conn: Connection, now: int) -> None:
+        """F-RTO step 2.b (tcp_xmit_recovery's REXMIT_NEW): never-sent data from SND.MAX
+        as cwnd allows over what is really in flight (tcp_packets_in_flight: the lost
+        segments are not), while the go-back-N point (SND.NXT) waits."""
+        t = self.tcb
+        resume = t.snd_nxt
+        t.snd_nxt = t.snd_max
+        log = conn.loss.log
+        sent = False
+        while self.try_send(conn, now, room=conn.cc.cwnd - log.in_flight(t.snd_una)):
+            sent = True
+        self.cwnd_validate(conn, sent)  # tcp_write_xmit's, over the flight it sent into
+        t.snd_nxt = resume
 
     def skb_bound(self, seq: int) -> int | None:
         """Bytes from ``seq`` to the next skb end after it (None: none before the data's

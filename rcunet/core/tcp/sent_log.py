@@ -24,6 +24,11 @@ class Sent:
     retransmitted: bool = False
     #: Marked lost and not retransmitted since (TCPCB_LOST without TCPCB_SACKED_RETRANS).
     lost: bool = False
+    #: A retransmission not marked lost since (TCPCB_SACKED_RETRANS: tp->retrans_out).
+    in_retrans: bool = False
+    #: A retransmission of data marked lost, which Linux still counts lost until it is
+    #: (S)ACKed (TCPCB_LOST kept with TCPCB_SACKED_RETRANS: tp->lost_out).
+    lost_retrans: bool = False
 
 
 class SentLog:
@@ -58,14 +63,17 @@ class SentLog:
         if now_us == self._last_us and lt(seq, self._last_end):
             now_us += 1
         self._last_us, self._last_end = now_us, end
+        was_lost = False
         if retransmission:
             covered = [s for s in self._by_seq.values()
                        if not lt(s.seq, seq) and lt(s.seq, end)]
             for old in covered:
+                was_lost = was_lost or old.lost or old.lost_retrans
                 self._remove(old)
         elif seq in self._by_seq:
             self._remove(self._by_seq[seq])
-        self._by_seq[seq] = Sent(seq, end, now_us, retransmission)
+        self._by_seq[seq] = Sent(seq, end, now_us, retransmission,
+                                 in_retrans=retransmission, lost_retrans=was_lost)
 
     def acked(self, ack: int) -> list[Sent]:
         """SND.UNA moved to ``ack``: the segments wholly below it leave the log."""
@@ -87,6 +95,7 @@ class SentLog:
         if s.lost:
             return 0
         s.lost = True
+        s.in_retrans = False  # tcp_mark_skb_lost: retrans_out no longer counts it
         self.lost_count += 1
         return sub(s.end, s.seq)
 
@@ -94,6 +103,24 @@ class SentLog:
         """An RTO: everything in flight is lost (tcp_timeout_mark_lost)."""
         for s in self._by_seq.values():
             self.mark_lost(s)
+
+    def unmark_lost(self) -> None:
+        """Nothing is lost any more (tcp_undo_cwnd_reduction with unmark_loss)."""
+        for s in self._by_seq.values():
+            s.lost = s.lost_retrans = False
+        self.lost_count = 0
+
+    def lost_and_retrans_out(self) -> tuple[int, int]:
+        """Linux's tp->lost_out and tp->retrans_out, in segments (TCP_INFO's tcpi_lost
+        and tcpi_retrans): marked lost (retransmitted since or not), and retransmitted
+        and not marked lost again; neither yet (S)ACKed."""
+        lost = retrans = 0
+        for s in self._by_seq.values():
+            if s.lost or (s.in_retrans and s.lost_retrans):
+                lost += 1
+            if s.in_retrans:
+                retrans += 1
+        return lost, retrans
 
     def lost_in_order(self, snd_una: int) -> list[Sent]:
         """The lost entries by sequence number, what recovery retransmits first."""

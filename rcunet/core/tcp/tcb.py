@@ -41,6 +41,8 @@ class Tcb:
     last_ack_sent: int = 0  #: Last.ACK.sent
     # --- RFC 2018 -----------------------------------------------------------------------
     sack_ok: bool = False  #: both SYNs carried SACK-permitted
+    # --- RFC 2385 -----------------------------------------------------------------------
+    md5: bool = False  #: every segment carries the MD5 signature option (20 bytes)
 
     @property
     def rcv_wnd(self) -> int:

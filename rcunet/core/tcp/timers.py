@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 NAMES = ("rto_at", "delack_at", "persist_at", "keepalive_at", "time_wait_at", "fin_wait2_at",
          "tlp_at", "reo_at")
 
+#: Linux TCP_RTO_MIN: the base of retransmits_timed_out's model, whatever the socket's
+#: own RTO floor.
+RTO_MIN = 200 * MS
 #: Linux TCP_TIMEOUT_MIN (2 jiffies at HZ=1000): the shortest timer a clamp arms
 TIMEOUT_MIN = 2 * MS
 
@@ -104,6 +107,10 @@ class Timers:
         """New data acknowledged: the retransmission back-off ends (tcp_clean_rtx_queue)."""
         self.retransmits = 0
         self.first_rtx_at = None
+
+    def rto_undone(self) -> None:
+        """The timeout proved spurious (tcp_try_undo_loss): the back-off count restarts."""
+        self.retransmits = 0
 
     def data_received(self, now: int) -> None:
         """The peer sent data now (TCP_INFO's last_data_recv)."""
@@ -190,13 +197,15 @@ class Timers:
                 else:
                     conn._fail(errnos.ETIMEDOUT)
                 return
+            conn.loss.count_rto(now, first=not self.retransmits, rehash=not passive_synack)
+            conn.loss.note_syn_retransmit()
             self.retransmits += 1
             self.syn_retransmitted = True
             conn.rto.on_timeout()
             conn.counters.add("TcpExtTCPTimeouts")
             conn.counters.add("TcpExtTCPSynRetrans")
             conn.counters.add("TcpRetransSegs")
-            conn._send_syn(now, retransmit=True)
+            conn._send_syn(now, retransmit=True, timed_out=True)
             if o.user_timeout and not passive_synack and self.syn_sent_at is not None:
                 self._clamp_to_user_timeout(o.user_timeout, now, self.syn_sent_at)
             return
@@ -216,16 +225,17 @@ class Timers:
             # retransmits_timed_out: TCP_USER_TIMEOUT replaces tcp_retries2's time bound
             timed_out = now - first_rtx_at >= o.user_timeout
         else:
+            # retransmits_timed_out models the backoff from TCP_RTO_MIN itself, not the
+            # socket's TCP_RTO_MIN_US, up to its tcp_rto_max (tcp_model_timeout)
             timed_out = now - first_rtx_at >= retransmits_timed_out(
-                o.retries2, o.rto_min, o.rto_max)
+                o.retries2, RTO_MIN, o.rto_max)
         if timed_out:
             conn.counters.add("TcpExtTCPAbortOnTimeout")
             conn._abort_timeout()
             return
+        conn.loss.enter_loss(conn, now, self.retransmits)
         self.retransmits += 1
         conn.counters.add("TcpExtTCPTimeouts")
-        conn.cc.on_timeout(now, sub(t.snd_max, t.snd_una))
-        conn.loss.on_timeout()
         conn.ecn.on_reduction()  # tcp_enter_loss: tcp_ecn_queue_cwr
         self.tlp_at = self.reo_at = None
         conn.sender.stop_rtt_timing()  # Karn

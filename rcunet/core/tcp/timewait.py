@@ -61,6 +61,8 @@ class TimeWait:
     window: int
     #: How long the state lasts (Options.time_wait_timeout, ns).
     timeout: int
+    #: The IP ECN field its ACKs go with: the socket's TOS (tw_tos), ECT(0) for AccECN.
+    ip_ecn: int = 0
 
     @classmethod
     def of(cls, conn: Connection) -> TimeWait:
@@ -71,7 +73,8 @@ class TimeWait:
                    ts_recent_stamp=(t.ts_recent_stamp or 1) if t.ts_ok else 0,
                    ts_offset=t.ts_offset,
                    window=min(0xFFFF, conn.options.rcvbuf >> t.rcv_wscale),
-                   timeout=conn.options.time_wait_timeout)
+                   timeout=conn.options.time_wait_timeout,
+                   ip_ecn=conn.ecn.tos_ecn())
 
     def accepts_syn(self, syn: tcp.Repr) -> bool:
         """May this SYN open a new incarnation?  Linux tcp_timewait_state_process: a
@@ -106,4 +109,4 @@ class TimeWait:
             timestamp = ((now // MS + self.ts_offset) & MASK32, self.ts_recent)
         return tcp.Repr(src_port=seg.dst_port, dst_port=seg.src_port, seq=self.snd_nxt,
                         ack=self.rcv_nxt, flags=tcp.ACK, window=self.window,
-                        timestamp=timestamp)
+                        timestamp=timestamp, ecn=self.ip_ecn)

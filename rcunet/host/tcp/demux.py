@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rcunet.host.ip import Delivery
+from rcunet.host.tcp import md5
 from rcunet.host.tcp.sock import SEGMENT_OVERHEAD, TcpSock
 from rcunet.host.tcp.timewait import TcpTimeWait
 from rcunet.sync.deferred import Buffer
@@ -78,10 +79,14 @@ class Demux:
         if found is not None:
             try:
                 if isinstance(found, TcpSock):
+                    keys = found.md5_keys  # atomic: one load (setsockopt's store)
+                    if (keys is not None or seg.unknown_options) \
+                            and self.md5_drops(keys, seg, view, src, dst):
+                        return
                     self.deliver(found, seg, buf)
                     buf = None
                 elif isinstance(found, TcpTimeWait):
-                    self.timewaits.input(found, seg, info)
+                    self.timewaits.input(found, seg, info, view)
             finally:
                 put_entry(found)
                 self.buffers.free_maybe(buf)
@@ -90,11 +95,25 @@ class Demux:
             listener = self.hashinfo.listen.lookup(dst, seg.dst_port, src, seg.src_port,
                                                    dif=ifindex)
             if isinstance(listener, TcpSock):
+                keys = listener.md5_keys  # atomic: one load (setsockopt's store)
+                if (keys is not None or seg.unknown_options) \
+                        and self.md5_drops(keys, seg, view, src, dst):
+                    return
                 self.listeners.input(listener, seg, info)
             else:
                 self.transmit.no_socket(seg, info)
         finally:
             self.buffers.free_maybe(buf)
+
+    def md5_drops(self, keys: md5.Keys | None, seg: tcp.Repr, raw: memoryview,
+                  src: bytes, dst: bytes) -> bool:
+        """tcp_inbound_hash before the socket sees the segment (TIME_WAIT checks
+        nothing): ``md5.drops`` with the Host's counters, and a drop counted in
+        TcpInSegs too (tcp_v4_rcv counts every segment before its checks)."""
+        if not md5.drops(self.host.counters, keys, seg, raw, src, dst):
+            return False
+        self.host.counters.inc("TcpInSegs")
+        return True
 
     def lookup_established(self, laddr: bytes, lport: int, faddr: bytes, fport: int,
                             dif: int) -> TableEntry | None:

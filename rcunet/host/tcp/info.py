@@ -15,7 +15,10 @@ from typing import TYPE_CHECKING
 
 from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.accecn import EcnMode
+from rcunet.core.tcp.congestion.base import INITIAL_SSTHRESH
 from rcunet.core.tcp.ecnstate import EcnState
+from rcunet.core.tcp.prr import INFINITE_SSTHRESH, CaState
+from rcunet.core.tcp.recovery import REORDERING
 from rcunet.wire import ecn as ipecn
 
 if TYPE_CHECKING:
@@ -31,7 +34,17 @@ TCPI_OPT_TIMESTAMPS, TCPI_OPT_SACK, TCPI_OPT_WSCALE = 1, 2, 4
 TCPI_OPT_ECN = 8  #: ECN feedback negotiated, RFC 3168 or AccECN (tcp_ecn_mode_any)
 TCPI_OPT_ECN_SEEN = 16  #: the peer's packets have been ECT or CE (TCP_ECN_SEEN)
 TCPI_OPT_SYN_DATA = 32  #: the SYN's data was acknowledged (Fast Open: tp->syn_data_acked)
-TCP_CA_OPEN, TCP_CA_CWR, TCP_CA_RECOVERY, TCP_CA_LOSS = 0, 2, 3, 4
+TCPI_OPT_TFO_CHILD = 128  #: a passive Fast Open child (tp->syn_fastopen_child)
+#: tcp_delack_max: tcpi_ato is capped by it (TCP_DELACK_MAX, 200 ms).
+DELACK_MAX = 200_000_000
+#: net.ipv4.tcp_pacing_ss_ratio / tcp_pacing_ca_ratio (Linux's defaults).
+PACING_SS_RATIO, PACING_CA_RATIO = 200, 120
+#: sk_max_pacing_rate unset (SO_MAX_PACING_RATE): ~0, shown as ~0ULL.
+NO_PACING_LIMIT = (1 << 64) - 1
+#: A listener's cwnd, never used (tcp_init_sock's TCP_INIT_CWND).
+TCP_INIT_CWND = 10
+#: tcp_min_rtt before any RTT sample (minmax_reset's ~0U).
+NO_RTT_SAMPLE = 0xFFFFFFFF
 #: tcpi_ecn_mode (Linux 7.0's TCPI_ECN_MODE_*) per negotiated mode.
 ECN_MODE = {EcnMode.DISABLED: 0, EcnMode.RFC3168: 1, EcnMode.ACCECN: 2, EcnMode.PENDING: 3}
 
@@ -78,7 +91,9 @@ def snapshot(sk: TcpSock, now: int) -> dict[str, int]:
     if conn is None:
         from rcunet.tables.entry import State
 
-        return {"tcpi_state": 10 if sk.state == State.LISTEN else 7}
+        if sk.state == State.LISTEN:
+            return _listener_fields(sk)
+        return {"tcpi_state": 7}
     t = conn.tcb
     rto = conn.rto
     mss = max(1, t.snd_mss)
@@ -92,15 +107,22 @@ def snapshot(sk: TcpSock, now: int) -> dict[str, int]:
         options |= TCPI_OPT_WSCALE
     if conn.syn_data_acked:
         options |= TCPI_OPT_SYN_DATA
+    if conn.fastopen_child:
+        options |= TCPI_OPT_TFO_CHILD
     ecn = conn.ecn
     if ecn.negotiated:
         options |= TCPI_OPT_ECN
     if ecn.seen:
         options |= TCPI_OPT_ECN_SEEN
-    recovery = conn._recovery
-    ca_state = TCP_CA_LOSS if conn._retransmits else (
-        TCP_CA_RECOVERY if recovery is not None else
-        TCP_CA_CWR if conn.loss.cwr else TCP_CA_OPEN)
+    loss = conn.loss
+    sacked = -(-loss.scoreboard.sacked_bytes // mss)  # tp->sacked_out, in segments
+    lost, retrans = loss.log.lost_and_retrans_out()
+    ca_state = _ca_state(loss.ca_state(), sacked + lost + retrans)
+    packets_out = len(loss.log) + sacked  # tp->packets_out: the SACKed ones too
+    cwnd = conn.cc.cwnd // mss
+    ssthresh = _ssthresh_segments(conn.cc.ssthresh, mss)
+    stats = conn.stats
+    srtt = rto.srtt or 0
     info = {
         "state": LINUX_STATE.get(conn.state, 7),
         "ca_state": ca_state,
@@ -113,19 +135,48 @@ def snapshot(sk: TcpSock, now: int) -> dict[str, int]:
         "rto": _us(rto.rto),
         "snd_mss": t.snd_mss,
         "rcv_mss": t.rcv_mss,
-        "unacked": (in_flight + mss - 1) // mss,
+        "ato": _us(min(conn.delack.ato, DELACK_MAX)),
+        "unacked": packets_out,
+        "sacked": sacked,
+        "lost": lost,
+        "retrans": retrans,
+        "fackets": 0,  # not filled since Linux 4.18 removed FACK
+        "last_data_sent": _ms_since(now, stats.last_data_sent_at),
+        "last_ack_sent": 0,  # "Not remembered, sorry." (Linux leaves it 0)
         "last_data_recv": _ms_since(now, conn._last_rcv_at),
-        "rtt": _us(rto.srtt or 0),
+        "last_ack_recv": _ms_since(now, conn.timers.last_rcv_at),
+        "rtt": _us(srtt),
         "rttvar": _us(rto.rttvar),
-        "snd_ssthresh": min(conn.cc.ssthresh // mss, 0x7FFFFFFF),
-        "snd_cwnd": conn.cc.cwnd // mss,
+        "snd_ssthresh": ssthresh,
+        "snd_cwnd": cwnd,
         "advmss": conn.options.mss,
+        "reordering": loss.reordering,
+        "rcv_rtt": _us(conn.autotune.rcv_rtt),
         "rcv_space": conn._rcv_space,
-        "bytes_acked": max(0, ((t.snd_una - t.iss) & 0xFFFFFFFF) - 1),
-        "bytes_received": max(0, ((t.rcv_nxt - t.irs) & 0xFFFFFFFF) - 1),
+        "rcv_ssthresh": conn.receiver.rcv_ssthresh,
+        "total_retrans": loss.total_retrans,
+        "pacing_rate": pacing_rate(mss, cwnd, ssthresh, packets_out, _us(srtt)),
+        "max_pacing_rate": NO_PACING_LIMIT,
+        "bytes_acked": stats.bytes_acked,
+        "bytes_received": conn.receiver.bytes_received,
+        "segs_out": stats.segs_out,
+        "segs_in": stats.segs_in,
         "notsent_bytes": max(0, conn.unacked - in_flight),
+        "min_rtt": loss.min_rtt_us or NO_RTT_SAMPLE,
+        "data_segs_in": stats.data_segs_in,
+        "data_segs_out": stats.data_segs_out,
+        "delivered": loss.delivered,
+        "bytes_sent": stats.bytes_sent,
+        "bytes_retrans": loss.bytes_retrans,
+        "dsack_dups": loss.dsack_dups,
+        "reord_seen": loss.reord_seen,
+        "rcv_ooopack": conn.receiver.rcv_ooopack,
         "snd_wnd": t.snd_wnd,
-        "rcv_wnd": t.rcv_wnd,
+        "rcv_wnd": t.offered_window,  # tp->rcv_wnd: what our last ACK offered
+        "rehash": loss.timeout_rehash,  # rcunet has no PLB: only RTO rehashes
+        "total_rto": loss.total_rto,
+        "total_rto_recoveries": loss.total_rto_recoveries,
+        "total_rto_time": loss.rto_time(now),
         **_ecn_fields(ecn),
     }
     busy, rwnd_limited, sndbuf_limited = conn.chrono.totals(now)
@@ -133,6 +184,47 @@ def snapshot(sk: TcpSock, now: int) -> dict[str, int]:
     info["rwnd_limited"] = _us(rwnd_limited)
     info["sndbuf_limited"] = _us(sndbuf_limited)
     return {"tcpi_" + name: int(value) for name, value in info.items()}
+
+
+def _ca_state(state: CaState, left_out: int) -> int:
+    """icsk_ca_state as Linux leaves it after an ACK: Open becomes Disorder while
+    segments are SACKed, marked lost or retransmitted and not yet acknowledged
+    (tcp_try_to_open: tcp_left_out, tcp_any_retrans_done); rcunet's engine needs no
+    Disorder of its own, so TCP_INFO tells it apart here."""
+    if state is CaState.OPEN and left_out:
+        return int(CaState.DISORDER)
+    return int(state)
+
+
+def _listener_fields(sk: TcpSock) -> dict[str, int]:
+    """tcp_get_info for a listener: the fields valid in every state (pacing rates, which
+    nothing set, tcp_reordering, the initial cwnd), and two aliased ones: tcpi_unacked is
+    the accept queue's length (sk_ack_backlog), tcpi_sacked its limit
+    (sk_max_ack_backlog)."""
+    return {"tcpi_state": 10, "tcpi_pacing_rate": NO_PACING_LIMIT,
+            "tcpi_max_pacing_rate": NO_PACING_LIMIT, "tcpi_reordering": REORDERING,
+            "tcpi_snd_cwnd": TCP_INIT_CWND,
+            "tcpi_unacked": len(sk.acceptq), "tcpi_sacked": sk.max_ack_backlog}
+
+
+def pacing_rate(mss: int, cwnd: int, ssthresh: int, packets_out: int, srtt_us: int) -> int:
+    """tcp_update_pacing_rate (each ACK sets sk_pacing_rate; this evaluates it on the
+    values that ACK left): bytes per second, 200% of mss * cwnd / srtt while cwnd is below
+    half of ssthresh (tcp_pacing_ss_ratio), 120% after (tcp_pacing_ca_ratio); without an
+    RTT sample the rate is not divided (Linux's srtt_us 0)."""
+    rate = mss * ((1_000_000 // 100) << 3)
+    rate *= PACING_SS_RATIO if cwnd < ssthresh // 2 else PACING_CA_RATIO
+    rate *= max(cwnd, packets_out)
+    srtt8 = srtt_us << 3  # tp->srtt_us is 8 * srtt in µs
+    return rate // srtt8 if srtt8 else rate
+
+
+def _ssthresh_segments(ssthresh: int, mss: int) -> int:
+    """tp->snd_ssthresh in segments; not yet set (rcunet's "arbitrarily high" bytes) is
+    Linux's TCP_INFINITE_SSTHRESH."""
+    if ssthresh >= INITIAL_SSTHRESH:
+        return INFINITE_SSTHRESH
+    return min(ssthresh // mss, INFINITE_SSTHRESH)
 
 
 def _ecn_fields(ecn: EcnState) -> dict[str, int]:

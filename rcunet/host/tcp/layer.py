@@ -233,7 +233,7 @@ class TcpLayer:
             syn_data, option = self.fastopen.syn(sk, dst, path_mss, fastopen)
         conn = Connection.connect(
             local_port=sk.lport, remote_port=port, iss=iss, now=now,
-            options=sockopt.conn_options(sk, path_mss),
+            options=sockopt.conn_options(sk, path_mss, dst),
             ts_offset=self.ts_offset(laddr, dst), counters=Counters(), ts_recent=ts_recent,
             syn_data=syn_data, fastopen_option=option)
         sk.attach(conn, tx_csum_offload=offload)

@@ -13,7 +13,7 @@ from rcunet.core.tcp import Connection, Counters, ListenAction, listen_action, s
 from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.isn import initial_sequence
 from rcunet.host.ip import Delivery
-from rcunet.host.tcp import sockopt
+from rcunet.host.tcp import md5, sockopt
 from rcunet.host.tcp.common import family_form
 from rcunet.host.tcp.life import FINISHED, LISTEN_CLOSED, UNHASHED, USER_CLOSED, advance
 from rcunet.host.tcp.sock import TcpSock
@@ -56,7 +56,8 @@ class Listeners:
             return
         if action is ListenAction.RESET:
             if not (seg.flags & tcp.ACK and self._cookie_ack(lsk, seg, info)):
-                self.transmit.reply_reset(seg, info)
+                # tcp_v4_send_reset with the listener: signed with its key for the peer
+                self.transmit.reply_reset(seg, info, lsk.md5_keys)
             return
         tuning = self.host.tuning
         with lsk.rskq_lock:
@@ -102,12 +103,12 @@ class Listeners:
         engine_counters = Counters()
         reply = syncookies.syn_ack_for(
             seg, secret=self.secret, saddr=info.src, daddr=info.dst, now=now,
-            options=sockopt.conn_options(lsk, mss), ts_offset=ts_offset,
+            options=sockopt.conn_options(lsk, mss, info.src), ts_offset=ts_offset,
             counters=engine_counters)
         lsk.note_overflow(now)
         for name, n in engine_counters.take().items():
             self.host.counters.inc(name, n)
-        self.transmit.reply(reply, info)
+        self.transmit.reply(reply, info, lsk.md5_keys)  # tcp_make_synack signs it too
 
     def _cookie_ack(self, lsk: TcpSock, seg: tcp.Repr, info: Delivery) -> bool:
         """cookie_v4_check: an ACK to a listener that recently sent cookies may complete
@@ -126,7 +127,7 @@ class Listeners:
             return True
         conn = syncookies.connection_from_ack(
             seg, secret=self.secret, saddr=info.src, daddr=info.dst, now=now,
-            options=sockopt.conn_options(lsk, mss), ts_offset=ts_offset,
+            options=sockopt.conn_options(lsk, mss, info.src), ts_offset=ts_offset,
             counters=engine_counters)
         for name, n in engine_counters.take().items():
             self.host.counters.inc(name, n)
@@ -146,16 +147,23 @@ class Listeners:
         if not iss:
             iss = initial_sequence(self.secret, info.dst, seg.dst_port, info.src,
                                    seg.src_port, now)
-        child = TcpSock(self.layer, lsk.family)
-        sockopt.inherit_from(child, lsk)
+        child = self._make_child(lsk, info)
         decision = self.fastopen.decision(lsk, seg, info)
         conn = Connection.accept_syn(
-            seg, iss=iss, now=now, options=sockopt.conn_options(child, mss),
+            seg, iss=iss, now=now, options=sockopt.conn_options(child, mss, info.src),
             ts_offset=ts_offset,
             counters=Counters(), fastopen=decision.fastopen,
             synack_options=(decision.reply,) if decision.reply is not None else ())
         return self._adopt_child(lsk, conn, info, seg.src_port, child,
                                  fastopen=decision.fastopen)
+
+    def _make_child(self, lsk: TcpSock, info: Delivery) -> TcpSock:
+        """A child socket with its listener's options (sk_clone_lock) and its MD5 key
+        for the peer (tcp_v4_syn_recv_sock -> tcp_md5_key_copy)."""
+        child = TcpSock(self.layer, lsk.family)
+        sockopt.inherit_from(child, lsk)
+        child.md5_keys = md5.child_keys(lsk.md5_keys, info.src)  # atomic: a load
+        return child
 
     def _adopt_child(self, lsk: TcpSock, conn: Connection, info: Delivery, fport: int,
                      child: TcpSock | None = None, fastopen: bool = False) -> TcpSock | None:
@@ -166,8 +174,7 @@ class Listeners:
         A Fast Open child counts in the listener's Fast Open queue instead, and goes on
         to the accept queue at once, in SYN_RECV (tcp_fastopen_create_child)."""
         if child is None:
-            child = TcpSock(self.layer, lsk.family)
-            sockopt.inherit_from(child, lsk)
+            child = self._make_child(lsk, info)
         child.set_key(family_form(lsk.family, info.dst), lsk.lport,
                       family_form(lsk.family, info.src), fport)
         child.attach(conn, tx_csum_offload=self.transmit.offload(info.src))

@@ -37,12 +37,14 @@ from rcunet.core.tcp import (
     TimeWaitEntered,
 )
 from rcunet.core.tcp import State as CState
+from rcunet.core.tcp.delack import DELACK_MAX
+from rcunet.core.tcp.options import MS, jiffies_ns
 from rcunet.core.tcp.timewait import TimeWait
 from rcunet.host.sockerr import oserror, wire
 from rcunet.host.socklock import BACKLOG_EXTRA, SocketLock
 from rcunet.host.tcp import errq as tcp_errq
 from rcunet.host.tcp import fastopen_opts as tcp_fastopen
-from rcunet.host.tcp import sockopt
+from rcunet.host.tcp import md5, sockopt
 from rcunet.host.tcp.life import (
     CLOSE,
     FINISHED,
@@ -144,7 +146,8 @@ class TcpSock(SockEntry):
         "layer", "host", "sl", "conn", "wq", "wq_gates", "wake_seq", "outbox",
         "rx_skbs", "timer", "teardown", "listener", "acceptq", "embryos", "syn_qlen",
         "max_ack_backlog", "life", "rskq_lock", "last_overflow_at", "rcvbuf", "sndbuf", "nodelay",
-        "cork", "inq", "user_timeout", "notsent_lowat",
+        "cork", "inq", "user_timeout", "notsent_lowat", "rto_min", "rto_max", "delack_max",
+        "md5_keys",
         "keepalive", "keepidle", "keepintvl", "keepcnt", "syncnt", "user_mss", "linger",
         "shutdown_rd", "poll", "hold_ns",
         "hold_count", "hold_max_ns", "soft_err", "mtu_info", "held_err", "xmit", "tx_csum_offload",
@@ -192,6 +195,15 @@ class TcpSock(SockEntry):
         self.inq = False  # TCP_INQ: recvmsg reports the bytes left (TCP_CM_INQ)
         self.user_timeout = 0  # TCP_USER_TIMEOUT, ms (0: tcp_retries2 decides)
         self.notsent_lowat = 0  # TCP_NOTSENT_LOWAT (0: net.ipv4.tcp_notsent_lowat)
+        # icsk_rto_min, icsk_rto_max, icsk_delack_max (ns): the sysctls when the socket
+        # is made (tcp_init_sock), then TCP_RTO_MIN_US, TCP_RTO_MAX_MS, TCP_DELACK_MAX_US
+        self.rto_min = jiffies_ns(tuning.tcp_rto_min_us)
+        self.rto_max = tuning.tcp_rto_max_ms * MS
+        self.delack_max = DELACK_MAX
+        # TCP_MD5SIG keys (host/tcp/md5.py), newest first; None while there are none.
+        # Replaced whole under the socket lock; read with no lock by the receive path
+        # and the transmitter (atomic: one attribute load, pairs with that store).
+        self.md5_keys: md5.Keys | None = None
         self.keepalive = False
         self.keepidle: int | None = None  # TCP_KEEPIDLE seconds; None: the sysctl
         self.keepintvl: int | None = None
@@ -414,6 +426,15 @@ class TcpSock(SockEntry):
             return
         self.engine(partial(conn.update_options, **sockopt.live_options(self)), self.host.now(),
                     push)
+
+    def update_buffers_locked(self, receive: bool) -> None:
+        """SO_RCVBUF (``receive``) or SO_SNDBUF reached a live connection: the engine
+        takes the new size (``Connection.set_buffers``).  Socket lock held."""
+        conn = self.conn
+        if conn is None or conn.state is CState.CLOSED:
+            return
+        sizes = {"rcvbuf": self.rcvbuf} if receive else {"sndbuf": self.sndbuf}
+        self.engine(partial(conn.set_buffers, **sizes), self.host.now())
 
     def disconnect(self) -> None:
         """connect(AF_UNSPEC) on a connection, Linux tcp_disconnect: the engine drops the

@@ -15,10 +15,15 @@ from typing import TYPE_CHECKING, Any
 
 from rcunet.core.tcp import Options
 from rcunet.core.tcp import State as CState
+from rcunet.core.tcp.delack import DELACK_MAX
+from rcunet.core.tcp.options import MS, SECOND, jiffies_ns
+from rcunet.core.tcp.timers import RTO_MIN, TIMEOUT_MIN
 from rcunet.core.tcp.window import full_space
-from rcunet.host.sockerr import int_option, oserror, ranged
+from rcunet.host.sockerr import as_python_error, int_option, oserror, ranged
 from rcunet.host.tcp import errq as tcp_errq
 from rcunet.host.tcp import fastopen_opts as tcp_fastopen
+from rcunet.host.tcp import md5
+from rcunet.host.tcp import meminfo as tcp_meminfo
 from rcunet.host.tcp.info import pack as pack_tcp_info
 from rcunet.host.tcp.info import snapshot as tcp_info_snapshot
 from rcunet.tables.entry import State
@@ -39,9 +44,14 @@ TCP_CORK = getattr(_pysocket, "TCP_CORK", 3)
 TCP_INQ = 36  # also the cmsg type TCP_CM_INQ (Linux include/uapi/linux/tcp.h)
 TCP_USER_TIMEOUT = getattr(_pysocket, "TCP_USER_TIMEOUT", 18)
 TCP_NOTSENT_LOWAT = getattr(_pysocket, "TCP_NOTSENT_LOWAT", 25)
-SECOND = 1_000_000_000
+#: Linux 6.15+ (include/uapi/linux/tcp.h): per-socket RTO ceiling (ms), RTO floor (us)
+#: and delayed-ACK ceiling (us).
+TCP_RTO_MAX_MS, TCP_RTO_MIN_US, TCP_DELACK_MAX_US = 44, 45, 46
+#: Linux TCP_RTO_MAX and TCP_RTO_MAX_MIN_SEC: the bounds of TCP_RTO_MAX_MS.
+RTO_MAX, RTO_MAX_MIN = 120 * SECOND, 1 * SECOND
 #: The one SOL_SOCKET option a live connection's engine reads (``live_options``).
 _SO_KEEPALIVE = (SOL_SOCKET, _pysocket.SO_KEEPALIVE)
+_BUFFERS = (_pysocket.SO_RCVBUF, _pysocket.SO_SNDBUF)
 _LINGER = struct.Struct("ii")
 #: Linux's TCP_MIN_MSS and the user MSS ceiling (MAX_TCP_WINDOW).
 TCP_MIN_MSS, TCP_MAX_USER_MSS = 88, 32767
@@ -52,6 +62,8 @@ def setsockopt(sk: TcpSock, level: int, opt: int, value: int | bytes) -> None:
     since = sk._lock()
     try:
         _setsockopt_locked(sk, level, opt, value)
+        if sk.conn is not None and level == SOL_SOCKET and opt in _BUFFERS:
+            sk.update_buffers_locked(opt == _pysocket.SO_RCVBUF)
         if sk.conn is not None and (level == SOL_TCP or (level, opt) == _SO_KEEPALIVE):
             # what live_options carries; TCP_NODELAY on pushes the tail
             push = level == SOL_TCP and opt == _pysocket.TCP_NODELAY and sk.nodelay
@@ -82,6 +94,13 @@ def _setsockopt_locked(sk: TcpSock, level: int, opt: int, value: int | bytes) ->
         if opt in tcp_fastopen.FASTOPEN_OPTIONS:
             tcp_fastopen.setsockopt(sk, opt, value)
             return
+        if opt in (md5.TCP_MD5SIG, md5.TCP_MD5SIG_EXT):
+            # one store of a new tuple: lockless readers see the old keys or the new
+            try:
+                sk.md5_keys = md5.apply_setsockopt(sk.md5_keys, sk.family, opt, value)
+            except OSError as err:
+                raise as_python_error(err) from None
+            return
         number = int_option(value)
         setters = {
             _pysocket.TCP_NODELAY: lambda: setattr(sk, "nodelay", bool(number)),
@@ -95,6 +114,11 @@ def _setsockopt_locked(sk: TcpSock, level: int, opt: int, value: int | bytes) ->
             TCP_KEEPINTVL: lambda: setattr(sk, "keepintvl", ranged(number, 1, 32767)),
             TCP_KEEPCNT: lambda: setattr(sk, "keepcnt", ranged(number, 1, 127)),
             TCP_SYNCNT: lambda: setattr(sk, "syncnt", ranged(number, 1, 127)),
+            TCP_RTO_MAX_MS: lambda: setattr(sk, "rto_max", _rto_max(number)),
+            TCP_RTO_MIN_US: lambda: setattr(sk, "rto_min", _in_jiffies(
+                number, TIMEOUT_MIN, RTO_MIN, "TCP_RTO_MIN_US")),
+            TCP_DELACK_MAX_US: lambda: setattr(sk, "delack_max", _in_jiffies(
+                number, TIMEOUT_MIN, DELACK_MAX, "TCP_DELACK_MAX_US")),
         }
     elif level in (_pysocket.IPPROTO_IP, _pysocket.IPPROTO_IPV6):
         if level == _pysocket.IPPROTO_IPV6 and opt == _pysocket.IPV6_V6ONLY:
@@ -117,6 +141,21 @@ def _set_user_timeout(sk: TcpSock, value: int) -> None:
         raise oserror(errno.EINVAL, "TCP_USER_TIMEOUT must be >= 0")
     sk.user_timeout = value
 
+def _rto_max(value: int) -> int:
+    """TCP_RTO_MAX_MS: 1 s to TCP_RTO_MAX (120 s), else EINVAL (do_tcp_setsockopt)."""
+    if not RTO_MAX_MIN <= value * MS <= RTO_MAX:
+        raise oserror(errno.EINVAL, "TCP_RTO_MAX_MS must be 1000..120000")
+    return value * MS
+
+def _in_jiffies(value: int, low: int, high: int, name: str) -> int:
+    """TCP_RTO_MIN_US / TCP_DELACK_MAX_US: microseconds rounded up to a jiffy
+    (usecs_to_jiffies; a negative int is a huge unsigned one), within [low, high]
+    (TCP_TIMEOUT_MIN and TCP_RTO_MIN / TCP_DELACK_MAX), else EINVAL."""
+    ns = jiffies_ns(value & 0xFFFFFFFF)
+    if not low <= ns <= high:
+        raise oserror(errno.EINVAL, f"{name} out of range")
+    return ns
+
 def _set_maxseg(sk: TcpSock, value: int) -> None:
     if value and not TCP_MIN_MSS <= value <= TCP_MAX_USER_MSS:
         raise oserror(errno.EINVAL, f"TCP_MAXSEG must be {TCP_MIN_MSS}..{TCP_MAX_USER_MSS}")
@@ -127,6 +166,8 @@ def getsockopt(sk: TcpSock, level: int, opt: int, buflen: int | None = None) -> 
         return _LINGER.pack(int(sk.linger[0]), sk.linger[1])
     if level == SOL_TCP and opt == TCP_INFO:
         return tcp_info(sk, buflen)
+    if level == SOL_SOCKET and opt == tcp_meminfo.SO_MEMINFO:
+        return tcp_meminfo.getsockopt(sk, buflen)
     if level == SOL_TCP and opt in tcp_fastopen.FASTOPEN_OPTIONS:
         return tcp_fastopen.getsockopt(sk, opt, buflen)
     conn = sk.conn
@@ -137,7 +178,7 @@ def getsockopt(sk: TcpSock, level: int, opt: int, buflen: int | None = None) -> 
             _pysocket.SO_REUSEPORT: lambda: int(sk.reuseport),
             _pysocket.SO_KEEPALIVE: lambda: int(sk.keepalive),
             _pysocket.SO_RCVBUF: lambda: sk.rcvbuf if conn is None else conn.rcvbuf,
-            _pysocket.SO_SNDBUF: lambda: sk.sndbuf,
+            _pysocket.SO_SNDBUF: lambda: sk.sndbuf if conn is None else conn.options.sndbuf,
             _pysocket.SO_ERROR: lambda: _so_error(sk),
             _pysocket.SO_TYPE: lambda: _pysocket.SOCK_STREAM,
             tcp_errq.SO_ZEROCOPY: lambda: int(sk.zerocopy),
@@ -159,6 +200,9 @@ def getsockopt(sk: TcpSock, level: int, opt: int, buflen: int | None = None) -> 
             TCP_KEEPINTVL: lambda: _keepalive_setting(sk, "keepalive_intvl", SECOND),
             TCP_KEEPCNT: lambda: _keepalive_setting(sk, "keepalive_probes", 1),
             TCP_SYNCNT: lambda: _keepalive_setting(sk, "syn_retries", 1),
+            TCP_RTO_MAX_MS: lambda: sk.rto_max // MS,  # jiffies_to_msecs
+            TCP_RTO_MIN_US: lambda: sk.rto_min // 1000,  # jiffies_to_usecs
+            TCP_DELACK_MAX_US: lambda: sk.delack_max // 1000,
         }
     elif level == _pysocket.IPPROTO_IPV6 and opt == _pysocket.IPV6_V6ONLY:
         return int(sk.v6only)
@@ -195,7 +239,10 @@ def recv_cmsgs(sk: TcpSock) -> list[tuple[int, int, bytes]]:
     return [(SOL_TCP, TCP_INQ, struct.pack("i", inq_hint(sk)))]
 
 def tcp_info(sk: TcpSock, buflen: int | None = None) -> bytes:
-    """TCP_INFO: Linux's struct tcp_info (host/tcp/info.py), cut to ``buflen``."""
+    """TCP_INFO: Linux's struct tcp_info (host/tcp/info.py), cut to ``buflen`` as
+    do_tcp_getsockopt copies min(len, sizeof); a negative length is EINVAL."""
+    if buflen is not None and buflen < 0:
+        raise oserror(errno.EINVAL, "TCP_INFO length must be >= 0")
     since = sk._lock()
     try:
         values = tcp_info_snapshot(sk, sk.host.now())
@@ -228,12 +275,14 @@ def _set_sndbuf(sk: TcpSock, number: int) -> None:
     sk.sndbuf = max(4608, min(number & 0xFFFFFFFF, sk.host.tuning.wmem_max) * 2)
     sk.sndbuf_locked = True
 
-def conn_options(sk: TcpSock, mss: int) -> Options:
+def conn_options(sk: TcpSock, mss: int, peer: bytes | None = None) -> Options:
     """Engine settings for a connection of this socket: the host's sysctls
     (``Options.from_tuning``), then the socket options and the route's MSS.  The send
     buffer may grow up to tcp_wmem[2] unless SO_SNDBUF fixed it (tcp_sndbuf_expand), the
     receive buffer up to tcp_rmem[2] (tcp_rcv_space_adjust), and the window scale covers
-    tcp_rmem[2], unless SO_RCVBUF fixed the receive buffer (tcp_select_initial_window)."""
+    tcp_rmem[2], unless SO_RCVBUF fixed the receive buffer (tcp_select_initial_window).
+    With a TCP_MD5SIG key for ``peer`` every segment carries the signature
+    (tcp_connect_init, tcp_create_openreq_child: tcp_header_len)."""
     if sk.user_mss:
         mss = min(mss, sk.user_mss)
     return Options.from_tuning(
@@ -244,11 +293,14 @@ def conn_options(sk: TcpSock, mss: int) -> Options:
         # tcp_openreq_init_rwin: SOCK_RCVBUF_LOCK)
         **({"rcvbuf_max": 0, "wscale_space": 0, "window_clamp": full_space(sk.rcvbuf)}
            if sk.rcvbuf_locked else {}),
+        md5=peer is not None and md5.lookup(sk.md5_keys, peer) is not None,
         **_keepalive_overrides(sk))
 
 def _keepalive_overrides(sk: TcpSock) -> dict[str, Any]:
     """Socket-level settings; the TCP_KEEP* ones only when set (else the sysctls)."""
     values: dict[str, Any] = {"nodelay": sk.nodelay, "cork": sk.cork,
+                              "rto_min": sk.rto_min, "rto_max": sk.rto_max,
+                              "delack_max": sk.delack_max,
                               "keepalive": sk.keepalive,
                               "user_timeout": sk.user_timeout * 1_000_000,  # ms -> ns
                               "notsent_lowat": (sk.notsent_lowat
@@ -280,4 +332,6 @@ def inherit_from(sk: TcpSock, listener: TcpSock) -> None:
     sk.user_mss, sk.linger = listener.user_mss, listener.linger
     sk.reuseaddr, sk.bound_dev = listener.reuseaddr, listener.bound_dev
     sk.zerocopy = listener.zerocopy
+    sk.rto_min, sk.rto_max, sk.delack_max = (
+        listener.rto_min, listener.rto_max, listener.delack_max)
 

@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING
 
 from rcunet.core.tcp import reset_for
 from rcunet.host.ip import Delivery
+from rcunet.host.tcp import md5
 from rcunet.host.tcp.common import offloads
 from rcunet.host.tcp.life import FINISHED
 from rcunet.host.tcp.sock import TcpSock
-from rcunet.wire import tcp
+from rcunet.wire import tcp, tcp_md5
 from rcunet.wire.addr import LIMITED_BROADCAST, is_multicast, unmapped
 
 if TYPE_CHECKING:
@@ -65,6 +66,9 @@ class Transmit:
                 seg = outbox.popleft()  # atomic: deque.popleft
             except IndexError:
                 break
+            keys = sk.md5_keys  # atomic: one load, pairs with setsockopt's store
+            if keys is not None:
+                seg = sign(seg, keys, src, dst)
             route = sk.dst
             if route is None or not self._keeps(sk, route, dst):
                 route = self._route_xmit(sk, dst)
@@ -119,12 +123,14 @@ class Transmit:
             entry.release()
 
     def segment(self, src: bytes, dst: bytes, seg: tcp.Repr, oif: int = 0,
-                  offload: bool = False) -> None:
+                  offload: bool = False, header: bytes | None = None) -> None:
         """One segment to IP.  ``offload``: the connection's link does checksums (a clean
         in-memory link or loopback, as a NIC would): the field is left zero.  The header
         and the payload go to IP apart: the frame is made by one join (``output_gather``),
         not one copy of the payload per layer."""
         def build_header(source: bytes, dest: bytes) -> bytes:
+            if header is not None:  # built already (a signed reply: ``reply``)
+                return header
             return seg.build_header(src=source, dst=dest, checksum=not offload)
 
         # Path MTU discovery (RFC 1191/8201): never fragmented on the way; a narrower
@@ -132,18 +138,47 @@ class Transmit:
         self.host.ip.output_gather(src, dst, tcp.PROTOCOL, build_header, seg.payload, oif=oif,
                                    dont_fragment=True, tos=seg.ecn)
 
-    def reply(self, seg: tcp.Repr, info: Delivery) -> None:
-        """Send a segment built by the layer itself (RST, TIME_WAIT ACK, cookie SYN,ACK)."""
+    def reply(self, seg: tcp.Repr, info: Delivery, keys: md5.Keys | None = None) -> None:
+        """Send a segment built by the layer itself (RST, TIME_WAIT ACK, cookie SYN,ACK),
+        signed when ``keys`` hold one for the peer (tcp_v4_send_ack, tcp_v4_send_reset)."""
+        header: bytes | None = None
+        if keys is not None:
+            key = md5.lookup(keys, info.src)
+            if key is not None and seg.timestamp is not None:
+                # tcp_v4_send_ack's layout: the timestamps, then the signature
+                header = tcp_md5.reply_header(seg, unmapped(info.dst), unmapped(info.src),
+                                              key.key)
+            else:
+                seg = sign(seg, keys, info.dst, info.src)
         self.host.counters.inc("TcpOutSegs")
         if seg.flags & tcp.RST:
             self.host.counters.inc("TcpOutRsts")
-        self.segment(info.dst, info.src, seg)
+        self.segment(info.dst, info.src, seg, header=header)
 
-    def reply_reset(self, seg: tcp.Repr, info: Delivery) -> None:
+    def reply_reset(self, seg: tcp.Repr, info: Delivery,
+                    keys: md5.Keys | None = None) -> None:
         reply = reset_for(seg)
         if reply is not None:
-            self.reply(reply, info)
+            self.reply(reply, info, keys)
 
     def no_socket(self, seg: tcp.Repr, info: Delivery) -> None:
         self.host.counters.inc("TcpInSegs")
+        if seg.unknown_options and _has_md5(seg):
+            # tcp_v4_send_reset: a signed segment for no socket gets a RST only when a
+            # listener's key proves it genuine; rcunet keeps no such key apart from a
+            # socket, so none
+            return
         self.reply_reset(seg, info)
+
+
+def sign(seg: tcp.Repr, keys: md5.Keys, src: bytes, dst: bytes) -> tcp.Repr:
+    """``seg`` signed with the key ``keys`` hold for ``dst`` (tcp_md5_do_lookup per
+    segment, as tcp_transmit_skb does), else as it is."""
+    key = md5.lookup(keys, dst)
+    if key is None:
+        return seg
+    return tcp_md5.sign(seg, unmapped(src), unmapped(dst), key.key)
+
+
+def _has_md5(seg: tcp.Repr) -> bool:
+    return any(kind == tcp_md5.MD5SIG for kind, _ in seg.unknown_options)

@@ -9,6 +9,10 @@ the window (CUBIC's fractional segments) stays in step.
 
 from __future__ import annotations
 
+#: ssthresh before any loss, in bytes (RFC 5681 §3.1: "arbitrarily high"); TCP_INFO
+#: shows it as Linux's TCP_INFINITE_SSTHRESH.
+INITIAL_SSTHRESH = 1 << 30
+
 
 class CongestionControl:
     name = "base"
@@ -16,7 +20,7 @@ class CongestionControl:
     def __init__(self, mss: int, initial_cwnd: int) -> None:
         self.mss = mss
         self.cwnd = initial_cwnd * mss  # RFC 5681 §3.1 IW (RFC 6928: 10 segments)
-        self.ssthresh = 1 << 30  # RFC 5681 §3.1: "arbitrarily high"
+        self.ssthresh = INITIAL_SSTHRESH  # RFC 5681 §3.1: "arbitrarily high"
 
     @property
     def in_slow_start(self) -> bool:
