@@ -28,8 +28,7 @@ COMPILED = [
     # descriptors (UintField, set_x = x.setter) leave an exception set under mypyc
     # (SystemError from memoryview).
     # core/tcp/options.py stays pure: compiled, its dataclass rejects an int where a field
-    # is a bool (a Tuning sysctl set to 1), which the source accepts.  connection.py stays
-    # pure while tests replace its methods (monkeypatch) and a compiled class refuses that.
+    # is a bool (a Tuning sysctl set to 1), which the source accepts.
     # The congestion package goes in whole: an interpreted subclass of a compiled class fails.
     # sync/lock.py and sync/rcu.py keep weak references to their objects, which this mypyc
     # cannot give a compiled class ("cannot create weak reference"); refcount.py and the
@@ -71,6 +70,9 @@ COMPILED = [
     "rcunet/core/tcp/fastopen.py",
     "rcunet/core/tcp/syncookies.py",
     "rcunet/core/tcp/accecn.py",
+    "rcunet/core/tcp/ecnstate.py",
+    "rcunet/core/tcp/sent_log.py",
+    "rcunet/core/tcp/connection.py",
 ]
 
 

@@ -91,6 +91,10 @@ class Options:
     invalid_ratelimit: int = 500 * MS
     #: Out-of-order queue bound in distinct ranges (its bytes are bounded by the window).
     ofo_max_ranges: int = 256
+    #: Header prediction (Connection._fast_path), an optimisation only: False sends every
+    #: segment the full way, which must put the same segments on the wire (Linux has no
+    #: switch for it; this one is for comparing the two paths).
+    header_prediction: bool = True
 
     @classmethod
     def from_tuning(cls, tuning: object, **overrides: object) -> Options:
