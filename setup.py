@@ -23,12 +23,8 @@ import tempfile
 from setuptools import setup
 
 COMPILED = [
-    # The wire views (every module with a Packet: _common, arp, ethernet, icmp*, igmp, ipv4,
-    # ipv6, tcp, udp) compile but then fail their tests: their class-level field
-    # descriptors (UintField, set_x = x.setter) leave an exception set under mypyc
-    # (SystemError from memoryview).
-    # core/tcp/options.py stays pure: compiled, its dataclass rejects an int where a field
-    # is a bool (a Tuning sysctl set to 1), which the source accepts.
+    # wire/pretty.py stays pure: it formats packets for people (CLI, captures), off the
+    # hot path.
     # The congestion package goes in whole: an interpreted subclass of a compiled class fails.
     # sync/lock.py and sync/rcu.py keep weak references to their objects, which this mypyc
     # cannot give a compiled class ("cannot create weak reference"); refcount.py and the
@@ -73,6 +69,18 @@ COMPILED = [
     "rcunet/core/tcp/ecnstate.py",
     "rcunet/core/tcp/sent_log.py",
     "rcunet/core/tcp/connection.py",
+    "rcunet/wire/_common.py",
+    "rcunet/wire/addr.py",
+    "rcunet/wire/ecn.py",
+    "rcunet/wire/ethernet.py",
+    "rcunet/wire/arp.py",
+    "rcunet/wire/ipv4.py",
+    "rcunet/wire/ipv6.py",
+    "rcunet/wire/icmpv4.py",
+    "rcunet/wire/icmpv6.py",
+    "rcunet/wire/igmp.py",
+    "rcunet/wire/tcp.py",
+    "rcunet/wire/udp.py",
 ]
 
 
