@@ -69,6 +69,7 @@ COMPILED = [
     "rcunet/core/tcp/ecnstate.py",
     "rcunet/core/tcp/sent_log.py",
     "rcunet/core/tcp/connection.py",
+    "rcunet/core/tcp/options.py",
     "rcunet/wire/_common.py",
     "rcunet/wire/addr.py",
     "rcunet/wire/ecn.py",

@@ -6,7 +6,7 @@ Linux's unless a comment says otherwise.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 MS = 1_000_000
@@ -158,6 +158,8 @@ class Options:
             if hasattr(tuning, sysctl):
                 values[name] = int(float(getattr(tuning, sysctl)) * SECOND)
         values.update(overrides)
+        for name in _BOOL_FIELDS.intersection(values):
+            values[name] = bool(values[name])  # a sysctl written as Linux has it: 0 or 1
         options = cls(**values)  # type: ignore[arg-type]
         options.validate()
         return options
@@ -207,3 +209,8 @@ class Options:
             raise ValueError("buffer ceilings must be >= 0")
         if not 0 < self.rto_min <= self.rto_initial <= self.rto_max:
             raise ValueError("need 0 < rto_min <= rto_initial <= rto_max")
+
+
+#: The switches: a sysctl or socket option gives them as Linux has them (an int, 0 or 1),
+#: and a compiled Options, whose fields are typed, accepts only a bool.
+_BOOL_FIELDS = frozenset(field.name for field in fields(Options) if field.type in ("bool", bool))
