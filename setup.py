@@ -26,10 +26,17 @@ COMPILED = [
     # wire/pretty.py stays pure: it formats packets for people (CLI, captures), off the
     # hot path.
     # The congestion package goes in whole: an interpreted subclass of a compiled class fails.
-    # sync/lock.py and sync/rcu.py keep weak references to their objects, which this mypyc
-    # cannot give a compiled class ("cannot create weak reference"); refcount.py and the
-    # tables/ modules built with them fail their tests (SystemError from LockArray).
-    # tables/entry.py is subclassed by host/tcp and host/udp_sock, which are not compiled.
+    # sync/lock.py and sync/rcu.py keep weak references to their objects (the lock-class
+    # and read-section registries; a test takes one to a Lock to show it is freed without
+    # the cyclic collector), and mypyc gives __weakref__ only to a class with a __dict__
+    # (mypyc_attr has no weakref option: "cannot create weak reference").  Lock's
+    # instrumented path also finds its call site with sys._getframe(depth), and compiled
+    # functions have no frame: compiled, lock_stat and lockdep would name the wrong line.
+    # refcount.py and the tables/ modules built with them fail their tests (SystemError
+    # from LockArray).
+    # tables/entry.py is subclassed by host/tcp and host/udp_sock, which are not compiled:
+    # host/ is the next step (its hottest functions, per rcunet bench profile: TcpSock.engine,
+    # transmit, demux, ip, link/memory), once mypy is strict on it and entry.py compiles.
     "rcunet/wire/checksum.py",
     "rcunet/wire/errors.py",
     "rcunet/wire/tcp_options.py",
