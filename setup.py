@@ -23,18 +23,20 @@ import tempfile
 from setuptools import setup
 
 COMPILED = [
-    # The wire views (every module with a Packet: _common, arp, ethernet, icmp*, igmp, ipv4,
-    # ipv6, tcp, udp) compile but then fail their tests: their class-level field
-    # descriptors (UintField, set_x = x.setter) leave an exception set under mypyc
-    # (SystemError from memoryview).
-    # core/tcp/options.py stays pure: compiled, its dataclass rejects an int where a field
-    # is a bool (a Tuning sysctl set to 1), which the source accepts.  connection.py stays
-    # pure while tests replace its methods (monkeypatch) and a compiled class refuses that.
+    # wire/pretty.py stays pure: it formats packets for people (CLI, captures), off the
+    # hot path.
     # The congestion package goes in whole: an interpreted subclass of a compiled class fails.
-    # sync/lock.py and sync/rcu.py keep weak references to their objects, which this mypyc
-    # cannot give a compiled class ("cannot create weak reference"); refcount.py and the
-    # tables/ modules built with them fail their tests (SystemError from LockArray).
-    # tables/entry.py is subclassed by host/tcp and host/udp_sock, which are not compiled.
+    # sync/lock.py and sync/rcu.py keep weak references to their objects (the lock-class
+    # and read-section registries; a test takes one to a Lock to show it is freed without
+    # the cyclic collector), and mypyc gives __weakref__ only to a class with a __dict__
+    # (mypyc_attr has no weakref option: "cannot create weak reference").  Lock's
+    # instrumented path also finds its call site with sys._getframe(depth), and compiled
+    # functions have no frame: compiled, lock_stat and lockdep would name the wrong line.
+    # refcount.py and the tables/ modules built with them fail their tests (SystemError
+    # from LockArray).
+    # tables/entry.py is subclassed by host/tcp and host/udp_sock, which are not compiled:
+    # host/ is the next step (its hottest functions, per rcunet bench profile: TcpSock.engine,
+    # transmit, demux, ip, link/memory), once mypy is strict on it and entry.py compiles.
     "rcunet/wire/checksum.py",
     "rcunet/wire/errors.py",
     "rcunet/wire/tcp_options.py",
@@ -72,6 +74,22 @@ COMPILED = [
     "rcunet/core/tcp/fastopen.py",
     "rcunet/core/tcp/syncookies.py",
     "rcunet/core/tcp/accecn.py",
+    "rcunet/core/tcp/ecnstate.py",
+    "rcunet/core/tcp/sent_log.py",
+    "rcunet/core/tcp/connection.py",
+    "rcunet/core/tcp/options.py",
+    "rcunet/wire/_common.py",
+    "rcunet/wire/addr.py",
+    "rcunet/wire/ecn.py",
+    "rcunet/wire/ethernet.py",
+    "rcunet/wire/arp.py",
+    "rcunet/wire/ipv4.py",
+    "rcunet/wire/ipv6.py",
+    "rcunet/wire/icmpv4.py",
+    "rcunet/wire/icmpv6.py",
+    "rcunet/wire/igmp.py",
+    "rcunet/wire/tcp.py",
+    "rcunet/wire/udp.py",
 ]
 
 

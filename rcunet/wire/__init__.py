@@ -5,9 +5,10 @@ Conventions (every protocol module follows them; ``udp.py`` is the smallest exam
 * ``Packet`` is a zero-copy view over a buffer (``memoryview``): getters named after the
   header fields (``src_port``), setters ``set_*``, ``payload()`` / ``payload_mut()``.
   ``Packet.checked(buf)`` validates lengths, ``Packet.unchecked(buf)`` does not.  Views
-  derive from ``_common.View`` and declare plain fields as a table (``src_port =
-  UintField(0, 2)``, ``set_src_port = src_port.setter``); ``_common`` also holds what
-  ``parse``/``build`` share (``truncated(...)``, ``write_into``).
+  derive from ``_common.View`` and spell each field out as a typed property and its
+  ``set_*`` method (``int.from_bytes(self.buf[0:2], "big")``: the offsets are the
+  header's table); ``_common`` also holds what ``parse``/``build`` share
+  (``truncated(...)``, ``write_into``).
 * ``Repr`` is an immutable, checked value (a ``NamedTuple``: fast to build, compared by
   value).  ``Repr.parse(buf, ...)`` takes arbitrary bytes and returns a valid ``Repr``
   or raises ``WireError``; nothing else ever escapes.  Payloads are ``memoryview``

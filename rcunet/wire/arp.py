@@ -12,9 +12,6 @@ from typing import NamedTuple, overload
 
 from rcunet.wire._common import Buffer as Buffer  # re-exported: callers annotate with it
 from rcunet.wire._common import (
-    ByteField,
-    BytesField,
-    UintField,
     View,
     WritableBuffer,
     truncated,
@@ -42,20 +39,56 @@ class Packet(View):
     what = "ARP"
     min_len = HEADER_LEN
 
-    hardware_type = UintField(0, 2)
-    protocol_type = UintField(2, 4)
-    hardware_len = ByteField(4)
-    protocol_len = ByteField(5)
-    operation = UintField(6, 8)
-    sender_mac = BytesField(8, 14)
-    sender_ip = BytesField(14, 18)
-    target_mac = BytesField(18, 24)
-    target_ip = BytesField(24, 28)
-    set_operation = operation.setter
-    set_sender_mac = sender_mac.setter
-    set_sender_ip = sender_ip.setter
-    set_target_mac = target_mac.setter
-    set_target_ip = target_ip.setter
+    @property
+    def hardware_type(self) -> int:
+        return int.from_bytes(self.buf[0:2], "big")
+
+    @property
+    def protocol_type(self) -> int:
+        return int.from_bytes(self.buf[2:4], "big")
+
+    @property
+    def hardware_len(self) -> int:
+        return self.buf[4]
+
+    @property
+    def protocol_len(self) -> int:
+        return self.buf[5]
+
+    @property
+    def operation(self) -> int:
+        return int.from_bytes(self.buf[6:8], "big")
+
+    @property
+    def sender_mac(self) -> bytes:
+        return bytes(self.buf[8:14])
+
+    @property
+    def sender_ip(self) -> bytes:
+        return bytes(self.buf[14:18])
+
+    @property
+    def target_mac(self) -> bytes:
+        return bytes(self.buf[18:24])
+
+    @property
+    def target_ip(self) -> bytes:
+        return bytes(self.buf[24:28])
+
+    def set_operation(self, value: int) -> None:
+        self.buf[6:8] = value.to_bytes(2, "big")
+
+    def set_sender_mac(self, value: bytes) -> None:
+        self.buf[8:14] = value
+
+    def set_sender_ip(self, value: bytes) -> None:
+        self.buf[14:18] = value
+
+    def set_target_mac(self, value: bytes) -> None:
+        self.buf[18:24] = value
+
+    def set_target_ip(self, value: bytes) -> None:
+        self.buf[24:28] = value
 
     def check_len(self) -> None:
         """Raise ``WireError`` unless the message is complete and Ethernet/IPv4."""

@@ -11,7 +11,7 @@ import struct
 from typing import NamedTuple, overload
 
 from rcunet.wire._common import Buffer as Buffer  # re-exported: callers annotate with it
-from rcunet.wire._common import BytesField, View, WritableBuffer, new_tuple, truncated, write_into
+from rcunet.wire._common import View, WritableBuffer, new_tuple, truncated, write_into
 from rcunet.wire.errors import WireError
 
 ETHERTYPE_IPV4 = 0x0800
@@ -56,10 +56,19 @@ class Packet(View):
     what = "Ethernet header"
     min_len = HEADER_LEN
 
-    dst = BytesField(0, 6)
-    src = BytesField(6, 12)
-    set_dst = dst.setter
-    set_src = src.setter
+    @property
+    def dst(self) -> bytes:
+        return bytes(self.buf[0:6])
+
+    @property
+    def src(self) -> bytes:
+        return bytes(self.buf[6:12])
+
+    def set_dst(self, value: bytes) -> None:
+        self.buf[0:6] = value
+
+    def set_src(self, value: bytes) -> None:
+        self.buf[6:12] = value
 
     def check_len(self) -> None:
         """Raise ``WireError`` unless the whole header (tag included) is present and
@@ -102,7 +111,8 @@ class Packet(View):
     def payload(self) -> memoryview:
         return self.buf[self.header_len :]
 
-    payload_mut = payload
+    def payload_mut(self) -> memoryview:
+        return self.payload()
 
 
 class Repr(NamedTuple):

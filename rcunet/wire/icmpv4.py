@@ -16,9 +16,7 @@ from rcunet.wire import checksum as _ck
 from rcunet.wire import ipv4
 from rcunet.wire._common import Buffer as Buffer  # re-exported: callers annotate with it
 from rcunet.wire._common import (
-    ByteField,
     IcmpView,
-    UintField,
     WritableBuffer,
     truncated,
     write_into,
@@ -80,10 +78,21 @@ class Packet(IcmpView):
     what = "ICMP"
     min_len = HEADER_LEN
 
-    next_mtu = UintField(6, 8, "Next-hop MTU of a fragmentation-needed error (RFC 1191).")
-    pointer = ByteField(4, "Offending octet of a parameter-problem error.")
-    set_next_mtu = next_mtu.setter
-    set_pointer = pointer.setter
+    @property
+    def next_mtu(self) -> int:
+        """Next-hop MTU of a fragmentation-needed error (RFC 1191)."""
+        return int.from_bytes(self.buf[6:8], "big")
+
+    @property
+    def pointer(self) -> int:
+        """Offending octet of a parameter-problem error."""
+        return self.buf[4]
+
+    def set_next_mtu(self, value: int) -> None:
+        self.buf[6:8] = value.to_bytes(2, "big")
+
+    def set_pointer(self, value: int) -> None:
+        self.buf[4] = value
 
     def verify_checksum(self) -> bool:
         return _ck.is_valid(self.buf)
@@ -95,7 +104,8 @@ class Packet(IcmpView):
         """Echo data, or the quoted packet of an error."""
         return self.buf[HEADER_LEN:]
 
-    payload_mut = payload
+    def payload_mut(self) -> memoryview:
+        return self.payload()
 
 
 class QuotedFlow(NamedTuple):

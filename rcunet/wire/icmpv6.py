@@ -26,7 +26,7 @@ from typing import NamedTuple, overload
 from rcunet.wire import checksum as _ck
 from rcunet.wire import ipv6
 from rcunet.wire._common import Buffer as Buffer  # re-exported: callers annotate with it
-from rcunet.wire._common import IcmpView, UintField, WritableBuffer, truncated, write_into
+from rcunet.wire._common import IcmpView, WritableBuffer, truncated, write_into
 from rcunet.wire.errors import WireError
 
 PROTOCOL = 58
@@ -334,10 +334,21 @@ class Packet(IcmpView):
     what = "ICMPv6 message"
     min_len = HEADER_LEN
 
-    mtu = UintField(4, 8, "MTU of a packet-too-big error.")
-    pointer = UintField(4, 8, "Offending octet of a parameter-problem error.")
-    set_mtu = mtu.setter
-    set_pointer = pointer.setter
+    @property
+    def mtu(self) -> int:
+        """MTU of a packet-too-big error."""
+        return int.from_bytes(self.buf[4:8], "big")
+
+    @property
+    def pointer(self) -> int:
+        """Offending octet of a parameter-problem error."""
+        return int.from_bytes(self.buf[4:8], "big")
+
+    def set_mtu(self, value: int) -> None:
+        self.buf[4:8] = value.to_bytes(4, "big")
+
+    def set_pointer(self, value: int) -> None:
+        self.buf[4:8] = value.to_bytes(4, "big")
 
     def check_len(self) -> None:
         """Raise ``WireError`` unless the message is as long as its type needs."""
@@ -348,7 +359,8 @@ class Packet(IcmpView):
         """The message body after type, code and checksum."""
         return self.buf[HEADER_LEN:]
 
-    payload_mut = payload
+    def payload_mut(self) -> memoryview:
+        return self.payload()
 
     def verify_checksum(self, src: bytes, dst: bytes) -> bool:
         return _ck.segment_checksum_ok(self.buf, src, dst, PROTOCOL)

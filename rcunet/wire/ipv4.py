@@ -13,9 +13,6 @@ from typing import NamedTuple, overload
 
 from rcunet.wire._common import Buffer as Buffer  # re-exported: callers annotate with it
 from rcunet.wire._common import (
-    ByteField,
-    BytesField,
-    UintField,
     View,
     WritableBuffer,
     new_tuple,
@@ -124,20 +121,54 @@ class Packet(View):
     what = "IPv4 header"
     min_len = HEADER_LEN
 
-    total_len = UintField(2, 4)
-    ident = UintField(4, 6)
-    ttl = ByteField(8)
-    protocol = ByteField(9)
-    checksum = UintField(10, 12)
-    src = BytesField(12, 16)
-    dst = BytesField(16, 20)
-    set_total_len = total_len.setter
-    set_ident = ident.setter
-    set_ttl = ttl.setter
-    set_protocol = protocol.setter
-    set_checksum = checksum.setter
-    set_src = src.setter
-    set_dst = dst.setter
+    @property
+    def total_len(self) -> int:
+        return int.from_bytes(self.buf[2:4], "big")
+
+    @property
+    def ident(self) -> int:
+        return int.from_bytes(self.buf[4:6], "big")
+
+    @property
+    def ttl(self) -> int:
+        return self.buf[8]
+
+    @property
+    def protocol(self) -> int:
+        return self.buf[9]
+
+    @property
+    def checksum(self) -> int:
+        return int.from_bytes(self.buf[10:12], "big")
+
+    @property
+    def src(self) -> bytes:
+        return bytes(self.buf[12:16])
+
+    @property
+    def dst(self) -> bytes:
+        return bytes(self.buf[16:20])
+
+    def set_total_len(self, value: int) -> None:
+        self.buf[2:4] = value.to_bytes(2, "big")
+
+    def set_ident(self, value: int) -> None:
+        self.buf[4:6] = value.to_bytes(2, "big")
+
+    def set_ttl(self, value: int) -> None:
+        self.buf[8] = value
+
+    def set_protocol(self, value: int) -> None:
+        self.buf[9] = value
+
+    def set_checksum(self, value: int) -> None:
+        self.buf[10:12] = value.to_bytes(2, "big")
+
+    def set_src(self, value: bytes) -> None:
+        self.buf[12:16] = value
+
+    def set_dst(self, value: bytes) -> None:
+        self.buf[16:20] = value
 
     def check_len(self) -> None:
         """Raise ``WireError`` unless version, IHL, options and total length are sane."""
@@ -196,7 +227,8 @@ class Packet(View):
     def payload(self) -> memoryview:
         return self.buf[self.header_len : self.total_len]
 
-    payload_mut = payload
+    def payload_mut(self) -> memoryview:
+        return self.payload()
 
 
 def _check_total_len(total_len: int, header_len: int, available: int) -> None:

@@ -23,9 +23,6 @@ from typing import NamedTuple, overload
 
 from rcunet.wire._common import Buffer as Buffer  # re-exported: callers annotate with it
 from rcunet.wire._common import (
-    ByteField,
-    BytesField,
-    UintField,
     View,
     WritableBuffer,
     truncated,
@@ -238,8 +235,10 @@ def parse_extensions(
     return tuple(extensions), nh, i
 
 
-def check_chain(extensions: tuple[Extension, ...]) -> None:
-    """The chain rules of parse, applied to a chain about to be emitted."""
+def check_chain(extensions: tuple[object, ...]) -> None:
+    """The chain rules of parse, applied to a chain about to be emitted.  Its items are
+    whatever the caller put in the Repr (typed ``object``: the compiled build would
+    otherwise reject a wrong one with TypeError before this names it)."""
     if len(extensions) > MAX_EXTENSIONS:
         raise WireError("bad-chain", f"more than {MAX_EXTENSIONS} extension headers")
     counts = dict.fromkeys(_MAX_COUNT, 0)
@@ -319,16 +318,40 @@ class Packet(View):
     what = "IPv6 header"
     min_len = HEADER_LEN
 
-    payload_length = UintField(4, 6)
-    next_header = ByteField(6)
-    hop_limit = ByteField(7)
-    src = BytesField(8, 24)
-    dst = BytesField(24, 40)
-    set_payload_length = payload_length.setter
-    set_next_header = next_header.setter
-    set_hop_limit = hop_limit.setter
-    set_src = src.setter
-    set_dst = dst.setter
+    @property
+    def payload_length(self) -> int:
+        return int.from_bytes(self.buf[4:6], "big")
+
+    @property
+    def next_header(self) -> int:
+        return self.buf[6]
+
+    @property
+    def hop_limit(self) -> int:
+        return self.buf[7]
+
+    @property
+    def src(self) -> bytes:
+        return bytes(self.buf[8:24])
+
+    @property
+    def dst(self) -> bytes:
+        return bytes(self.buf[24:40])
+
+    def set_payload_length(self, value: int) -> None:
+        self.buf[4:6] = value.to_bytes(2, "big")
+
+    def set_next_header(self, value: int) -> None:
+        self.buf[6] = value
+
+    def set_hop_limit(self, value: int) -> None:
+        self.buf[7] = value
+
+    def set_src(self, value: bytes) -> None:
+        self.buf[8:24] = value
+
+    def set_dst(self, value: bytes) -> None:
+        self.buf[24:40] = value
 
     def check_len(self) -> None:
         super().check_len()
@@ -368,7 +391,8 @@ class Packet(View):
         included)."""
         return self.buf[HEADER_LEN : HEADER_LEN + self.payload_length]
 
-    payload_mut = payload
+    def payload_mut(self) -> memoryview:
+        return self.payload()
 
 
 def _check_payload_len(payload_len: int, present: int) -> None:

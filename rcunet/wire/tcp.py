@@ -18,7 +18,7 @@ from typing import NamedTuple, overload
 from rcunet.wire import checksum as _ck
 from rcunet.wire import tcp_options as _opt
 from rcunet.wire._common import Buffer as Buffer  # re-exported: callers annotate with it
-from rcunet.wire._common import UintField, View, WritableBuffer, new_tuple, truncated, write_into
+from rcunet.wire._common import View, WritableBuffer, new_tuple, truncated, write_into
 from rcunet.wire.errors import WireError
 
 PROTOCOL = 6
@@ -39,7 +39,6 @@ FLAGS_MASK = 0x1FF
 #: RFC 9768's ACE field: AE, CWR and ECE read as one 3-bit number (AE the high bit).
 ACE = AE | CWR | ECE
 _ACE_SHIFT = 6
-
 
 
 def ace(flags: int) -> int:
@@ -77,20 +76,54 @@ class Packet(View):
     what = "TCP header"
     min_len = HEADER_LEN
 
-    src_port = UintField(0, 2)
-    dst_port = UintField(2, 4)
-    seq = UintField(4, 8)
-    ack = UintField(8, 12)
-    window = UintField(14, 16)
-    checksum = UintField(16, 18)
-    urgent = UintField(18, 20)
-    set_src_port = src_port.setter
-    set_dst_port = dst_port.setter
-    set_seq = seq.setter
-    set_ack = ack.setter
-    set_window = window.setter
-    set_checksum = checksum.setter
-    set_urgent = urgent.setter
+    @property
+    def src_port(self) -> int:
+        return int.from_bytes(self.buf[0:2], "big")
+
+    @property
+    def dst_port(self) -> int:
+        return int.from_bytes(self.buf[2:4], "big")
+
+    @property
+    def seq(self) -> int:
+        return int.from_bytes(self.buf[4:8], "big")
+
+    @property
+    def ack(self) -> int:
+        return int.from_bytes(self.buf[8:12], "big")
+
+    @property
+    def window(self) -> int:
+        return int.from_bytes(self.buf[14:16], "big")
+
+    @property
+    def checksum(self) -> int:
+        return int.from_bytes(self.buf[16:18], "big")
+
+    @property
+    def urgent(self) -> int:
+        return int.from_bytes(self.buf[18:20], "big")
+
+    def set_src_port(self, value: int) -> None:
+        self.buf[0:2] = value.to_bytes(2, "big")
+
+    def set_dst_port(self, value: int) -> None:
+        self.buf[2:4] = value.to_bytes(2, "big")
+
+    def set_seq(self, value: int) -> None:
+        self.buf[4:8] = value.to_bytes(4, "big")
+
+    def set_ack(self, value: int) -> None:
+        self.buf[8:12] = value.to_bytes(4, "big")
+
+    def set_window(self, value: int) -> None:
+        self.buf[14:16] = value.to_bytes(2, "big")
+
+    def set_checksum(self, value: int) -> None:
+        self.buf[16:18] = value.to_bytes(2, "big")
+
+    def set_urgent(self, value: int) -> None:
+        self.buf[18:20] = value.to_bytes(2, "big")
 
     def check_len(self) -> None:
         super().check_len()
@@ -122,7 +155,8 @@ class Packet(View):
     def payload(self) -> memoryview:
         return self.buf[self.header_len :]
 
-    payload_mut = payload
+    def payload_mut(self) -> memoryview:
+        return self.payload()
 
     def verify_checksum(self, src: bytes, dst: bytes) -> bool:
         return _ck.segment_checksum_ok(self.buf, src, dst, PROTOCOL)

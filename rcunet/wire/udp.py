@@ -7,7 +7,7 @@ from typing import NamedTuple, overload
 
 from rcunet.wire import checksum as _ck
 from rcunet.wire._common import Buffer as Buffer  # re-exported: callers annotate with it
-from rcunet.wire._common import UintField, View, WritableBuffer, truncated, write_into
+from rcunet.wire._common import View, WritableBuffer, truncated, write_into
 from rcunet.wire.errors import WireError
 
 HEADER_LEN = 8
@@ -22,14 +22,33 @@ class Packet(View):
     what = "UDP"
     min_len = HEADER_LEN
 
-    src_port = UintField(0, 2)
-    dst_port = UintField(2, 4)
-    length = UintField(4, 6)
-    checksum = UintField(6, 8)
-    set_src_port = src_port.setter
-    set_dst_port = dst_port.setter
-    set_length = length.setter
-    set_checksum = checksum.setter
+    @property
+    def src_port(self) -> int:
+        return int.from_bytes(self.buf[0:2], "big")
+
+    @property
+    def dst_port(self) -> int:
+        return int.from_bytes(self.buf[2:4], "big")
+
+    @property
+    def length(self) -> int:
+        return int.from_bytes(self.buf[4:6], "big")
+
+    @property
+    def checksum(self) -> int:
+        return int.from_bytes(self.buf[6:8], "big")
+
+    def set_src_port(self, value: int) -> None:
+        self.buf[0:2] = value.to_bytes(2, "big")
+
+    def set_dst_port(self, value: int) -> None:
+        self.buf[2:4] = value.to_bytes(2, "big")
+
+    def set_length(self, value: int) -> None:
+        self.buf[4:6] = value.to_bytes(2, "big")
+
+    def set_checksum(self, value: int) -> None:
+        self.buf[6:8] = value.to_bytes(2, "big")
 
     def check_len(self) -> None:
         super().check_len()
@@ -38,7 +57,8 @@ class Packet(View):
     def payload(self) -> memoryview:
         return self.buf[HEADER_LEN : self.length]
 
-    payload_mut = payload
+    def payload_mut(self) -> memoryview:
+        return self.payload()
 
     def verify_checksum(self, src: bytes, dst: bytes) -> bool:
         """True when the checksum is right (or absent, which IPv4 allows)."""

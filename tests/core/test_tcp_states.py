@@ -42,7 +42,7 @@ from rcunet.core.tcp import (
     TimeWaitEntered,
 )
 from rcunet.core.tcp.connection import ListenAction, listen_action, reset_for
-from rcunet.core.tcp.state import TRANSITIONS
+from rcunet.core.tcp.state import TRANSITIONS, add_transition_probe, remove_transition_probe
 from rcunet.core.tcp.timewait import TimeWait, TwAction, reuse_iss
 
 L1 = ISS_LOCAL + 1
@@ -693,17 +693,39 @@ def test_rst_in_syn_sent_every_variant() -> None:
 
 
 # ====================================================================== coverage of the table
-def test_every_transition_in_the_table_is_exercised(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_transition_in_the_table_is_exercised() -> None:
+    seen: set[tuple[State, State]] = set()
+
+    def record(old: State, new: State) -> None:
+        seen.add((old, new))
+
+    add_transition_probe(record)
+    try:
+        _run_every_transition()
+    finally:
+        remove_transition_probe(record)
+    assert seen == set(TRANSITIONS)
+
+
+def test_a_detached_probe_sees_nothing() -> None:
+    seen: list[tuple[State, State]] = []
+
+    def record(old: State, new: State) -> None:
+        seen.append((old, new))
+
+    add_transition_probe(record)
+    syn_sent()
+    remove_transition_probe(record)
+    assert seen == [(State.CLOSED, State.SYN_SENT)]
+    syn_sent()
+    assert len(seen) == 1
+    with pytest.raises(ValueError):
+        remove_transition_probe(record)
+
+
+def _run_every_transition() -> None:
     from rcunet.core.tcp import syncookies
 
-    seen: set[tuple[State, State]] = set()
-    original = Connection._set_state
-
-    def record(self: Connection, new: State) -> None:
-        seen.add((self.state, new))
-        original(self, new)
-
-    monkeypatch.setattr(Connection, "_set_state", record)
     for state in RST_CASES:
         test_rst_at_rcv_nxt_closes_every_state(state)
     test_syn_sent_synack_establishes()
@@ -720,7 +742,6 @@ def test_every_transition_in_the_table_is_exercised(monkeypatch: pytest.MonkeyPa
                                     now=0)
     assert syncookies.connection_from_ack(seg(seq=6, ack=synack.seq + 1), secret=b"s" * 16,
                                           saddr=b"\1" * 4, daddr=b"\2" * 4, now=0) is not None
-    assert seen == set(TRANSITIONS)
 
 
 # ====================================================================== TIME-WAIT reuse (§3.4)
@@ -816,8 +837,8 @@ def test_zero_window_still_processes_acks() -> None:
 def test_counters_report_deltas_and_reject_unknown_names() -> None:
     conn = established(quickacks_spent=True)
     conn.counters.take()
-    conn.on_segment(seg(payload=b"x"), 0)
-    assert conn.counters.take() == {"TcpInSegs": 1}
+    conn.on_segment(seg(payload=b"x"), 0)  # in order: header prediction takes it
+    assert conn.counters.take() == {"TcpInSegs": 1, "TcpExtTCPHPHits": 1}
     assert conn.counters.take() == {}
     with pytest.raises(KeyError):
         conn.counters.add("NotACounter")

@@ -400,6 +400,18 @@ def test_options_from_tuning_use_linux_sysctl_names() -> None:
     assert opts.rcvbuf == Tuning().tcp_rmem[1] and opts.congestion_control == "cubic"
 
 
+def test_options_take_switches_as_linux_writes_them() -> None:
+    """``sysctl -w net.ipv4.tcp_timestamps=0`` stores an int; a socket option's value is
+    one too: the switch is a bool in Options either way (the compiled build types it)."""
+    from rcunet.tuning import Tuning
+
+    opts = Options.from_tuning(Tuning(tcp_timestamps=0, tcp_sack=1, tcp_window_scaling=0),
+                               nodelay=1, keepalive=0)
+    switches = (opts.timestamps, opts.sack, opts.window_scaling, opts.nodelay, opts.keepalive)
+    assert switches == (False, True, False, True, False)
+    assert all(type(value) is bool for value in switches)
+
+
 def test_paws_tolerates_one_tick_and_reordered_pure_acks_like_linux() -> None:
     conn = established(plain_options(timestamps=True))
     conn.on_segment(seg(payload=b"a", timestamp=(2000, 0)), 0)

@@ -58,6 +58,7 @@ import errno as errnos
 
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.core.tcp import congestion
+from rcunet.core.tcp import state as states
 from rcunet.core.tcp.accecn import EcnMode, synack_combine_saving
 from rcunet.core.tcp.autotune import Autotune, expanded_sndbuf
 from rcunet.core.tcp.buffers import SendQueue
@@ -654,6 +655,8 @@ class Connection:
         if (old, new) not in TRANSITIONS:
             raise AssertionError(f"TCP transition {old} -> {new} is not in the table")
         self.state = new
+        for probe in states.TRANSITION_PROBES:  # one global load: the tuple attached now
+            probe(old, new)
 
     def _on_established(self, now: int) -> None:
         t = self.tcb
@@ -902,7 +905,7 @@ class Connection:
             return
         self.stats.segment_in(len(seg.payload))
         st = self.state
-        if st is ESTABLISHED and self._fast_path(seg, now):
+        if st is ESTABLISHED and self.options.header_prediction and self._fast_path(seg, now):
             self._output(now)  # header prediction took it: no walk of the state machine
             return
         if st is CLOSED:
@@ -928,6 +931,9 @@ class Connection:
         SEG.ACK =< SND.MAX; a payload that fits the window; and no recovery, duplicate
         ACKs, SACK scoreboard, out-of-order queue, pending FIN or close() on our side.  A
         pure ACK that acknowledges nothing new goes the full way (it may be a duplicate).
+
+        Counted as Linux counts it: TcpExtTCPHPAcks when it took a new ACK, TcpExtTCPHPHits
+        when it delivered data.  ``Options.header_prediction=False`` turns it off.
         """
         t = self.tcb
         flags = seg.flags
@@ -953,6 +959,7 @@ class Connection:
             acked = sub(ack, t.snd_una)
             self._ack_advance(seg, now)
             self.sender.grow_cwnd(self, acked, now)
+            self.counters.add("TcpExtTCPHPAcks")  # Linux tcp_ack without FLAG_SLOWPATH
         self._update_send_window(seg, ack)  # SND.UNA =< SEG.ACK: checked above
         if ts is not None:
             self._update_ts_recent(seg, now)
@@ -963,6 +970,7 @@ class Connection:
             self.receiver.measure_rcv_mss(self, len(data))
             self.autotune.rtt_measure(seg, len(data), now)
             self.receiver.deliver_in_order(self, data, bool(flags & PSH), now)
+            self.counters.add("TcpExtTCPHPHits")  # tcp_rcv_established's bulk receiver
         return True
 
     def _input_syn_sent(self, seg: tcp.Repr, now: int) -> None:

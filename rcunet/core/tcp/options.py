@@ -6,7 +6,7 @@ Linux's unless a comment says otherwise.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 MS = 1_000_000
@@ -123,6 +123,10 @@ class Options:
     invalid_ratelimit: int = 500 * MS
     #: Out-of-order queue bound in distinct ranges (its bytes are bounded by the window).
     ofo_max_ranges: int = 256
+    #: Header prediction (Connection._fast_path), an optimisation only: False sends every
+    #: segment the full way, which must put the same segments on the wire (Linux has no
+    #: switch for it; this one is for comparing the two paths).
+    header_prediction: bool = True
 
     @classmethod
     def from_tuning(cls, tuning: object, **overrides: object) -> Options:
@@ -194,6 +198,8 @@ class Options:
             if hasattr(tuning, sysctl):
                 values[name] = int(float(getattr(tuning, sysctl)) * SECOND)
         values.update(overrides)
+        for name in _BOOL_FIELDS.intersection(values):
+            values[name] = bool(values[name])  # a sysctl written as Linux has it: 0 or 1
         options = cls(**values)  # type: ignore[arg-type]
         options.validate()
         return options
@@ -246,3 +252,8 @@ class Options:
             raise ValueError("need 0 < rto_min and 0 < rto_initial <= rto_max")
         if self.delack_max <= 0:
             raise ValueError("delack_max must be > 0")
+
+
+#: The switches: a sysctl or socket option gives them as Linux has them (an int, 0 or 1),
+#: and a compiled Options, whose fields are typed, accepts only a bool.
+_BOOL_FIELDS = frozenset(field.name for field in fields(Options) if field.type in ("bool", bool))

@@ -2,6 +2,9 @@
 
 Rule: every state change goes through ``Connection._set_state``, which checks the pair
 against ``TRANSITIONS`` below; an unlisted pair is a bug in the engine, not bad input.
+It then tells the probes in ``TRANSITION_PROBES`` (Linux's ``inet_sock_set_state``
+tracepoint, which tools such as tcplife attach to): a tracer or a test adds one with
+``add_transition_probe`` and sees every transition of every connection.
 The table is the RFC 9293 Figure 5 diagram plus the arcs RFC 9293 and Linux add
 (RST and ABORT from any synchronized state, timeouts, SYN-RECEIVED -> CLOSED for a reset
 passive open, which the RFC calls "return to LISTEN": the listener lives in the host).
@@ -10,6 +13,7 @@ passive open, which the RFC calls "return to LISTEN": the listener lives in the 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 
 
 class State(enum.Enum):
@@ -79,3 +83,26 @@ TRANSITIONS: dict[tuple[State, State], str] = {
     (S.LAST_ACK, S.CLOSED): "ACK of our FIN, RST, ABORT or timeout",
     (S.TIME_WAIT, S.CLOSED): "2MSL timeout, or RST (RFC 9293; RFC 1337 protection is off)",
 }
+
+
+#: A probe sees ``(old, new)`` after the table accepted the pair.
+TransitionProbe = Callable[[State, State], None]
+#: The probes every ``Connection._set_state`` calls, in order; empty unless someone traces.
+#: Swapped whole (one module-global store) and read once per transition (one global load),
+#: so a transition on another thread runs either the old tuple or the new one.
+TRANSITION_PROBES: tuple[TransitionProbe, ...] = ()
+
+
+def add_transition_probe(probe: TransitionProbe) -> None:
+    """Attach ``probe``.  Attaching and detaching are read-modify-writes of the tuple: do
+    them from one thread at a time (a tracer's set-up, a test), never from a probe."""
+    global TRANSITION_PROBES
+    TRANSITION_PROBES = (*TRANSITION_PROBES, probe)
+
+
+def remove_transition_probe(probe: TransitionProbe) -> None:
+    """Detach ``probe`` (ValueError if it was not attached)."""
+    global TRANSITION_PROBES
+    probes = list(TRANSITION_PROBES)
+    probes.remove(probe)
+    TRANSITION_PROBES = tuple(probes)
