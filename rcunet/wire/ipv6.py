@@ -156,8 +156,11 @@ def _options_len(options: tuple[Option, ...]) -> int:
     return sum(1 if kind == OPT_PAD1 else 2 + len(data) for kind, data in options)
 
 
-def _emit_options(out: bytearray, options: tuple[Option, ...], jumbo_len: int) -> None:
-    """Append the TLVs, then Pad1/PadN up to the next multiple of 8 of the header."""
+def _emit_options(out: bytearray, options: tuple[Option, ...], jumbo_len: int | None) -> None:
+    """Append the TLVs, then Pad1/PadN up to the next multiple of 8 of the header.
+
+    ``jumbo_len`` is None outside the leading Hop-by-Hop header, where a 0xC2 option is
+    no Jumbo Payload (RFC 2675 §2) but an unknown option, carried as it came."""
     pad = -(2 + _options_len(options)) % 8
     if pad:
         options += ((OPT_PAD1, b""),) if pad == 1 else ((OPT_PADN, bytes(pad - 2)),)
@@ -168,7 +171,7 @@ def _emit_options(out: bytearray, options: tuple[Option, ...], jumbo_len: int) -
                 raise WireError("bad-option", "Pad1 carries no data")
             out.append(OPT_PAD1)
             continue
-        if kind == OPT_JUMBO:
+        if kind == OPT_JUMBO and jumbo_len is not None:
             if len(data) != 4:
                 raise WireError("bad-jumbo", f"Jumbo Payload option of {len(data)} bytes")
             data = _U32.pack(jumbo_len)
@@ -300,7 +303,8 @@ def _emit_extensions(
             out += ext.data
             continue
         out += bytes((nxt, 0))
-        _emit_options(out, ext.options, jumbo_len)
+        leading_hbh = index == 0 and isinstance(ext, HopByHop)
+        _emit_options(out, ext.options, jumbo_len if leading_hbh else None)
         units = (len(out) - start) // 8 - 1
         if units > 0xFF:
             raise WireError("too-long", f"options header of {len(out) - start} bytes")
