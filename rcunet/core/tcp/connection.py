@@ -613,6 +613,20 @@ class Connection:
         self.receiver.discard()
         self._enter_closed()
 
+    def _abort_on_data(self, seg: tcp.Repr) -> None:
+        """New data after close() (Linux tcp_rcv_state_process, TCPAbortOnData):
+        tcp_reset ends the connection and its caller answers the segment as if no
+        socket matched it (tcp_v4_send_reset: <SEQ=SEG.ACK><CTL=RST>), not with a
+        reset from our own sequence space."""
+        self.counters.add("TcpExtTCPAbortOnData")
+        rst = reset_for(seg)
+        if rst is not None:
+            self._emit(rst)
+            self.counters.add("TcpOutRsts")
+        self.sender.discard()
+        self.receiver.discard()
+        self._enter_closed()
+
     def time_wait_accepts_syn(self, syn: tcp.Repr) -> bool:
         """May this SYN open a new incarnation while we sit in TIME-WAIT?  The rule is
         ``TimeWait.accepts_syn`` (``core/tcp/timewait.py``), the one the host runs; the
