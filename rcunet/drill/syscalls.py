@@ -381,6 +381,32 @@ class Syscalls:
     # -- data -------------------------------------------------------------------------
     def _send(self, fd: Fd, n: int, flags: int,
               iov: tuple[int, ...] | None = None, to: Any = None) -> Outcome | object:
+        """A send, sendto, sendmsg or write; a blocked call retried as the Host runs
+        counts as a writer waiting for the handshake while the socket is connecting."""
+        blocked = False
+        try:
+            result = self._send_once(fd, n, flags, iov, to)
+            blocked = result is BLOCKED
+            return result
+        finally:
+            self._note_connect_wait(fd, blocked)
+
+    @staticmethod
+    def _note_connect_wait(fd: Fd, blocked: bool) -> None:
+        """The blocked thread of a send waiting for the handshake is one of the socket's
+        ``write_pending`` writers (sk_stream_wait_connect) until it stops waiting; a Fast
+        Open sendto whose SYN took all its data is not (tcp_send_syn_data clears
+        fo->data, so inet_wait_for_connect's writebias is 0)."""
+        waiting = getattr(fd, "_connect_wait", None)
+        if (blocked and waiting is None
+                and getattr(fd, "_send_left", None) is not None):
+            fd._connect_wait = fd.sk.wait_connect_begin()  # type: ignore[attr-defined]
+        elif waiting is not None and (not blocked or waiting.state is not CState.SYN_SENT):
+            fd.sk.wait_connect_end(waiting)
+            fd._connect_wait = None  # type: ignore[attr-defined]
+
+    def _send_once(self, fd: Fd, n: int, flags: int,
+                   iov: tuple[int, ...] | None = None, to: Any = None) -> Outcome | object:
         if flags & ~(LINUX_SYMBOLS["MSG_DONTWAIT"] | LINUX_SYMBOLS["MSG_NOSIGNAL"]
                      | LINUX_SYMBOLS["MSG_MORE"] | LINUX_SYMBOLS["MSG_EOR"]
                      | LINUX_SYMBOLS["MSG_ZEROCOPY"] | LINUX_SYMBOLS["MSG_FASTOPEN"]):

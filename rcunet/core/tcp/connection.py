@@ -93,7 +93,7 @@ from rcunet.core.tcp.common import (
     segment_repr,
 )
 from rcunet.core.tcp.counters import Counters
-from rcunet.core.tcp.delack import DelayedAck
+from rcunet.core.tcp.delack import DELACK_MAX, PINGPONG_THRESH, DelayedAck
 from rcunet.core.tcp.ecnstate import EcnState
 from rcunet.core.tcp.events import (
     Closed,
@@ -149,7 +149,7 @@ class Connection:
         "autotune", "cc", "challenges", "chrono", "stats", "counters", "delack", "ecn", "error",
         "fastopen_active", "fastopen_child", "local_addr", "local_port", "loss", "options",
         "passive", "quiet", "receiver", "remote_addr", "remote_port", "rto", "sender", "state",
-        "syn_data_acked", "tcb", "timers",
+        "syn_data_acked", "tcb", "timers", "write_pending",
         "_closed_reported", "_events", "_now", "_orphaned", "_out", "_peer_ws_offered",
     )
 
@@ -209,6 +209,9 @@ class Connection:
         #: The SYN's data was acknowledged by the SYN-ACK (Linux tp->syn_data_acked:
         #: TCP_INFO's TCPI_OPT_SYN_DATA).
         self.syn_data_acked = False
+        #: Writers blocked until the handshake completes (Linux sk->sk_write_pending,
+        #: counted by sk_stream_wait_connect): the host's socket is the only writer.
+        self.write_pending = 0
 
     @classmethod
     def connect(cls, *, local_port: int, remote_port: int, iss: int, now: int,
@@ -629,6 +632,20 @@ class Connection:
         self.receiver.discard()
         self._enter_closed()
 
+    def _abort_on_data(self, seg: tcp.Repr) -> None:
+        """New data after close() (Linux tcp_rcv_state_process, TCPAbortOnData):
+        tcp_reset ends the connection and its caller answers the segment as if no
+        socket matched it (tcp_v4_send_reset: <SEQ=SEG.ACK><CTL=RST>), not with a
+        reset from our own sequence space."""
+        self.counters.add("TcpExtTCPAbortOnData")
+        rst = reset_for(seg)
+        if rst is not None:
+            self._emit(rst)
+            self.counters.add("TcpOutRsts")
+        self.sender.discard()
+        self.receiver.discard()
+        self._enter_closed()
+
     def time_wait_accepts_syn(self, syn: tcp.Repr) -> bool:
         """May this SYN open a new incarnation while we sit in TIME-WAIT?  The rule is
         ``TimeWait.accepts_syn`` (``core/tcp/timewait.py``), the one the host runs; the
@@ -1017,18 +1034,40 @@ class Connection:
             t.snd_una = seg.ack
             self._set_state(ESTABLISHED)
             self._on_established(now)
+            # whether to save the ACK is decided before the SYN-ACK's own text: Linux
+            # decides after tcp_fastopen_add_skb, whose FIN enters pingpong mode, but its
+            # reader then ACKs the data at once (rcv_nxt - rcv_wup > rcv_mss)
+            save_ack = self._saves_synack_ack()
             self.receiver.process_text_and_fin(self, seg, add(seg.seq, 1), now)
-            # tcp_rcv_synsent_state_process ends with tcp_send_ack: the handshake's ACK goes
-            # at once, even when the SYN-ACK carried data (and a FIN) that would
-            # otherwise wait for the delayed-ACK timer (tcp_fastopen_add_skb)
             if self.state is not CLOSED:
-                self.receiver.ack_at_once()
+                self._ack_synack(save_ack, now)
         else:
             # Simultaneous open: "enter SYN-RECEIVED, form a SYN,ACK segment and send it".
             # Text in the SYN is dropped (the peer retransmits it once synchronized).
             self.ecn.on_crossed_syn(seg)
             self._set_state(SYN_RECEIVED)
             self._send_syn(now)
+
+    def _saves_synack_ack(self) -> bool:
+        """tcp_rcv_synsent_state_process saves the SYN-ACK's ACK when a writer is
+        blocked on the handshake (sk_write_pending) or the connection is interactive
+        (inet_csk_in_pingpong_mode)."""
+        return bool(self.write_pending) or self.delack.pingpong >= PINGPONG_THRESH
+
+    def _ack_synack(self, save_ack: bool, now: int) -> None:
+        """How tcp_rcv_synsent_state_process acknowledges the SYN-ACK.  A saved ACK
+        (``save_ack``) is scheduled in quick-ack mode with the timer at TCP_DELACK_MAX,
+        and the data about to go carries it (its send counts as a reply for pingpong).
+        Otherwise the ACK goes at once, even when the SYN-ACK carried data (and a FIN)
+        that would wait for the delayed-ACK timer (tcp_fastopen_add_skb)."""
+        delack = self.delack
+        delack.lrcvtime = now  # tcp_finish_connect
+        if save_ack:
+            delack.schedule()
+            delack.enter_quickack_mode(self.options)
+            self.timers.delack_at = now + DELACK_MAX
+            return
+        self.receiver.ack_at_once()
 
     def _fastopen_synack(self, seg: tcp.Repr) -> None:
         """Linux tcp_rcv_fastopen_synack: note the SYN-ACK's cookie (only if we sent the

@@ -273,9 +273,7 @@ class Receiver:
             self.ack_now = True
         gap_filled = False
         if data and conn._orphaned:
-            # Linux: new data after close() resets the connection (TCPAbortOnData).
-            self.counters.add("TcpExtTCPAbortOnData")
-            conn._abort(now)
+            conn._abort_on_data(seg)  # new data after close() resets the connection
             return
         if data:
             conn.timers.data_received(now)

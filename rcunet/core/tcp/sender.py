@@ -491,11 +491,14 @@ class Sender:
             room += min(loss.dupacks, 2) * t.snd_mss
         return room
 
-    def try_send(self, conn: Connection, now: int, room: int, force: bool = False) -> bool:
+    def try_send(self, conn: Connection, now: int, room: int, force: bool = False,
+                 push: bool = False) -> bool:
         """Send one segment from SND.NXT if the windows, Nagle and SWS rules allow it.
 
         ``room`` is what congestion control allows (cwnd minus flight, or one SMSS in
-        SACK recovery).  ``force`` overrides SWS/Nagle (persist timer expiry).
+        SACK recovery).  ``force`` overrides SWS/Nagle (a loss probe, persist timer
+        expiry); ``push`` sets PSH whatever the write's marks (tcp_write_wakeup's probe
+        does; a loss probe's new data keeps its skb's flags, tcp_send_loss_probe).
         """
         t = self.tcb
         sacked_limit = (self.skip_sacked(conn) if lt(t.snd_nxt, t.snd_max)
@@ -539,7 +542,7 @@ class Sender:
         off = sub(seq, self.tx_seq)
         payload = self.tx.slice(off, n)
         flags = ACK | (FIN if fin else 0)
-        if n and (force or self.push_marked(add(seq, n))):
+        if n and (push or self.push_marked(add(seq, n))):
             flags |= PSH  # tcp_write_wakeup (the probe timer's send) sets PSH as well
         conn._emit(conn._make(seq, flags, now, payload))
         if n:

@@ -265,7 +265,8 @@ class Timers:
         if not conn.sender.tx and not conn.sender.fin_queued:
             return
         room = sub(add(t.snd_una, t.snd_wnd), t.snd_nxt)
-        if room > 0 and conn.sender.try_send(conn, now, room=t.snd_mss, force=True):
+        if room > 0 and conn.sender.try_send(conn, now, room=t.snd_mss, force=True,
+                                             push=True):
             self.persist_backoff = 0
             return
         o = conn.options

@@ -838,11 +838,14 @@ class TcpSock(SockEntry):
             # compares again under wq, so a stale value costs one retry, never a lost wakeup
             seen = self.wake_seq
             since = self._lock()
+            waiting: Connection | None = None
             try:
                 zc = 0 if not zerocopy else 2 if zc_more or sent else 1
                 sent += self._send_locked(view[sent:], zc, timeout is not None,
                                           iov_after(iov, sent) if iov and sent else iov, more,
                                           eor)
+                if sent < total and timeout != 0.0:
+                    waiting = self.wait_connect_begin_locked()
             except OSError as exc:
                 if not sent:
                     raise
@@ -860,6 +863,36 @@ class TcpSock(SockEntry):
                 if sent:
                     return sent
                 raise
+            finally:
+                if waiting is not None:
+                    self.wait_connect_end(waiting)
+
+    def wait_connect_begin_locked(self) -> Connection | None:
+        """A writer is about to wait for the handshake (sk_stream_wait_connect, and
+        inet_wait_for_connect's writebias for a Fast Open sendto): it counts in the
+        connection's ``write_pending`` until ``wait_connect_end``, so the SYN-ACK's ACK
+        waits for its data.  None when no handshake is under way.  Socket lock held."""
+        conn = self.conn
+        if conn is None or conn.state is not CState.SYN_SENT:
+            return None
+        conn.write_pending += 1
+        return conn
+
+    def wait_connect_begin(self) -> Connection | None:
+        """``wait_connect_begin_locked`` for a caller that does not hold the lock."""
+        since = self._lock()
+        try:
+            return self.wait_connect_begin_locked()
+        finally:
+            self._unlock(since)
+
+    def wait_connect_end(self, conn: Connection) -> None:
+        """The writer counted by ``wait_connect_begin`` stopped waiting."""
+        since = self._lock()
+        try:
+            conn.write_pending -= 1
+        finally:
+            self._unlock(since)
 
     def _hold_err(self, exc: OSError) -> None:
         """A call that had moved data met ``exc``: it returns what it moved, and the next
