@@ -1,6 +1,7 @@
 """Backtick commands through a whitelist: the kernel selftests' and packetdrill's
-``defaults.sh``, ``sysctl`` (onto the Host's ``Tuning`` under Linux's names), and
-``nstat`` (onto the Host's counters).  Anything else makes the script unsupported, with
+``defaults.sh``, ``sysctl`` (onto the Host's ``Tuning`` under Linux's names),
+``nstat`` (onto the Host's counters) and ``ip link set dev IFACE mtu N`` (the Host's
+interface MTU).  Anything else makes the script unsupported, with
 the command named: the engine never runs a shell."""
 
 from __future__ import annotations
@@ -222,9 +223,24 @@ class Commands:
         if words[:3] == ["ip", "tcp_metrics", "flush"]:
             self.host.tcp.fastopen.cache.clear()  # the metrics rcunet keeps: Fast Open's
             return 0
+        if words[:3] == ["ip", "link", "set"]:
+            return self._ip_link_set(line, text, words[3:])
         if name == "tc" or name.startswith("sysctl_restore_"):
             return 0  # no qdisc, a fresh Host per run: nothing to undo
         raise DrillUnsupported(line, f"command `{text}` is not supported")
+
+    def _ip_link_set(self, line: int, text: str, args: list[str]) -> int:
+        """``ip link set [dev] IFACE mtu N``: the Host's interface MTU (Host.set_mtu);
+        status 2 (ip's own) when the interface is unknown or the MTU out of range."""
+        if args[:1] == ["dev"]:
+            args = args[1:]
+        if len(args) != 3 or args[1] != "mtu" or not args[2].isdigit():
+            raise DrillUnsupported(line, f"command `{text}` is not supported")
+        try:
+            self.host.set_mtu(args[0], int(args[2]))
+        except (KeyError, OSError):
+            return 2
+        return 0
 
     def _pipeline(self, line: int, text: str) -> int:
         """``nstat [-n|-s|-a] | grep [-q] PATTERN [| grep [-q] PATTERN ...]``: nstat's

@@ -286,3 +286,15 @@ def test_proc_net_tcp_lists_the_hosts_sockets(pipeline: str, status: str) -> Non
     for family in (4, 6):
         result = _run(PASSIVE + f"+0 `{pipeline}`\n", family)
         assert result[0] == status, result
+
+
+@pytest.mark.parametrize(("command", "status"), [
+    ("ip link set dev tun0 mtu 9000", "pass"), ("ip link set tun0 mtu 9000", "pass"),
+    ("ip link set dev tun0 mtu 67", "fail"), ("ip link set dev tun9 mtu 9000", "fail")])
+def test_ip_link_set_mtu_changes_the_device_mtu(command: str, status: str) -> None:
+    """``ip link set dev tun0 mtu N`` sets the Host's tun0 MTU, so the SYN-ACK advertises
+    N - 40 (IPv4); ip fails (the script with it) on an unknown device or an MTU below a
+    tun's 68."""
+    script = PASSIVE.replace("<mss 1460,", "<mss 8960,")
+    result = _run(f"0 `{command}`\n" + script, 4)
+    assert result[0] == status, result
