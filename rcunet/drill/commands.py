@@ -85,6 +85,7 @@ _TUNING: dict[str, tuple[str, str]] = {
     "net.ipv4.tcp_rto_max_ms": ("tcp_rto_max_ms", "int"),
     "net.ipv4.tcp_rto_min_us": ("tcp_rto_min_us", "int"),
     "net.ipv4.tcp_frto": ("tcp_frto", "int"),
+    "net.ipv4.tcp_slow_start_after_idle": ("tcp_slow_start_after_idle", "bool"),
 }
 
 #: Integer sysctls with Linux's proc_dointvec_minmax bounds: a value outside them is
@@ -101,7 +102,6 @@ _FIXED: dict[str, frozenset[str]] = {
     "net.ipv4.tcp_dsack": frozenset({"1"}),
     "net.ipv4.tcp_fack": frozenset({"0"}),
     "net.ipv4.tcp_reordering": frozenset({"3"}),
-    "net.ipv4.tcp_slow_start_after_idle": frozenset({"0"}),
     "net.ipv4.tcp_tso_win_divisor": frozenset(),
     "net.ipv4.tcp_pacing_ss_ratio": frozenset({"200"}),
     "net.ipv4.tcp_pacing_ca_ratio": frozenset({"120"}),

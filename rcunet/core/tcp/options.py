@@ -78,6 +78,9 @@ class Options:
     #: new data after it, and undoes it (Linux's default 2: the SACK-enhanced version;
     #: any non-zero value enables it, as tcp_enter_loss reads it).  0: every RTO is a loss.
     frto: int = 2
+    #: tcp_slow_start_after_idle: a write after more than an RTO with nothing in flight
+    #: shrinks cwnd toward the initial window (RFC 5681 §4.1; rcunet.core.tcp.idle)
+    slow_start_after_idle: bool = True
     congestion_control: str = "cubic"  #: "reno" (RFC 5681/6582) or "cubic" (RFC 9438)
     initial_cwnd: int = 10  #: segments (RFC 6928; Linux TCP_INIT_CWND)
     rto_initial: int = 1 * SECOND  #: RFC 6298 §2.1 (Linux TCP_TIMEOUT_INIT)
@@ -162,7 +165,8 @@ class Options:
                   "tcp_ecn_fallback": "ecn_fallback", "tcp_ecn_option": "ecn_option",
                   "tcp_ecn_option_beacon": "ecn_option_beacon",
                   "tcp_recovery": "recovery", "tcp_early_retrans": "early_retrans",
-                  "tcp_frto": "frto"}
+                  "tcp_frto": "frto",
+                  "tcp_slow_start_after_idle": "slow_start_after_idle"}
         for sysctl, name in simple.items():
             if hasattr(tuning, sysctl):
                 values[name] = getattr(tuning, sysctl)
