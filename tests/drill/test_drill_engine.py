@@ -298,3 +298,12 @@ def test_ip_link_set_mtu_changes_the_device_mtu(command: str, status: str) -> No
     script = PASSIVE.replace("<mss 1460,", "<mss 8960,")
     result = _run(f"0 `{command}`\n" + script, 4)
     assert result[0] == status, result
+
+
+def test_ip_tos_marks_the_segments_of_an_ipv4_connection() -> None:
+    """IP_TOS on a connected socket: later IPv4 segments carry it, the ECN field left
+    the connection's (__ip_sock_set_tos masks INET_ECN_MASK for a stream socket)."""
+    tail = ("+0 setsockopt(4, SOL_IP, IP_TOS, [0x13], 4) = 0\n+0 write(4, ..., 10) = 10\n"
+            "+0 > (tos {tos}) P. 1:11(10) ack 1 <...>\n")
+    assert _run(PASSIVE + tail.format(tos="0x10"), 4)[0] == "pass"
+    assert _run(PASSIVE + tail.format(tos="0x13"), 4)[0] == "fail"

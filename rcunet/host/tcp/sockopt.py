@@ -22,7 +22,7 @@ from rcunet.core.tcp.window import full_space
 from rcunet.host.sockerr import as_python_error, int_option, oserror, ranged
 from rcunet.host.tcp import errq as tcp_errq
 from rcunet.host.tcp import fastopen_opts as tcp_fastopen
-from rcunet.host.tcp import md5
+from rcunet.host.tcp import ipopts, md5
 from rcunet.host.tcp.info import pack as pack_tcp_info
 from rcunet.host.tcp.info import snapshot as tcp_info_snapshot
 from rcunet.tables.entry import State
@@ -117,6 +117,9 @@ def _setsockopt_locked(sk: TcpSock, level: int, opt: int, value: int | bytes) ->
                 number, TIMEOUT_MIN, DELACK_MAX, "TCP_DELACK_MAX_US")),
         }
     elif level in (_pysocket.IPPROTO_IP, _pysocket.IPPROTO_IPV6):
+        if level == _pysocket.IPPROTO_IP and opt in ipopts.OPTIONS:
+            ipopts.setsockopt(sk, opt, int_option(value))
+            return
         if level == _pysocket.IPPROTO_IPV6 and opt == _pysocket.IPV6_V6ONLY:
             if sk.tb is not None:
                 raise oserror(errno.EINVAL)
@@ -200,6 +203,8 @@ def getsockopt(sk: TcpSock, level: int, opt: int, buflen: int | None = None) -> 
         }
     elif level == _pysocket.IPPROTO_IPV6 and opt == _pysocket.IPV6_V6ONLY:
         return int(sk.v6only)
+    elif level == _pysocket.IPPROTO_IP and opt in ipopts.OPTIONS:
+        getters = {opt: lambda: ipopts.getsockopt(sk, opt)}
     else:
         raise oserror(errno.ENOPROTOOPT)
     getter = getters.get(opt)
@@ -326,6 +331,7 @@ def inherit_from(sk: TcpSock, listener: TcpSock) -> None:
     sk.user_mss, sk.linger = listener.user_mss, listener.linger
     sk.reuseaddr, sk.bound_dev = listener.reuseaddr, listener.bound_dev
     sk.zerocopy = listener.zerocopy
+    sk.tos, sk.pmtudisc, sk.freebind = listener.tos, listener.pmtudisc, listener.freebind
     sk.rto_min, sk.rto_max, sk.delack_max = (
         listener.rto_min, listener.rto_max, listener.delack_max)
 
