@@ -735,7 +735,9 @@ class TcpSock(SockEntry):
     # ------------------------------------------------------------------ bind / listen / connect
     def bind(self, addr: bytes, port: int) -> None:
         w = wire(addr)
-        if addr not in (ANY4, ANY6) and not self.host.ip.is_local(w):
+        # inet_bind / __inet6_bind: a foreign address needs IP_FREEBIND
+        # (inet_addr_valid_or_nonlocal, ipv6_can_nonlocal_bind)
+        if addr not in (ANY4, ANY6) and not self.freebind and not self.host.ip.is_local(w):
             raise oserror(errno.EADDRNOTAVAIL, "cannot assign requested address")
         since = self._lock()
         try:
