@@ -1,8 +1,9 @@
 """Backtick commands through a whitelist: the kernel selftests' and packetdrill's
 ``defaults.sh``, ``sysctl`` (onto the Host's ``Tuning`` under Linux's names),
-``nstat`` (onto the Host's counters) and ``ip link set dev IFACE mtu N`` (the Host's
-interface MTU).  Anything else makes the script unsupported, with
-the command named: the engine never runs a shell."""
+``nstat`` (onto the Host's counters), ``ip link set dev IFACE mtu N`` (the Host's
+interface MTU) and ``ethtool -K IFACE tso off ...`` (offloads rcunet does not have).
+Anything else makes the script unsupported, with the command named: the engine never
+runs a shell."""
 
 from __future__ import annotations
 
@@ -113,6 +114,9 @@ _FIXED: dict[str, frozenset[str]] = {
     "net.ipv4.tcp_min_tso_segs": frozenset(),
 }
 _CC = {"cubic", "reno", "newreno"}
+#: ethtool -K features rcunet's interfaces never have: TCP/generic segmentation
+#: offload, generic/large receive offload (``Commands._ethtool``).
+_OFFLOADS = frozenset({"tso", "gso", "gro", "lro"})
 _REDIRECT = re.compile(r"\s*(?:[12&]?>\s*/dev/null|2>&1)")
 _ARITH = re.compile(r"\$\(\(([^()]*)\)\)")
 
@@ -223,11 +227,28 @@ class Commands:
         if words[:3] == ["ip", "tcp_metrics", "flush"]:
             self.host.tcp.fastopen.cache.clear()  # the metrics rcunet keeps: Fast Open's
             return 0
+        if name == "ethtool":
+            return self._ethtool(line, text, words[1:])
         if words[:3] == ["ip", "link", "set"]:
             return self._ip_link_set(line, text, words[3:])
         if name == "tc" or name.startswith("sysctl_restore_"):
             return 0  # no qdisc, a fresh Host per run: nothing to undo
         raise DrillUnsupported(line, f"command `{text}` is not supported")
+
+    def _ethtool(self, line: int, text: str, args: list[str]) -> int:
+        """``ethtool -K IFACE FEATURE off ...`` for the segmentation offloads: rcunet's
+        interfaces have none (TCP hands IP one MSS-sized segment at a time), so turning
+        them off changes nothing; turning one on, or any other request, is unsupported."""
+        if len(args) < 4 or args[0] != "-K" or len(args) % 2:
+            raise DrillUnsupported(line, f"command `{text}` is not supported")
+        try:
+            self.host.interface(args[1])
+        except KeyError:
+            return 1  # ethtool: no such device
+        pairs = list(zip(args[2::2], args[3::2], strict=True))
+        if any(feature not in _OFFLOADS or state != "off" for feature, state in pairs):
+            raise DrillUnsupported(line, f"command `{text}` is not supported")
+        return 0
 
     def _ip_link_set(self, line: int, text: str, args: list[str]) -> int:
         """``ip link set [dev] IFACE mtu N``: the Host's interface MTU (Host.set_mtu);

@@ -307,3 +307,17 @@ def test_ip_tos_marks_the_segments_of_an_ipv4_connection() -> None:
             "+0 > (tos {tos}) P. 1:11(10) ack 1 <...>\n")
     assert _run(PASSIVE + tail.format(tos="0x10"), 4)[0] == "pass"
     assert _run(PASSIVE + tail.format(tos="0x13"), 4)[0] == "fail"
+
+
+@pytest.mark.parametrize(("command", "status"), [
+    ("ethtool -K tun0 tso off", "pass"),
+    ("ethtool -K tun0 tso off gso off gro off lro off", "pass"),
+    ("ethtool -K tun9 tso off", "fail"),
+    ("ethtool -K tun0 tso on", "unsupported"),
+    ("ethtool -K tun0 rx-checksum off", "unsupported"),
+])
+def test_ethtool_turns_off_offloads_rcunet_does_not_have(command: str, status: str) -> None:
+    """``ethtool -K tun0 tso off ...``: rcunet's interfaces have no segmentation or
+    receive offloads, so switching them off is a no-op; an unknown device fails as
+    ethtool does; anything else is named unsupported."""
+    assert _run(f"0 `{command}`\n" + PASSIVE)[0] == status
