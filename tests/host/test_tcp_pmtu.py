@@ -122,3 +122,30 @@ def test_mtu_discover_out_of_range_is_einval() -> None:
     assert err.value.errno == errno.EINVAL
     assert cli.getsockopt(socket.IPPROTO_IP, IP_MTU_DISCOVER) == IP_PMTUDISC_WANT
     cli.close()
+
+
+@pytest.mark.parametrize("family", [socket.AF_INET, socket.AF_INET6])
+def test_learned_path_mtu_bounds_the_next_child_from_its_first_segment(family: int) -> None:
+    """A path MTU the listener's host learned outlives the connection that learned it:
+    the next child's SYN-ACK still advertises the route's MSS (dst_metric_advmss), but
+    the child sends at most the path's from the start (tcp_v4_syn_recv_sock ->
+    tcp_sync_mss(dst_mtu)), with no fragmentation-needed to wait for."""
+    net, a, r, b, server = _narrow_path(family)
+    srv = listener(b, family, server, 8080)
+    first = start_connect(a, family, server, 8080)
+    child = accept(net, srv)
+    data = bytes(range(251)) * 100
+    assert transfer(net, child, first, data) == data  # b learns the narrow path
+    headers = 40 if family == socket.AF_INET else 60
+    ts = 12 if child._sk.conn.tcb.ts_ok else 0
+    assert child._sk.conn.tcb.snd_mss == NARROW - headers - ts
+    errors_before = r.counters.get("IpFragFails") + r.counters.get("Ip6InTooBigErrors")
+    second = start_connect(a, family, server, 8080)
+    child2 = accept(net, srv)
+    assert second._sk.conn.tcb.snd_mss == 1500 - headers - ts  # advertised: the route's
+    assert child2._sk.conn.tcb.snd_mss == NARROW - headers - ts
+    assert transfer(net, child2, second, data) == data
+    assert r.counters.get("IpFragFails") + r.counters.get("Ip6InTooBigErrors") \
+        == errors_before
+    for s in (first, child, second, child2, srv):
+        s.close()

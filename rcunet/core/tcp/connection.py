@@ -748,7 +748,7 @@ class Connection:
         """Effective send MSS (RFC 9293 §3.7.1), minus the timestamp option Linux reserves."""
         t = self.tcb
         o = self.options
-        mss = min(max(peer_mss, o.min_snd_mss), o.mss)
+        mss = min(max(peer_mss, o.min_snd_mss), o.path_mss or o.mss)
         if t.ts_ok:
             mss -= TS_OPTION_LEN
         if t.md5:

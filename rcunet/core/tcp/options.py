@@ -30,6 +30,10 @@ def jiffies_ns(usecs: int) -> int:
 class Options:
     #: Our MSS: route MTU minus 40 (IPv4) or 60 (IPv6).  Sent in the MSS option.
     mss: int = 1460
+    #: The path's MSS when a learned path MTU is below the route's (0: ``mss``): what
+    #: tcp_sync_mss bounds the send MSS by, while the MSS option still says ``mss``
+    #: (dst_metric_advmss).
+    path_mss: int = 0
     #: Peer MSS assumed when its SYN carries none (RFC 9293 §3.7.1: 536 for IPv4, 1220 for IPv6).
     default_peer_mss: int = 536
     #: Smallest peer MSS honoured (Linux tcp_min_snd_mss; CVE-2019-11479).

@@ -274,18 +274,27 @@ def _set_sndbuf(sk: TcpSock, number: int) -> None:
     sk.sndbuf = max(4608, min(number & 0xFFFFFFFF, sk.host.tuning.wmem_max) * 2)
     sk.sndbuf_locked = True
 
-def conn_options(sk: TcpSock, mss: int, peer: bytes | None = None) -> Options:
+def conn_options(sk: TcpSock, mss: int, peer: bytes | None = None,
+                 path_mss: int = 0) -> Options:
     """Engine settings for a connection of this socket: the host's sysctls
     (``Options.from_tuning``), then the socket options and the route's MSS.  The send
     buffer may grow up to tcp_wmem[2] unless SO_SNDBUF fixed it (tcp_sndbuf_expand), the
     receive buffer up to tcp_rmem[2] (tcp_rcv_space_adjust), and the window scale covers
     tcp_rmem[2], unless SO_RCVBUF fixed the receive buffer (tcp_select_initial_window).
     With a TCP_MD5SIG key for ``peer`` every segment carries the signature
-    (tcp_connect_init, tcp_create_openreq_child: tcp_header_len)."""
+    (tcp_connect_init, tcp_create_openreq_child: tcp_header_len).  ``path_mss``: a
+    learned path MTU's MSS, when below ``mss`` (``Options.path_mss``)."""
     if sk.user_mss:
         mss = min(mss, sk.user_mss)
-    return Options.from_tuning(
-        sk.host.tuning, mss=max(TCP_MIN_MSS, min(mss, 65495)), rcvbuf=sk.rcvbuf,
+    overrides = _conn_overrides(sk, mss, peer)
+    if 0 < path_mss < mss:
+        overrides["path_mss"] = max(TCP_MIN_MSS, path_mss)
+    return Options.from_tuning(sk.host.tuning, **overrides)
+
+def _conn_overrides(sk: TcpSock, mss: int, peer: bytes | None) -> dict[str, Any]:
+    """``conn_options``' overrides of the sysctls."""
+    return dict(
+        mss=max(TCP_MIN_MSS, min(mss, 65495)), rcvbuf=sk.rcvbuf,
         sndbuf=sk.sndbuf,
         sndbuf_max=0 if sk.sndbuf_locked else sk.host.tuning.tcp_wmem[2],
         # SO_RCVBUF also fixes the window clamp at tcp_full_space (tcp_connect_init,
