@@ -103,6 +103,12 @@ class Tuning:
     tcp_notsent_lowat: int = 0xFFFFFFFF
     tcp_rmem: tuple[int, int, int] = (4096, 131072, 6291456)
     tcp_wmem: tuple[int, int, int] = (4096, 16384, 4194304)
+    #: net.ipv4.tcp_shrink_window: with window scaling, let the offered window shrink
+    #: when the receive buffer fills instead of keeping its right edge (Linux 6.5+).
+    tcp_shrink_window: bool = False
+    #: net.ipv4.tcp_rcvbuf_low_rtt (µs): receivers with a smaller RTT grow their buffer
+    #: in proportion to it rather than for a doubling rate.
+    tcp_rcvbuf_low_rtt: int = 1000
     #: Receive-buffer autotuning up to tcp_rmem[2] (Linux tcp_moderate_rcvbuf); sockets
     #: that set SO_RCVBUF keep their size either way.
     tcp_moderate_rcvbuf: bool = True

@@ -70,6 +70,8 @@ _TUNING: dict[str, tuple[str, str]] = {
     "net.ipv4.tcp_max_syn_backlog": ("tcp_max_syn_backlog", "int"),
     "net.ipv4.tcp_max_tw_buckets": ("tcp_max_tw_buckets", "int"),
     "net.ipv4.tcp_moderate_rcvbuf": ("tcp_moderate_rcvbuf", "bool"),
+    "net.ipv4.tcp_shrink_window": ("tcp_shrink_window", "bool"),
+    "net.ipv4.tcp_rcvbuf_low_rtt": ("tcp_rcvbuf_low_rtt", "int"),
     "net.ipv4.tcp_congestion_control": ("tcp_congestion_control", "cc"),
     "net.core.somaxconn": ("somaxconn", "int"),
     "net.core.rmem_max": ("rmem_max", "int"),

@@ -24,6 +24,7 @@ from rcunet.drill.errors import DrillError, DrillFailure, DrillUnsupported
 from rcunet.drill.syscalls import BLOCKED, ERRNO_NAMES, Fd, Outcome, Syscalls, errno_name
 from rcunet.host.clock import VirtualClock
 from rcunet.host.host import Host
+from rcunet.host.tcp import meminfo
 from rcunet.host.tcp.info import snapshot
 from rcunet.wire import tcp_md5
 
@@ -414,6 +415,8 @@ class Runner:
     def code_event(self, event: s.Event, code: s.CodeSpec) -> None:
         sk = self._sut_sock()
         values = snapshot(sk, self.clock.now()) if sk is not None else {}
+        if sk is not None:  # packetdrill's code.c adds getsockopt(SO_MEMINFO) by name
+            values.update(meminfo.snapshot(sk))
         try:
             run_code(event.line, code.text, values)
         except CodeFailure as exc:

@@ -63,7 +63,9 @@ def test_unread_data_holds_the_ack_until_recv() -> None:
 
 
 def test_unread_data_is_acked_by_the_delayed_ack_timer() -> None:
-    conn = established(quickacks_spent=True)
+    """Two segments fill the 2920-byte window of an 8 KB buffer: the window would
+    shrink (__tcp_select_window offers 1460 < rcv_wnd), so the ACK waits for the timer."""
+    conn = established(plain_options(rcvbuf=8192), quickacks_spent=True)
     assert send(conn, seg(payload=bytes(1460))) == []
     assert send(conn, seg(seq=ISS_REMOTE + 1 + 1460, payload=bytes(1460))) == []
     deadline = conn.next_deadline()
@@ -74,16 +76,26 @@ def test_unread_data_is_acked_by_the_delayed_ack_timer() -> None:
 
 
 def test_a_reader_that_keeps_up_acks_every_second_segment() -> None:
-    """RFC 5681 §4.2 with the whole buffer offered: each recv() that finds more than one
-    segment unacknowledged sends the ACK (the input path held it)."""
-    conn = established(quickacks_spent=True)
+    """RFC 5681 §4.2 with a buffer the two segments fill: each recv() that finds more
+    than one segment unacknowledged sends the ACK the input path held (tcp_cleanup_rbuf),
+    offering the window again (kept at 2920: within one MSS of rcv_ssthresh, 3726)."""
+    conn = established(plain_options(rcvbuf=8192), quickacks_spent=True)
     for i in range(3):
         base = ISS_REMOTE + 1 + 2920 * i
         assert send(conn, seg(seq=base, payload=bytes(1460))) == []
         assert send(conn, seg(seq=base + 1460, payload=bytes(1460))) == []
         assert len(conn.recv(4096, 0)) == 2920
         out = conn.take_segments()
-        assert len(out) == 1 and out[0].ack == base + 2920 and out[0].window == 65535
+        assert len(out) == 1 and out[0].ack == base + 2920 and out[0].window == 2920
+
+
+def test_second_full_segment_is_acked_at_once_while_the_window_holds() -> None:
+    """__tcp_ack_snd_check: more than one MSS unacknowledged and a window that would not
+    shrink (the 128 KB buffer has room beyond the 64240 offered): ACKed on arrival."""
+    conn = established(quickacks_spent=True)
+    assert send(conn, seg(payload=bytes(1460))) == []
+    out = send(conn, seg(seq=ISS_REMOTE + 1 + 1460, payload=bytes(1460)))
+    assert len(out) == 1 and out[0].ack == ISS_REMOTE + 1 + 2920
 
 
 def test_blocked_writer_pushes_its_small_segment_despite_nagle() -> None:

@@ -8,19 +8,20 @@ from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.core.tcp.common import MS
 from rcunet.core.tcp.options import Options
 from rcunet.core.tcp.tcb import Tcb
+from rcunet.core.tcp.window import space_from_win
 from rcunet.wire import tcp
 from rcunet.wire.seqnum import add, lt, sub
 
 
 class Autotune:
-    """A connection's buffer autotuning (Linux rcvq_space, rcv_rtt_est, window_clamp):
+    """A connection's buffer autotuning (Linux rcvq_space, rcv_rtt_est):
     the only writer of these fields.  It proposes buffer sizes; the connection, which
     owns the options, applies them."""
 
     # lockfree_read_slots: read by whichever thread holds the socket lock (Connection)
     __slots__ = lockfree_read_slots(
         "tcb", "copied", "rcv_space", "rcv_space_copied", "rcv_space_at", "rcv_rtt",
-        "rcv_rtt_tsecr", "rcv_rtt_seq", "rcv_rtt_at", "window_clamp")
+        "rcv_rtt_tsecr", "rcv_rtt_seq", "rcv_rtt_at")
 
     def __init__(self, tcb: Tcb) -> None:
         self.tcb = tcb
@@ -32,12 +33,10 @@ class Autotune:
         self.rcv_rtt_tsecr: int | None = None  # TSecr of the last timestamp sample
         self.rcv_rtt_seq: int | None = None  # window measurement: ends at this RCV.NXT
         self.rcv_rtt_at = 0
-        self.window_clamp = 0  # tcp_init_buffer_space's clamp on every window (0: none)
 
-    def start(self, now: int, window_clamp: int, rcv_space: int) -> None:
-        """Linux tcp_init_buffer_space at ESTABLISHED: the clamp every later window
-        keeps under, and the first round trip's space (it may bring the initial window)."""
-        self.window_clamp = window_clamp
+    def start(self, now: int, rcv_space: int) -> None:
+        """Linux tcp_init_buffer_space at ESTABLISHED: the first round trip's space (the
+        receiver computes it with the window clamp)."""
         self.rcv_space = rcv_space
         self.rcv_space_copied, self.rcv_space_at = self.copied, now
 
@@ -70,33 +69,48 @@ class Autotune:
         self.rcv_rtt_seq = add(t.rcv_nxt, length + t.rcv_wnd)
         self.rcv_rtt_at = now
 
-    def on_read(self, n: int, options: Options, now: int) -> int:
-        """The application read ``n`` bytes: the receive buffer it should have now
-        (Linux tcp_rcv_space_adjust, "dynamic right-sizing"), or 0 to keep it.
+    def on_read(self, n: int, inq: int, ofo_extent: int, ratio: int, options: Options,
+                now: int) -> int:
+        """The application read ``n`` bytes, ``inq`` stay unread: the receive buffer it
+        should have now (Linux tcp_rcv_space_adjust, "dynamic right-sizing"), or 0 to
+        keep it.
 
-        Once per measured round trip: twice the bytes read in the last round trip plus
-        16 segments, more while the rate still grows (the sender is in slow start), up
-        to ``rcvbuf_max`` and what the window scale can express.
+        Once per measured round trip, the bytes read in it less those still queued
+        become the new receive space; when they exceed the last, tcp_rcvbuf_grow sizes
+        the buffer for twice them ("DRS is always one RTT late") plus the growth: in
+        proportion to the RTT below tcp_rcvbuf_low_rtt, else twice the rate's increase
+        (the sender may double it in slow start), plus what the out-of-order queue
+        already spans (``ofo_extent``), as buffer memory at the measured scaling ratio
+        (tcp_space_from_win), up to tcp_rmem[2] (``rcvbuf_max``; 0: SO_RCVBUF fixed it
+        or tcp_moderate_rcvbuf is off).
         """
         self.copied += n
         started = self.rcv_space_at
         if started is None or not self.rcv_rtt or now - started < self.rcv_rtt:
             return 0
-        copied = self.copied - self.rcv_space_copied
-        space = self.rcv_space
+        copied = self.copied - self.rcv_space_copied - inq
         grown = 0
-        if copied > space:
-            ceiling = min(options.rcvbuf_max, 0xFFFF << self.tcb.rcv_wscale)
-            if ceiling > options.rcvbuf:
-                rcvwin = 2 * copied + 16 * options.mss
-                if space:
-                    rcvwin += 2 * (rcvwin * (copied - space) // space)
-                rcvbuf = min(rcvwin, ceiling)
-                if rcvbuf > options.rcvbuf:
-                    grown = rcvbuf
-            self.rcv_space = copied
+        if copied > self.rcv_space:
+            grown = self.rcvbuf_grow(copied, ofo_extent, ratio, options)
         self.rcv_space_copied, self.rcv_space_at = self.copied, now
         return grown
+
+    def rcvbuf_grow(self, newval: int, ofo_extent: int, ratio: int, options: Options) -> int:
+        """tcp_rcvbuf_grow: record ``newval`` as the receive space; the buffer it asks
+        for if larger than the present one, else 0."""
+        oldval, self.rcv_space = self.rcv_space, newval
+        if not options.rcvbuf_max:
+            return 0
+        rcvwin = newval << 1
+        rtt_us = self.rcv_rtt // 1000
+        low_rtt = options.rcvbuf_low_rtt
+        if rtt_us < low_rtt:
+            grow = rcvwin * rtt_us // low_rtt  # small RTT: no inflation of the buffer
+        else:
+            grow = (rcvwin << 1) * (newval - oldval) // max(oldval, 1)
+        rcvwin += grow + ofo_extent
+        rcvbuf = min(space_from_win(ratio, rcvwin), options.rcvbuf_max)
+        return rcvbuf if rcvbuf > options.rcvbuf else 0
 
 
 def expanded_sndbuf(options: Options, tcb: Tcb, cwnd: int) -> int:

@@ -239,14 +239,20 @@ def _referable(data: Buffer, n: int) -> bool:
 class RecvQueue:
     """In-order received bytes the application has not read: ``append`` one segment's
     payload (kept as given, not copied: the caller leaves those bytes unchanged until
-    they are read or the queue is cleared), ``read`` from the head (always a copy)."""
+    they are read or the queue is cleared), ``read`` from the head (always a copy).
 
-    __slots__ = lockfree_read_slots("_chunks", "_head", "_len")  # as SendQueue's
+    ``rmem`` is the memory the queue holds as Linux charges it (sk_rmem_alloc): each
+    chunk's truesize, given with it, until the chunk is read whole (a partly read skb
+    stays charged)."""
+
+    __slots__ = lockfree_read_slots("_chunks", "_sizes", "_head", "_len", "rmem")  # as SendQueue's
 
     def __init__(self) -> None:
         self._chunks: deque[Buffer] = deque()
+        self._sizes: deque[int] = deque()  # each chunk's truesize
         self._head = 0  # bytes of _chunks[0] already read
         self._len = 0
+        self.rmem = 0
 
     def __len__(self) -> int:
         return self._len
@@ -254,11 +260,20 @@ class RecvQueue:
     def __bool__(self) -> bool:
         return self._len > 0
 
-    def append(self, data: Buffer) -> None:
+    def append(self, data: Buffer, truesize: int = 0) -> None:
+        """Queue ``data``, charging ``truesize`` (at least its length) for it."""
         n = len(data)
         if n:
             self._chunks.append(data)
+            size = max(truesize, n)
+            self._sizes.append(size)
+            self.rmem += size
             self._len += n
+
+    def _pop(self) -> Buffer:
+        """Drop the head chunk (read whole) and its charge."""
+        self.rmem -= self._sizes.popleft()
+        return self._chunks.popleft()
 
     def read(self, n: int) -> bytes:
         """Up to ``n`` bytes from the head, copied once into new ``bytes`` (a whole unread
@@ -272,13 +287,13 @@ class RecvQueue:
         avail = len(first) - head
         if n <= avail:
             if head == 0 and n == avail:
-                out = bytes(chunks.popleft())  # bytes(bytes) is the same object: no copy
+                out = bytes(self._pop())  # bytes(bytes) is the same object: no copy
                 self._head = 0
             else:
                 with memoryview(first) as view:
                     out = bytes(view[head : head + n])
                 if n == avail:
-                    chunks.popleft()
+                    self._pop()
                     self._head = 0
                 else:
                     self._head = head + n
@@ -291,7 +306,7 @@ class RecvQueue:
             avail = len(chunk) - head
             if avail <= need:
                 pieces.append(memoryview(chunk)[head:] if head else chunk)
-                chunks.popleft()
+                self._pop()
                 need -= avail
                 head = 0
             else:
@@ -318,5 +333,7 @@ class RecvQueue:
 
     def clear(self) -> None:
         self._chunks.clear()
+        self._sizes.clear()
         self._head = 0
         self._len = 0
+        self.rmem = 0

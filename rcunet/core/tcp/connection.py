@@ -126,7 +126,7 @@ from rcunet.core.tcp.stats import TrafficStats
 from rcunet.core.tcp.tcb import Tcb
 from rcunet.core.tcp.timers import Timers
 from rcunet.core.tcp.timewait import TimeWait, reuse_iss
-from rcunet.core.tcp.window import TS_OPTION_BYTES, buffer_space_clamp, initial_window
+from rcunet.core.tcp.window import TS_OPTION_BYTES, initial_window
 from rcunet.wire import tcp
 from rcunet.wire.seqnum import add, ge, gt, le, lt, sub
 
@@ -321,6 +321,7 @@ class Connection:
         t.sack_ok = sack_ok and opts.sack
         conn._set_mss(mss)
         t.rcv_adv = add(t.rcv_nxt, conn._syn_window())  # what the SYN,ACK offered
+        conn.receiver.offer_first_window(conn, conn._syn_window())
         t.snd_wl1, t.snd_wl2 = add(ack.seq, -1), ack.ack
         conn._set_state(ESTABLISHED)
         conn._on_established(now)
@@ -444,10 +445,13 @@ class Connection:
             raise OSError(errnos.EINVAL, "negative recv size")
         if self.receiver.rx and max_bytes:
             data = self.receiver.read(max_bytes)
-            rcvbuf = self.autotune.on_read(len(data), self.options, now)
+            receiver = self.receiver
+            rcvbuf = self.autotune.on_read(len(data), len(receiver.rx), receiver.ofo_extent(),
+                                           receiver.scaling_ratio, self.options, now)
             if rcvbuf:  # the window, its update test and the backlog limit follow it
                 self.options = self.options.with_rcvbuf(rcvbuf)
-            self.receiver.maybe_window_update(self)
+                self.receiver.rcvbuf_grown(rcvbuf)
+            self.receiver.maybe_window_update(self, len(data))
             if self.receiver.ack_now:  # reading changes nothing on the send side: only an ACK
                 self._output(now)
             else:
@@ -556,6 +560,20 @@ class Connection:
         self._now = now
         if self.state is not CLOSED:
             self._fail(err)
+
+    def set_buffers(self, now: int, rcvbuf: int | None = None,
+                    sndbuf: int | None = None) -> None:
+        """SO_RCVBUF / SO_SNDBUF on a live connection: Linux's sock_setsockopt changes
+        sk_rcvbuf / sk_sndbuf at once and stops their autotuning (SOCK_RCVBUF_LOCK,
+        SOCK_SNDBUF_LOCK).  The window clamp stays as it is; the windows that follow are
+        computed from the new buffer (and never shrink, tcp_select_window)."""
+        self._now = now
+        changes: dict[str, int] = {}
+        if rcvbuf is not None:
+            changes.update(rcvbuf=rcvbuf, rcvbuf_max=0)
+        if sndbuf is not None:
+            changes.update(sndbuf=sndbuf, sndbuf_max=0)
+        self.options = dataclasses.replace(self.options, **changes)  # type: ignore[arg-type]
 
     def update_options(self, now: int, push: bool = False, **changes: object) -> None:
         """setsockopt(): TCP_NODELAY, SO_KEEPALIVE, TCP_KEEPIDLE/INTVL/CNT, timeouts...
@@ -676,8 +694,7 @@ class Connection:
         sndbuf = expanded_sndbuf(o, t, self.cc.cwnd)
         if sndbuf:
             self.options = o = o.with_sndbuf(sndbuf)
-        self.autotune.start(now, buffer_space_clamp(o.rcvbuf, o.window_clamp, o.mss),
-                            min(self._syn_window(), o.initial_cwnd * o.mss))
+        self.autotune.start(now, self.receiver.init_buffer_space(self))
         self._events.append(Established())
         if self.sender.fin_queued:
             self._set_state(FIN_WAIT_1)
@@ -743,6 +760,7 @@ class Connection:
         t.max_snd_wnd = max(t.max_snd_wnd, t.snd_wnd)
         t.snd_wl1, t.snd_wl2 = seg.seq, seg.ack
         t.rcv_adv = add(t.rcv_nxt, self._syn_window())
+        self.receiver.offer_first_window(self, self._syn_window())
 
     def _set_mss(self, peer_mss: int) -> None:
         """Effective send MSS (RFC 9293 §3.7.1), minus the timestamp option Linux reserves."""
@@ -962,7 +980,7 @@ class Connection:
             if self.ecn.mode is not EcnMode.DISABLED:
                 self._ecn_input(seg)
             data = memoryview(payload)
-            t.rcv_mss = max(t.rcv_mss, min(len(data), self.options.mss))
+            self.receiver.measure_rcv_mss(self, len(data))
             self.autotune.rtt_measure(seg, len(data), now)
             self.receiver.deliver_in_order(self, data, bool(flags & PSH), now)
         return True

@@ -50,6 +50,14 @@ class Options:
     #: Linux tp->window_clamp: the most any window we offer may be, 0 for none.  SO_RCVBUF
     #: sets it to tcp_full_space of the fixed buffer (rcunet.core.tcp.window).
     window_clamp: int = 0
+    #: tcp_rcvbuf_low_rtt (µs): below this receiver RTT autotuning grows the buffer in
+    #: proportion to the RTT instead of doubling the rate (tcp_rcvbuf_grow)
+    rcvbuf_low_rtt: int = 1000
+    #: tcp_rmem[2] whatever the socket set: the bound tcp_grow_window compares against.
+    rmem_limit: int = 6291456
+    #: tcp_shrink_window: with a window scale in use, the offered window may shrink when
+    #: the buffer fills (Linux 6.5+, __tcp_select_window); off, it never shrinks.
+    shrink_window: bool = False
     sndbuf: int = 65536  #: send buffer: bytes ``send`` accepts before refusing more
     #: Send-buffer autotuning ceiling (Linux tcp_wmem[2]): at ESTABLISHED the buffer grows
     #: to two initial windows of full segments, as tcp_sndbuf_expand does.  0: the buffer
@@ -170,6 +178,8 @@ class Options:
                   "tcp_ecn_option_beacon": "ecn_option_beacon",
                   "tcp_recovery": "recovery", "tcp_early_retrans": "early_retrans",
                   "tcp_frto": "frto",
+                  "tcp_shrink_window": "shrink_window",
+                  "tcp_rcvbuf_low_rtt": "rcvbuf_low_rtt",
                   "tcp_slow_start_after_idle": "slow_start_after_idle"}
         for sysctl, name in simple.items():
             if hasattr(tuning, sysctl):
@@ -177,6 +187,7 @@ class Options:
         if hasattr(tuning, "tcp_rmem"):
             values["rcvbuf"] = int(tuning.tcp_rmem[1])
             values["wscale_space"] = int(tuning.tcp_rmem[2])
+            values["rmem_limit"] = int(tuning.tcp_rmem[2])
             if getattr(tuning, "tcp_moderate_rcvbuf", True):
                 values["rcvbuf_max"] = int(tuning.tcp_rmem[2])
         if hasattr(tuning, "tcp_wmem"):

@@ -1,7 +1,8 @@
 """The receiving half of a connection (RFC 9293 §3.10.7.4 steps one and seven/eight:
-the window test, segment text and the FIN; RFC 9293 §3.8.6.2.2 receiver SWS avoidance;
-RFC 2018 / 2883 SACK and D-SACK blocks): the receive queue, the out-of-order queue,
-RCV.NXT's advance, the window we offer and when an ACK is owed.  ``Receiver`` is the
+the window test, segment text and the FIN; RFC 2018 / 2883 SACK and D-SACK blocks): the
+receive queue, the out-of-order queue, RCV.NXT's advance, the window we offer (Linux's
+tcp_select_window arithmetic, rcunet.core.tcp.window, which also avoids the silly window
+syndrome of RFC 9293 §3.8.6.2.2) and when an ACK is owed.  ``Receiver`` is the
 only writer of its fields; its ``DelayedAck`` decides the ACK's timing and
 ``Autotune`` the buffer's growth."""
 
@@ -31,6 +32,19 @@ from rcunet.core.tcp.options import Options
 from rcunet.core.tcp.reassembly import Assembler
 from rcunet.core.tcp.sack import ReceiverBlocks
 from rcunet.core.tcp.tcb import Tcb
+from rcunet.core.tcp.window import (
+    DEFAULT_SCALING_RATIO,
+    MAX_WSCALE,
+    MIN_WINDOW_CLAMP,
+    PAGE_SIZE,
+    SKB_EMPTY_TRUESIZE,
+    buffer_space_clamp,
+    grow_increment,
+    measured_ratio,
+    rx_truesize,
+    select_window,
+    win_from_space,
+)
 from rcunet.wire import tcp
 from rcunet.wire.seqnum import add, lt, sub
 
@@ -47,7 +61,8 @@ class Receiver:
     __slots__ = lockfree_read_slots(
         "tcb", "counters", "delack", "autotune",
         "rx", "ofo", "rx_blocks", "fin_offset", "dsack", "rcv_unacked", "ack_now",
-        "bytes_received", "rcv_ooopack")
+        "bytes_received", "rcv_ooopack",
+        "ofo_rmem", "scaling_ratio", "window_clamp", "rcv_ssthresh")
 
     def __init__(self, tcb: Tcb, counters: Counters, delack: DelayedAck, autotune: Autotune,
                  ofo_max_ranges: int) -> None:
@@ -64,6 +79,14 @@ class Receiver:
         self.ack_now = False  # an ACK goes out with this engine call's output
         self.bytes_received = 0  # tp->bytes_received (TCP_INFO)
         self.rcv_ooopack = 0  # tp->rcv_ooopack: segments queued out of order (TCP_INFO)
+        # Linux's receive-window state (rcunet.core.tcp.window): the truesize the
+        # out-of-order queue holds (the receive queue keeps its own, ``rx.rmem``),
+        # payload over truesize as last measured, the most any window may be, and the
+        # window's slow-start threshold (tp->rcv_ssthresh)
+        self.ofo_rmem = 0
+        self.scaling_ratio = DEFAULT_SCALING_RATIO
+        self.window_clamp = 0
+        self.rcv_ssthresh = 0
 
     # ------------------------------------------------------------ ACKs
     def ack_at_once(self) -> None:
@@ -108,18 +131,103 @@ class Receiver:
 
     def take_syn_data(self, conn: Connection, data: bytes) -> None:
         """tcp_fastopen_create_child: a SYN's data joins the receive queue and RCV.NXT
-        moves past it."""
-        self.rx.append(memoryview(data))
+        moves past it, and the window's left edge with it (rcv_wup = rcv_nxt): the
+        SYN,ACK acknowledges the data and offers its whole window beyond it."""
+        self.rx.append(memoryview(data), rx_truesize(len(data)))
         self.advance_rcv(len(data))
+        t = self.tcb
+        t.rcv_adv = add(t.rcv_adv, len(data))
 
     def drop_out_of_order(self) -> None:
         """Nobody will read what arrived beyond a hole (close(), CLOSED)."""
         self.ofo.clear()
+        self.ofo_rmem = 0
 
     def discard(self) -> None:
         """The connection is reset: nothing queued will be read."""
         self.rx.clear()
         self.ofo.clear()
+        self.ofo_rmem = 0
+
+    # ------------------------------------------------------------ buffer and window
+    @property
+    def rmem(self) -> int:
+        """sk_rmem_alloc: the truesize of every segment held, in order or not."""
+        return self.rx.rmem + self.ofo_rmem
+
+    def offer_first_window(self, conn: Connection, window: int) -> None:
+        """tcp_select_initial_window's clamp and rcv_ssthresh for the window of our SYN
+        or SYN,ACK: the socket's clamp (SO_RCVBUF, TCP_WINDOW_CLAMP; else the largest),
+        no more than the window scale can express."""
+        clamp = conn.options.window_clamp or 0xFFFF << MAX_WSCALE
+        self.window_clamp = min(clamp, 0xFFFF << self.tcb.rcv_wscale)
+        self.rcv_ssthresh = window
+
+    def init_buffer_space(self, conn: Connection) -> int:
+        """tcp_init_buffer_space at ESTABLISHED: the clamp keeps one segment of the full
+        space in reserve, rcv_ssthresh stays under it.  Returns the first round trip's
+        receive space for autotuning (rcvq_space.space)."""
+        o = conn.options
+        maxwin = win_from_space(self.scaling_ratio, o.rcvbuf)
+        self.window_clamp = buffer_space_clamp(maxwin, self.window_clamp, o.mss)
+        self.rcv_ssthresh = min(self.rcv_ssthresh, self.window_clamp)
+        return min(self.rcv_ssthresh, self.tcb.offered_window, o.initial_cwnd * o.mss)
+
+    def set_window_clamp(self, value: int) -> None:
+        """tcp_set_window_clamp: a lower clamp pulls rcv_ssthresh down with it
+        (__tcp_adjust_rcv_ssthresh); a higher one lets it rise to the window offered."""
+        old, new = self.window_clamp, max(MIN_WINDOW_CLAMP, value)
+        if new == old:
+            return
+        self.window_clamp = new
+        if new < old:
+            self.rcv_ssthresh = min(self.rcv_ssthresh, new)
+        else:
+            self.rcv_ssthresh = max(min(self.tcb.offered_window, new), self.rcv_ssthresh)
+
+    def ofo_extent(self) -> int:
+        """Bytes from RCV.NXT to the end of the out-of-order queue (0: empty)."""
+        return max((end for _, end in self.ofo.ranges()), default=0)
+
+    def rcvbuf_grown(self, rcvbuf: int) -> None:
+        """tcp_rcvbuf_grow: autotuning grew the buffer; the clamp follows it."""
+        self.window_clamp = win_from_space(self.scaling_ratio, rcvbuf)
+
+    def measure_rcv_mss(self, conn: Connection, length: int) -> None:
+        """tcp_measure_rcv_mss: a segment at least as large as the estimate and not
+        equal to it re-measures the scaling ratio from its truesize; a new ratio moves the
+        clamp to the full space at that ratio.  Then the estimate grows to the segment."""
+        t = self.tcb
+        if length >= t.rcv_mss and length != t.rcv_mss:
+            ratio = measured_ratio(length, rx_truesize(length))
+            if ratio != self.scaling_ratio:
+                self.scaling_ratio = ratio
+                self.set_window_clamp(win_from_space(ratio, conn.options.rcvbuf))
+        t.rcv_mss = max(t.rcv_mss, min(length, conn.options.mss))
+
+    def grow_window(self, conn: Connection, length: int, truesize: int) -> None:
+        """tcp_grow_window: raise rcv_ssthresh for a segment received, within the room
+        the clamp and the free space leave."""
+        o = conn.options
+        room = min(self.window_clamp, self.space(conn)) - self.rcv_ssthresh
+        if room <= 0:
+            return
+        incr = grow_increment(self.scaling_ratio, length, truesize, self.rcv_ssthresh,
+                              o.rmem_limit, o.mss, self.tcb.rcv_mss)
+        if incr:
+            self.rcv_ssthresh += min(room, incr)
+
+    def space(self, conn: Connection) -> int:
+        """tcp_space: the buffer's free memory as window bytes (negative when over)."""
+        return win_from_space(self.scaling_ratio, conn.options.rcvbuf - self.rmem)
+
+    def select_window(self, conn: Connection) -> int:
+        """__tcp_select_window for this connection now."""
+        t = self.tcb
+        o = conn.options
+        return select_window(self.space(conn), win_from_space(self.scaling_ratio, o.rcvbuf),
+                             self.window_clamp, self.rcv_ssthresh, t.offered_window,
+                             t.rcv_mss, t.rcv_wscale, o.shrink_window)
 
     # ------------------------------------------------------------ segments
     def process_text_and_fin(self, conn: Connection, seg: tcp.Repr, seq: int, now: int) -> None:
@@ -158,7 +266,7 @@ class Receiver:
             data = data[: max(0, wnd - off)]
             fin = False
             self.ack_now = True
-        if off == 0 and (data or fin) and len(self.rx) > conn.options.rcvbuf:
+        if off == 0 and (data or fin) and self.rmem > conn.options.rcvbuf:
             # tcp_data_queue: tcp_try_rmem_schedule fails (the queue is over SO_RCVBUF),
             # the segment is still taken into an empty queue or if it is a bare FIN, and
             # the ACK goes out at once (ICSK_ACK_NOMEM | ICSK_ACK_NOW)
@@ -171,7 +279,7 @@ class Receiver:
             return
         if data:
             conn.timers.data_received(now)
-            t.rcv_mss = max(t.rcv_mss, min(len(data), conn.options.mss))
+            self.measure_rcv_mss(conn, len(data))
             if off == 0:
                 self.autotune.rtt_measure(seg, len(data), now)
                 gap_filled = self.deliver_in_order(conn, data, bool(seg.flags & PSH), now)
@@ -192,13 +300,15 @@ class Receiver:
         if had_holes:
             self.dsack_ofo_overlap(conn, len(data))
         self.delack.data_received(len(data), psh, conn.options, now)
-        self.rx.append(data)
         n = len(data)
+        truesize = rx_truesize(n)
+        self.rx.append(data, truesize)
         self.advance_rcv(n)
         while (chunk := self.ofo.pop_front()) is not None:
-            self.rx.append(chunk)
-            self.advance_rcv(len(chunk))
+            self.take_from_ofo(chunk)
             n += len(chunk)
+        if len(data) >= 128:  # tcp_event_data_recv
+            self.grow_window(conn, len(data), _adjusted(truesize, len(data)))
         conn._events.append(DataReceived(n))
         self.rcv_unacked += n
         if had_holes:
@@ -229,7 +339,17 @@ class Receiver:
         ACK (``maybe_window_update``), or the delayed-ACK timer does.  ``fin``: 1 when a
         FIN just arrived, whose sequence number counts (rcv_nxt - rcv_wup)."""
         return (self.rcv_unacked + fin > self.tcb.rcv_mss
-                and self.free_window(conn) >= self.tcb.offered_window)
+                and self.select_window(conn) >= self.tcb.offered_window)
+
+    def take_from_ofo(self, chunk: bytes) -> None:
+        """A range of the out-of-order queue joins the receive queue, with its charge
+        (the queue's own charge in full once it is empty)."""
+        size = min(rx_truesize(len(chunk)), self.ofo_rmem)
+        if not len(self.ofo):
+            size = self.ofo_rmem
+        self.ofo_rmem -= size
+        self.rx.append(chunk, size)
+        self.advance_rcv(len(chunk))
 
     def advance_rcv(self, n: int) -> None:
         t = self.tcb
@@ -241,7 +361,12 @@ class Receiver:
             self.fin_offset -= n
 
     def queue_out_of_order(self, conn: Connection, off: int, data: memoryview) -> None:
+        truesize = rx_truesize(len(data))
+        if self.tcb.sack_ok:  # tcp_data_queue_ofo: grown before the charge, SACK only
+            self.grow_window(conn, len(data), truesize)
         added = self.ofo.add(off, data)
+        if added:
+            self.ofo_rmem += truesize
         self.delack.schedule()  # tcp_data_queue_ofo: inet_csk_schedule_ack
         if added is None:
             self.counters.add("TcpExtTCPOFODrop")
@@ -284,7 +409,7 @@ class Receiver:
             # out-of-order queue: ICSK_ACK_NOW), more than one full segment is
             # unacknowledged, or tcp_data_queue found the queue over SO_RCVBUF
             at_once = (gap_filled or self.full_segments_unacked(conn, fin=1)
-                       or len(self.rx) > conn.options.rcvbuf)
+                       or self.rmem > conn.options.rcvbuf)
             self.ack_now = self.delack.fin_in_established(at_once, conn.options, now)
             return
         self.ack_now = True  # FIN-WAIT-1/2: tcp_fin sends the ACK at once (tcp_send_ack)
@@ -330,55 +455,54 @@ class Receiver:
         off = sub(seq, self.tcb.rcv_nxt)
         return 0 <= off < wnd
 
-    def maybe_window_update(self, conn: Connection) -> None:
-        """After recv(): ACK at once when an ACK is due and more than one segment is
-        unacknowledged (the input path held it while nobody read), or when the window at
-        least doubles (Linux __tcp_cleanup_rbuf)."""
+    def maybe_window_update(self, conn: Connection, copied: int) -> None:
+        """__tcp_cleanup_rbuf after recv() copied ``copied`` bytes: ACK at once when an
+        ACK is due and more than one segment is unacknowledged (the input path held it
+        while nobody read), or when the read emptied the queue of a pushed short segment;
+        else only when the window we would offer now is at least twice what is left of
+        the one offered, and only while that left part is at most half the clamp."""
         t = self.tcb
         if not conn.state.receives_data:
             return
         if (conn.timers.delack_at is not None and self.rcv_unacked > t.rcv_mss
-                or self.delack.read_wants_ack(not self.rx)):
+                or copied > 0 and self.delack.read_wants_ack(not self.rmem)):
             self.ack_now = True
             return
-        now_wnd = t.rcv_wnd
-        cap = self.window_cap(conn)
-        if 2 * now_wnd <= cap:
-            new_wnd = (self.free_window(conn) >> t.rcv_wscale) << t.rcv_wscale
+        if copied <= 0:
+            return
+        now_wnd = t.rcv_wnd  # tcp_receive_window
+        if 2 * now_wnd <= self.window_clamp:
+            new_wnd = self.select_window(conn)
             if new_wnd and new_wnd >= 2 * now_wnd:
                 self.ack_now = True
 
-    def window_cap(self, conn: Connection) -> int:
-        """The most any window may be: the buffer, what the scale can express, and the
-        window clamp (Linux __tcp_select_window: min(window_clamp, tcp_full_space))."""
-        cap = min(conn.options.rcvbuf, 0xFFFF << self.tcb.rcv_wscale)
-        clamp = self.autotune.window_clamp
-        return min(cap, clamp) if clamp else cap
-
-    def free_window(self, conn: Connection) -> int:
-        """The window the buffer allows now (Linux __tcp_select_window before rounding):
-        the buffer's free bytes, within the clamp."""
-        free = max(0, min(conn.options.rcvbuf, 0xFFFF << self.tcb.rcv_wscale) - len(self.rx))
-        clamp = self.autotune.window_clamp
-        return min(free, clamp) if clamp else free
-
     def window_field(self, conn: Connection) -> int:
-        """The 16-bit window to advertise, with receiver SWS avoidance (RFC 9293 §3.8.6.2.2).
-
-        The right edge never moves left except by scaling granularity (RFC 7323 §2.4);
-        it moves right only by at least min(buffer/2, MSS).
-        """
+        """tcp_select_window: the 16-bit window the next segment carries.  A window below
+        what is left of the last one offered is not offered (the right edge never moves
+        left) unless tcp_shrink_window allows it with a window scale in use."""
         t = self.tcb
         ws = t.rcv_wscale
-        cap = self.window_cap(conn)
-        free = self.free_window(conn)
-        cur = t.rcv_wnd
-        if free - cur < min(cap // 2, t.rcv_mss):
-            field = cur >> ws
-        else:
-            field = free >> ws
-        field = min(field, 0xFFFF)
-        edge = add(t.rcv_nxt, field << ws)
-        if lt(t.rcv_adv, edge):
-            t.rcv_adv = edge
+        cur = t.rcv_wnd  # tcp_receive_window
+        new = self.select_window(conn)
+        if new < cur and not (conn.options.shrink_window and ws):
+            if new == 0:
+                self.counters.add("TcpExtTCPWantZeroWindowAdv")
+            new = -(-cur >> ws) << ws  # ALIGN(cur_win, 1 << rcv_wscale)
+        old = t.offered_window
+        new = min(new, 0xFFFF << ws)
+        t.rcv_adv = add(t.rcv_nxt, new)  # tp->rcv_wnd = new_win; tp->rcv_wup = rcv_nxt
+        field = new >> ws
+        if field == 0:
+            if old:
+                self.counters.add("TcpExtTCPToZeroWindowAdv")
+        elif old == 0:
+            self.counters.add("TcpExtTCPFromZeroWindowAdv")
         return field
+
+
+def _adjusted(truesize: int, length: int) -> int:
+    """truesize_adjust for an in-order segment: one whose payload is all in page chunks
+    (no linear data once the headers are pulled) is not charged its empty head."""
+    if truesize > PAGE_SIZE and truesize - SKB_EMPTY_TRUESIZE >= length:
+        return truesize - SKB_EMPTY_TRUESIZE
+    return truesize

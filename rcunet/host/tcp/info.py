@@ -153,6 +153,7 @@ def snapshot(sk: TcpSock, now: int) -> dict[str, int]:
         "reordering": loss.reordering,
         "rcv_rtt": _us(conn.autotune.rcv_rtt),
         "rcv_space": conn._rcv_space,
+        "rcv_ssthresh": conn.receiver.rcv_ssthresh,
         "total_retrans": loss.total_retrans,
         "pacing_rate": pacing_rate(mss, cwnd, ssthresh, packets_out, _us(srtt)),
         "max_pacing_rate": NO_PACING_LIMIT,
@@ -171,7 +172,7 @@ def snapshot(sk: TcpSock, now: int) -> dict[str, int]:
         "reord_seen": loss.reord_seen,
         "rcv_ooopack": conn.receiver.rcv_ooopack,
         "snd_wnd": t.snd_wnd,
-        "rcv_wnd": t.rcv_wnd,
+        "rcv_wnd": t.offered_window,  # tp->rcv_wnd: what our last ACK offered
         "rehash": loss.timeout_rehash,  # rcunet has no PLB: only RTO rehashes
         "total_rto": loss.total_rto,
         "total_rto_recoveries": loss.total_rto_recoveries,

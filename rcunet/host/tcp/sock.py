@@ -435,6 +435,15 @@ class TcpSock(SockEntry):
         self.engine(partial(conn.update_options, **sockopt.live_options(self)), self.host.now(),
                     push)
 
+    def update_buffers_locked(self, receive: bool) -> None:
+        """SO_RCVBUF (``receive``) or SO_SNDBUF reached a live connection: the engine
+        takes the new size (``Connection.set_buffers``).  Socket lock held."""
+        conn = self.conn
+        if conn is None or conn.state is CState.CLOSED:
+            return
+        sizes = {"rcvbuf": self.rcvbuf} if receive else {"sndbuf": self.sndbuf}
+        self.engine(partial(conn.set_buffers, **sizes), self.host.now())
+
     def disconnect(self) -> None:
         """connect(AF_UNSPEC) on a connection, Linux tcp_disconnect: the engine drops the
         connection (RST where due); the teardown after the unlock unhashes it and frees

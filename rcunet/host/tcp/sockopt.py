@@ -23,6 +23,7 @@ from rcunet.host.sockerr import as_python_error, int_option, oserror, ranged
 from rcunet.host.tcp import errq as tcp_errq
 from rcunet.host.tcp import fastopen_opts as tcp_fastopen
 from rcunet.host.tcp import ipopts, md5
+from rcunet.host.tcp import meminfo as tcp_meminfo
 from rcunet.host.tcp.info import pack as pack_tcp_info
 from rcunet.host.tcp.info import snapshot as tcp_info_snapshot
 from rcunet.tables.entry import State
@@ -50,6 +51,7 @@ TCP_RTO_MAX_MS, TCP_RTO_MIN_US, TCP_DELACK_MAX_US = 44, 45, 46
 RTO_MAX, RTO_MAX_MIN = 120 * SECOND, 1 * SECOND
 #: The one SOL_SOCKET option a live connection's engine reads (``live_options``).
 _SO_KEEPALIVE = (SOL_SOCKET, _pysocket.SO_KEEPALIVE)
+_BUFFERS = (_pysocket.SO_RCVBUF, _pysocket.SO_SNDBUF)
 _LINGER = struct.Struct("ii")
 #: Linux's TCP_MIN_MSS and the user MSS ceiling (MAX_TCP_WINDOW).
 TCP_MIN_MSS, TCP_MAX_USER_MSS = 88, 32767
@@ -60,6 +62,8 @@ def setsockopt(sk: TcpSock, level: int, opt: int, value: int | bytes) -> None:
     since = sk._lock()
     try:
         _setsockopt_locked(sk, level, opt, value)
+        if sk.conn is not None and level == SOL_SOCKET and opt in _BUFFERS:
+            sk.update_buffers_locked(opt == _pysocket.SO_RCVBUF)
         if sk.conn is not None and (level == SOL_TCP or (level, opt) == _SO_KEEPALIVE):
             # what live_options carries; TCP_NODELAY on pushes the tail
             push = level == SOL_TCP and opt == _pysocket.TCP_NODELAY and sk.nodelay
@@ -165,6 +169,8 @@ def getsockopt(sk: TcpSock, level: int, opt: int, buflen: int | None = None) -> 
         return _LINGER.pack(int(sk.linger[0]), sk.linger[1])
     if level == SOL_TCP and opt == TCP_INFO:
         return tcp_info(sk, buflen)
+    if level == SOL_SOCKET and opt == tcp_meminfo.SO_MEMINFO:
+        return tcp_meminfo.getsockopt(sk, buflen)
     if level == SOL_TCP and opt in tcp_fastopen.FASTOPEN_OPTIONS:
         return tcp_fastopen.getsockopt(sk, opt, buflen)
     conn = sk.conn
@@ -175,7 +181,7 @@ def getsockopt(sk: TcpSock, level: int, opt: int, buflen: int | None = None) -> 
             _pysocket.SO_REUSEPORT: lambda: int(sk.reuseport),
             _pysocket.SO_KEEPALIVE: lambda: int(sk.keepalive),
             _pysocket.SO_RCVBUF: lambda: sk.rcvbuf if conn is None else conn.rcvbuf,
-            _pysocket.SO_SNDBUF: lambda: sk.sndbuf,
+            _pysocket.SO_SNDBUF: lambda: sk.sndbuf if conn is None else conn.options.sndbuf,
             _pysocket.SO_ERROR: lambda: _so_error(sk),
             _pysocket.SO_TYPE: lambda: _pysocket.SOCK_STREAM,
             tcp_errq.SO_ZEROCOPY: lambda: int(sk.zerocopy),
