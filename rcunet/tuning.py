@@ -123,6 +123,10 @@ class Tuning:
     #: more retransmissions, and an ACK of never-retransmitted data undoes the timeout's
     #: cwnd reduction (2, the default, and 1: on; 0: off).
     tcp_frto: int = 2
+    #: Congestion window restart (Linux net.ipv4.tcp_slow_start_after_idle, RFC 5681
+    #: §4.1): a write after more than an RTO with nothing in flight shrinks cwnd toward
+    #: the initial window, halving it per RTO idle.  On by default, as in Linux.
+    tcp_slow_start_after_idle: bool = True
     udp_rmem_default: int = 212992
     #: The most a socket's SO_RCVBUF / SO_SNDBUF may ask for (Linux net.core.rmem_max /
     #: wmem_max; the kernel then doubles it).

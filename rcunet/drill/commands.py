@@ -1,7 +1,9 @@
 """Backtick commands through a whitelist: the kernel selftests' and packetdrill's
-``defaults.sh``, ``sysctl`` (onto the Host's ``Tuning`` under Linux's names), and
-``nstat`` (onto the Host's counters).  Anything else makes the script unsupported, with
-the command named: the engine never runs a shell."""
+``defaults.sh``, ``sysctl`` (onto the Host's ``Tuning`` under Linux's names),
+``nstat`` (onto the Host's counters), ``ip link set dev IFACE mtu N`` (the Host's
+interface MTU) and ``ethtool -K IFACE tso off ...`` (offloads rcunet does not have).
+Anything else makes the script unsupported, with the command named: the engine never
+runs a shell."""
 
 from __future__ import annotations
 
@@ -86,6 +88,7 @@ _TUNING: dict[str, tuple[str, str]] = {
     "net.ipv4.tcp_rto_max_ms": ("tcp_rto_max_ms", "int"),
     "net.ipv4.tcp_rto_min_us": ("tcp_rto_min_us", "int"),
     "net.ipv4.tcp_frto": ("tcp_frto", "int"),
+    "net.ipv4.tcp_slow_start_after_idle": ("tcp_slow_start_after_idle", "bool"),
 }
 
 #: Integer sysctls with Linux's proc_dointvec_minmax bounds: a value outside them is
@@ -102,7 +105,6 @@ _FIXED: dict[str, frozenset[str]] = {
     "net.ipv4.tcp_dsack": frozenset({"1"}),
     "net.ipv4.tcp_fack": frozenset({"0"}),
     "net.ipv4.tcp_reordering": frozenset({"3"}),
-    "net.ipv4.tcp_slow_start_after_idle": frozenset({"0"}),
     "net.ipv4.tcp_tso_win_divisor": frozenset(),
     "net.ipv4.tcp_pacing_ss_ratio": frozenset({"200"}),
     "net.ipv4.tcp_pacing_ca_ratio": frozenset({"120"}),
@@ -114,6 +116,9 @@ _FIXED: dict[str, frozenset[str]] = {
     "net.ipv4.tcp_min_tso_segs": frozenset(),
 }
 _CC = {"cubic", "reno", "newreno"}
+#: ethtool -K features rcunet's interfaces never have: TCP/generic segmentation
+#: offload, generic/large receive offload (``Commands._ethtool``).
+_OFFLOADS = frozenset({"tso", "gso", "gro", "lro"})
 _REDIRECT = re.compile(r"\s*(?:[12&]?>\s*/dev/null|2>&1)")
 _ARITH = re.compile(r"\$\(\(([^()]*)\)\)")
 
@@ -224,9 +229,41 @@ class Commands:
         if words[:3] == ["ip", "tcp_metrics", "flush"]:
             self.host.tcp.fastopen.cache.clear()  # the metrics rcunet keeps: Fast Open's
             return 0
+        if name == "ethtool":
+            return self._ethtool(line, text, words[1:])
+        if words[:3] == ["ip", "link", "set"]:
+            return self._ip_link_set(line, text, words[3:])
         if name == "tc" or name.startswith("sysctl_restore_"):
             return 0  # no qdisc, a fresh Host per run: nothing to undo
         raise DrillUnsupported(line, f"command `{text}` is not supported")
+
+    def _ethtool(self, line: int, text: str, args: list[str]) -> int:
+        """``ethtool -K IFACE FEATURE off ...`` for the segmentation offloads: rcunet's
+        interfaces have none (TCP hands IP one MSS-sized segment at a time), so turning
+        them off changes nothing; turning one on, or any other request, is unsupported."""
+        if len(args) < 4 or args[0] != "-K" or len(args) % 2:
+            raise DrillUnsupported(line, f"command `{text}` is not supported")
+        try:
+            self.host.interface(args[1])
+        except KeyError:
+            return 1  # ethtool: no such device
+        pairs = list(zip(args[2::2], args[3::2], strict=True))
+        if any(feature not in _OFFLOADS or state != "off" for feature, state in pairs):
+            raise DrillUnsupported(line, f"command `{text}` is not supported")
+        return 0
+
+    def _ip_link_set(self, line: int, text: str, args: list[str]) -> int:
+        """``ip link set [dev] IFACE mtu N``: the Host's interface MTU (Host.set_mtu);
+        status 2 (ip's own) when the interface is unknown or the MTU out of range."""
+        if args[:1] == ["dev"]:
+            args = args[1:]
+        if len(args) != 3 or args[1] != "mtu" or not args[2].isdigit():
+            raise DrillUnsupported(line, f"command `{text}` is not supported")
+        try:
+            self.host.set_mtu(args[0], int(args[2]))
+        except (KeyError, OSError):
+            return 2
+        return 0
 
     def _pipeline(self, line: int, text: str) -> int:
         """``nstat [-n|-s|-a] | grep [-q] PATTERN [| grep [-q] PATTERN ...]``: nstat's

@@ -246,6 +246,17 @@ class Host:
             self.routes.remove(route)
         self.dst_cache.invalidate()
 
+    def set_mtu(self, iface: Interface | str, mtu: int) -> None:
+        """``ip link set dev IFACE mtu MTU``: later routes, path MSS and SYN-ACKs use the
+        new MTU; cached route decisions are dropped, as Linux's NETDEV_CHANGEMTU
+        notifier flushes them (fib_netdev_event -> rt_cache_flush)."""
+        if isinstance(iface, str):
+            iface = self.interface(iface)
+        if not 68 <= mtu <= 65535:  # dev_validate_mtu: a tun's min_mtu and max_mtu
+            raise OSError(22, f"mtu {mtu} out of range 68..65535 (EINVAL)")
+        iface.mtu = mtu  # atomic: one attribute store; readers load it once per packet
+        self.dst_cache.invalidate()
+
     def add_neighbour(self, iface: Interface | str, addr: str, lladdr: bytes) -> None:
         """``ip neigh add ADDR lladdr MAC dev IFACE nud permanent``."""
         if isinstance(iface, str):

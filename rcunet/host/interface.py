@@ -87,7 +87,7 @@ class Interface:
         #: The link carries Ethernet frames (it has a MAC): immutable, as ``mac`` is, so a
         #: field read once per packet sent and received, not a property computed each time.
         self.is_ethernet = mac is not None
-        self.mtu = mtu
+        self.mtu = mtu  # one attribute store in Host.set_mtu; readers load it once per use
         self.checksum_offload = checksum_offload  # clean in-memory links may skip checksums
         #: The receive path runs in the sender's thread (Host.add_interface sets it once,
         #: before the interface is attached to a link).

@@ -52,7 +52,9 @@ def test_stateless_handshake_builds_an_established_connection() -> None:
               window_scale=3, sack_permitted=True, timestamp=(5000, 0))
     synack = sc.syn_ack_for(syn, secret=SECRET, saddr=CLIENT, daddr=SERVER, now=10 * SECOND,
                             counters=counters)
-    assert synack.flags == SYN | ACK and synack.ack == 778 and synack.mss == 1300
+    # The SYN-ACK advertises our MSS (tcp_make_synack); the cookie carries the peer's
+    # 1400 as the table's 1300, which bounds what the connection sends.
+    assert synack.flags == SYN | ACK and synack.ack == 778 and synack.mss == Options().mss
     assert synack.timestamp is not None and synack.window_scale is not None
     ack = seg(seq=778, ack=synack.seq + 1, flags=ACK, window=1000, payload=b"GET /",
               timestamp=(5001, synack.timestamp[0]))
@@ -61,7 +63,7 @@ def test_stateless_handshake_builds_an_established_connection() -> None:
     assert conn is not None and conn.state is State.ESTABLISHED
     assert (conn.local_addr, conn.remote_addr) == (SERVER, CLIENT)
     assert conn.tcb.snd_wscale == 3 and conn.tcb.sack_ok and conn.tcb.ts_ok
-    assert conn.tcb.snd_wnd == 1000 << 3
+    assert conn.tcb.snd_wnd == 1000 << 3 and conn.tcb.snd_mss == 1300 - 12
     assert conn.recv(100, 10 * SECOND) == b"GET /"
     assert counters["TcpExtSyncookiesSent"] == 1 and counters["TcpExtSyncookiesRecv"] == 1
     bad = sc.connection_from_ack(ack._replace(ack=synack.seq + 4096), secret=SECRET, saddr=CLIENT,

@@ -286,3 +286,38 @@ def test_proc_net_tcp_lists_the_hosts_sockets(pipeline: str, status: str) -> Non
     for family in (4, 6):
         result = _run(PASSIVE + f"+0 `{pipeline}`\n", family)
         assert result[0] == status, result
+
+
+@pytest.mark.parametrize(("command", "status"), [
+    ("ip link set dev tun0 mtu 9000", "pass"), ("ip link set tun0 mtu 9000", "pass"),
+    ("ip link set dev tun0 mtu 67", "fail"), ("ip link set dev tun9 mtu 9000", "fail")])
+def test_ip_link_set_mtu_changes_the_device_mtu(command: str, status: str) -> None:
+    """``ip link set dev tun0 mtu N`` sets the Host's tun0 MTU, so the SYN-ACK advertises
+    N - 40 (IPv4); ip fails (the script with it) on an unknown device or an MTU below a
+    tun's 68."""
+    script = PASSIVE.replace("<mss 1460,", "<mss 8960,")
+    result = _run(f"0 `{command}`\n" + script, 4)
+    assert result[0] == status, result
+
+
+def test_ip_tos_marks_the_segments_of_an_ipv4_connection() -> None:
+    """IP_TOS on a connected socket: later IPv4 segments carry it, the ECN field left
+    the connection's (__ip_sock_set_tos masks INET_ECN_MASK for a stream socket)."""
+    tail = ("+0 setsockopt(4, SOL_IP, IP_TOS, [0x13], 4) = 0\n+0 write(4, ..., 10) = 10\n"
+            "+0 > (tos {tos}) P. 1:11(10) ack 1 <...>\n")
+    assert _run(PASSIVE + tail.format(tos="0x10"), 4)[0] == "pass"
+    assert _run(PASSIVE + tail.format(tos="0x13"), 4)[0] == "fail"
+
+
+@pytest.mark.parametrize(("command", "status"), [
+    ("ethtool -K tun0 tso off", "pass"),
+    ("ethtool -K tun0 tso off gso off gro off lro off", "pass"),
+    ("ethtool -K tun9 tso off", "fail"),
+    ("ethtool -K tun0 tso on", "unsupported"),
+    ("ethtool -K tun0 rx-checksum off", "unsupported"),
+])
+def test_ethtool_turns_off_offloads_rcunet_does_not_have(command: str, status: str) -> None:
+    """``ethtool -K tun0 tso off ...``: rcunet's interfaces have no segmentation or
+    receive offloads, so switching them off is a no-op; an unknown device fails as
+    ethtool does; anything else is named unsupported."""
+    assert _run(f"0 `{command}`\n" + PASSIVE)[0] == status

@@ -29,6 +29,7 @@ from tcp_helpers import (
 )
 
 from rcunet.host.network import Network
+from rcunet.host.tcp.ipopts import IP_FREEBIND
 from rcunet.tables.entry import State
 from rcunet.tuning import Tuning
 
@@ -506,3 +507,22 @@ def test_set_tuning_reaches_the_tables() -> None:
     assert info.value.errno == errno.EADDRINUSE
     s.close()
     t.close()
+
+
+@pytest.mark.parametrize(("family", "foreign"), [
+    (socket.AF_INET, "198.51.100.7"), (socket.AF_INET6, "2001:db8::7")])
+def test_bind_to_a_foreign_address_needs_ip_freebind(family: int, foreign: str) -> None:
+    """inet_bind / __inet6_bind: EADDRNOTAVAIL for an address no interface has,
+    unless IP_FREEBIND is set (inet_addr_valid_or_nonlocal, ipv6_can_nonlocal_bind)."""
+    _net, a, _b = Network.two_hosts()
+    plain = a.socket(family, socket.SOCK_STREAM)
+    with pytest.raises(OSError) as info:
+        plain.bind((foreign, 8080))
+    assert info.value.errno == errno.EADDRNOTAVAIL
+    free = a.socket(family, socket.SOCK_STREAM)
+    free.setsockopt(socket.IPPROTO_IP, IP_FREEBIND, 1)
+    assert free.getsockopt(socket.IPPROTO_IP, IP_FREEBIND) == 1
+    free.bind((foreign, 8080))
+    assert free.getsockname()[:2] == (foreign, 8080)
+    for s in (plain, free):
+        s.close()

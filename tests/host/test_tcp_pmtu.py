@@ -8,6 +8,7 @@ flight in segments that fit — no IP fragments, no lost or reordered bytes.
 
 from __future__ import annotations
 
+import errno
 import socket
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 from tcp_helpers import accept, listener, start_connect, transfer
 
 from rcunet.host.network import Network
+from rcunet.host.tcp.ipopts import IP_MTU_DISCOVER, IP_PMTUDISC_DONT, IP_PMTUDISC_WANT
 from rcunet.wire import icmpv4, ipv4, tcp
 
 NARROW = 1280
@@ -84,3 +86,66 @@ def test_error_quoting_an_unsent_sequence_number_is_ignored() -> None:
     for s in (cli, child, srv):
         s.close()
 
+
+
+def test_pmtudisc_dont_sends_without_df_and_keeps_its_mss() -> None:
+    """IP_MTU_DISCOVER = IP_PMTUDISC_DONT: segments leave without DF
+    (ip_dont_fragment), so the router fragments them instead of answering
+    fragmentation-needed, and the connection keeps its MSS (tcp_v4_mtu_reduced
+    ignores the path under DONT); every byte arrives in order."""
+    net, a, r, b, server = _narrow_path(socket.AF_INET)
+    srv = listener(b, socket.AF_INET, server, 8080)
+    cli = a.socket(socket.AF_INET, socket.SOCK_STREAM)
+    cli.setsockopt(socket.IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DONT)
+    assert cli.getsockopt(socket.IPPROTO_IP, IP_MTU_DISCOVER) == IP_PMTUDISC_DONT
+    cli.settimeout(0)
+    try:
+        cli.connect((server, 8080))
+    except BlockingIOError:
+        pass
+    child = accept(net, srv)
+    first_mss = cli._sk.conn.tcb.snd_mss
+    data = bytes(range(251)) * 400
+    assert transfer(net, cli, child, data) == data
+    assert cli._sk.conn.tcb.snd_mss == first_mss
+    assert r.counters.get("IpFragOKs") >= 1 and r.counters.get("IpFragFails") == 0
+    for s in (cli, child, srv):
+        s.close()
+
+
+def test_mtu_discover_out_of_range_is_einval() -> None:
+    """do_ip_setsockopt: IP_MTU_DISCOVER takes IP_PMTUDISC_DONT..IP_PMTUDISC_OMIT."""
+    net, a, _r, _b, _server = _narrow_path(socket.AF_INET)
+    cli = a.socket(socket.AF_INET, socket.SOCK_STREAM)
+    with pytest.raises(OSError) as err:
+        cli.setsockopt(socket.IPPROTO_IP, IP_MTU_DISCOVER, 6)
+    assert err.value.errno == errno.EINVAL
+    assert cli.getsockopt(socket.IPPROTO_IP, IP_MTU_DISCOVER) == IP_PMTUDISC_WANT
+    cli.close()
+
+
+@pytest.mark.parametrize("family", [socket.AF_INET, socket.AF_INET6])
+def test_learned_path_mtu_bounds_the_next_child_from_its_first_segment(family: int) -> None:
+    """A path MTU the listener's host learned outlives the connection that learned it:
+    the next child's SYN-ACK still advertises the route's MSS (dst_metric_advmss), but
+    the child sends at most the path's from the start (tcp_v4_syn_recv_sock ->
+    tcp_sync_mss(dst_mtu)), with no fragmentation-needed to wait for."""
+    net, a, r, b, server = _narrow_path(family)
+    srv = listener(b, family, server, 8080)
+    first = start_connect(a, family, server, 8080)
+    child = accept(net, srv)
+    data = bytes(range(251)) * 100
+    assert transfer(net, child, first, data) == data  # b learns the narrow path
+    headers = 40 if family == socket.AF_INET else 60
+    ts = 12 if child._sk.conn.tcb.ts_ok else 0
+    assert child._sk.conn.tcb.snd_mss == NARROW - headers - ts
+    errors_before = r.counters.get("IpFragFails") + r.counters.get("Ip6InTooBigErrors")
+    second = start_connect(a, family, server, 8080)
+    child2 = accept(net, srv)
+    assert second._sk.conn.tcb.snd_mss == 1500 - headers - ts  # advertised: the route's
+    assert child2._sk.conn.tcb.snd_mss == NARROW - headers - ts
+    assert transfer(net, child2, second, data) == data
+    assert r.counters.get("IpFragFails") + r.counters.get("Ip6InTooBigErrors") \
+        == errors_before
+    for s in (first, child, second, child2, srv):
+        s.close()

@@ -106,6 +106,7 @@ from rcunet.core.tcp.events import (
     TimeWaitEntered,
 )
 from rcunet.core.tcp.fastopen import OPT_EXP, ActiveOpen, syn_cookie
+from rcunet.core.tcp.idle import current_ssthresh, idle_restart_due, restarted_cwnd
 from rcunet.core.tcp.listen import (
     MAX_WSCALE,
     ListenAction,
@@ -115,6 +116,7 @@ from rcunet.core.tcp.listen import (
     seg_len,
 )
 from rcunet.core.tcp.options import Options
+from rcunet.core.tcp.prr import CaState
 from rcunet.core.tcp.receiver import Receiver
 from rcunet.core.tcp.recovery import LossRecovery, Recovery
 from rcunet.core.tcp.rto import RtoEstimator
@@ -624,6 +626,24 @@ class Connection:
         self._raise_pending_error()
         return self.sender.write(self, data, now, skb_ends, more, eor)
 
+    def slow_start_after_idle_check(self, now: int) -> None:
+        """tcp_slow_start_after_idle_check, as a write queues new data: after more than
+        an RTO idle with nothing in flight, tcp_cwnd_restart (rcunet.core.tcp.idle)."""
+        t, cc = self.tcb, self.cc
+        last = self.stats.last_data_sent_at
+        rto = self.rto.rto
+        if last is None or not idle_restart_due(
+                enabled=self.options.slow_start_after_idle, in_flight=t.snd_max != t.snd_una,
+                last_data_sent_at=last, now=now, rto=rto):
+            return
+        mss = cc.mss
+        cwnd = cc.cwnd // mss
+        reducing = self.loss.ca_state() in (CaState.CWR, CaState.RECOVERY)
+        ssthresh = current_ssthresh(cwnd, cc.ssthresh // mss, reducing)
+        if ssthresh > cc.ssthresh // mss:  # else unchanged (and "infinite" stays so)
+            cc.ssthresh = ssthresh * mss
+        cc.set_cwnd(restarted_cwnd(cwnd, self.options.initial_cwnd, now - last, rto) * mss)
+
     def _abort(self, now: int) -> None:
         if self.state in ABORT_SENDS_RST:
             self._emit(self._make(self._acceptable_seq(), RST | ACK, now))
@@ -766,7 +786,7 @@ class Connection:
         """Effective send MSS (RFC 9293 §3.7.1), minus the timestamp option Linux reserves."""
         t = self.tcb
         o = self.options
-        mss = min(max(peer_mss, o.min_snd_mss), o.mss)
+        mss = min(max(peer_mss, o.min_snd_mss), o.path_mss or o.mss)
         if t.ts_ok:
             mss -= TS_OPTION_LEN
         if t.md5:

@@ -30,6 +30,10 @@ def jiffies_ns(usecs: int) -> int:
 class Options:
     #: Our MSS: route MTU minus 40 (IPv4) or 60 (IPv6).  Sent in the MSS option.
     mss: int = 1460
+    #: The path's MSS when a learned path MTU is below the route's (0: ``mss``): what
+    #: tcp_sync_mss bounds the send MSS by, while the MSS option still says ``mss``
+    #: (dst_metric_advmss).
+    path_mss: int = 0
     #: Peer MSS assumed when its SYN carries none (RFC 9293 §3.7.1: 536 for IPv4, 1220 for IPv6).
     default_peer_mss: int = 536
     #: Smallest peer MSS honoured (Linux tcp_min_snd_mss; CVE-2019-11479).
@@ -86,6 +90,9 @@ class Options:
     #: new data after it, and undoes it (Linux's default 2: the SACK-enhanced version;
     #: any non-zero value enables it, as tcp_enter_loss reads it).  0: every RTO is a loss.
     frto: int = 2
+    #: tcp_slow_start_after_idle: a write after more than an RTO with nothing in flight
+    #: shrinks cwnd toward the initial window (RFC 5681 §4.1; rcunet.core.tcp.idle)
+    slow_start_after_idle: bool = True
     congestion_control: str = "cubic"  #: "reno" (RFC 5681/6582) or "cubic" (RFC 9438)
     initial_cwnd: int = 10  #: segments (RFC 6928; Linux TCP_INIT_CWND)
     rto_initial: int = 1 * SECOND  #: RFC 6298 §2.1 (Linux TCP_TIMEOUT_INIT)
@@ -176,7 +183,8 @@ class Options:
                   "tcp_recovery": "recovery", "tcp_early_retrans": "early_retrans",
                   "tcp_frto": "frto",
                   "tcp_shrink_window": "shrink_window",
-                  "tcp_rcvbuf_low_rtt": "rcvbuf_low_rtt"}
+                  "tcp_rcvbuf_low_rtt": "rcvbuf_low_rtt",
+                  "tcp_slow_start_after_idle": "slow_start_after_idle"}
         for sysctl, name in simple.items():
             if hasattr(tuning, sysctl):
                 values[name] = getattr(tuning, sysctl)

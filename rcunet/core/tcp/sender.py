@@ -114,7 +114,8 @@ class Sender:
             raise BrokenPipeError(errnos.EPIPE, "send after shutdown or close")
         n = min(len(data), self.send_room(conn))
         if n:
-            self.chrono.start(BUSY, now)  # tcp_skb_entail
+            conn.slow_start_after_idle_check(now)  # tcp_skb_entail
+            self.chrono.start(BUSY, now)
         if n < len(data):
             self.send_blocked = True
             self.chrono.start(SNDBUF_LIMITED, now)  # the writer waits for space

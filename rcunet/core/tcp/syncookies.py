@@ -129,7 +129,7 @@ def syn_ack_for(syn: tcp.Repr, *, secret: bytes, saddr: bytes, daddr: bytes, now
     """
     o = options or Options()
     peer_mss = syn.mss if syn.mss is not None else o.default_peer_mss
-    isn, cookie_mss = encode(secret, saddr, daddr, syn.src_port, syn.dst_port, syn.seq,
+    isn, _ = encode(secret, saddr, daddr, syn.src_port, syn.dst_port, syn.seq,
                              min(peer_mss, o.mss), now)
     ws_ok = o.window_scaling and syn.window_scale is not None
     sack_ok = o.sack and syn.sack_permitted
@@ -144,7 +144,9 @@ def syn_ack_for(syn: tcp.Repr, *, secret: bytes, saddr: bytes, daddr: bytes, now
                     ack=(syn.seq + 1) & MASK32, flags=tcp.SYN | tcp.ACK,
                     window=min(initial_window(o.rcvbuf, o.window_clamp, o.mss - (
                         TS_OPTION_BYTES if timestamp is not None else 0)), 0xFFFF),
-                    mss=cookie_mss,
+                    # tcp_make_synack advertises our own MSS (the route's advmss); the
+                    # cookie's table entry only limits what we send (cookie_v4_check).
+                    mss=o.mss,
                     # Linux clears every option but MSS when the cookie cannot carry them.
                     window_scale=choose_wscale(o.window_space) if ws_ok and timestamp else None,
                     sack_permitted=sack_ok and timestamp is not None, timestamp=timestamp)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from rcunet.core.tcp import State as CState
 from rcunet.host.sockerr import wire
+from rcunet.host.tcp.ipopts import accepts_pmtu
 from rcunet.host.tcp.sock import ICMP_DEFERRED, MTU_REDUCED_DEFERRED, TcpSock
 from rcunet.tables.ehash import put_entry
 from rcunet.wire import icmpv4, icmpv6
@@ -79,7 +80,10 @@ class IcmpErrors:
         if seq is not None and not (le(t.snd_una, seq) and le(seq, t.snd_max)):
             self.host.counters.inc("TcpExtOutOfWindowIcmps")
             return
-        headers = 40 if len(wire(sk.faddr)) == 4 else 60  # IP + bare TCP header
+        v4 = len(wire(sk.faddr)) == 4
+        if v4 and not accepts_pmtu(sk.pmtudisc):
+            return  # tcp_v4_mtu_reduced: IP_PMTUDISC_DONT keeps the MSS
+        headers = 40 if v4 else 60  # IP + bare TCP header
         sk.engine(conn.mtu_reduced, mtu - headers, self.host.now())
 
     @staticmethod

@@ -91,19 +91,24 @@ class Listeners:
         if child is not None:
             child.post()  # transmit outside every lock (an inline link re-enters)
 
-    def _child_options(self, lsk: TcpSock, info: Delivery) -> tuple[int, int]:
-        """(the path MSS, the TSval offset) of a child answering ``info``'s peer."""
+    def _child_options(self, lsk: TcpSock, info: Delivery) -> tuple[int, int, int]:
+        """(the MSS to advertise, the MSS a learned path MTU allows, the TSval offset) of
+        a child answering ``info``'s peer: the SYN-ACK advertises the route's MSS
+        (dst_metric_advmss) while the child sends at most the path's (tcp_v4_syn_recv_sock
+        -> tcp_sync_mss(dst_mtu))."""
         ts_offset = self.layer.ts_offset(info.dst, info.src)
         mtu = info.iface.mtu
-        return mtu - (40 if len(info.dst) == 4 else 60), ts_offset
+        headers = 40 if len(info.dst) == 4 else 60
+        path_mtu = self.host.pmtu.path_mtu(info.src, mtu, self.host.now())
+        return mtu - headers, path_mtu - headers, ts_offset
 
     def _send_cookie(self, lsk: TcpSock, seg: tcp.Repr, info: Delivery) -> None:
-        mss, ts_offset = self._child_options(lsk, info)
+        mss, path_mss, ts_offset = self._child_options(lsk, info)
         now = self.host.now()
         engine_counters = Counters()
         reply = syncookies.syn_ack_for(
             seg, secret=self.secret, saddr=info.src, daddr=info.dst, now=now,
-            options=sockopt.conn_options(lsk, mss, info.src), ts_offset=ts_offset,
+            options=sockopt.conn_options(lsk, mss, info.src, path_mss), ts_offset=ts_offset,
             counters=engine_counters)
         lsk.note_overflow(now)
         for name, n in engine_counters.take().items():
@@ -119,7 +124,7 @@ class Listeners:
         since = lsk.last_overflow_at  # atomic: one attribute load
         if since is None or now - since > COOKIE_WINDOW:
             return False
-        mss, ts_offset = self._child_options(lsk, info)
+        mss, path_mss, ts_offset = self._child_options(lsk, info)
         engine_counters = Counters()
         if self.acceptq_full(lsk):
             self.host.counters.inc("TcpExtListenOverflows")
@@ -127,7 +132,7 @@ class Listeners:
             return True
         conn = syncookies.connection_from_ack(
             seg, secret=self.secret, saddr=info.src, daddr=info.dst, now=now,
-            options=sockopt.conn_options(lsk, mss, info.src), ts_offset=ts_offset,
+            options=sockopt.conn_options(lsk, mss, info.src, path_mss), ts_offset=ts_offset,
             counters=engine_counters)
         for name, n in engine_counters.take().items():
             self.host.counters.inc(name, n)
@@ -142,7 +147,7 @@ class Listeners:
     def _new_child(self, lsk: TcpSock, seg: tcp.Repr, info: Delivery,
                    iss: int) -> TcpSock | None:
         """A SYN that fits the SYN queue: a child socket in SYN_RECV answering SYN,ACK."""
-        mss, ts_offset = self._child_options(lsk, info)
+        mss, path_mss, ts_offset = self._child_options(lsk, info)
         now = self.host.now()
         if not iss:
             iss = initial_sequence(self.secret, info.dst, seg.dst_port, info.src,
@@ -150,7 +155,7 @@ class Listeners:
         child = self._make_child(lsk, info)
         decision = self.fastopen.decision(lsk, seg, info)
         conn = Connection.accept_syn(
-            seg, iss=iss, now=now, options=sockopt.conn_options(child, mss, info.src),
+            seg, iss=iss, now=now, options=sockopt.conn_options(child, mss, info.src, path_mss),
             ts_offset=ts_offset,
             counters=Counters(), fastopen=decision.fastopen,
             synack_options=(decision.reply,) if decision.reply is not None else ())

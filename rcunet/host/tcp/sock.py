@@ -45,6 +45,7 @@ from rcunet.host.socklock import BACKLOG_EXTRA, SocketLock
 from rcunet.host.tcp import errq as tcp_errq
 from rcunet.host.tcp import fastopen_opts as tcp_fastopen
 from rcunet.host.tcp import md5, sockopt
+from rcunet.host.tcp.ipopts import IP_PMTUDISC_WANT
 from rcunet.host.tcp.life import (
     CLOSE,
     FINISHED,
@@ -154,6 +155,7 @@ class TcpSock(SockEntry):
         "dst",
         "sndbuf_locked",
         "rcvbuf_locked", "zerocopy", "zc", "errq", "err_reports", "ts", "mark",
+        "tos", "pmtudisc", "freebind",
         "fastopen_max_qlen", "fastopen_qlen", "fastopen_keys", "fastopen_no_cookie",
         "fastopen_connect", "tfo_listener", "fastopen_defer",
         base=SockEntry,
@@ -229,6 +231,12 @@ class TcpSock(SockEntry):
         self.errq: ErrorQueue | None = None
         self.ts: TxTimestamps | None = None  # SO_TIMESTAMPING (host/tcp/errq.py)
         self.mark = 0  # SO_MARK: kept and reported (rcunet has no policy routing)
+        # IP_TOS (its DSCP bits: ECN's two are the connection's), IP_MTU_DISCOVER
+        # (inet->pmtudisc, Linux's default IP_PMTUDISC_WANT), IP_FREEBIND.  Each one
+        # attribute store by setsockopt; the transmit path loads each once per segment.
+        self.tos = 0
+        self.pmtudisc = IP_PMTUDISC_WANT
+        self.freebind = False
         # Fast Open (host/tcp/fastopen_opts.py): queue limit, count (guarded-by rskq_lock),
         # TCP_FASTOPEN_KEY keys; a Fast Open child's listener until its handshake ends.
         self.fastopen_max_qlen = self.fastopen_qlen = 0
@@ -736,7 +744,9 @@ class TcpSock(SockEntry):
     # ------------------------------------------------------------------ bind / listen / connect
     def bind(self, addr: bytes, port: int) -> None:
         w = wire(addr)
-        if addr not in (ANY4, ANY6) and not self.host.ip.is_local(w):
+        # inet_bind / __inet6_bind: a foreign address needs IP_FREEBIND
+        # (inet_addr_valid_or_nonlocal, ipv6_can_nonlocal_bind)
+        if addr not in (ANY4, ANY6) and not self.freebind and not self.host.ip.is_local(w):
             raise oserror(errno.EADDRNOTAVAIL, "cannot assign requested address")
         since = self._lock()
         try:

@@ -22,7 +22,7 @@ from rcunet.core.tcp.window import full_space
 from rcunet.host.sockerr import as_python_error, int_option, oserror, ranged
 from rcunet.host.tcp import errq as tcp_errq
 from rcunet.host.tcp import fastopen_opts as tcp_fastopen
-from rcunet.host.tcp import md5
+from rcunet.host.tcp import ipopts, md5
 from rcunet.host.tcp import meminfo as tcp_meminfo
 from rcunet.host.tcp.info import pack as pack_tcp_info
 from rcunet.host.tcp.info import snapshot as tcp_info_snapshot
@@ -121,6 +121,9 @@ def _setsockopt_locked(sk: TcpSock, level: int, opt: int, value: int | bytes) ->
                 number, TIMEOUT_MIN, DELACK_MAX, "TCP_DELACK_MAX_US")),
         }
     elif level in (_pysocket.IPPROTO_IP, _pysocket.IPPROTO_IPV6):
+        if level == _pysocket.IPPROTO_IP and opt in ipopts.OPTIONS:
+            ipopts.setsockopt(sk, opt, int_option(value))
+            return
         if level == _pysocket.IPPROTO_IPV6 and opt == _pysocket.IPV6_V6ONLY:
             if sk.tb is not None:
                 raise oserror(errno.EINVAL)
@@ -206,6 +209,8 @@ def getsockopt(sk: TcpSock, level: int, opt: int, buflen: int | None = None) -> 
         }
     elif level == _pysocket.IPPROTO_IPV6 and opt == _pysocket.IPV6_V6ONLY:
         return int(sk.v6only)
+    elif level == _pysocket.IPPROTO_IP and opt in ipopts.OPTIONS:
+        getters = {opt: lambda: ipopts.getsockopt(sk, opt)}
     else:
         raise oserror(errno.ENOPROTOOPT)
     getter = getters.get(opt)
@@ -275,18 +280,27 @@ def _set_sndbuf(sk: TcpSock, number: int) -> None:
     sk.sndbuf = max(4608, min(number & 0xFFFFFFFF, sk.host.tuning.wmem_max) * 2)
     sk.sndbuf_locked = True
 
-def conn_options(sk: TcpSock, mss: int, peer: bytes | None = None) -> Options:
+def conn_options(sk: TcpSock, mss: int, peer: bytes | None = None,
+                 path_mss: int = 0) -> Options:
     """Engine settings for a connection of this socket: the host's sysctls
     (``Options.from_tuning``), then the socket options and the route's MSS.  The send
     buffer may grow up to tcp_wmem[2] unless SO_SNDBUF fixed it (tcp_sndbuf_expand), the
     receive buffer up to tcp_rmem[2] (tcp_rcv_space_adjust), and the window scale covers
     tcp_rmem[2], unless SO_RCVBUF fixed the receive buffer (tcp_select_initial_window).
     With a TCP_MD5SIG key for ``peer`` every segment carries the signature
-    (tcp_connect_init, tcp_create_openreq_child: tcp_header_len)."""
+    (tcp_connect_init, tcp_create_openreq_child: tcp_header_len).  ``path_mss``: a
+    learned path MTU's MSS, when below ``mss`` (``Options.path_mss``)."""
     if sk.user_mss:
         mss = min(mss, sk.user_mss)
-    return Options.from_tuning(
-        sk.host.tuning, mss=max(TCP_MIN_MSS, min(mss, 65495)), rcvbuf=sk.rcvbuf,
+    overrides = _conn_overrides(sk, mss, peer)
+    if 0 < path_mss < mss:
+        overrides["path_mss"] = max(TCP_MIN_MSS, path_mss)
+    return Options.from_tuning(sk.host.tuning, **overrides)
+
+def _conn_overrides(sk: TcpSock, mss: int, peer: bytes | None) -> dict[str, Any]:
+    """``conn_options``' overrides of the sysctls."""
+    return dict(
+        mss=max(TCP_MIN_MSS, min(mss, 65495)), rcvbuf=sk.rcvbuf,
         sndbuf=sk.sndbuf,
         sndbuf_max=0 if sk.sndbuf_locked else sk.host.tuning.tcp_wmem[2],
         # SO_RCVBUF also fixes the window clamp at tcp_full_space (tcp_connect_init,
@@ -332,6 +346,7 @@ def inherit_from(sk: TcpSock, listener: TcpSock) -> None:
     sk.user_mss, sk.linger = listener.user_mss, listener.linger
     sk.reuseaddr, sk.bound_dev = listener.reuseaddr, listener.bound_dev
     sk.zerocopy = listener.zerocopy
+    sk.tos, sk.pmtudisc, sk.freebind = listener.tos, listener.pmtudisc, listener.freebind
     sk.rto_min, sk.rto_max, sk.delack_max = (
         listener.rto_min, listener.rto_max, listener.delack_max)
 

@@ -11,6 +11,7 @@ from rcunet.core.tcp import reset_for
 from rcunet.host.ip import Delivery
 from rcunet.host.tcp import md5
 from rcunet.host.tcp.common import offloads
+from rcunet.host.tcp.ipopts import dont_fragment
 from rcunet.host.tcp.life import FINISHED
 from rcunet.host.tcp.sock import TcpSock
 from rcunet.wire import tcp, tcp_md5
@@ -61,6 +62,12 @@ class Transmit:
         offload = sk.tx_csum_offload
         checksum = not offload
         output_pinned = self.host.ip.output_pinned
+        # IP_TOS and IP_MTU_DISCOVER shape IPv4 headers only (IPv6 has IPV6_TCLASS and
+        # never fragments on the way); each one attribute load (atomic) per flush
+        if len(dst) == 4:
+            tos, df = sk.tos, dont_fragment(sk.pmtudisc)
+        else:
+            tos, df = 0, True
         while True:
             try:
                 seg = outbox.popleft()  # atomic: deque.popleft
@@ -73,13 +80,14 @@ class Transmit:
             if route is None or not self._keeps(sk, route, dst):
                 route = self._route_xmit(sk, dst)
             if route is None:
-                self.segment(src, dst, seg, sk.bound_dev, offload)
+                self.segment(src, dst, seg, sk.bound_dev, offload,
+                             df=df, tos=tos)
             else:
                 # the header and the payload go to IP apart (one join makes the frame);
                 # path MTU discovery: never fragmented on the way (see segment)
                 output_pinned(route, src, dst, tcp.PROTOCOL,
                               seg.build_header(src=src, dst=dst, checksum=checksum),
-                              seg.payload, dont_fragment=True, tos=seg.ecn)
+                              seg.payload, dont_fragment=df, tos=tos | seg.ecn)
 
     def _route_xmit(self, sk: TcpSock, dst: bytes) -> DstEntry | None:
         """__sk_dst_check: the socket's pinned route to ``dst`` if it is still current,
@@ -123,7 +131,8 @@ class Transmit:
             entry.release()
 
     def segment(self, src: bytes, dst: bytes, seg: tcp.Repr, oif: int = 0,
-                  offload: bool = False, header: bytes | None = None) -> None:
+                offload: bool = False, header: bytes | None = None, df: bool = True,
+                tos: int = 0) -> None:
         """One segment to IP.  ``offload``: the connection's link does checksums (a clean
         in-memory link or loopback, as a NIC would): the field is left zero.  The header
         and the payload go to IP apart: the frame is made by one join (``output_gather``),
@@ -136,7 +145,7 @@ class Transmit:
         # Path MTU discovery (RFC 1191/8201): never fragmented on the way; a narrower
         # link answers with an ICMP error and the connection resizes (mtu_reduced_locked).
         self.host.ip.output_gather(src, dst, tcp.PROTOCOL, build_header, seg.payload, oif=oif,
-                                   dont_fragment=True, tos=seg.ecn)
+                                   dont_fragment=df, tos=tos | seg.ecn)
 
     def reply(self, seg: tcp.Repr, info: Delivery, keys: md5.Keys | None = None) -> None:
         """Send a segment built by the layer itself (RST, TIME_WAIT ACK, cookie SYN,ACK),
