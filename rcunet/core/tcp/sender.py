@@ -624,6 +624,15 @@ class Sender:
         if off < 0:
             return None
         limit = t.snd_mss if max_len is None else min(max_len, t.snd_mss)
+        # __tcp_retransmit_skb: never beyond the window the peer offers now (a receiver
+        # behind unread data drops a segment whose end passes it, ACK and all); beyond
+        # it only the head goes, a segment's worth, as a probe
+        avail_wnd = sub(add(t.snd_una, t.snd_wnd), seq)
+        if avail_wnd <= 0:
+            if seq != t.snd_una:
+                return None
+            avail_wnd = t.snd_mss
+        limit = min(limit, avail_wnd)
         bound = self.skb_bound(seq) if self.skb_ends else None
         if bound is not None:
             limit = min(limit, bound)
