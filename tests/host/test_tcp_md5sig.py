@@ -31,6 +31,19 @@ def md5sig(family: int, address: str, key: bytes, *, flags: int = 0, prefixlen: 
                        len(key) if keylen is None else keylen, ifindex, key)
 
 
+def keyed_connect(host: Any, family: int, address: str, key: bytes | None) -> Any:
+    """A non-blocking connect to ADDRESS:PORT, signed with KEY for that peer (None: no key)."""
+    cli = host.socket(family, socket.SOCK_STREAM)
+    cli.settimeout(0)
+    if key is not None:
+        cli.setsockopt(socket.IPPROTO_TCP, TCP_MD5SIG, md5sig(family, address, key))
+    try:
+        cli.connect((address, PORT))
+    except BlockingIOError:
+        pass
+    return cli
+
+
 def counters(host: Any) -> dict[str, int]:
     return {k: v for k, v in host.counters.snapshot().items() if "MD5" in k}
 
@@ -47,13 +60,7 @@ def test_keyed_connection_carries_data_both_ways(family: int) -> None:
     a_addr, b_addr = ADDRS[family]
     srv = listener(b, family, b_addr, PORT)
     srv.setsockopt(socket.IPPROTO_TCP, TCP_MD5SIG, md5sig(family, a_addr, b"s3cret"))
-    cli = a.socket(family, socket.SOCK_STREAM)
-    cli.settimeout(0)
-    cli.setsockopt(socket.IPPROTO_TCP, TCP_MD5SIG, md5sig(family, b_addr, b"s3cret"))
-    try:
-        cli.connect((b_addr, PORT))
-    except BlockingIOError:
-        pass
+    cli = keyed_connect(a, family, b_addr, b"s3cret")
     child = accept(net, srv)
     payload = bytes(range(256)) * 40
     send_all(net, cli, payload)
@@ -80,19 +87,13 @@ def test_a_key_mismatch_drops_the_syn_and_counts_it(client_key: bytes | None,
     if server_key is not None:
         srv.setsockopt(socket.IPPROTO_TCP, TCP_MD5SIG,
                        md5sig(socket.AF_INET, A4, server_key))
-    cli = a.socket(socket.AF_INET, socket.SOCK_STREAM)
-    cli.settimeout(0)
-    if client_key is not None:
-        cli.setsockopt(socket.IPPROTO_TCP, TCP_MD5SIG, md5sig(socket.AF_INET, B4, client_key))
-    try:
-        cli.connect((B4, PORT))
-    except BlockingIOError:
-        pass
+    cli = keyed_connect(a, socket.AF_INET, B4, client_key)
     assert net.run_until(lambda: counters(b).get(counter, 0) >= 2, 5)  # SYN, its retry
     with pytest.raises(BlockingIOError):
         srv.accept()
     assert set(counters(b)) == {counter}
     assert b.counters.snapshot().get("TcpOutRsts", 0) == 0  # dropped, not refused
+    assert cli.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR) == 0  # still trying
 
 
 def test_prefix_key_covers_a_subnet_and_the_child_copies_it() -> None:
@@ -102,16 +103,11 @@ def test_prefix_key_covers_a_subnet_and_the_child_copies_it() -> None:
     srv = listener(b, socket.AF_INET, B4, PORT)
     srv.setsockopt(socket.IPPROTO_TCP, TCP_MD5SIG_EXT,
                    md5sig(socket.AF_INET, "10.0.0.0", b"k", flags=FLAG_PREFIX, prefixlen=24))
-    cli = a.socket(socket.AF_INET, socket.SOCK_STREAM)
-    cli.settimeout(0)
-    cli.setsockopt(socket.IPPROTO_TCP, TCP_MD5SIG, md5sig(socket.AF_INET, B4, b"k"))
-    try:
-        cli.connect((B4, PORT))
-    except BlockingIOError:
-        pass
+    cli = keyed_connect(a, socket.AF_INET, B4, b"k")
     child = accept(net, srv)
     (key,) = child._sk.md5_keys
     assert (key.addr, key.prefixlen, key.key) == (socket.inet_aton(A4), 32, b"k")
+    assert cli._sk.md5_keys[0].prefixlen == 32  # the client's own key, for B4 alone
 
 
 @pytest.mark.parametrize(("family", "optname", "build", "code"), [
@@ -188,13 +184,7 @@ def test_bad_segments_on_a_keyed_connection_are_counted_drops(options: bytes,
     net, a, b = Network.two_hosts()
     srv = listener(b, socket.AF_INET, B4, PORT)
     srv.setsockopt(socket.IPPROTO_TCP, TCP_MD5SIG, md5sig(socket.AF_INET, A4, b"k"))
-    cli = a.socket(socket.AF_INET, socket.SOCK_STREAM)
-    cli.settimeout(0)
-    cli.setsockopt(socket.IPPROTO_TCP, TCP_MD5SIG, md5sig(socket.AF_INET, B4, b"k"))
-    try:
-        cli.connect((B4, PORT))
-    except BlockingIOError:
-        pass
+    cli = keyed_connect(a, socket.AF_INET, B4, b"k")
     child = accept(net, srv)
     tcb = child._sk.conn.tcb
     src, dst = socket.inet_aton(A4), socket.inet_aton(B4)
