@@ -84,6 +84,41 @@ def _rcusafe_pairs(ref: RcuRef) -> Callable[[Callable[[], bool]], int]:
     return loop
 
 
+def _gets(ref: Ref) -> Callable[[Callable[[], bool]], int]:
+    """Gets alone, never a put: the rate of the operation the two algorithms differ in
+    (one fetch-and-add against a load and a CAS that may retry).  The references taken
+    are given back by ``_give_back`` after the timed run."""
+    get = ref.get
+
+    def loop(stopped: Callable[[], bool]) -> int:
+        n = 0
+        while not stopped():
+            for _ in range(64):
+                get()
+            n += 64
+        return n
+
+    return loop
+
+
+def _give_back(ref: Ref, count: int) -> None:
+    """``count`` puts, untimed, inside one read section (rcuref_put_rcusafe's contract)."""
+    with default_rcu.read():
+        for _ in range(count):
+            ref.put_rcusafe()
+
+
+def get_rates(duration: float, threads: int) -> dict[str, Any]:
+    """Gets per second over all threads, legacy and modern, and the counts back at 1."""
+    out: dict[str, Any] = {}
+    for name, ref in (("legacy", IncNotZeroRef()), ("modern", RcuRef())):
+        rate, gets = _run(_gets(ref), duration, threads)
+        _give_back(ref, gets)
+        out[name] = {"rate": rate, "cas_retries": ref.cas_retries, "final_refs": ref.read()}
+    out["ratio"] = out["modern"]["rate"] / out["legacy"]["rate"]
+    return out
+
+
 def _run(
     loop: Callable[[Callable[[], bool]], int], duration: float, threads: int
 ) -> tuple[float, int]:
@@ -130,7 +165,7 @@ def _one(ref: Ref, loop: Callable[[Callable[[], bool]], int], duration: float,
 
 
 def measure(duration: float, threads: int = 4) -> dict[str, Any]:
-    """Legacy vs modern rates and counts; ``duration`` seconds per timed run (4 runs)."""
+    """Legacy vs modern rates and counts; ``duration`` seconds per timed run (6 runs)."""
     if duration <= 0 or threads < 1:
         raise ValueError("duration must be > 0 and threads >= 1")
     legacy_ref = IncNotZeroRef()
@@ -140,6 +175,7 @@ def measure(duration: float, threads: int = 4) -> dict[str, Any]:
     rcusafe_ref = RcuRef()
     rcusafe = _one(rcusafe_ref, _rcusafe_pairs(rcusafe_ref), duration, threads)
     forced = _forced_window(duration / 2, threads)
+    gets = get_rates(duration, threads)
     return {
         "legacy": legacy["rate"],
         "modern": modern["rate"],
@@ -155,6 +191,7 @@ def measure(duration: float, threads: int = 4) -> dict[str, Any]:
         "final_refs": {"legacy": legacy["final_refs"], "modern": modern["final_refs"],
                        "modern_rcusafe": rcusafe["final_refs"]},
         "forced_window": forced,
+        "gets": gets,
         "gil": _gil_enabled(),
     }
 
@@ -189,6 +226,8 @@ def counts_text(result: dict[str, Any]) -> str:
         f"legacy_retries_per_million_gets={result['legacy_retries_per_million_gets']:.1f}",
         f"modern_cas_retries={result['modern_cas_retries']}",
         f"modern_slow_paths={result['modern_slow_paths']}",
+        f"gets.legacy.cas_retries={result['gets']['legacy']['cas_retries']}",
+        f"gets.modern.cas_retries={result['gets']['modern']['cas_retries']}",
         f"forced_window.legacy.retries_per_get={forced['legacy']['retries_per_get']:.3f}",
         f"forced_window.modern.retries_per_get={forced['modern']['retries_per_get']:.3f}",
     ]

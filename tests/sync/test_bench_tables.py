@@ -33,6 +33,18 @@ def test_seed002_json_has_rates_ratio_and_counts(capsys):
     assert forced["legacy"]["final_refs"] == forced["modern"]["final_refs"] == 1
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_seed002_get_rates_give_every_reference_back(threads):
+    """The gets-only runs take references they never put inside the timed loop: both
+    counts are back at 1 after them, and rcuref's get never retries."""
+    gets = tables_seed002.get_rates(0.05, threads)
+    for name in ("legacy", "modern"):
+        assert gets[name]["rate"] > 0
+        assert gets[name]["final_refs"] == 1
+    assert gets["modern"]["cas_retries"] == 0
+    assert gets["ratio"] == pytest.approx(gets["modern"]["rate"] / gets["legacy"]["rate"])
+
+
 def test_missing_seed_module_is_reported_not_fatal(monkeypatch, capsys):
     real = tables.importlib.import_module
 
