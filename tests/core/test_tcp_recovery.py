@@ -17,7 +17,7 @@ from tcp_harness import (
 )
 
 from rcunet.core.tcp.congestion import Cubic, NewReno, create
-from rcunet.core.tcp.congestion.cubic import BETA, C
+from rcunet.core.tcp.congestion.cubic import CUBE_FACTOR, cubic_root
 from rcunet.core.tcp.prr import CaState
 from rcunet.core.tcp.reassembly import Assembler
 from rcunet.core.tcp.recovery import NEWRENO
@@ -213,9 +213,10 @@ def test_cubic_concave_then_convex_around_w_max() -> None:
     cc = Cubic(1000, 10)
     cc.set_cwnd(100_000)
     cc.on_congestion(0, 100_000)
-    assert cc.ssthresh == int(100_000 * BETA)
+    assert cc.ssthresh == 100 * 717 // 1024 * 1000  # cubictcp_recalc_ssthresh: beta 717/1024
     cc.set_cwnd(cc.ssthresh)
-    k = math.cbrt(100 * (1 - BETA) / C)  # RFC 9438 eq. 2
+    k = cubic_root(CUBE_FACTOR * 30) / 1024  # bic_K: seconds to climb back to W_max
+    assert math.isclose(k, math.cbrt(30 / 0.4), rel_tol=0.01)  # RFC 9438 eq. 2, C = 0.4
     reno = NewReno(1000, 10)
     reno.cwnd = reno.ssthresh = 70_000
     run_cubic_epoch(reno, k / 2)
@@ -231,9 +232,10 @@ def test_cubic_fast_convergence_and_friendliness() -> None:
     cc = Cubic(1000, 10)
     cc.set_cwnd(100_000)
     cc.on_congestion(0, 100_000)
+    assert cc.last_max_cwnd == 100
     cc.set_cwnd(80_000)
     cc.on_congestion(SECOND, 80_000)
-    assert math.isclose(cc.w_max, 80 * (1 + BETA) / 2)  # RFC 9438 §4.7
+    assert cc.last_max_cwnd == 80 * (1024 + 717) // 2048  # below the last W_max: 68
     assert create("cubic", 1000, 10).name == "cubic" and create("reno", 1000, 10).name == "reno"
 
 

@@ -181,7 +181,8 @@ class Connection:
         t.rcv_mss = self._initial_rcv_mss()
         self.timers = Timers()
         self.rto = RtoEstimator(options.rto_initial, options.rto_min, options.rto_max)
-        self.cc = congestion.create(options.congestion_control, t.snd_mss, options.initial_cwnd)
+        self.cc = congestion.create(options.congestion_control, t.snd_mss, options.initial_cwnd,
+                                     options.cubic)
         self.chrono = Chrono()  # busy / rwnd- / sndbuf-limited time (TCP_INFO)
         self.stats = TrafficStats()  # segments and bytes each way (TCP_INFO)
         self.sender = Sender(t, self.timers, self.rto, self.counters, self.chrono)
@@ -793,7 +794,7 @@ class Connection:
             mss -= MD5_OPTION_LEN  # tcp_mtu_to_mss: tcp_header_len counts the option
         t.snd_mss = max(mss, 1)
         t.rcv_mss = self._initial_rcv_mss()
-        self.cc = congestion.create(o.congestion_control, t.snd_mss, o.initial_cwnd)
+        self.cc = congestion.create(o.congestion_control, t.snd_mss, o.initial_cwnd, o.cubic)
 
     def _reserve_option_space(self) -> None:
         """The AccECN option rides on our segments from now on: the send MSS leaves room
@@ -1533,6 +1534,9 @@ class Connection:
         if not (seg.flags & SYN and self.passive):
             # a listener's request sock sends the SYN-ACK in Linux (tcp_make_synack),
             # not the socket whose totals TCP_INFO reads
+            if seg.payload and self.tcb.snd_max == self.tcb.snd_una:
+                # tcp_event_data_sent: the first data with nothing in flight
+                self.cc.on_tx_start(self._now, self.stats.last_data_sent_at)
             self.stats.segment_out(len(seg.payload), self._now)
 
 
