@@ -268,9 +268,11 @@ def test_go_back_n_after_rto_skips_data_sacked_since() -> None:
     # the head arrives; the peer also reports segments 2..4 (fresh SACK information)
     conn.on_segment(seg(ack=L1 + MSS, sack_blocks=blocks((2, 5))), 2 * SECOND)
     out = [o.seq for o in conn.take_segments()]
-    # cwnd is 2 SMSS now: segment 1, then straight to segment 5 (2..4 are not resent)
-    assert out == [L1 + MSS, L1 + 5 * MSS]
-    assert conn.counters["TcpRetransSegs"] == 3
+    # slow start grows cwnd by all this ACK delivered, the head and the three SACKed
+    # (tcp_cong_control's acked_sacked): 5 SMSS; segment 1, then straight to segment 5
+    # (2..4 are not resent)
+    assert out == [L1 + MSS, L1 + 5 * MSS, L1 + 6 * MSS, L1 + 7 * MSS, L1 + 8 * MSS]
+    assert conn.counters["TcpRetransSegs"] == 6
 
 
 def test_receiver_reports_duplicates_with_dsack_first() -> None:

@@ -118,7 +118,7 @@ from rcunet.core.tcp.listen import (
 from rcunet.core.tcp.options import Options
 from rcunet.core.tcp.prr import CaState
 from rcunet.core.tcp.receiver import Receiver
-from rcunet.core.tcp.recovery import LossRecovery, Recovery
+from rcunet.core.tcp.recovery import REORDERING, LossRecovery, Recovery
 from rcunet.core.tcp.rto import RtoEstimator
 from rcunet.core.tcp.sack import Scoreboard
 from rcunet.core.tcp.sender import Sender
@@ -1365,17 +1365,18 @@ class Connection:
         # tcp_cong_control runs after tcp_fastretrans_alert: in Loss, after the undo
         # it may decide (grown earlier, a Recovery that starts would count the growth)
         grow_after = loss.in_loss
-        if new_ack and not grow_after and loss.algorithm is None and not loss.cwr \
+        # tcp_cong_control grows cwnd by what this ACK delivered (tp->delivered's delta:
+        # bytes an earlier SACK delivered do not grow it a second time)
+        delivered = acked - sacked_before + newly_sacked
+        may_raise = self._may_raise_cwnd(new_ack, newly_sacked)
+        if may_raise and not grow_after and loss.algorithm is None and not loss.cwr \
                 and not ecn_signal:
-            # tcp_cong_control grows cwnd by what this ACK delivered (tp->delivered's
-            # delta), only when it ACKs data (tcp_may_raise_cwnd: FLAG_DATA_ACKED): bytes
-            # an earlier SACK delivered do not grow it a second time
-            self.sender.grow_cwnd(self, acked - sacked_before, now)
+            self.sender.grow_cwnd(self, delivered, now)
         in_recovery = loss.algorithm is not None
         loss.detect(self, seg, ack, new_ack, acked, prior_wnd, newly_sacked, now)
-        if new_ack and grow_after and loss.algorithm is None and not loss.cwr \
+        if may_raise and grow_after and loss.algorithm is None and not loss.cwr \
                 and not ecn_signal:
-            self.sender.grow_cwnd(self, acked - sacked_before, now)
+            self.sender.grow_cwnd(self, delivered, now)
         if loss.algorithm is not None and not in_recovery:
             self.ecn.on_reduction()  # tcp_init_cwnd_reduction: tcp_ecn_queue_cwr
         elif ecn_signal and loss.enter_cwr(self, now):  # tcp_try_to_open with FLAG_ECE
@@ -1393,6 +1394,14 @@ class Connection:
                 self._enter_closed()
                 return False
         return True
+
+    def _may_raise_cwnd(self, new_ack: bool, newly_sacked: int) -> bool:
+        """tcp_may_raise_cwnd: once reordering beyond net.ipv4.tcp_reordering was seen,
+        any delivery grows cwnd, SACKed out of order too (FLAG_FORWARD_PROGRESS); until
+        then only an ACK of new data in order does (FLAG_DATA_ACKED, RFC 5681)."""
+        if self.loss.reordering > REORDERING:
+            return new_ack or newly_sacked > 0
+        return new_ack
 
     def _is_timewait_sock(self) -> bool:
         """Would Linux hold this connection as a timewait sock, whose in-window bare ACKs
