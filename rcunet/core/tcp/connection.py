@@ -1379,7 +1379,7 @@ class Connection:
             self.sender.grow_cwnd(self, delivered, now)
         if loss.algorithm is not None and not in_recovery:
             self.ecn.on_reduction()  # tcp_init_cwnd_reduction: tcp_ecn_queue_cwr
-        elif ecn_signal and loss.enter_cwr(self, now):  # tcp_try_to_open with FLAG_ECE
+        elif ecn_signal and loss.enter_cwr(self, now, new_ack):  # tcp_try_to_open, FLAG_ECE
             self.ecn.on_reduction()
         # state-specific ACK handling
         st = self.state

@@ -631,10 +631,12 @@ class LossRecovery:
         self.reduction = None
         self.cwr = False
 
-    def enter_cwr(self, conn: Connection, now: int) -> bool:
+    def enter_cwr(self, conn: Connection, now: int, new_ack: bool = False) -> bool:
         """tcp_enter_cwr: congestion without loss (an ECN echo) reduces cwnd with PRR
         over one round trip, from Open only; Recovery and Loss already reduce.  True
-        when it began (the caller queues RFC 3168's CWR)."""
+        when it began (the caller queues RFC 3168's CWR).  The ACK that carried the
+        echo is the reduction's first: tcp_cong_control, after tcp_fastretrans_alert
+        entered CWR, runs tcp_cwnd_reduction for what it delivered."""
         if not enters_cwr(self.ca_state()):
             return False
         t = self.tcb
@@ -645,6 +647,7 @@ class LossRecovery:
         self.reduction = self._begin_reduction(conn, prior_cwnd)
         self.tlp_high_seq = 0
         self.cwr = True
+        self._prr(conn, new_ack)
         return True
 
     def _cwr_ack(self, conn: Connection, new_ack: bool, now: int) -> None:
