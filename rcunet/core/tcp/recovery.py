@@ -372,7 +372,7 @@ class LossRecovery:
                 self._take_dsack(blocks.dsack, first[0], first[1], valid)
                 used = used[1:] if valid else used
             prior_fack = self.fack
-            for left, right in used:
+            for left, right in self._whole_segments(used):
                 start, end = sub(left, t.snd_una), sub(right, t.snd_una)
                 if 0 <= start < end:
                     new += sb.add(start, end)
@@ -390,6 +390,15 @@ class LossRecovery:
             sb.clear()
             new = 0
         return new
+
+    def _whole_segments(self, blocks: list[tuple[int, int]] | tuple[tuple[int, int], ...]
+                        ) -> list[tuple[int, int]]:
+        """What of the SACK blocks marks anything: the segments in flight each block
+        covers whole.  Linux tags SACKed skbs, never bytes: a block that covers part of
+        a one-segment skb leaves it unSACKed (tcp_match_skb_to_sack splits only a
+        multi-segment skb, on MSS boundaries), and tcp_sacktag_walk skips it."""
+        log = self.log
+        return [seg for left, right in blocks for seg in log.inside(left, right)]
 
     def _take_dsack(self, name: str, start: int, end: int, valid: bool) -> None:
         """tcp_dsack_seen: a believable DSACK counts its duplicates and, once reordering

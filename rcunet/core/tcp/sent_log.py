@@ -82,6 +82,11 @@ class SentLog:
             self._remove(s)
         return done
 
+    def inside(self, left: int, right: int) -> list[tuple[int, int]]:
+        """The [seq, end) of the segments wholly inside the block [left, right)."""
+        return [(s.seq, s.end) for s in self._by_seq.values()
+                if not lt(s.seq, left) and le(s.end, right)]
+
     def sacked(self, blocks: list[tuple[int, int]]) -> list[Sent]:
         """The segments wholly inside a SACKed block (absolute sequence numbers) leave."""
         done = [s for s in self._by_seq.values()
