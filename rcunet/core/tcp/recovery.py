@@ -380,7 +380,9 @@ class LossRecovery:
                         self.fack = right
             if new:
                 fack, self.fack = self.fack, prior_fack  # reordering is judged against
-                for s in self.log.sacked(list(used)):   # the SACKs before this ACK
+                una = t.snd_una                          # the SACKs before this ACK
+                # in sequence order, as tcp_sacktag_walk tags them
+                for s in sorted(self.log.sacked(list(used)), key=lambda s: sub(s.seq, una)):
                     self._delivered(s, now)
                 self.fack = fack
                 self._check_reordering()
@@ -431,7 +433,9 @@ class LossRecovery:
             self.high_rxt = ack
         self.scoreboard.advance(acked)
         self.ca_rtt_us = None
-        for s in self.log.acked(ack):
+        # in sequence order, as tcp_clean_rtx_queue walks the retransmit queue: the last
+        # segment's RTT is RACK.rtt (a resent head moved to the log's tail)
+        for s in sorted(self.log.acked(ack), key=lambda s: sub(s.seq, ack)):
             self._delivered(s, now)
         self._check_reordering()
         if self.recover is not None and self.algorithm is None \
