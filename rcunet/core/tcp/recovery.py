@@ -395,12 +395,21 @@ class LossRecovery:
 
     def _whole_segments(self, blocks: list[tuple[int, int]] | tuple[tuple[int, int], ...]
                         ) -> list[tuple[int, int]]:
-        """What of the SACK blocks marks anything: the segments in flight each block
-        covers whole.  Linux tags SACKed skbs, never bytes: a block that covers part of
-        a one-segment skb leaves it unSACKed (tcp_match_skb_to_sack splits only a
+        """What of the SACK blocks marks anything: a block less the segments in flight
+        it covers only in part.  Linux tags SACKed skbs, never bytes: a block over part
+        of a one-segment skb leaves it unSACKed (tcp_match_skb_to_sack splits only a
         multi-segment skb, on MSS boundaries), and tcp_sacktag_walk skips it."""
-        log = self.log
-        return [seg for left, right in blocks for seg in log.inside(left, right)]
+        pieces: list[tuple[int, int]] = []
+        for left, right in blocks:
+            start = left
+            for seq, end in self.log.straddling(left, right):
+                if lt(start, seq):
+                    pieces.append((start, seq))
+                if gt(end, start):
+                    start = end
+            if lt(start, right):
+                pieces.append((start, right))
+        return pieces
 
     def _take_dsack(self, name: str, start: int, end: int, valid: bool) -> None:
         """tcp_dsack_seen: a believable DSACK counts its duplicates and, once reordering
