@@ -65,6 +65,7 @@ COMPILED = [
     "rcunet/core/tcp/challenge.py",
     "rcunet/core/tcp/congestion/base.py",
     "rcunet/core/tcp/congestion/cubic.py",
+    "rcunet/core/tcp/congestion/cubic_params.py",
     "rcunet/core/tcp/congestion/hystart.py",
     "rcunet/core/tcp/congestion/newreno.py",
     "rcunet/core/tcp/congestion/__init__.py",

@@ -12,6 +12,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from rcunet.core.tcp.congestion.cubic_params import DEFAULT_PARAMS, CubicParams
+
 #: The switches that undo one seed each, with their modern value.  ``legacy()`` flips them.
 SEED_SWITCHES: dict[str, tuple[str, ...]] = {
     "seed000": ("connect_rcu_precheck", "connect_hash_port0"),
@@ -113,6 +115,9 @@ class Tuning:
     #: that set SO_RCVBUF keep their size either way.
     tcp_moderate_rcvbuf: bool = True
     tcp_congestion_control: str = "cubic"
+    #: The tcp_cubic module's parameters (/sys/module/tcp_cubic/parameters), which a
+    #: CUBIC connection takes when it opens.
+    tcp_cubic: CubicParams = DEFAULT_PARAMS
     #: Loss detection (Linux net.ipv4.tcp_recovery): 0x1 RACK-TLP marks segments lost by
     #: time (the default), 0x2 keeps RACK's reordering window static, 0x4 gives RACK a
     #: window even when three segments are SACKed; 0 recovers on duplicate ACKs (RFC 6675).

@@ -35,7 +35,13 @@ class CodeFailure(Exception):
     """An assertion of the block failed (the message says which)."""
 
 
-def run_code(line: int, text: str, values: dict[str, int]) -> None:
+def run_code(line: int, text: str, values: dict[str, int],
+             script_names: dict[str, object] | None = None) -> None:
+    """Run one block over ``values`` (the TCP_INFO snapshot).  ``script_names``: the
+    names earlier blocks of the script assigned, which this block sees and may add to:
+    packetdrill's code.c writes every block of a script into one Python file, each
+    after fresh ``tcpi_*`` assignments, so a name set in one block (``cwnd = 58``) is
+    there in the next, and the snapshot's names win over the script's own."""
     # packetdrill's code.c writes each block followed by two newlines: a last line
     # ending in a backslash continues into an empty one, which Python accepts
     source = "\n".join(part.rstrip() for part in _dedent(text).splitlines()) + "\n\n"
@@ -49,7 +55,9 @@ def run_code(line: int, text: str, values: dict[str, int]) -> None:
                                          "the restricted evaluator does not allow")
         if isinstance(node, ast.Name) and node.id.startswith("__"):
             raise DrillUnsupported(line, f"code block name {node.id}")
-    namespace: dict[str, object] = {"__builtins__": _SAFE_BUILTINS, **CONSTANTS, **values}
+    names = script_names if script_names is not None else {}
+    namespace: dict[str, object] = {"__builtins__": _SAFE_BUILTINS, **CONSTANTS, **names,
+                                    **values}
     try:
         exec(compile(tree, "<code>", "exec"), namespace)  # noqa: S102 - vetted AST above
     except AssertionError as exc:
@@ -61,6 +69,20 @@ def run_code(line: int, text: str, values: dict[str, int]) -> None:
                                      "does not provide") from None
     except Exception as exc:  # noqa: BLE001 - the block is input: report, never raise
         raise DrillError(line, f"code block raised {type(exc).__name__}: {exc}") from None
+    finally:
+        _keep_assigned(names, namespace, values)
+
+
+def _keep_assigned(names: dict[str, object], namespace: dict[str, object],
+                   values: dict[str, int]) -> None:
+    """The names the block assigned, for the script's later blocks (the snapshot's own
+    names come fresh into each block, so they are not kept)."""
+    for name, value in namespace.items():
+        if name == "__builtins__" or name in values:
+            continue
+        if name in CONSTANTS and CONSTANTS[name] == value and name not in names:
+            continue
+        names[name] = value
 
 
 def _dedent(text: str) -> str:

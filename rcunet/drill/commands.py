@@ -1,6 +1,7 @@
 """Backtick commands through a whitelist: the kernel selftests' and packetdrill's
 ``defaults.sh``, ``sysctl`` (onto the Host's ``Tuning`` under Linux's names),
-``nstat`` (onto the Host's counters), ``ip link set dev IFACE mtu N`` (the Host's
+``nstat`` (onto the Host's counters), ``echo V > FILE`` into a /proc/sys file or
+a tcp_cubic module parameter, ``ip link set dev IFACE mtu N`` (the Host's
 interface MTU) and ``ethtool -K IFACE tso off ...`` (offloads rcunet does not have).
 Anything else makes the script unsupported, with the command named: the engine never
 runs a shell."""
@@ -13,6 +14,7 @@ import shlex
 from typing import TYPE_CHECKING
 
 from rcunet.core.tcp import fastopen
+from rcunet.core.tcp.congestion.cubic_params import WRITABLE
 from rcunet.drill.errors import DrillUnsupported
 
 if TYPE_CHECKING:
@@ -119,6 +121,8 @@ _CC = {"cubic", "reno", "newreno"}
 #: ethtool -K features rcunet's interfaces never have: TCP/generic segmentation
 #: offload, generic/large receive offload (``Commands._ethtool``).
 _OFFLOADS = frozenset({"tso", "gso", "gro", "lro"})
+#: The directory of the tcp_cubic module's parameters (``Commands.module_param``).
+_CUBIC_PARAMS = "/sys/module/tcp_cubic/parameters/"
 _REDIRECT = re.compile(r"\s*(?:[12&]?>\s*/dev/null|2>&1)")
 _ARITH = re.compile(r"\$\(\(([^()]*)\)\)")
 
@@ -233,9 +237,38 @@ class Commands:
             return self._ethtool(line, text, words[1:])
         if words[:3] == ["ip", "link", "set"]:
             return self._ip_link_set(line, text, words[3:])
+        if name == "echo" and len(words) == 4 and words[2] == ">":
+            return self._echo_into(line, text, words[1], words[3])
         if name == "tc" or name.startswith("sysctl_restore_"):
             return 0  # no qdisc, a fresh Host per run: nothing to undo
         raise DrillUnsupported(line, f"command `{text}` is not supported")
+
+    def _echo_into(self, line: int, text: str, value: str, path: str) -> int:
+        """``echo VALUE > FILE`` for the files that are settings: a /proc/sys file is
+        its sysctl, a /sys/module/tcp_cubic/parameters file one of CUBIC's module
+        parameters (``module_param``).  Any other file is unsupported."""
+        if path.startswith("/proc/sys/"):
+            return self.sysctl(line, path.removeprefix("/proc/sys/"), value)
+        if path.startswith(_CUBIC_PARAMS):
+            return self.module_param(path.removeprefix(_CUBIC_PARAMS), value)
+        raise DrillUnsupported(line, f"command `{text}` is not supported")
+
+    def module_param(self, name: str, value: str) -> int:
+        """Write one tcp_cubic module parameter as sysfs does (param_set_int: an
+        integer in any base kstrtoint reads); the shell's status: 1 when the file does
+        not exist, is read-only (0444) or the value is not an integer, as echo fails."""
+        params = self.host.tuning.tcp_cubic
+        if name not in WRITABLE:
+            return 1
+        try:
+            number = int(value, 0)
+        except ValueError:
+            return 1
+        if not -(1 << 31) <= number < (1 << 31):
+            return 1  # kstrtoint: -ERANGE
+        cubic = dataclasses.replace(params, **{name: number})
+        self.host.set_tuning(dataclasses.replace(self.host.tuning, tcp_cubic=cubic))
+        return 0
 
     def _ethtool(self, line: int, text: str, args: list[str]) -> int:
         """``ethtool -K IFACE FEATURE off ...`` for the segmentation offloads: rcunet's

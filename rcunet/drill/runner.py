@@ -217,6 +217,8 @@ class Runner:
                                  self.remote_ip, config.bind_port, config.connect_port,
                                  self._on_socket_event)
         self.commands = Commands(self.host)
+        #: names the script's code blocks assigned (``run_code``)
+        self.code_names: dict[str, object] = {}
         self.syscalls.tolerance_usecs = config.tolerance_usecs
         self.sut: DrillSocket | None = None
         self.sockets: list[DrillSocket] = []
@@ -418,7 +420,7 @@ class Runner:
         if sk is not None:  # packetdrill's code.c adds getsockopt(SO_MEMINFO) by name
             values.update(meminfo.snapshot(sk))
         try:
-            run_code(event.line, code.text, values)
+            run_code(event.line, code.text, values, self.code_names)
         except CodeFailure as exc:
             raise DrillFailure(event.line, f"error executing code: {exc}  (values: "
                                            f"{_brief(values, code.text)})",

@@ -48,6 +48,22 @@ def test_segments_sent_before_are_lost_after_rtt_plus_window() -> None:
     assert later == ((0, 1), 0)  # stops at the RACK segment itself
 
 
+def test_a_burst_mate_sent_after_the_rtt_segment_is_not_lost_at_exactly_rack_rtt() -> None:
+    """One burst shares a timestamp on the virtual clock; Linux stamps each segment a
+    little later.  The segment that gave RACK.rtt (1000-2000, sent at 10 ms) went out
+    before 3000-4000 in the burst, so at exactly RACK.rtt after the burst that one has
+    waited a little less in Linux: not lost yet.  One sent before it in the burst is."""
+    r = RackState()
+    r.advance(xmit_time=20 * MS, end_seq=500, now=32 * MS, retransmitted=True,
+              min_rtt_us=10 * MS)  # a resent head: the latest sent, RTT 12 ms
+    r.advance(xmit_time=10 * MS, end_seq=2000, now=32 * MS, retransmitted=False,
+              min_rtt_us=10 * MS)  # an original after it in sequence: RACK.rtt 22 ms
+    assert (r.xmit_time, r.rtt_us) == (20 * MS, 22 * MS)
+    segs = [Segment(10 * MS, 1000), Segment(10 * MS, 4000)]
+    assert rack.detect_loss(r, segs, now=32 * MS, reo_wnd=0) == ((0,), 1)
+    assert rack.detect_loss(r, segs, now=33 * MS, reo_wnd=0) == ((0, 1), 0)
+
+
 def test_reordering_window() -> None:
     r = RackState()
     assert _window(r) == 10 * MS                          # min_rtt / 4

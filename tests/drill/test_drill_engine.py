@@ -7,9 +7,11 @@ from __future__ import annotations
 import pytest
 
 from rcunet.drill import script as s
+from rcunet.drill.commands import Commands
 from rcunet.drill.errors import DrillError, DrillUnsupported
 from rcunet.drill.parser import parse, parse_file
 from rcunet.drill.runner import run_script
+from rcunet.host.host import Host
 
 PASSIVE = """0 socket(..., SOCK_STREAM, IPPROTO_TCP) = 3
 +0 bind(3, ..., ...) = 0
@@ -321,3 +323,41 @@ def test_ethtool_turns_off_offloads_rcunet_does_not_have(command: str, status: s
     receive offloads, so switching them off is a no-op; an unknown device fails as
     ethtool does; anything else is named unsupported."""
     assert _run(f"0 `{command}`\n" + PASSIVE)[0] == status
+
+
+@pytest.mark.parametrize(("command", "status"), [
+    ("echo 1 > /sys/module/tcp_cubic/parameters/hystart_detect", "pass"),
+    ("echo 0x2 > /sys/module/tcp_cubic/parameters/hystart_detect", "pass"),
+    ("echo 0 > /sys/module/tcp_cubic/parameters/hystart", "pass"),
+    ("echo 41 > /sys/module/tcp_cubic/parameters/bic_scale", "fail"),  # 0444
+    ("echo x > /sys/module/tcp_cubic/parameters/beta", "fail"),
+    ("echo 1 > /sys/module/tcp_cubic/parameters/no_such_param", "fail"),
+    ("echo 1 > /sys/module/tcp_bbr/parameters/x", "unsupported"),
+])
+def test_echo_into_a_cubic_module_parameter(command: str, status: str) -> None:
+    """``echo V > /sys/module/tcp_cubic/parameters/NAME`` sets the Host's CUBIC
+    parameter as sysfs would; a read-only or missing file, or a value that is not an
+    integer, makes echo fail; another module's files are unsupported."""
+    assert _run(f"0 `{command}`\n" + PASSIVE)[0] == status
+
+
+def test_cubic_module_parameters_reach_a_new_connection() -> None:
+    """A connection opened after the write runs with the written parameters."""
+    host = Host("h")
+    commands = Commands(host)
+    assert commands.run(1, "echo 1 > /sys/module/tcp_cubic/parameters/hystart_detect\n"
+                           "echo 8 > /sys/module/tcp_cubic/parameters/hystart_low_window") == 0
+    cubic = host.tuning.tcp_cubic
+    assert (cubic.hystart_detect, cubic.hystart_low_window, cubic.beta) == (1, 8, 717)
+    assert commands.run(1, "echo 3 > /proc/sys/net/ipv4/tcp_recovery") == 0
+    assert host.tuning.tcp_recovery == 3
+
+
+def test_names_a_code_block_assigns_are_there_in_the_next() -> None:
+    """packetdrill runs a script's code blocks as one Python file: ``cwnd = 10`` in one
+    block is seen (and may change) in the next, while ``tcpi_*`` are fresh each time."""
+    tail = ("+0 %{ cwnd = tcpi_snd_cwnd; tcpi_snd_cwnd = 99 }%\n"
+            "+0 %{ assert tcpi_snd_cwnd == cwnd == 10, cwnd; cwnd += 1 }%\n"
+            "+0 %{ assert cwnd == 11 }%\n")
+    assert _run(PASSIVE + tail)[0] == "pass"
+    assert _run(PASSIVE + "+0 %{ assert cwnd == 10 }%\n")[0] == "unsupported"

@@ -118,7 +118,7 @@ from rcunet.core.tcp.listen import (
 from rcunet.core.tcp.options import Options
 from rcunet.core.tcp.prr import CaState
 from rcunet.core.tcp.receiver import Receiver
-from rcunet.core.tcp.recovery import LossRecovery, Recovery
+from rcunet.core.tcp.recovery import REORDERING, LossRecovery, Recovery
 from rcunet.core.tcp.rto import RtoEstimator
 from rcunet.core.tcp.sack import Scoreboard
 from rcunet.core.tcp.sender import Sender
@@ -181,7 +181,8 @@ class Connection:
         t.rcv_mss = self._initial_rcv_mss()
         self.timers = Timers()
         self.rto = RtoEstimator(options.rto_initial, options.rto_min, options.rto_max)
-        self.cc = congestion.create(options.congestion_control, t.snd_mss, options.initial_cwnd)
+        self.cc = congestion.create(options.congestion_control, t.snd_mss, options.initial_cwnd,
+                                     options.cubic)
         self.chrono = Chrono()  # busy / rwnd- / sndbuf-limited time (TCP_INFO)
         self.stats = TrafficStats()  # segments and bytes each way (TCP_INFO)
         self.sender = Sender(t, self.timers, self.rto, self.counters, self.chrono)
@@ -793,7 +794,7 @@ class Connection:
             mss -= MD5_OPTION_LEN  # tcp_mtu_to_mss: tcp_header_len counts the option
         t.snd_mss = max(mss, 1)
         t.rcv_mss = self._initial_rcv_mss()
-        self.cc = congestion.create(o.congestion_control, t.snd_mss, o.initial_cwnd)
+        self.cc = congestion.create(o.congestion_control, t.snd_mss, o.initial_cwnd, o.cubic)
 
     def _reserve_option_space(self) -> None:
         """The AccECN option rides on our segments from now on: the send MSS leaves room
@@ -1364,20 +1365,21 @@ class Connection:
         # tcp_cong_control runs after tcp_fastretrans_alert: in Loss, after the undo
         # it may decide (grown earlier, a Recovery that starts would count the growth)
         grow_after = loss.in_loss
-        if new_ack and not grow_after and loss.algorithm is None and not loss.cwr \
+        # tcp_cong_control grows cwnd by what this ACK delivered (tp->delivered's delta:
+        # bytes an earlier SACK delivered do not grow it a second time)
+        delivered = acked - sacked_before + newly_sacked
+        may_raise = self._may_raise_cwnd(new_ack, newly_sacked)
+        if may_raise and not grow_after and loss.algorithm is None and not loss.cwr \
                 and not ecn_signal:
-            # tcp_cong_control grows cwnd by what this ACK delivered (tp->delivered's
-            # delta), only when it ACKs data (tcp_may_raise_cwnd: FLAG_DATA_ACKED): bytes
-            # an earlier SACK delivered do not grow it a second time
-            self.sender.grow_cwnd(self, acked - sacked_before, now)
+            self.sender.grow_cwnd(self, delivered, now)
         in_recovery = loss.algorithm is not None
         loss.detect(self, seg, ack, new_ack, acked, prior_wnd, newly_sacked, now)
-        if new_ack and grow_after and loss.algorithm is None and not loss.cwr \
+        if may_raise and grow_after and loss.algorithm is None and not loss.cwr \
                 and not ecn_signal:
-            self.sender.grow_cwnd(self, acked - sacked_before, now)
+            self.sender.grow_cwnd(self, delivered, now)
         if loss.algorithm is not None and not in_recovery:
             self.ecn.on_reduction()  # tcp_init_cwnd_reduction: tcp_ecn_queue_cwr
-        elif ecn_signal and loss.enter_cwr(self, now):  # tcp_try_to_open with FLAG_ECE
+        elif ecn_signal and loss.enter_cwr(self, now, new_ack):  # tcp_try_to_open, FLAG_ECE
             self.ecn.on_reduction()
         # state-specific ACK handling
         st = self.state
@@ -1392,6 +1394,14 @@ class Connection:
                 self._enter_closed()
                 return False
         return True
+
+    def _may_raise_cwnd(self, new_ack: bool, newly_sacked: int) -> bool:
+        """tcp_may_raise_cwnd: once reordering beyond net.ipv4.tcp_reordering was seen,
+        any delivery grows cwnd, SACKed out of order too (FLAG_FORWARD_PROGRESS); until
+        then only an ACK of new data in order does (FLAG_DATA_ACKED, RFC 5681)."""
+        if self.loss.reordering > REORDERING:
+            return new_ack or newly_sacked > 0
+        return new_ack
 
     def _is_timewait_sock(self) -> bool:
         """Would Linux hold this connection as a timewait sock, whose in-window bare ACKs
@@ -1533,6 +1543,9 @@ class Connection:
         if not (seg.flags & SYN and self.passive):
             # a listener's request sock sends the SYN-ACK in Linux (tcp_make_synack),
             # not the socket whose totals TCP_INFO reads
+            if seg.payload and self.tcb.snd_max == self.tcb.snd_una:
+                # tcp_event_data_sent: the first data with nothing in flight
+                self.cc.on_tx_start(self._now, self.stats.last_data_sent_at)
             self.stats.segment_out(len(seg.payload), self._now)
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from rcunet.core.tcp.congestion.cubic_params import DEFAULT_PARAMS, CubicParams
+
 MS = 1_000_000
 SECOND = 1_000_000_000
 #: Linux's jiffy at HZ=1000: TCP_RTO_MIN_US and TCP_DELACK_MAX_US are kept in jiffies
@@ -93,7 +95,9 @@ class Options:
     #: tcp_slow_start_after_idle: a write after more than an RTO with nothing in flight
     #: shrinks cwnd toward the initial window (RFC 5681 §4.1; rcunet.core.tcp.idle)
     slow_start_after_idle: bool = True
-    congestion_control: str = "cubic"  #: "reno" (RFC 5681/6582) or "cubic" (RFC 9438)
+    congestion_control: str = "cubic"  #: "reno" (RFC 5681/6582) or "cubic" (Linux's)
+    #: The tcp_cubic module parameters a CUBIC connection runs with.
+    cubic: CubicParams = DEFAULT_PARAMS
     initial_cwnd: int = 10  #: segments (RFC 6928; Linux TCP_INIT_CWND)
     rto_initial: int = 1 * SECOND  #: RFC 6298 §2.1 (Linux TCP_TIMEOUT_INIT)
     rto_fallback: int = 3 * SECOND  #: after a retransmitted SYN (RFC 6298 §5.7)
@@ -175,6 +179,7 @@ class Options:
         simple = {"tcp_timestamps": "timestamps", "tcp_sack": "sack",
                   "tcp_window_scaling": "window_scaling",
                   "tcp_congestion_control": "congestion_control",
+                  "tcp_cubic": "cubic",
                   "tcp_syn_retries": "syn_retries", "tcp_synack_retries": "synack_retries",
                   "tcp_retries2": "retries2", "tcp_keepalive_probes": "keepalive_probes",
                   "tcp_notsent_lowat": "notsent_lowat", "tcp_ecn": "ecn",

@@ -47,8 +47,11 @@ class RackState:
     xmit_time: int = 0
     #: Its end sequence number.
     end_seq: int = 0
-    #: The RTT it measured.
+    #: The RTT the last ACKed or SACKed segment measured (tp->rack.rtt_us).
     rtt_us: int = 0
+    #: That segment's send time and end sequence (``detect_loss``'s tie-break).
+    rtt_xmit_time: int = 0
+    rtt_end_seq: int = 0
     #: Advanced since the last loss marking (mark_lost has work to do).
     advanced: bool = False
     #: The window in steps of min_rtt/4.
@@ -70,6 +73,7 @@ class RackState:
             return
         self.advanced = True
         self.rtt_us = rtt_us
+        self.rtt_xmit_time, self.rtt_end_seq = xmit_time, end_seq
         if sent_after(xmit_time, self.xmit_time, end_seq, self.end_seq):
             self.xmit_time, self.end_seq = xmit_time, end_seq
 
@@ -135,7 +139,12 @@ class Detection(NamedTuple):
 def detect_loss(rack: RackState, segments: Iterable[Segment], now: int,
                 reo_wnd: int) -> Detection:
     """Walk the segments in send order; each sent before the RACK segment is lost once
-    RACK.rtt + reo_wnd have passed since it was sent (tcp_rack_detect_loss)."""
+    RACK.rtt + reo_wnd have passed since it was sent (tcp_rack_detect_loss).
+
+    A burst shares one timestamp on the virtual clock, where a real clock stamps each
+    segment a little later than the one before: a segment sent in the same burst after
+    the one whose RTT is RACK.rtt has waited a little less than that RTT, so at exactly
+    RACK.rtt (+ reo_wnd) it is not yet lost in Linux -- its wait is still positive."""
     lost: list[int] = []
     timeout = 0
     for index, seg in enumerate(segments):
@@ -144,6 +153,9 @@ def detect_loss(rack: RackState, segments: Iterable[Segment], now: int,
         if not sent_after(rack.xmit_time, seg.xmit_time, rack.end_seq, seg.end_seq):
             break
         remaining = rack.rtt_us + reo_wnd - (now - seg.xmit_time)
+        if remaining == 0 and sent_after(seg.xmit_time, rack.rtt_xmit_time, seg.end_seq,
+                                         rack.rtt_end_seq):
+            remaining = 1  # sent after the RTT's segment within its burst
         if remaining <= 0:
             lost.append(index)
         else:

@@ -372,7 +372,7 @@ class LossRecovery:
                 self._take_dsack(blocks.dsack, first[0], first[1], valid)
                 used = used[1:] if valid else used
             prior_fack = self.fack
-            for left, right in used:
+            for left, right in self._whole_segments(used):
                 start, end = sub(left, t.snd_una), sub(right, t.snd_una)
                 if 0 <= start < end:
                     new += sb.add(start, end)
@@ -380,7 +380,9 @@ class LossRecovery:
                         self.fack = right
             if new:
                 fack, self.fack = self.fack, prior_fack  # reordering is judged against
-                for s in self.log.sacked(list(used)):   # the SACKs before this ACK
+                una = t.snd_una                          # the SACKs before this ACK
+                # in sequence order, as tcp_sacktag_walk tags them
+                for s in sorted(self.log.sacked(list(used)), key=lambda s: sub(s.seq, una)):
                     self._delivered(s, now)
                 self.fack = fack
                 self._check_reordering()
@@ -390,6 +392,24 @@ class LossRecovery:
             sb.clear()
             new = 0
         return new
+
+    def _whole_segments(self, blocks: list[tuple[int, int]] | tuple[tuple[int, int], ...]
+                        ) -> list[tuple[int, int]]:
+        """What of the SACK blocks marks anything: a block less the segments in flight
+        it covers only in part.  Linux tags SACKed skbs, never bytes: a block over part
+        of a one-segment skb leaves it unSACKed (tcp_match_skb_to_sack splits only a
+        multi-segment skb, on MSS boundaries), and tcp_sacktag_walk skips it."""
+        pieces: list[tuple[int, int]] = []
+        for left, right in blocks:
+            start = left
+            for seq, end in self.log.straddling(left, right):
+                if lt(start, seq):
+                    pieces.append((start, seq))
+                if gt(end, start):
+                    start = end
+            if lt(start, right):
+                pieces.append((start, right))
+        return pieces
 
     def _take_dsack(self, name: str, start: int, end: int, valid: bool) -> None:
         """tcp_dsack_seen: a believable DSACK counts its duplicates and, once reordering
@@ -422,7 +442,9 @@ class LossRecovery:
             self.high_rxt = ack
         self.scoreboard.advance(acked)
         self.ca_rtt_us = None
-        for s in self.log.acked(ack):
+        # in sequence order, as tcp_clean_rtx_queue walks the retransmit queue: the last
+        # segment's RTT is RACK.rtt (a resent head moved to the log's tail)
+        for s in sorted(self.log.acked(ack), key=lambda s: sub(s.seq, ack)):
             self._delivered(s, now)
         self._check_reordering()
         if self.recover is not None and self.algorithm is None \
@@ -631,10 +653,12 @@ class LossRecovery:
         self.reduction = None
         self.cwr = False
 
-    def enter_cwr(self, conn: Connection, now: int) -> bool:
+    def enter_cwr(self, conn: Connection, now: int, new_ack: bool = False) -> bool:
         """tcp_enter_cwr: congestion without loss (an ECN echo) reduces cwnd with PRR
         over one round trip, from Open only; Recovery and Loss already reduce.  True
-        when it began (the caller queues RFC 3168's CWR)."""
+        when it began (the caller queues RFC 3168's CWR).  The ACK that carried the
+        echo is the reduction's first: tcp_cong_control, after tcp_fastretrans_alert
+        entered CWR, runs tcp_cwnd_reduction for what it delivered."""
         if not enters_cwr(self.ca_state()):
             return False
         t = self.tcb
@@ -645,6 +669,7 @@ class LossRecovery:
         self.reduction = self._begin_reduction(conn, prior_cwnd)
         self.tlp_high_seq = 0
         self.cwr = True
+        self._prr(conn, new_ack)
         return True
 
     def _cwr_ack(self, conn: Connection, new_ack: bool, now: int) -> None:

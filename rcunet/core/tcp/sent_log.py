@@ -82,6 +82,14 @@ class SentLog:
             self._remove(s)
         return done
 
+    def straddling(self, left: int, right: int) -> list[tuple[int, int]]:
+        """The [seq, end) of the segments the block [left, right) covers only in part,
+        in sequence order."""
+        return sorted(((s.seq, s.end) for s in self._by_seq.values()
+                       if lt(s.seq, right) and gt(s.end, left)
+                       and (lt(s.seq, left) or gt(s.end, right))),
+                      key=lambda r: sub(r[0], left))
+
     def sacked(self, blocks: list[tuple[int, int]]) -> list[Sent]:
         """The segments wholly inside a SACKed block (absolute sequence numbers) leave."""
         done = [s for s in self._by_seq.values()

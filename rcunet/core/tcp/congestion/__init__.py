@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from rcunet.core.tcp.congestion.base import CongestionControl
 from rcunet.core.tcp.congestion.cubic import Cubic
+from rcunet.core.tcp.congestion.cubic_params import DEFAULT_PARAMS, CubicParams
 from rcunet.core.tcp.congestion.newreno import NewReno
 
 ALGORITHMS: dict[str, type[CongestionControl]] = {"reno": NewReno, "cubic": Cubic}
 
 
-def create(name: str, mss: int, initial_cwnd: int) -> CongestionControl:
+def create(name: str, mss: int, initial_cwnd: int,
+           cubic: CubicParams = DEFAULT_PARAMS) -> CongestionControl:
+    """A new connection's controller; ``cubic``: the tcp_cubic module parameters."""
+    if name == "cubic":
+        return Cubic(mss, initial_cwnd, cubic)
     try:
         cls = ALGORITHMS[name]
     except KeyError:
@@ -17,4 +22,4 @@ def create(name: str, mss: int, initial_cwnd: int) -> CongestionControl:
     return cls(mss, initial_cwnd)
 
 
-__all__ = ["ALGORITHMS", "CongestionControl", "Cubic", "NewReno", "create"]
+__all__ = ["ALGORITHMS", "CongestionControl", "Cubic", "CubicParams", "NewReno", "create"]

@@ -45,6 +45,10 @@ class CongestionControl:
         """Every ACK's RTT sample (µs; None without one), what Linux's pkts_acked hook
         sees: CUBIC's HyStart watches it to end slow start."""
 
+    def on_tx_start(self, now: int, last_data_sent_at: int | None) -> None:
+        """Data goes out with nothing in flight (Linux's CA_EVENT_TX_START, from
+        tcp_event_data_sent); ``last_data_sent_at`` is when data last went out."""
+
     def on_congestion(self, now: int, flight: int) -> None:
         """Loss detected by dupacks/SACK: set ssthresh (the connection then sets cwnd)."""
         raise NotImplementedError

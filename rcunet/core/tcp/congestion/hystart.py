@@ -9,8 +9,8 @@ ssthresh set to the current cwnd, when either
   eighth of it (4-16 ms): a queue is building.
 
 Only once cwnd reaches ``low_window`` (16) segments.  A round ends when SND.UNA passes
-the SND.NXT it began with.  Times are microseconds; cwnd in segments.  Not wired into
-``Cubic`` yet (the engine's congestion parts will call it per ACK).
+the SND.NXT it began with.  Times are microseconds; cwnd in segments.  ``Cubic`` runs
+it on every ACK's RTT sample with the tcp_cubic module parameters (``cubic_params``).
 """
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from rcunet.core.tcp.congestion.cubic_params import ACK_TRAIN, DELAY
 from rcunet.wire.seqnum import gt
 
-ACK_TRAIN = 0x1
-DELAY = 0x2
+__all__ = ["ACK_TRAIN", "DELAY", "HyStart", "ack_delay_us", "delay_threshold_us"]
+
 #: Delay detection waits for this many RTT samples per round (HYSTART_MIN_SAMPLES).
 MIN_SAMPLES = 8
 #: HYSTART_DELAY_THRESH's clamp of delay_min / 8 (µs).
