@@ -22,8 +22,7 @@ class Tcb:
     snd_nxt: int = 0  #: next sequence number to send (reset to snd_una after an RTO)
     snd_max: int = 0  #: highest sequence number sent + 1 (BSD's snd_max)
     snd_wnd: int = 0  #: peer's receive window, scaled, in bytes
-    snd_wl1: int = 0  #: segment sequence number used for the last window update
-    snd_wl2: int = 0  #: segment acknowledgment number used for the last window update
+    snd_wl1: int = 0  #: segment sequence number of the last window update (no WL2: Linux)
     max_snd_wnd: int = 0  #: largest window the peer ever offered (RFC 5961 §5, SWS)
     snd_wscale: int = 0  #: shift applied to the peer's window field (RFC 7323 §2.3)
     snd_mss: int = 536  #: effective send MSS: payload bytes per segment (RFC 9293 §3.7.1)
