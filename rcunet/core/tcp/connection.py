@@ -910,10 +910,12 @@ class Connection:
         self._emit(seg)
         if not retransmit:
             self.timers.syn_sent(now)
-        if not (retransmit and (self.fastopen_child or self.fastopen_active is not None)):
+        if not (retransmit and self.fastopen_child or (retransmit or is_synack)
+                and self.fastopen_active is not None):
             # (a Fast Open child retransmits only its SYN,ACK: data it sent in
             # SYN-RECEIVED stays in flight, tcp_fastopen_synack_timer; a Fast Open
-            # client's SYN data stays in flight behind a data-less SYN)
+            # client's SYN data stays in flight behind a data-less SYN, retransmitted
+            # or turned into the SYN,ACK of a simultaneous open, tcp_send_synack)
             t.snd_nxt = t.snd_max = add(t.iss, 1 + len(payload))
         if rearm or self.timers.rto_at is None:
             self.timers.rto_at = now + self.rto.rto
@@ -1136,7 +1138,8 @@ class Connection:
         if flags & (SYN | ACK) == SYN | ACK and not self.passive \
                 and self.ecn.mode is EcnMode.ACCECN:
             self.ecn.on_repeated_synack(seg)
-        if self._is_simultaneous_open_synack(seg):
+        repeated_syn = self._is_simultaneous_open_synack(seg)
+        if repeated_syn:
             # Linux tcp_validate_incoming: in a simultaneous open the peer's SYN,ACK
             # repeats its SYN (not acceptable by the §3.10.7.4 table) but its ACK
             # completes the handshake; take the ACK, skip the challenge.
@@ -1220,6 +1223,8 @@ class Connection:
             self._reserve_option_space()
             self._set_state(ESTABLISHED)
             self._on_established(now)
+            if repeated_syn:
+                self._dsack_repeated_syn(seg)
         elif not self._process_ack(seg, now):
             return
         if self.state is CLOSED:
@@ -1229,6 +1234,15 @@ class Connection:
             self._ecn_input(seg)
         # sixth (URG) is not implemented: urgent data is delivered inline, as RFC 6093 advises.
         self.receiver.process_text_and_fin(self, seg, seg.seq, now)
+
+    def _dsack_repeated_syn(self, seg: tcp.Repr) -> None:
+        """The SYN a simultaneous open's SYN,ACK repeats is a duplicate of one sequence
+        number below RCV.NXT: Linux's tcp_data_queue takes it as a retransmission
+        (its end_seq counts the SYN), D-SACKs it and ACKs at once in quickack mode.
+        ``seg`` is the segment with its SYN already stepped over."""
+        self.delack.enter_quickack_mode(self.options)
+        syn_seq = add(seg.seq, -1)
+        self.receiver.note_dsack(syn_seq, seg.seq)
 
     def _ecn_input(self, seg: tcp.Repr) -> None:
         """The data receiver's side of ECN for an acceptable segment: a first CE mark, the
