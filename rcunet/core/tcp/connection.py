@@ -560,7 +560,8 @@ class Connection:
     def fail(self, err: int, now: int) -> None:
         """The connection dies with ``err`` and sends nothing (an ICMP error in
         SYN-RECEIVED of a Fast Open child: Linux tcp_v4_err sets sk_err and calls
-        tcp_done).  Data already received stays readable; then ``err``."""
+        tcp_done; a fatal one for a child still a request: tcp_req_err drops it).
+        Data already received stays readable; then ``err``."""
         self._now = now
         if self.state is not CLOSED:
             self._fail(err)
