@@ -324,7 +324,7 @@ class Connection:
             t.ts_recent, t.ts_recent_stamp = ack.timestamp[0], now
         t.sack_ok = sack_ok and opts.sack
         conn._set_mss(mss)
-        t.rcv_adv = add(t.rcv_nxt, conn._syn_window())  # what the SYN,ACK offered
+        t.first_window(conn._syn_window())  # what the SYN,ACK offered
         conn.receiver.offer_first_window(conn, conn._syn_window())
         t.snd_wl1 = add(ack.seq, -1)
         conn._set_state(ESTABLISHED)
@@ -780,7 +780,7 @@ class Connection:
         t.snd_wnd = seg.window  # RFC 7323 §2.2: the SYN's window is never scaled
         t.max_snd_wnd = max(t.max_snd_wnd, t.snd_wnd)
         t.snd_wl1 = seg.seq
-        t.rcv_adv = add(t.rcv_nxt, self._syn_window())
+        t.first_window(self._syn_window())
         self.receiver.offer_first_window(self, self._syn_window())
 
     def _set_mss(self, peer_mss: int) -> None:
