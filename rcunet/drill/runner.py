@@ -46,7 +46,7 @@ _TCP_FLAG_FIELDS = (("tcp_fin", 0x01), ("tcp_syn", 0x02), ("tcp_rst", 0x04),
                     ("tcp_ece", 0x40), ("tcp_cwr", 0x80), ("tcp_ae", 0x100))
 _STRICT_ONLY = {"tcp_fin", "tcp_psh", "tcp_cwr"}
 _ICMP4 = {"unreachable": 3, "time_exceeded": 11, "source_quench": 4, "echo_reply": 0,
-          "echo_request": 8}
+          "echo_request": 8, "parameter_problem": 12}
 _ICMP4_CODES = {"net_unreachable": 0, "host_unreachable": 1, "protocol_unreachable": 2,
                 "port_unreachable": 3, "frag_needed": 4, "source_route_failed": 5,
                 "net_unknown": 6, "host_unknown": 7, "net_prohibited": 9,
@@ -768,6 +768,8 @@ class Runner:
             itype, code, rest = 2, 0, spec.icmp_mtu or 1280
         elif spec.icmp_type == "time_exceeded":
             itype, code, rest = 3, 0, 0
+        elif spec.icmp_type == "parameter_problem":
+            itype, code, rest = 4, 0, 0  # erroneous header field, pointer 0
         else:
             itype, rest = 1, 0
             code = {"port_unreachable": 4, "host_unreachable": 3, "net_unreachable": 0,

@@ -166,6 +166,30 @@ def test_threading_tcp_socketserver(tmp_path: Any) -> None:
     _same_seed_same_pcap(_tcp_lines, tmp_path)
 
 
+#: Seeds of the socketserver scenario run by ``test_threading_tcp_socketserver_seeds``; one
+#: of them (27) once stalled both ends in a zero window for good.  The client took an ACK
+#: that moved SND.UNA (riding on data that filled a hole, older than the last window
+#: update) without its window, so its window ran 40 bytes past the server's edge; the
+#: server, its queue full behind a blocked writer, then dropped every ACK the client sent
+#: (beyond its window, Linux tcp_sequence) and never learnt its own data had arrived.
+SCANNED_SEEDS = range(1, 33)
+#: Simulated seconds each run may take: a run that ends takes about 12.
+SCAN_LIMIT = 120.0
+
+
+def test_threading_tcp_socketserver_seeds() -> None:
+    """Every seed of the scan delivers every client's echo whole, in bounded simulated time."""
+    stalled = []
+    for seed in SCANNED_SEEDS:
+        sim, a, b = two_hosts(seed, LOSSY)
+        check = _tcp_lines(sim, a, b)
+        ended = sim.run(until=SCAN_LIMIT)
+        sim.close()
+        if not (ended and check()):
+            stalled.append(seed)
+    assert stalled == []
+
+
 def test_threading_udp_socketserver(tmp_path: Any) -> None:
     _same_seed_same_pcap(_udp_upper, tmp_path)
 

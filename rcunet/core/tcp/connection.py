@@ -325,9 +325,9 @@ class Connection:
             t.ts_recent, t.ts_recent_stamp = ack.timestamp[0], now
         t.sack_ok = sack_ok and opts.sack
         conn._set_mss(mss)
-        t.rcv_adv = add(t.rcv_nxt, conn._syn_window())  # what the SYN,ACK offered
+        t.first_window(conn._syn_window())  # what the SYN,ACK offered
         conn.receiver.offer_first_window(conn, conn._syn_window())
-        t.snd_wl1, t.snd_wl2 = add(ack.seq, -1), ack.ack
+        t.snd_wl1 = add(ack.seq, -1)
         conn._set_state(ESTABLISHED)
         conn._on_established(now)
         conn.on_segment(ack, now)
@@ -561,7 +561,8 @@ class Connection:
     def fail(self, err: int, now: int) -> None:
         """The connection dies with ``err`` and sends nothing (an ICMP error in
         SYN-RECEIVED of a Fast Open child: Linux tcp_v4_err sets sk_err and calls
-        tcp_done).  Data already received stays readable; then ``err``."""
+        tcp_done; a fatal one for a child still a request: tcp_req_err drops it).
+        Data already received stays readable; then ``err``."""
         self._now = now
         if self.state is not CLOSED:
             self._fail(err)
@@ -779,8 +780,8 @@ class Connection:
         self._set_mss(peer_mss)
         t.snd_wnd = seg.window  # RFC 7323 §2.2: the SYN's window is never scaled
         t.max_snd_wnd = max(t.max_snd_wnd, t.snd_wnd)
-        t.snd_wl1, t.snd_wl2 = seg.seq, seg.ack
-        t.rcv_adv = add(t.rcv_nxt, self._syn_window())
+        t.snd_wl1 = seg.seq
+        t.first_window(self._syn_window())
         self.receiver.offer_first_window(self, self._syn_window())
 
     def _set_mss(self, peer_mss: int) -> None:
@@ -911,10 +912,12 @@ class Connection:
         self._emit(seg)
         if not retransmit:
             self.timers.syn_sent(now)
-        if not (retransmit and (self.fastopen_child or self.fastopen_active is not None)):
+        if not (retransmit and self.fastopen_child or (retransmit or is_synack)
+                and self.fastopen_active is not None):
             # (a Fast Open child retransmits only its SYN,ACK: data it sent in
             # SYN-RECEIVED stays in flight, tcp_fastopen_synack_timer; a Fast Open
-            # client's SYN data stays in flight behind a data-less SYN)
+            # client's SYN data stays in flight behind a data-less SYN, retransmitted
+            # or turned into the SYN,ACK of a simultaneous open, tcp_send_synack)
             t.snd_nxt = t.snd_max = add(t.iss, 1 + len(payload))
         if rearm or self.timers.rto_at is None:
             self.timers.rto_at = now + self.rto.rto
@@ -993,12 +996,12 @@ class Connection:
         if payload and len(payload) > t.rcv_wnd:
             return False
         self.timers.heard_from_peer(now)
+        self._update_send_window(seg)  # SND.UNA =< SEG.ACK: checked above
         if new_ack:
             acked = sub(ack, t.snd_una)
             self._ack_advance(seg, now)
             self.sender.grow_cwnd(self, acked, now)
             self.counters.add("TcpExtTCPHPAcks")  # Linux tcp_ack without FLAG_SLOWPATH
-        self._update_send_window(seg, ack)  # SND.UNA =< SEG.ACK: checked above
         if ts is not None:
             self._update_ts_recent(seg, now)
         if payload:
@@ -1137,7 +1140,8 @@ class Connection:
         if flags & (SYN | ACK) == SYN | ACK and not self.passive \
                 and self.ecn.mode is EcnMode.ACCECN:
             self.ecn.on_repeated_synack(seg)
-        if self._is_simultaneous_open_synack(seg):
+        repeated_syn = self._is_simultaneous_open_synack(seg)
+        if repeated_syn:
             # Linux tcp_validate_incoming: in a simultaneous open the peer's SYN,ACK
             # repeats its SYN (not acceptable by the §3.10.7.4 table) but its ACK
             # completes the handshake; take the ACK, skip the challenge.
@@ -1216,11 +1220,13 @@ class Connection:
             t.snd_una = seg.ack
             t.snd_wnd = seg.window << t.snd_wscale
             t.max_snd_wnd = max(t.max_snd_wnd, t.snd_wnd)
-            t.snd_wl1, t.snd_wl2 = seg.seq, seg.ack
+            t.snd_wl1 = seg.seq
             self.ecn.on_third_ack(seg, self.options)
             self._reserve_option_space()
             self._set_state(ESTABLISHED)
             self._on_established(now)
+            if repeated_syn:
+                self._dsack_repeated_syn(seg)
         elif not self._process_ack(seg, now):
             return
         if self.state is CLOSED:
@@ -1230,6 +1236,15 @@ class Connection:
             self._ecn_input(seg)
         # sixth (URG) is not implemented: urgent data is delivered inline, as RFC 6093 advises.
         self.receiver.process_text_and_fin(self, seg, seg.seq, now)
+
+    def _dsack_repeated_syn(self, seg: tcp.Repr) -> None:
+        """The SYN a simultaneous open's SYN,ACK repeats is a duplicate of one sequence
+        number below RCV.NXT: Linux's tcp_data_queue takes it as a retransmission
+        (its end_seq counts the SYN), D-SACKs it and ACKs at once in quickack mode.
+        ``seg`` is the segment with its SYN already stepped over."""
+        self.delack.enter_quickack_mode(self.options)
+        syn_seq = add(seg.seq, -1)
+        self.receiver.note_dsack(syn_seq, seg.seq)
 
     def _ecn_input(self, seg: tcp.Repr) -> None:
         """The data receiver's side of ECN for an acceptable segment: a first CE mark, the
@@ -1354,10 +1369,10 @@ class Connection:
         if new_ack:
             sacked_before = (loss.sacked_below(ack) if t.sack_ok
                              else min(loss.dupacks * t.snd_mss, acked))
+        if le(t.snd_una, ack):
+            self._update_send_window(seg)
         if new_ack:
             self._ack_advance(seg, now)
-        if le(t.snd_una, ack):
-            self._update_send_window(seg, ack)
         newly_sacked = loss.take_sack(seg, now)
         ecn_signal = self.ecn.mode is not EcnMode.DISABLED and \
             self.ecn.congestion_signal(seg, acked, t.snd_mss,
@@ -1413,18 +1428,26 @@ class Connection:
             st is FIN_WAIT_2 and self._orphaned
             and self.options.fin_timeout <= self.options.time_wait_timeout)
 
-    def _update_send_window(self, seg: tcp.Repr, ack: int) -> None:
-        """RFC 9293 §3.10.7.4 fifth (ESTABLISHED), the window update for an ACK with
-        SND.UNA =< SEG.ACK: taken when SND.WL1 < SEG.SEQ, or SND.WL1 = SEG.SEQ and
-        SND.WL2 =< SEG.ACK (so an older segment never shrinks the window).  Both the
-        full path and header prediction call it."""
+    def _update_send_window(self, seg: tcp.Repr) -> None:
+        """The window update for an ACK with SND.UNA =< SEG.ACK, before SND.UNA moves;
+        both the full path and header prediction call it.
+
+        RFC 9293 §3.10.7.4 takes the window when SND.WL1 < SEG.SEQ, or SND.WL1 = SEG.SEQ
+        and SND.WL2 =< SEG.ACK.  That is not enough for a window that ends at SND.UNA +
+        SND.WND: an ACK that moves SND.UNA on a segment older than the last update (data
+        filling a hole) would leave SND.WND counted from an older ACK, and the window
+        would end past the edge the peer offered.  Linux takes the window of every ACK
+        that advances SND.UNA (tcp_ack_update_window, tcp_may_update_window's
+        after(ack, snd_una)).  Any other ACK here has SEG.ACK = SND.UNA, never below
+        SND.WL2, so the RFC's test reduces to SND.WL1 =< SEG.SEQ and keeps no SND.WL2.
+        (Linux's also refuses a smaller window from a segment at SND.WL1.)"""
         t = self.tcb
-        seq, wl1 = seg.seq, t.snd_wl1
-        if lt(wl1, seq) or (wl1 == seq and le(t.snd_wl2, ack)):
+        seq = seg.seq
+        if gt(seg.ack, t.snd_una) or le(t.snd_wl1, seq):
             t.snd_wnd = seg.window << t.snd_wscale
             if t.snd_wnd > t.max_snd_wnd:
                 t.max_snd_wnd = t.snd_wnd
-            t.snd_wl1, t.snd_wl2 = seq, ack
+            t.snd_wl1 = seq  # tcp_update_wl
 
     def _ack_advance(self, seg: tcp.Repr, now: int) -> None:
         """New data acknowledged: RTT, send buffer, RTO timer (RFC 6298 §5.2/5.3)."""

@@ -136,7 +136,7 @@ class Receiver:
         self.rx.append(memoryview(data), rx_truesize(len(data)))
         self.advance_rcv(len(data))
         t = self.tcb
-        t.rcv_adv = add(t.rcv_adv, len(data))
+        t.first_window(sub(t.rcv_adv, t.rcv_nxt) + len(data))
 
     def drop_out_of_order(self) -> None:
         """Nobody will read what arrived beyond a hole (close(), CLOSED)."""
@@ -418,13 +418,18 @@ class Receiver:
             conn._enter_time_wait(now)
 
     def acceptable(self, conn: Connection, seq: int, length: int) -> bool:
-        """The four-case table of RFC 9293 §3.10.7.4 against the advertised window.
+        """The four-case table of RFC 9293 §3.10.7.4 against the largest window we
+        offered: after a window shrank, a segment that any earlier window took is still
+        acceptable (RFC 7323 §2.4's receiver MUST; Linux tcp_sequence with
+        tcp_max_receive_window), else the peer's ACKs would be lost to us until the
+        application read enough.  What it carries past the window offered now is
+        trimmed later (``process_text_and_fin``).
 
         Zero window, data at RCV.NXT: accepted here so its ACK and RST/URG are processed
         ("special allowance", same section); the text is then trimmed off entirely.
         """
         t = self.tcb
-        wnd = t.rcv_wnd
+        wnd = t.max_rcv_wnd
         if length == 0:
             if wnd == 0:
                 return seq == t.rcv_nxt
@@ -435,17 +440,19 @@ class Receiver:
                 or self.in_rcv_window(add(seq, length - 1), wnd))
 
     def after_window(self, seq: int) -> bool:
-        """SEG.SEQ past the window's right edge (tcp_sequence: after(seq, seq_limit))."""
+        """SEG.SEQ past the right edge of every window we offered (tcp_sequence:
+        after(seq, rcv_nxt + tcp_max_receive_window))."""
         t = self.tcb
-        return sub(seq, t.rcv_nxt) > t.rcv_wnd
+        return sub(seq, t.rcv_nxt) > t.max_rcv_wnd
 
     def end_beyond_window(self, seg: tcp.Repr, length: int) -> bool:
-        """Linux tcp_sequence (6.x): the segment's end passes RCV.NXT + RCV.WND and the
-        receive queue holds unread data.  A FIN may stand one past the edge; into an empty
-        queue the segment is taken whole (tcp_data_queue then forces the memory)."""
+        """Linux tcp_sequence: the segment's end passes the right edge of every window we
+        offered and the receive queue holds unread data.  A FIN may stand one past the
+        window offered now; into an empty queue the segment is taken whole (tcp_data_queue
+        then forces the memory)."""
         t = self.tcb
-        over = sub(add(seg.seq, length), t.rcv_nxt) - t.rcv_wnd
-        if over <= 0 or (over == 1 and seg.flags & FIN):
+        end = sub(add(seg.seq, length), t.rcv_nxt)
+        if end <= t.max_rcv_wnd or (seg.flags & FIN and end - 1 <= t.rcv_wnd):
             return False
         return len(self.rx) > 0
 
@@ -488,7 +495,7 @@ class Receiver:
             new = -(-cur >> ws) << ws  # ALIGN(cur_win, 1 << rcv_wscale)
         old = t.offered_window
         new = min(new, 0xFFFF << ws)
-        t.rcv_adv = add(t.rcv_nxt, new)  # tp->rcv_wnd = new_win; tp->rcv_wup = rcv_nxt
+        t.advertise(new)  # tp->rcv_wnd = new_win; tp->rcv_wup = rcv_nxt
         field = new >> ws
         if field == 0:
             if old:

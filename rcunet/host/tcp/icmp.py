@@ -1,6 +1,8 @@
 """ICMP errors for TCP (Linux ``tcp_v4_err`` / ``tcp_v6_err``): path MTU reductions resize
 the connection (deferred to release_sock while the user owns the socket), other errors
-become the soft error SO_ERROR reports, and abort a connection still in SYN_SENT."""
+become the soft error SO_ERROR reports, and abort a connection still in SYN_SENT; a
+request still in SYN_RECV is dropped by the fatal ones, untouched by the rest
+(``tcp_req_err``)."""
 
 from __future__ import annotations
 
@@ -45,6 +47,9 @@ class IcmpErrors:
         try:
             if not isinstance(found, TcpSock):
                 return
+            if _is_request(found):
+                self._request_error(found, family, kind, code, _quoted_seq(flow))
+                return
             if (family == 4 and kind == icmpv4.DEST_UNREACHABLE and code == icmpv4.FRAG_NEEDED) \
                     or (family == 6 and kind == icmpv6.PACKET_TOO_BIG):
                 # The IP layer has updated the path MTU; the connection resizes its
@@ -65,6 +70,30 @@ class IcmpErrors:
                 found.post()
         finally:
             put_entry(found)
+
+    def _request_error(self, sk: TcpSock, family: int, kind: int, code: int,
+                       seq: int | None) -> None:
+        """tcp_req_err: an error for what Linux holds as a request socket (a child still
+        in SYN_RECV, not Fast Open) must quote our ISN, else it is out of window; one
+        tcp_v4_err / tcp_v6_err calls fatal drops the request silently, as if it had
+        never been (inet_csk_reqsk_queue_drop, counted in the listener's drops: a later
+        ACK then meets the listener).  No other error leaves a trace: a request has no
+        sk_err for accept() to hand over."""
+        conn = sk.conn
+        if conn is None:
+            return
+        if seq != conn.tcb.iss:
+            self.host.counters.inc("TcpExtOutOfWindowIcmps")
+        elif _aborts_request(family, kind, code):
+            self.host.counters.inc("TcpExtListenDrops")
+            err = _icmp_errno(family, kind, code)
+            sk.sl.bh_defer(ICMP_DEFERRED, partial(self._drop_request_locked, sk, err))
+            sk.post()
+
+    def _drop_request_locked(self, sk: TcpSock, err: int) -> None:
+        conn = sk.conn
+        if conn is not None and conn.state is CState.SYN_RECEIVED:
+            sk.engine(conn.fail, err, self.host.now())
 
     def mtu_reduced_locked(self, sk: TcpSock) -> None:
         """tcp_v4_mtu_reduced, under the socket lock: an error quoting a sequence number
@@ -120,6 +149,33 @@ class IcmpErrors:
             return False
         with lsk.rskq_lock:
             return sk in lsk.acceptq
+
+
+def _is_request(sk: TcpSock) -> bool:
+    """Would Linux hold ``sk`` as a request socket (TCP_NEW_SYN_RECV)?  A passive child
+    whose handshake has not completed; a Fast Open child is a full socket from its SYN.
+    Lockless: loads of the connection and its state; a child that completes its
+    handshake meanwhile is re-checked under its lock (``_drop_request_locked``)."""
+    conn = sk.conn
+    return (conn is not None and conn.state is CState.SYN_RECEIVED and conn.passive
+            and not conn.fastopen_child)
+
+
+def _aborts_request(family: int, kind: int, code: int) -> bool:
+    """The errors that drop a request socket: tcp_v4_err's parameter problem, time
+    exceeded and network or host unreachable; tcp_v6_err's fatal ones
+    (icmpv6_err_convert: a parameter problem, and a destination unreachable but for no
+    route and address unreachable)."""
+    if family == 4:
+        return kind in (icmpv4.PARAMETER_PROBLEM, icmpv4.TIME_EXCEEDED) or (
+            kind == icmpv4.DEST_UNREACHABLE
+            and code in (icmpv4.NET_UNREACHABLE, icmpv4.HOST_UNREACHABLE))
+    if kind == icmpv6.PARAMETER_PROBLEM:
+        return True
+    # code 2, beyond scope (Linux's table still reads it as the old "not a
+    # neighbour"), is not fatal either
+    return kind == icmpv6.DEST_UNREACHABLE and code not in (
+        icmpv6.NO_ROUTE, icmpv6.BEYOND_SCOPE, icmpv6.ADDRESS_UNREACHABLE)
 
 
 def _quoted_seq(flow: icmpv4.QuotedFlow | icmpv6.QuotedFlow) -> int | None:
