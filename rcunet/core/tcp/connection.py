@@ -953,9 +953,17 @@ class Connection:
 
     def _check_space(self, now: int) -> None:
         """tcp_check_space (tcp_data_snd_check, once the segment's ACK freed space and
-        what it let out was sent): wake a writer waiting for buffer space when the
-        socket is writable again (sk_stream_write_space), which ends the
-        sndbuf-limited time."""
+        what it let out was sent): with SOCK_NOSPACE set, tcp_new_space first grows the
+        buffer for the current cwnd unless SO_SNDBUF fixed it or cwnd is full
+        (tcp_should_expand_sndbuf, tcp_sndbuf_expand), then wakes a writer waiting for
+        buffer space when the socket is writable again (sk_stream_write_space), which
+        ends the sndbuf-limited time."""
+        if self.sender.nospace:
+            t = self.tcb
+            if sub(t.snd_max, t.snd_una) < self.cc.cwnd:  # tcp_should_expand_sndbuf
+                sndbuf = expanded_sndbuf(self.options, t, self.cc.cwnd)
+                if sndbuf:
+                    self.options = self.options.with_sndbuf(sndbuf)
         space = self.sender.write_space(self.options)
         if space:
             self._events.append(SendSpaceAvailable(space))
