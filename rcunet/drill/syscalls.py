@@ -155,6 +155,8 @@ class EpollFd:
     #: per fd: RCV.NXT when last looked at (in-order data or a FIN arrived since:
     #: sk_data_ready / sk_state_change woke the item)
     rx_seen: dict[int, int | None] = field(default_factory=dict)
+    #: per fd: the socket's write-space wakeups when last looked at
+    tx_seen: dict[int, int] = field(default_factory=dict)
     #: EPOLLONESHOT items that reported and wait for EPOLL_CTL_MOD
     disarmed: set[int] = field(default_factory=set)
 
@@ -434,6 +436,8 @@ class Syscalls:
             if started is not None:
                 return started
         pending = getattr(fd, "_send_left", None)
+        if pending is not None and not self._write_woken(fd):
+            return BLOCKED  # asleep in sk_stream_wait_memory: nothing woke it yet
         left = n if pending is None else pending
         data = bytes(left)
         zerocopy = flags & LINUX_SYMBOLS["MSG_ZEROCOPY"]
@@ -457,9 +461,32 @@ class Syscalls:
         left -= sent
         if left and self._blocking(fd, flags):
             fd._send_left = left  # type: ignore[attr-defined]
+            fd._send_sleep = self._wakeup_sources(fd)  # type: ignore[attr-defined]
             return BLOCKED
         fd._send_left = None  # type: ignore[attr-defined]
         return Outcome(n - left)
+
+    @staticmethod
+    def _wakeup_sources(fd: Fd) -> tuple[object, ...]:
+        """What wakes a writer asleep for buffer space (sk_stream_wait_memory's wait
+        queue): a write-space wakeup (sk_stream_write_space), in-order data or a FIN
+        (sk_data_ready), an error or a state change."""
+        sk = fd.sk
+        conn = sk.conn
+        if conn is None:
+            return (None,)
+        return (sk.write_wakes, conn.tcb.rcv_nxt, conn.error, conn.state, sk.soft_err)
+
+    def _write_woken(self, fd: Fd) -> bool:
+        """Did anything wake a blocked writer since it went to sleep (a writer that
+        waited for the handshake, not for space, is always retried)?"""
+        asleep = getattr(fd, "_send_sleep", None)
+        if asleep is None:
+            return True
+        if asleep != self._wakeup_sources(fd):
+            fd._send_sleep = None  # type: ignore[attr-defined]
+            return True
+        return False
 
     def _fastopen_send(self, fd: Fd, n: int, flags: int, to: Any) -> Outcome | object | None:
         """sendto(MSG_FASTOPEN) (tcp_sendmsg_fastopen); None: the socket is connected,
@@ -779,8 +806,10 @@ class Syscalls:
         if conn.readable:
             mask |= pollin
         if st in (CState.ESTABLISHED, CState.CLOSE_WAIT):
-            if conn.send_space >= conn.options.sndbuf // 3 and conn.stream_memory_free():
+            if conn.writeable():
                 mask |= pollout
+            else:
+                conn.poll_nospace()  # tcp_poll: SOCK_NOSPACE, the next write space wakes
         else:
             mask |= pollout
         return mask
@@ -848,6 +877,7 @@ class Syscalls:
         sk = self._fd(target).sk
         ep.err_seen[target] = sk.err_reports
         ep.rx_seen[target] = _rcv_nxt(sk)
+        ep.tx_seen[target] = sk.write_wakes
         return Outcome(0)
 
     def sys_epoll_wait(self, args: tuple[Any, ...], spec: s.SyscallSpec) -> Outcome | object:
@@ -904,6 +934,10 @@ class Syscalls:
                 or sk.conn is not None and sk.conn.state.fin_received):  # key 0: all
             woken = True
         ep.rx_seen[target] = rcv_nxt
+        wakes = sk.write_wakes
+        if wakes != ep.tx_seen.get(target, wakes) and mask and events & 0x4:
+            woken = True  # sk_stream_write_space's key: EPOLLOUT | EPOLLWRNORM | EPOLLWRBAND
+        ep.tx_seen[target] = wakes
         fresh = mask & ~ep.last.get(target, 0)
         ep.last[target] = mask
         return mask if woken else fresh

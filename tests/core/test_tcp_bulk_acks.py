@@ -4,13 +4,10 @@ without waiting for the 40 ms delayed-ACK timer; and Options memoisation."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tcp_harness import (
     ISS_LOCAL,
     ISS_REMOTE,
     MS,
-    PSH,
     established,
     plain_options,
     recv_nothing,
@@ -19,9 +16,8 @@ from tcp_harness import (
     send,
 )
 
-from rcunet.core.tcp import Options
 from rcunet.core.tcp.common import RCV_MSS_HINT
-from rcunet.tuning import Tuning
+from rcunet.core.tcp.sndbuf import TX_SKB_TRUESIZE
 
 BIG_MSS = 65495
 
@@ -98,62 +94,55 @@ def test_second_full_segment_is_acked_at_once_while_the_window_holds() -> None:
     assert len(out) == 1 and out[0].ack == ISS_REMOTE + 1 + 2920
 
 
-def test_blocked_writer_pushes_its_small_segment_despite_nagle() -> None:
-    """Linux's tcp_sendmsg pushes (TCP_NAGLE_PUSH) before waiting for buffer space: the
-    partial segment goes out when send() could not take everything."""
+def test_a_write_fills_the_open_tail_skb_whatever_the_buffer() -> None:
+    """tcp_sendmsg_locked asks sk_stream_memory_free only before it starts a new skb:
+    bytes that join the unsent tail skb (up to size_goal) are taken even past the
+    buffer, and the skb's truesize is what the buffer is measured in."""
     conn = established(plain_options(sndbuf=3000))
     assert conn.send(bytes(1000), 0) == 1000
     assert len(recv_one(conn).payload) == 1000
     assert conn.send(bytes(1000), 0) == 1000
     recv_nothing(conn)  # Nagle: a small segment while data is in flight
-    assert conn.send(bytes(2000), 0) == 1000  # the buffer is full: the writer will wait
-    out = conn.take_segments()
-    assert [len(s.payload) for s in out] == [1460, 540]
-    assert out[1].seq == ISS_LOCAL + 1 + 1000 + 1460 and out[1].flags & PSH
+    assert conn.send(bytes(2000), 0) == 2000  # joins the open tail skb
+    assert [len(s.payload) for s in conn.take_segments()] == [1460, 1460]
+    # the tail skb was sent but for its last 80 bytes (Nagle): tso_fragment split it
+    assert conn.sender.wmem_queued() == 4000 + 3 * TX_SKB_TRUESIZE
+
+
+def test_a_write_needing_a_new_skb_past_the_buffer_is_refused() -> None:
+    """A MSG_EOR record's skb takes no more bytes: the next write needs a new skb, which
+    the buffer refuses once the queue's truesize reaches it."""
+    conn = established(plain_options(sndbuf=3000))
+    assert conn.send(bytes(1000), 0, eor=True) == 1000
+    assert conn.send(bytes(1000), 0, eor=True) == 1000  # 1960 < 3000: a second skb
+    assert conn.send(bytes(2000), 0) == 0  # 3920 queued: no third
 
 
 def test_nagle_holds_again_once_the_writer_has_room() -> None:
     conn = established(plain_options(sndbuf=3000))
-    conn.send(bytes(1000), 0)
-    conn.send(bytes(1000), 0)
-    assert conn.send(bytes(2000), 0) == 1000
+    conn.send(bytes(1000), 0, eor=True)
+    conn.send(bytes(1000), 0, eor=True)
+    assert conn.send(bytes(2000), 0) == 0
     conn.take_segments()
-    send(conn, seg(ack=ISS_LOCAL + 1 + 3000), 1 * MS)  # all acked: room again
-    assert conn.send(bytes(100), 1 * MS) == 100
+    send(conn, seg(ack=ISS_LOCAL + 1 + 1000), 1 * MS)
+    send(conn, seg(ack=ISS_LOCAL + 1 + 2000), 2 * MS)  # all acked: room again
+    assert conn.send(bytes(100), 2 * MS) == 100
     assert len(recv_one(conn).payload) == 100  # nothing in flight: sent
-    assert conn.send(bytes(100), 1 * MS) == 100
+    assert conn.send(bytes(100), 2 * MS) == 100
     recv_nothing(conn)  # in flight and not blocked: Nagle holds
 
 
-def test_options_are_memoised_per_frozen_tuning_and_overrides() -> None:
-    tuning = Tuning()
-    a = Options.from_tuning(tuning, mss=1460, rcvbuf=131072)
-    assert Options.from_tuning(tuning, rcvbuf=131072, mss=1460) is a
-    assert Options.from_tuning(tuning, mss=1400, rcvbuf=131072).mss == 1400
-    assert Options.from_tuning(Tuning(tcp_sack=False), mss=1460, rcvbuf=131072).sack is False
-    assert Options.from_tuning(tuning, mss=1460, rcvbuf=131072, nodelay=True).nodelay is True
-    # equal values of another type are another key: the caller gets what it passed
-    assert Options.from_tuning(tuning, nodelay=1).nodelay == 1
-    assert Options.from_tuning(tuning, nodelay=True).nodelay is True
-
-
-@dataclass
-class _MutableTuning:
-    tcp_sack: bool = True
-
-
-def test_options_of_a_mutable_tuning_are_never_memoised() -> None:
-    tuning = _MutableTuning()
-    assert Options.from_tuning(tuning).sack is True
-    tuning.tcp_sack = False
-    assert Options.from_tuning(tuning).sack is False
+#: tcp_sndbuf_expand's per_mss for BIG_MSS: roundup_pow_of_two(mss + MAX_TCP_HEADER +
+#: skb_shared_info) + struct sk_buff
+GROWN_PER_SEGMENT = 131072 + 256
 
 
 def test_send_buffer_grows_at_established_up_to_its_ceiling() -> None:
-    """Linux tcp_sndbuf_expand: two windows of IW full segments, at most tcp_wmem[2]."""
+    """Linux tcp_sndbuf_expand: two windows of IW segments at their worst-case truesize,
+    at most tcp_wmem[2]."""
     conn = established(plain_options(mss=BIG_MSS, sndbuf=65536, sndbuf_max=4 << 20),
                        peer_mss=BIG_MSS)
-    assert conn.options.sndbuf == 2 * 10 * BIG_MSS
+    assert conn.options.sndbuf == 2 * 10 * GROWN_PER_SEGMENT
     assert conn.send(bytes(1 << 20), 0) == 1 << 20  # beyond the initial 64 KB
     capped = established(plain_options(mss=BIG_MSS, sndbuf=65536, sndbuf_max=200_000),
                          peer_mss=BIG_MSS)
@@ -162,7 +151,10 @@ def test_send_buffer_grows_at_established_up_to_its_ceiling() -> None:
 
 def test_send_buffer_never_shrinks_and_stays_put_without_a_ceiling() -> None:
     small_mss = established(plain_options(sndbuf=65536, sndbuf_max=4 << 20))
-    assert small_mss.options.sndbuf == 65536  # 2 * 10 * 1460 is below it
+    # 2 * 10 * (4096 + 256): a 1460-byte segment's worst-case truesize, Linux's 87040
+    assert small_mss.options.sndbuf == 87040
+    assert established(plain_options(sndbuf=100_000, sndbuf_max=4 << 20)
+                       ).options.sndbuf == 100_000  # never shrinks
     locked = established(plain_options(mss=BIG_MSS, sndbuf=65536), peer_mss=BIG_MSS)
     assert locked.options.sndbuf == 65536  # sndbuf_max=0: SO_SNDBUF set, no autotuning
 
@@ -171,7 +163,7 @@ def test_grown_options_are_shared_between_connections_of_one_configuration() -> 
     options = plain_options(mss=BIG_MSS, sndbuf=65536, sndbuf_max=4 << 20)
     a = established(options, peer_mss=BIG_MSS)
     b = established(options, peer_mss=BIG_MSS)
-    assert a.options is b.options and a.options.sndbuf == 2 * 10 * BIG_MSS
+    assert a.options is b.options and a.options.sndbuf == 2 * 10 * GROWN_PER_SEGMENT
     assert a.options.with_sndbuf(100_000).sndbuf == 100_000
     assert options.sndbuf == 65536  # the original is untouched (immutable)
 

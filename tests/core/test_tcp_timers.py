@@ -248,7 +248,8 @@ def test_peer_keeps_window_closed_forever_without_growing_memory() -> None:
 
 def test_send_space_available_after_ack() -> None:
     conn = established(plain_options(sndbuf=1000))
-    assert conn.send(b"x" * 1500, 0) == 1000
+    assert conn.send(b"x" * 1000, 0, eor=True) == 1000
+    assert conn.send(b"x" * 500, 0) == 0  # a new skb past the buffer: the writer waits
     conn.take_segments()
     conn.on_segment(seg(ack=L1 + 1000), 10 * MS)
     assert SendSpaceAvailable(1000) in conn.take_events()

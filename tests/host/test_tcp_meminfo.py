@@ -9,6 +9,7 @@ import struct
 
 from tcp_helpers import connected_pair
 
+from rcunet.core.tcp.sndbuf import TX_SKB_TRUESIZE
 from rcunet.core.tcp.window import rx_truesize
 from rcunet.host.network import Network
 from rcunet.host.tcp.meminfo import NAMES, SO_MEMINFO
@@ -53,7 +54,8 @@ def test_buffers_are_the_doubled_socket_options() -> None:
 def test_unacknowledged_bytes_are_queued_send_memory() -> None:
     net, cli, child = _pair()
     cli.send(bytes(3000))
-    assert _meminfo(cli)[WMEM_QUEUED] == 3000  # nothing acknowledged yet
+    # nothing acknowledged yet: the bytes and the one skb that holds them (its truesize)
+    assert _meminfo(cli)[WMEM_QUEUED] == 3000 + TX_SKB_TRUESIZE
     assert net.run_until(lambda: _meminfo(cli)[WMEM_QUEUED] == 0, 5)
 
 

@@ -10,7 +10,13 @@ from tcp_helpers import B4, accept, connected_pair, listener
 
 from rcunet.host.network import Network
 
-DEFAULT_SNDBUF = 4 * 16384  # 4 * tcp_wmem[1]
+DEFAULT_SNDBUF = 16384  # tcp_wmem[1] (tcp_init_sock)
+
+
+def _grown(mss_clamp: int) -> int:
+    """tcp_sndbuf_expand for IW segments: 2 * 10 * per_mss, per_mss the segment with
+    MAX_TCP_HEADER and skb_shared_info rounded up to a power of two, plus struct sk_buff."""
+    return 2 * 10 * ((1 << (mss_clamp + 640 - 1).bit_length()) + 256)
 
 
 def _net(mtu: int) -> tuple[Network, object, object]:
@@ -29,16 +35,22 @@ def test_send_buffer_grows_on_a_loopback_sized_link() -> None:
     net, a, b = _net(65536)
     _srv, cli, child = connected_pair(net, a, b)
     conn = cli._sk.conn
-    assert conn.options.sndbuf == 2 * 10 * conn.tcb.snd_mss  # two windows of IW segments
-    assert child._sk.conn.options.sndbuf == 2 * 10 * child._sk.conn.tcb.snd_mss
+    assert conn.options.sndbuf == _grown(65536 - 40) == 2626560  # two windows of IW skbs
+    assert child._sk.conn.options.sndbuf == 2626560
     cli.send(bytes(512 * 1024))  # far beyond the fixed default, in one call
     assert conn.unacked == 512 * 1024
 
 
-def test_standard_mtu_keeps_the_default_buffer() -> None:
+def test_a_new_socket_has_tcp_wmem_default() -> None:
+    net, a, _b = _net(1500)
+    sock = a.socket(socket.AF_INET, socket.SOCK_STREAM)
+    assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) == DEFAULT_SNDBUF
+
+
+def test_standard_mtu_grows_to_linux_87040() -> None:
     net, a, b = _net(1500)
     _srv, cli, _child = connected_pair(net, a, b)
-    assert cli._sk.conn.options.sndbuf == DEFAULT_SNDBUF  # 2 * 10 * 1448 is below it
+    assert cli.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) == 87040 == _grown(1460)
 
 
 def test_so_sndbuf_fixes_the_buffer() -> None:

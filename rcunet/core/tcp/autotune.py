@@ -5,8 +5,9 @@ ESTABLISHED (tcp_init_buffer_space / tcp_sndbuf_expand)."""
 from __future__ import annotations
 
 from rcunet.core.freethreaded import lockfree_read_slots
-from rcunet.core.tcp.common import MS
+from rcunet.core.tcp.common import MS, TS_OPTION_LEN
 from rcunet.core.tcp.options import Options
+from rcunet.core.tcp.sndbuf import sndbuf_expand
 from rcunet.core.tcp.tcb import Tcb
 from rcunet.core.tcp.window import space_from_win
 from rcunet.wire import tcp
@@ -114,13 +115,14 @@ class Autotune:
 
 
 def expanded_sndbuf(options: Options, tcb: Tcb, cwnd: int) -> int:
-    """Linux tcp_init_buffer_space -> tcp_sndbuf_expand: the send buffer for room for two
-    windows of max(IW, cwnd) full segments (counted here in payload bytes), up to
-    ``sndbuf_max``; 0 to keep it.  Without it a 64 KB MSS (loopback) leaves room for one
-    segment: the writer stalls on every ACK and sends a half-empty segment beside each
-    full one."""
+    """Linux tcp_init_buffer_space -> tcp_sndbuf_expand (rcunet.core.tcp.sndbuf): the
+    send buffer for two windows of max(IW, cwnd) segments of the largest MSS either end
+    announced (max(rx_opt.mss_clamp, mss_cache): the send MSS and the timestamp option
+    it leaves room for), up to ``sndbuf_max``; 0 to keep it (also when SO_SNDBUF fixed
+    the buffer: ``sndbuf_max`` 0)."""
     if not options.sndbuf_max:
         return 0
-    segments = max(options.initial_cwnd, cwnd // max(tcb.snd_mss, 1))
-    want = min(options.sndbuf_max, 2 * segments * tcb.snd_mss)
-    return want if want > options.sndbuf else 0
+    mss = max(tcb.snd_mss, 1)
+    segments = max(options.initial_cwnd, cwnd // mss)
+    clamp = mss + (TS_OPTION_LEN if tcb.ts_ok else 0)
+    return sndbuf_expand(options.sndbuf, options.sndbuf_max, clamp, segments)

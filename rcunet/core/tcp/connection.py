@@ -410,13 +410,6 @@ class Connection:
         """Bytes written and not yet sent (Linux write_seq - snd_nxt: our SND.MAX)."""
         return self.sender.notsent()
 
-    def stream_memory_free(self) -> bool:
-        """tcp_stream_memory_free: fewer unsent bytes than the not-sent low-water mark
-        (TCP_NOTSENT_LOWAT or tcp_notsent_lowat): what poll's writability and a write
-        taking more bytes both require."""
-        lowat = self.options.notsent_lowat
-        return lowat >= 0xFFFFFFFF or self.notsent < lowat
-
     @property
     def unacked(self) -> int:
         """Bytes in the send buffer (unsent and unacknowledged)."""
@@ -948,6 +941,7 @@ class Connection:
         st = self.state
         if st is ESTABLISHED and self.options.header_prediction and self._fast_path(seg, now):
             self._output(now)  # header prediction took it: no walk of the state machine
+            self._check_space(now)
             return
         if st is CLOSED:
             reply = reset_for(seg)  # §3.10.7.1
@@ -959,6 +953,36 @@ class Connection:
         elif st is not LISTEN:
             self._input_synchronized(seg, now)
         self._output(now)
+        self._check_space(now)
+
+    def _check_space(self, now: int) -> None:
+        """tcp_check_space (tcp_data_snd_check, once the segment's ACK freed space and
+        what it let out was sent): with SOCK_NOSPACE set, tcp_new_space first grows the
+        buffer for the current cwnd unless SO_SNDBUF fixed it or cwnd is full
+        (tcp_should_expand_sndbuf, tcp_sndbuf_expand), then wakes a writer waiting for
+        buffer space when the socket is writable again (sk_stream_write_space), which
+        ends the sndbuf-limited time."""
+        if self.sender.nospace:
+            t = self.tcb
+            if sub(t.snd_max, t.snd_una) < self.cc.cwnd:  # tcp_should_expand_sndbuf
+                sndbuf = expanded_sndbuf(self.options, t, self.cc.cwnd)
+                if sndbuf:
+                    self.options = self.options.with_sndbuf(sndbuf)
+        space = self.sender.write_space(self.options)
+        if space:
+            self._events.append(SendSpaceAvailable(space))
+            self.chrono.stop(SNDBUF_LIMITED, now, self.sender.queues_empty())
+
+    def writeable(self) -> bool:
+        """tcp_poll's EPOLLOUT in ESTABLISHED and CLOSE_WAIT (__sk_stream_is_writeable
+        with wake): a third of the send buffer free and the unsent bytes below half
+        TCP_NOTSENT_LOWAT."""
+        return self.sender.is_writeable(self.options)
+
+    def poll_nospace(self) -> None:
+        """tcp_poll found the socket unwritable: SOCK_NOSPACE, so the next
+        sk_stream_write_space wakes the poller."""
+        self.sender.note_nospace()
 
     def _fast_path(self, seg: tcp.Repr, now: int) -> bool:
         """Header prediction (Van Jacobson; Linux tcp_rcv_established): in ESTABLISHED, a
@@ -1464,10 +1488,6 @@ class Connection:
         self.timers.data_acked()
         self.timers.rto_at = None if t.snd_una == t.snd_max else now + self.rto.rto
         self.loss.schedule_probe(self, now)  # tcp_set_xmit_timer
-        space = self.sender.unblock(self.options)
-        if space:
-            self._events.append(SendSpaceAvailable(space))
-            self.chrono.stop(SNDBUF_LIMITED, now, self.sender.queues_empty())  # tcp_check_space
         if t.snd_una == t.snd_max:
             self.chrono.stop(BUSY, now, self.sender.queues_empty())
 

@@ -15,7 +15,9 @@ from rcunet.core.tcp.buffers import SendQueue
 from rcunet.core.tcp.chrono import BUSY, RWND_LIMITED, SNDBUF_LIMITED, Chrono
 from rcunet.core.tcp.common import (
     ACK,
+    CLOSE_WAIT,
     CLOSING,
+    ESTABLISHED,
     FIN,
     FIN_WAIT_1,
     HALF32,
@@ -29,6 +31,7 @@ from rcunet.core.tcp.common import (
 from rcunet.core.tcp.counters import Counters
 from rcunet.core.tcp.options import Options
 from rcunet.core.tcp.rto import RtoEstimator
+from rcunet.core.tcp.sndbuf import TX_SKB_TRUESIZE, SendSkbs, is_writeable, memory_free
 from rcunet.core.tcp.tcb import Tcb
 from rcunet.core.tcp.timers import Timers
 from rcunet.wire.seqnum import add, gt, le, lt, sub
@@ -47,7 +50,8 @@ class Sender:
     # lockfree_read_slots: read by whichever thread holds the socket lock (Connection)
     __slots__ = lockfree_read_slots(
         "tcb", "timers", "rto", "counters", "chrono",
-        "tx", "tx_seq", "write_seq", "fin_queued", "send_blocked", "skb_ends", "pushed_seq",
+        "tx", "skbs", "tx_seq", "write_seq", "fin_queued", "send_blocked", "nospace", "skb_ends",
+        "pushed_seq",
         "snd_sml",
         "psh_seq", "eor_marks", "psh_marks", "more", "push_once", "forced_until",
         "max_flight", "max_flight_seq", "cwnd_limited", "rtt_seq", "rtt_start")
@@ -61,13 +65,17 @@ class Sender:
         self.chrono = chrono
         # tx holds every byte from tx_seq (first unacknowledged data byte) on
         self.tx = SendQueue()
+        self.skbs = SendSkbs()  # where Linux's skbs of tx end: its truesize (sndbuf.py)
         self.tx_seq = add(tcb.iss, 1)
         # Linux tp->write_seq, kept as a field as Linux keeps it: always
         # add(tx_seq, len(tx)) (the writes below move it; an ACK moves tx_seq and shrinks
         # tx by the same count).  It is read on every output pass.
         self.write_seq = self.tx_seq
         self.fin_queued = False  # the application shut down its direction
-        self.send_blocked = False  # send() refused bytes: report SendSpaceAvailable
+        self.send_blocked = False  # send() refused bytes: its writer waits (TCP_NAGLE_PUSH)
+        # Linux SOCK_NOSPACE: a write was refused or poll found the socket unwritable;
+        # ``write_space`` reports SendSpaceAvailable once it is writable again
+        self.nospace = False
         # Sequence numbers where a send-queue skb ends before the data does (Linux's
         # MSG_ZEROCOPY skbs: MAX_SKB_FRAGS user pages, one uarg): no segment crosses
         # one (tcp_write_xmit sends skbs).  Empty for ordinary writes.
@@ -97,9 +105,13 @@ class Sender:
         self.rtt_start = 0
 
     # ------------------------------------------------------------ the application's side
+    def wmem_queued(self) -> int:
+        """sk_wmem_queued: the queue's bytes and the empty truesize of its skbs."""
+        return len(self.tx) + self.skbs.overhead()
+
     def send_space(self, options: Options) -> int:
-        """Bytes the send buffer takes now."""
-        return max(0, options.sndbuf - len(self.tx))
+        """sk_stream_wspace: the send buffer less what the queue takes."""
+        return max(0, options.sndbuf - self.wmem_queued())
 
     def notsent(self) -> int:
         """Bytes written and not yet sent (Linux write_seq - snd_nxt: our SND.MAX)."""
@@ -112,13 +124,12 @@ class Sender:
         the bytes taken."""
         if conn.state not in SEND_STATES or self.fin_queued:
             raise BrokenPipeError(errnos.EPIPE, "send after shutdown or close")
-        n = min(len(data), self.send_room(conn))
+        n = self.fill_skbs(conn, len(data), skb_ends)
         if n:
             conn.slow_start_after_idle_check(now)  # tcp_skb_entail
             self.chrono.start(BUSY, now)
         if n < len(data):
-            self.send_blocked = True
-            self.chrono.start(SNDBUF_LIMITED, now)  # the writer waits for space
+            self.send_blocked = self.nospace = True  # wait_for_space: SOCK_NOSPACE
             more = eor = False  # the writer will wait: tcp_push(flags & ~MSG_MORE)
         if n:
             if skb_ends:
@@ -127,6 +138,8 @@ class Sender:
             self.tx.append(memoryview(data)[:n] if n < len(data) else data)
             self.write_seq = add(self.write_seq, n)
             self.mark_push(conn, n, more, eor)
+            if eor and n == len(data):
+                self.skbs.tail_closed = True  # TCP_SKB_CB(skb)->eor: no later byte joins
             if self.nagle_holds_tail(conn):
                 conn.quiet = True  # nothing was sent: the caller has nothing to collect
             else:
@@ -142,6 +155,7 @@ class Sender:
         write's tail is pushed (tcp_sendmsg_fastopen -> tcp_push)."""
         self.tx.append(memoryview(data))
         self.write_seq = add(self.write_seq, len(data))
+        self.skbs.push(self.write_seq)
         self.psh_seq = self.pushed_seq = self.write_seq
 
     def shut_down(self) -> bool:
@@ -154,6 +168,7 @@ class Sender:
     def discard(self) -> None:
         """The connection is reset or gave up: nothing queued will be sent."""
         self.tx.clear()
+        self.skbs.clear()
         self.write_seq = self.tx_seq
 
     def push_pass(self, conn: Connection, now: int, push: bool) -> None:
@@ -172,21 +187,33 @@ class Sender:
         if data_acked:
             self.tx.drop(data_acked)
             self.tx_seq = add(self.tx_seq, data_acked)
+            self.skbs.acked(self.tx_seq)
 
     def syn_data_acked(self, acked: int) -> None:
         """A Fast Open SYN-ACK acknowledged ``acked`` bytes of the SYN's data."""
         if acked:
             self.tx.drop(acked)
             self.tx_seq = add(self.tx_seq, acked)
+            self.skbs.acked(self.tx_seq)
 
-    def unblock(self, options: Options) -> int:
-        """After an ACK freed space: the room a writer that send() refused may now use
-        (0: none, or nobody was refused)."""
-        if self.send_blocked:
-            space = self.send_space(options)
-            if space:
-                self.send_blocked = False
-                return space
+    def is_writeable(self, options: Options) -> bool:
+        """__sk_stream_is_writeable(sk, 1), what tcp_poll and sk_stream_write_space ask:
+        a third of the send buffer free and the unsent bytes below half the not-sent
+        low-water mark (rcunet.core.tcp.sndbuf)."""
+        return is_writeable(self.wmem_queued(), options.sndbuf, self.notsent(),
+                            options.notsent_lowat, wake=True)
+
+    def note_nospace(self) -> None:
+        """tcp_poll found the socket unwritable: set SOCK_NOSPACE."""
+        self.nospace = True
+
+    def write_space(self, options: Options) -> int:
+        """tcp_check_space -> sk_stream_write_space, after an ACK was processed and what
+        it let out was sent: with SOCK_NOSPACE set and the socket writable again, clear
+        it and return the room a waiting writer may use (0: no wakeup)."""
+        if self.nospace and self.is_writeable(options):
+            self.nospace = self.send_blocked = False
+            return max(1, self.send_space(options))
         return 0
 
     def rtt_sample(self, ack: int) -> int | None:
@@ -221,26 +248,71 @@ class Sender:
             self.push_burst_end(conn, sent)
         if had_unsent:
             self.chrono_rwnd(conn, now)
-        self.cwnd_validate(conn, burst)
+            self.skbs.split(self.tcb.snd_max)  # the skb this pass stopped inside
+        self.cwnd_validate(conn, burst, now)
         self.arm_persist(conn, now)
 
-    def send_room(self, conn: Connection) -> int:
-        """Bytes a write may queue now: the send buffer's room, and with a not-sent
-        low-water mark only while fewer bytes than it are unsent.  tcp_sendmsg_locked
-        checks sk_stream_memory_free before each new skb of size_goal bytes and sends
-        each full one at once (tcp_push_one), so a write takes what cwnd and the window
-        let out now, then whole skbs until the unsent bytes reach the mark."""
-        room = self.send_space(conn.options)
-        lowat = conn.options.notsent_lowat
-        if lowat < 0xFFFFFFFF:
-            notsent = self.notsent()
-            if notsent >= lowat:
-                return 0
-            goal = self.size_goal()
-            now_out = max(0, self.sendable_now(conn) - notsent)
-            below = lowat - notsent
-            room = min(room, now_out + (below + goal - 1) // goal * goal)
-        return room
+    def fill_skbs(self, conn: Connection, want: int, skb_ends: tuple[int, ...]) -> int:
+        """How many of ``want`` bytes a write queues, and the skbs they fill
+        (tcp_sendmsg_locked's loop): the unsent tail skb takes bytes up to size_goal; a
+        new skb is started only while ``memory_free`` holds (the queue's truesize below
+        the send buffer, the unsent bytes below TCP_NOTSENT_LOWAT).  A full skb that is
+        the send head goes out at once (tcp_push_one), as does everything unsent once
+        the write passed half the peer's largest window (forced_push): what cwnd and the
+        window let out now leaves the queue's unsent part, and an skb sent in part is
+        split (tso_fragment: one more empty skb; its unsent rest becomes the tail, which
+        the write fills up again).  The split itself is recorded when the output pass
+        sends (``transmit``).  ``skb_ends``: offsets where a MSG_ZEROCOPY skb ends."""
+        if want <= 0:
+            return 0
+        o = conn.options
+        t = self.tcb
+        skbs = self.skbs
+        goal = self.size_goal()
+        sndbuf, lowat = o.sndbuf, o.notsent_lowat
+        queued = self.wmem_queued()
+        notsent = self.notsent()
+        tail = skbs.open_tail(self.tx_seq, t.snd_max)
+        sendable = self.sendable_now(conn)
+        sendable -= sendable % t.snd_mss  # whole segments (tcp_snd_wnd_test, tcp_cwnd_test)
+        half = t.max_snd_wnd >> 1
+        since_push = sub(self.write_seq, self.pushed_seq)
+        start = self.write_seq
+        bounds = deque(skb_ends) if skb_ends else None
+        taken = 0
+        while taken < want:
+            room = want - taken
+            if bounds:
+                while bounds and bounds[0] <= taken:
+                    if bounds.popleft() == taken:
+                        tail = None  # a zerocopy skb ends here: the next bytes start one
+                if bounds:
+                    room = min(room, bounds[0] - taken)
+            if tail is None or tail >= goal:
+                if not memory_free(queued, sndbuf, notsent, lowat):
+                    break
+                queued += TX_SKB_TRUESIZE  # tcp_stream_alloc_skb
+                skbs.push(add(start, taken))
+                tail = 0
+            copy = min(goal - tail, room)
+            taken += copy
+            tail += copy
+            queued += copy
+            notsent += copy
+            since_push += copy
+            skbs.extend_tail(add(start, taken))
+            if taken < want and tail >= goal and (since_push > half or tail == notsent):
+                since_push = 0 if since_push > half else since_push
+                sent = min(notsent, sendable)
+                sendable -= sent
+                in_tail = sent - (notsent - tail)
+                notsent -= sent
+                if in_tail >= tail:
+                    tail = None  # sent whole: the next bytes need a new skb
+                elif in_tail > 0:
+                    queued += TX_SKB_TRUESIZE  # tso_fragment
+                    tail -= in_tail
+        return taken
 
     def sendable_now(self, conn: Connection) -> int:
         """Bytes cwnd and the peer's window let out now, beyond SND.MAX."""
@@ -374,7 +446,7 @@ class Sender:
         out = conn._out
         return sum(1 for i in range(first, len(out)) if out[i].payload)
 
-    def cwnd_validate(self, conn: Connection, sent: bool) -> None:
+    def cwnd_validate(self, conn: Connection, sent: bool, now: int) -> None:
         """Linux tcp_cwnd_validate (end of tcp_write_xmit): remember whether cwnd limited
         a send in the current window, else the window's largest flight, for
         ``is_cwnd_limited``; a new window starts once SND.UNA passes the last one's end."""
@@ -393,6 +465,11 @@ class Sender:
             self.cwnd_limited = limited
             self.max_flight = flight
             self.max_flight_seq = t.snd_nxt
+        if (self.nospace and not self.is_cwnd_limited(conn) and self.unsent() <= 0
+                and conn.state in (ESTABLISHED, CLOSE_WAIT)):
+            # not cwnd-limited, nothing left to send, the writer waits for buffer space:
+            # the send buffer is what holds the flow back
+            self.chrono.start(SNDBUF_LIMITED, now)
 
     def stop_rtt_timing(self) -> None:
         """Karn: the timed segment's sample would be ambiguous; time none until the next
@@ -553,6 +630,8 @@ class Sender:
             self.snd_sml = end  # tcp_minshall_update
         if retransmission:
             self.counters.add("TcpRetransSegs")
+            if n:
+                self.skbs.split(add(seq, n))  # tcp_retransmit_skb's tcp_fragment
         elif self.rtt_seq is None and not t.ts_ok:
             self.rtt_seq, self.rtt_start = end, now  # time this segment (Karn, RFC 6298 §3)
         conn.loss.note_sent(seq, end, now, retransmission)
@@ -575,7 +654,8 @@ class Sender:
         sent = False
         while self.try_send(conn, now, room=conn.cc.cwnd - log.in_flight(t.snd_una)):
             sent = True
-        self.cwnd_validate(conn, sent)  # tcp_write_xmit's, over the flight it sent into
+        self.cwnd_validate(conn, sent, now)  # tcp_write_xmit's, over the flight it sent into
+        self.skbs.split(t.snd_max)
         t.snd_nxt = resume
 
     def skb_bound(self, seq: int) -> int | None:
@@ -651,6 +731,8 @@ class Sender:
         if n:
             conn.delack.data_sent(now)
         self.counters.add("TcpRetransSegs")
+        if n:
+            self.skbs.split(add(seq, n))  # tcp_retransmit_skb's tcp_fragment
         end = add(seq, n + (1 if fin else 0))
         conn.loss.note_sent(seq, end, now, True)
         if self.rtt_seq is not None and lt(seq, self.rtt_seq):

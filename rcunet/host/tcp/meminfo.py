@@ -2,8 +2,9 @@
 ``ss -m`` shows as skmem and packetdrill's code blocks read as ``SK_MEMINFO_*``).
 
 rmem_alloc is the truesize the engine charges for every received segment held, in
-order or not (rcunet.core.tcp.window.rx_truesize); wmem_queued is what the send queue
-holds (payload bytes: rcunet's send queue has no skbs to weigh); backlog is the socket
+order or not (rcunet.core.tcp.window.rx_truesize); wmem_queued is the send queue's
+truesize as Linux charges it (its bytes and one empty skb per skb it would hold:
+rcunet.core.tcp.sndbuf); backlog is the socket
 lock's backlog charge and drops the segments that backlog refused.  rcunet keeps no
 page-granular reservations (fwd_alloc), no option memory (optmem) and hands segments
 to the link at once (wmem_alloc): those read 0.
@@ -34,7 +35,7 @@ def values(sk: TcpSock) -> tuple[int, ...]:
     else:
         rmem = conn.receiver.rmem
         rcvbuf, sndbuf = conn.options.rcvbuf, conn.options.sndbuf
-        queued = len(conn.sender.tx)
+        queued = conn.sender.wmem_queued()
     lock = sk.sl
     with lock.slock:  # the backlog's fields are the spinlock's (socklock.py)
         backlog, drops = lock.backlog_len, lock.backlog_drops

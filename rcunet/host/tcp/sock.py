@@ -34,6 +34,7 @@ from rcunet.core.tcp import (
     Connection,
     DataReceived,
     Established,
+    SendSpaceAvailable,
     TimeWaitEntered,
 )
 from rcunet.core.tcp import State as CState
@@ -154,7 +155,7 @@ class TcpSock(SockEntry):
         "hold_count", "hold_max_ns", "soft_err", "mtu_info", "held_err", "xmit", "tx_csum_offload",
         "dst",
         "sndbuf_locked",
-        "rcvbuf_locked", "zerocopy", "zc", "errq", "err_reports", "ts", "mark",
+        "rcvbuf_locked", "zerocopy", "zc", "errq", "err_reports", "write_wakes", "ts", "mark",
         "tos", "pmtudisc", "freebind",
         "fastopen_max_qlen", "fastopen_qlen", "fastopen_keys", "fastopen_no_cookie",
         "fastopen_connect", "tfo_listener", "fastopen_defer",
@@ -189,7 +190,7 @@ class TcpSock(SockEntry):
         self.last_overflow_at: int | None = None
         tuning = layer.host.tuning
         self.rcvbuf = tuning.tcp_rmem[1]
-        self.sndbuf = 4 * tuning.tcp_wmem[1]  # the engine grows it at ESTABLISHED (autotuning)
+        self.sndbuf = tuning.tcp_wmem[1]  # the engine grows it at ESTABLISHED (tcp_sndbuf_expand)
         self.sndbuf_locked = False  # SO_SNDBUF set: no autotuning (Linux SOCK_SNDBUF_LOCK)
         self.rcvbuf_locked = False  # SO_RCVBUF set: no autotuning (Linux SOCK_RCVBUF_LOCK)
         self.nodelay = False
@@ -227,6 +228,9 @@ class TcpSock(SockEntry):
         self.dst: DstEntry | None = None
         # SO_ZEROCOPY, its ranges in flight, sk_error_queue, sk_error_report count: host/tcp/errq.py
         self.zerocopy, self.err_reports = False, 0
+        # sk_stream_write_space wakeups so far (SendSpaceAvailable): an edge-triggered
+        # EPOLLOUT and a writer asleep in sk_stream_wait_memory see one as their wakeup
+        self.write_wakes = 0
         self.zc: Zerocopy | None = None
         self.errq: ErrorQueue | None = None
         self.ts: TxTimestamps | None = None  # SO_TIMESTAMPING (host/tcp/errq.py)
@@ -383,6 +387,8 @@ class TcpSock(SockEntry):
                             layer.fastopen.release(self)  # reqsk_fastopen_remove
                         elif conn.fastopen_active is not None:
                             layer.fastopen.synack_seen(self, conn)  # tcp_fastopen_cache_set
+                    elif kind is SendSpaceAvailable:
+                        self.write_wakes += 1  # owner: the socket lock's holder
                     elif kind is TimeWaitEntered:
                         self.teardown = ask_teardown(self.teardown, TimeWait.of(conn))
                     elif kind is Closed:
@@ -677,8 +683,9 @@ class TcpSock(SockEntry):
         failed = conn.error is not None or st is CState.CLOSED
         readable = conn.readable > 0 or failed or st.fin_received or self.shutdown_rd
         if st is CState.ESTABLISHED or st is CState.CLOSE_WAIT:
-            writable = failed or (conn.send_space >= conn.options.sndbuf // 3
-                                  and conn.stream_memory_free())  # TCP_NOTSENT_LOWAT
+            # atomic: attribute loads and len() of the send queue's deques (the engine's
+            # writes under the socket lock); a stale answer is refreshed by the next event
+            writable = failed or conn.writeable()
         else:
             writable = True  # SEND_SHUTDOWN: writable, so a write fails at once (EPIPE)
         return readable, writable
