@@ -95,6 +95,9 @@ class Options:
     slow_start_after_idle: bool = True
     congestion_control: str = "cubic"  #: "reno" (RFC 5681/6582) or "cubic" (RFC 9438)
     initial_cwnd: int = 10  #: segments (RFC 6928; Linux TCP_INIT_CWND)
+    #: tcp_min_tso_segs: the fewest segments one burst's TSO packet takes
+    #: (rcunet.core.tcp.pacing.tso_autosize), which is where its segments carry PSH
+    min_tso_segs: int = 2
     rto_initial: int = 1 * SECOND  #: RFC 6298 §2.1 (Linux TCP_TIMEOUT_INIT)
     rto_fallback: int = 3 * SECOND  #: after a retransmitted SYN (RFC 6298 §5.7)
     #: icsk_rto_min: Linux TCP_RTO_MIN, else net.ipv4.tcp_rto_min_us or TCP_RTO_MIN_US
@@ -181,7 +184,7 @@ class Options:
                   "tcp_ecn_fallback": "ecn_fallback", "tcp_ecn_option": "ecn_option",
                   "tcp_ecn_option_beacon": "ecn_option_beacon",
                   "tcp_recovery": "recovery", "tcp_early_retrans": "early_retrans",
-                  "tcp_frto": "frto",
+                  "tcp_frto": "frto", "tcp_min_tso_segs": "min_tso_segs",
                   "tcp_shrink_window": "shrink_window",
                   "tcp_rcvbuf_low_rtt": "rcvbuf_low_rtt",
                   "tcp_slow_start_after_idle": "slow_start_after_idle"}
