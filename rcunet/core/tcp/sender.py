@@ -144,10 +144,15 @@ class Sender:
 
     def queue_syn_data(self, data: bytes) -> None:
         """TCP Fast Open: the SYN's data is the first bytes of the send queue, and the
-        write's tail is pushed (tcp_sendmsg_fastopen -> tcp_push)."""
+        write's tail is pushed (tcp_sendmsg_fastopen -> tcp_push).  Those bytes stay
+        one skb marked PSH whatever is written after them (tcp_send_syn_data sets
+        TCPHDR_ACK | TCPHDR_PSH on it; later writes start a new skb, as it was sent):
+        no segment crosses its end, and one ending there carries PSH (``skb_ends``)."""
         self.tx.append(memoryview(data))
         self.write_seq = add(self.write_seq, len(data))
         self.psh_seq = self.pushed_seq = self.write_seq
+        if data:
+            self.skb_ends.append(self.write_seq)
 
     def shut_down(self) -> bool:
         """SHUT_WR: a FIN follows the queued data.  False if one already did."""
