@@ -253,15 +253,35 @@ class Sender:
             if sent < quota:
                 return
 
-    def tso_quota(self, conn: Connection) -> int:
+    def send_recovery_packet(self, conn: Connection, now: int, in_flight: int) -> bool:
+        """One TSO packet of new data while loss recovery holds cwnd to the segments in
+        flight (``in_flight``, tcp_packets_in_flight: neither SACKed nor marked lost):
+        what tcp_write_xmit sends after tcp_xmit_retransmit_queue, a segment at a time
+        as ``try_send`` allows.  False when nothing went out."""
+        out = conn._out
+        quota = self.tso_quota(conn, in_flight)
+        first = len(out)
+        snd_max = self.tcb.snd_max
+        sent = 0
+        while (sent < quota and in_flight + sent < conn.cc.cwnd // self.tcb.snd_mss
+               and self.try_send(conn, now, room=self.tcb.snd_mss)):
+            sent += 1
+        if sent:
+            self.end_tso_packet(conn, first, snd_max)
+        return sent > 0
+
+    def tso_quota(self, conn: Connection, in_flight: int | None = None) -> int:
         """The segments of the next TSO packet (at least one: ``try_send`` has the last
         word on cwnd): tcp_cwnd_test's share -- what cwnd leaves, at most half of cwnd so
-        that two packets are in flight -- bounded by tcp_tso_segs (``tso_autosize``)."""
+        that two packets are in flight -- bounded by tcp_tso_segs (``tso_autosize``).
+        ``in_flight``: the segments in flight, when recovery counts them (else what
+        ``cwnd_room`` leaves)."""
         t = self.tcb
         mss = t.snd_mss
         cc = conn.cc
         cwnd = cc.cwnd // mss
-        in_flight = -(-max(cc.cwnd - self.cwnd_room(conn), 0) // mss)
+        if in_flight is None:
+            in_flight = -(-max(cc.cwnd - self.cwnd_room(conn), 0) // mss)
         quota = min(max(cwnd >> 1, 1), cwnd - in_flight)
         srtt_us = (self.rto.srtt or 0) // 1000
         rate = pacing_rate(mss, cwnd, ssthresh_segments(cc.ssthresh, mss), in_flight,
