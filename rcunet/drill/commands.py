@@ -97,6 +97,7 @@ _TUNING: dict[str, tuple[str, str]] = {
 _BOUNDS: dict[str, tuple[int, int]] = {
     "net.ipv4.tcp_rto_max_ms": (1000, 120000),  # TCP_RTO_MAX_MIN_SEC s .. TCP_RTO_MAX_SEC s
     "net.ipv4.tcp_rto_min_us": (1, 0x7FFFFFFF),  # SYSCTL_ONE .. INT_MAX
+    "net.ipv4.tcp_min_tso_segs": (1, 255),  # proc_dou8vec_minmax, SYSCTL_ONE
 }
 
 #: Linux sysctls rcunet has no switch for, with the values whose behaviour it has (or

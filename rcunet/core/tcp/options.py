@@ -263,6 +263,8 @@ class Options:
             raise ValueError("need 0 < rto_min and 0 < rto_initial <= rto_max")
         if self.delack_max <= 0:
             raise ValueError("delack_max must be > 0")
+        if not 1 <= self.min_tso_segs <= 255:  # a u8 with SYSCTL_ONE as its floor
+            raise ValueError(f"tcp_min_tso_segs {self.min_tso_segs} outside 1..255")
 
 
 #: The switches: a sysctl or socket option gives them as Linux has them (an int, 0 or 1),
