@@ -85,9 +85,9 @@ class Sender:
         self.psh_seq: int | None = None
         self.eor_marks: deque[int] = deque()
         self.psh_marks: deque[int] = deque()  # forced_push marks inside long writes
-        # Ends of the TSO packets of new data that carried PSH (``end_tso_packet``), in
-        # sequence order: a retransmission ending there carries it again, as the skb in
-        # Linux's retransmission queue keeps its flags
+        # Where each TSO packet of new data ended (``end_tso_packet``), in sequence
+        # order, until acknowledged: a retransmission is cut into the same packets, as
+        # Linux resends the skbs of its retransmission queue (``resent_packet_end``)
         self.tso_ends: deque[int] = deque()
         self.more = False
         self.push_once = False  # this output pass pushes past cork and Nagle (TCP_NAGLE_PUSH)
