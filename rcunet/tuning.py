@@ -128,6 +128,10 @@ class Tuning:
     #: more retransmissions, and an ACK of never-retransmitted data undoes the timeout's
     #: cwnd reduction (2, the default, and 1: on; 0: off).
     tcp_frto: int = 2
+    #: The fewest segments Linux puts in one TSO packet (net.ipv4.tcp_min_tso_segs, 1-127):
+    #: rcunet sends MSS-sized segments, and a burst's segments carry PSH where Linux's
+    #: TSO packets end.
+    tcp_min_tso_segs: int = 2
     #: Congestion window restart (Linux net.ipv4.tcp_slow_start_after_idle, RFC 5681
     #: §4.1): a write after more than an RTO with nothing in flight shrinks cwnd toward
     #: the initial window, halving it per RTO idle.  On by default, as in Linux.

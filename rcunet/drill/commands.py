@@ -90,6 +90,7 @@ _TUNING: dict[str, tuple[str, str]] = {
     "net.ipv4.tcp_rto_max_ms": ("tcp_rto_max_ms", "int"),
     "net.ipv4.tcp_rto_min_us": ("tcp_rto_min_us", "int"),
     "net.ipv4.tcp_frto": ("tcp_frto", "int"),
+    "net.ipv4.tcp_min_tso_segs": ("tcp_min_tso_segs", "int"),
     "net.ipv4.tcp_slow_start_after_idle": ("tcp_slow_start_after_idle", "bool"),
 }
 
@@ -98,6 +99,7 @@ _TUNING: dict[str, tuple[str, str]] = {
 _BOUNDS: dict[str, tuple[int, int]] = {
     "net.ipv4.tcp_rto_max_ms": (1000, 120000),  # TCP_RTO_MAX_MIN_SEC s .. TCP_RTO_MAX_SEC s
     "net.ipv4.tcp_rto_min_us": (1, 0x7FFFFFFF),  # SYSCTL_ONE .. INT_MAX
+    "net.ipv4.tcp_min_tso_segs": (1, 255),  # proc_dou8vec_minmax, SYSCTL_ONE
 }
 
 #: Linux sysctls rcunet has no switch for, with the values whose behaviour it has (or
@@ -114,8 +116,6 @@ _FIXED: dict[str, frozenset[str]] = {
     # Linux defaults whose mechanisms rcunet lacks (Fast Open's blackhole detection): a
     # script that depends on them fails on the packets, which is the finding to report.
     "net.ipv4.tcp_fastopen_blackhole_timeout_sec": frozenset(),
-    # TSO sizing: rcunet sends MSS-sized segments, no TSO/GSO to size
-    "net.ipv4.tcp_min_tso_segs": frozenset(),
 }
 _CC = {"cubic", "reno", "newreno"}
 #: ethtool -K features rcunet's interfaces never have: TCP/generic segmentation

@@ -99,6 +99,9 @@ class Options:
     #: The tcp_cubic module parameters a CUBIC connection runs with.
     cubic: CubicParams = DEFAULT_PARAMS
     initial_cwnd: int = 10  #: segments (RFC 6928; Linux TCP_INIT_CWND)
+    #: tcp_min_tso_segs: the fewest segments one burst's TSO packet takes
+    #: (rcunet.core.tcp.pacing.tso_autosize), which is where its segments carry PSH
+    min_tso_segs: int = 2
     rto_initial: int = 1 * SECOND  #: RFC 6298 §2.1 (Linux TCP_TIMEOUT_INIT)
     rto_fallback: int = 3 * SECOND  #: after a retransmitted SYN (RFC 6298 §5.7)
     #: icsk_rto_min: Linux TCP_RTO_MIN, else net.ipv4.tcp_rto_min_us or TCP_RTO_MIN_US
@@ -186,7 +189,7 @@ class Options:
                   "tcp_ecn_fallback": "ecn_fallback", "tcp_ecn_option": "ecn_option",
                   "tcp_ecn_option_beacon": "ecn_option_beacon",
                   "tcp_recovery": "recovery", "tcp_early_retrans": "early_retrans",
-                  "tcp_frto": "frto",
+                  "tcp_frto": "frto", "tcp_min_tso_segs": "min_tso_segs",
                   "tcp_shrink_window": "shrink_window",
                   "tcp_rcvbuf_low_rtt": "rcvbuf_low_rtt",
                   "tcp_slow_start_after_idle": "slow_start_after_idle"}
@@ -265,6 +268,8 @@ class Options:
             raise ValueError("need 0 < rto_min and 0 < rto_initial <= rto_max")
         if self.delack_max <= 0:
             raise ValueError("delack_max must be > 0")
+        if not 1 <= self.min_tso_segs <= 255:  # a u8 with SYSCTL_ONE as its floor
+            raise ValueError(f"tcp_min_tso_segs {self.min_tso_segs} outside 1..255")
 
 
 #: The switches: a sysctl or socket option gives them as Linux has them (an int, 0 or 1),

@@ -171,7 +171,7 @@ class RackRecovery(Recovery):
                 if conn.sender.retransmit_at(conn, seq, now, sub(head.end, seq)) is None:
                     return
                 conn.counters.add("TcpExtTCPFastRetrans")  # tcp_xmit_retransmit_queue
-            elif not conn.sender.try_send(conn, now, room=mss):
+            elif not conn.sender.send_recovery_packet(conn, now, log.segments_in_flight()):
                 return
 
 

@@ -30,6 +30,7 @@ from rcunet.core.tcp.common import (
 )
 from rcunet.core.tcp.counters import Counters
 from rcunet.core.tcp.options import Options
+from rcunet.core.tcp.pacing import pacing_rate, ssthresh_segments, tso_autosize
 from rcunet.core.tcp.rto import RtoEstimator
 from rcunet.core.tcp.sndbuf import TX_SKB_TRUESIZE, SendSkbs, is_writeable, memory_free
 from rcunet.core.tcp.tcb import Tcb
@@ -53,7 +54,7 @@ class Sender:
         "tx", "skbs", "tx_seq", "write_seq", "fin_queued", "send_blocked", "nospace", "skb_ends",
         "pushed_seq",
         "snd_sml",
-        "psh_seq", "eor_marks", "psh_marks", "more", "push_once", "forced_until",
+        "psh_seq", "eor_marks", "psh_marks", "tso_ends", "more", "push_once", "forced_until",
         "max_flight", "max_flight_seq", "cwnd_limited", "rtt_seq", "rtt_start")
 
     def __init__(self, tcb: Tcb, timers: Timers, rto: RtoEstimator, counters: Counters,
@@ -92,6 +93,10 @@ class Sender:
         self.psh_seq: int | None = None
         self.eor_marks: deque[int] = deque()
         self.psh_marks: deque[int] = deque()  # forced_push marks inside long writes
+        # Where each TSO packet of new data ended (``end_tso_packet``), in sequence
+        # order, until acknowledged: a retransmission is cut into the same packets, as
+        # Linux resends the skbs of its retransmission queue (``resent_packet_end``)
+        self.tso_ends: deque[int] = deque()
         self.more = False
         self.push_once = False  # this output pass pushes past cork and Nagle (TCP_NAGLE_PUSH)
         self.forced_until: int | None = None
@@ -152,11 +157,16 @@ class Sender:
 
     def queue_syn_data(self, data: bytes) -> None:
         """TCP Fast Open: the SYN's data is the first bytes of the send queue, and the
-        write's tail is pushed (tcp_sendmsg_fastopen -> tcp_push)."""
+        write's tail is pushed (tcp_sendmsg_fastopen -> tcp_push).  Those bytes stay
+        one skb marked PSH whatever is written after them (tcp_send_syn_data sets
+        TCPHDR_ACK | TCPHDR_PSH on it; later writes start a new skb, as it was sent):
+        no segment crosses its end, and one ending there carries PSH (``skb_ends``)."""
         self.tx.append(memoryview(data))
         self.write_seq = add(self.write_seq, len(data))
         self.skbs.push(self.write_seq)
         self.psh_seq = self.pushed_seq = self.write_seq
+        if data:
+            self.skb_ends.append(self.write_seq)
 
     def shut_down(self) -> bool:
         """SHUT_WR: a FIN follows the queued data.  False if one already did."""
@@ -227,8 +237,9 @@ class Sender:
     # ------------------------------------------------------------ output
     def transmit(self, conn: Connection, now: int) -> None:
         """What may go now (tcp_write_xmit): new data and the FIN within cwnd and the
-        peer's window, or what recovery sends; then PSH on a burst cut short, the
-        cwnd-use bookkeeping and the persist timer."""
+        peer's window in the packets Linux would send (``send_tso_packets``), or what
+        recovery sends; then PSH on a forced push's burst cut short, the cwnd-use
+        bookkeeping and the persist timer."""
         out = conn._out
         sent = len(out)
         had_unsent = self.unsent() > 0  # tcp_write_xmit runs with a send head
@@ -237,8 +248,7 @@ class Sender:
         if loss.in_loss and loss.algorithm is None:
             loss.loss_output(conn, now)
         elif loss.algorithm is None:
-            while self.try_send(conn, now, room=self.cwnd_room(conn)):
-                pass
+            self.send_tso_packets(conn, now)
         else:
             loss.output(conn, now)
         if self.tcb.snd_max != snd_max:
@@ -313,6 +323,104 @@ class Sender:
                     queued += TX_SKB_TRUESIZE  # tso_fragment
                     tail -= in_tail
         return taken
+
+    def send_tso_packets(self, conn: Connection, now: int) -> None:
+        """tcp_write_xmit's loop for new data: each pass builds what Linux sends as one
+        TSO packet -- as many segments as ``tso_quota`` allows, each one ``try_send``
+        (windows, Nagle, SWS avoidance) lets out -- and ends it (``end_tso_packet``);
+        a packet cut short by those rules ends the loop."""
+        out = conn._out
+        while True:
+            quota = self.tso_quota(conn)
+            first = len(out)
+            snd_max = self.tcb.snd_max
+            sent = 0
+            while sent < quota and self.try_send(conn, now, room=self.cwnd_room(conn)):
+                sent += 1
+            if not sent:
+                return
+            self.end_tso_packet(conn, first, snd_max)
+            if sent < quota:
+                return
+
+    def send_recovery_packet(self, conn: Connection, now: int, in_flight: int) -> bool:
+        """One TSO packet of new data while loss recovery holds cwnd to the segments in
+        flight (``in_flight``, tcp_packets_in_flight: neither SACKed nor marked lost):
+        what tcp_write_xmit sends after tcp_xmit_retransmit_queue, a segment at a time
+        as ``try_send`` allows.  False when nothing went out."""
+        out = conn._out
+        quota = self.tso_quota(conn, in_flight)
+        first = len(out)
+        snd_max = self.tcb.snd_max
+        sent = 0
+        while (sent < quota and in_flight + sent < conn.cc.cwnd // self.tcb.snd_mss
+               and self.try_send(conn, now, room=self.tcb.snd_mss)):
+            sent += 1
+        if sent:
+            self.end_tso_packet(conn, first, snd_max)
+        return sent > 0
+
+    def tso_quota(self, conn: Connection, in_flight: int | None = None) -> int:
+        """The segments of the next TSO packet (at least one: ``try_send`` has the last
+        word on cwnd): tcp_cwnd_test's share -- what cwnd leaves, at most half of cwnd so
+        that two packets are in flight -- bounded by tcp_tso_segs (``tso_autosize``).
+        ``in_flight``: the segments in flight, when recovery counts them (else what
+        ``cwnd_room`` leaves)."""
+        t = self.tcb
+        mss = t.snd_mss
+        cc = conn.cc
+        cwnd = cc.cwnd // mss
+        if in_flight is None:
+            in_flight = -(-max(cc.cwnd - self.cwnd_room(conn), 0) // mss)
+        quota = min(max(cwnd >> 1, 1), cwnd - in_flight)
+        srtt_us = (self.rto.srtt or 0) // 1000
+        rate = pacing_rate(mss, cwnd, ssthresh_segments(cc.ssthresh, mss), in_flight,
+                           srtt_us)
+        max_segs = tso_autosize(rate, mss, conn.loss.min_rtt_us, conn.options.min_tso_segs)
+        return max(1, min(quota, max_segs))
+
+    def end_tso_packet(self, conn: Connection, first: int, snd_max: int) -> None:
+        """The segments queued since ``first`` are one TSO packet: where it ends is
+        remembered (``tso_ends``: a retransmission is cut along the same boundaries, as
+        Linux resends the skbs it sent), and a packet of new data (beyond ``snd_max``)
+        of two segments or more ends with PSH, as Linux's TSO packets of a burst carry
+        it (packetdrill's slow-start, Nagle and Fast Open scripts show it).  A packet
+        of one segment keeps the marks of its write (``push_marked``)."""
+        out = conn._out
+        last = None
+        segments = 0
+        for i in range(first, len(out)):
+            if out[i].payload:
+                last = i
+                segments += 1
+        if last is None:
+            return
+        seg = out[last]
+        end = add(seg.seq, len(seg.payload))
+        if not gt(end, snd_max):
+            return  # resent bytes: their packet ends were noted when they first went out
+        self._drop_acked_marks(self.tso_ends)
+        self.tso_ends.append(end)
+        if segments >= 2 and not seg.flags & (PSH | SYN | RST):
+            out[last] = seg._replace(flags=seg.flags | PSH)
+
+    def resent_packet_end(self, conn: Connection, seq: int, end: int) -> bool:
+        """Does a retransmission of [seq, end) end a resent TSO packet of two segments or
+        more: ``end`` is where a packet ended when first sent, and the segment queued
+        just before this one resent the bytes before ``seq`` of that same packet (no
+        packet boundary at ``seq``).  Such a packet carries PSH as it did the first
+        time; a lone segment resent from it does not."""
+        ends = self.tso_ends
+        if not ends:
+            return False
+        self._drop_acked_marks(ends)
+        if end not in ends or seq in ends:
+            return False
+        out = conn._out
+        if not out:
+            return False
+        prev = out[-1]
+        return bool(prev.payload) and add(prev.seq, len(prev.payload)) == seq
 
     def sendable_now(self, conn: Connection) -> int:
         """Bytes cwnd and the peer's window let out now, beyond SND.MAX."""
@@ -403,28 +511,18 @@ class Sender:
 
     def push_burst_end(self, conn: Connection, first: int) -> None:
         """PSH on the last new-data segment of a burst that congestion control or the
-        peer's window cut short, where Linux's segments carry it.  Linux marks PSH on
-        the skb that ends a write (tcp_push -> tcp_mark_push) and on the skb where a
-        write passed half the peer's largest window (forced_push in tcp_sendmsg_locked);
-        tcp_write_xmit then sends whole skbs, whose size follows the pacing rate
-        (tcp_tso_autosize), so in slow start every burst ends at a marked skb.  rcunet
-        has no skbs: it marks the burst's end when the write was a forced push
-        (``mark_push``) or, in slow start outside loss recovery, always -- the
-        behaviour packetdrill's slow-start, MSS and initial-window scripts show, while
-        its limited-transmit and post-recovery scripts show unmarked bursts.  A burst
-        that ends because the data ran out already ended with the write's own PSH
-        (``try_send``); one that Nagle or SWS avoidance stopped gets none."""
+        peer's window cut short while a write that outgrew half the peer's largest
+        window is going out (forced_push in tcp_sendmsg_locked: tcp_mark_push on its
+        skbs, then __tcp_push_pending_frames).  The packets of other bursts carry PSH
+        as ``end_tso_packet`` decides; a burst that ends because the data ran out ended
+        with the write's own PSH (``try_send``)."""
         t = self.tcb
         snd_nxt = t.snd_nxt
         if snd_nxt != t.snd_max:
             return  # still resending below SND.MAX: the burst was retransmissions
         forced = self.forced_until
         if forced is None or not lt(snd_nxt, forced):
-            loss = conn.loss
-            if loss.algorithm is not None or loss.dupacks or conn.cc.cwnd >= conn.cc.ssthresh:
-                return
-            if self._new_data_segments(conn, first) < 2:
-                return  # one segment is one skb of pcount 1: __tcp_transmit_skb leaves it
+            return
         unsent = sub(self.write_seq, snd_nxt)
         want = min(unsent, t.snd_mss)
         if want <= 0:
@@ -439,12 +537,6 @@ class Sender:
                 if not seg.flags & (PSH | SYN | RST):
                     out[i] = seg._replace(flags=seg.flags | PSH)
                 return
-
-    @staticmethod
-    def _new_data_segments(conn: Connection, first: int) -> int:
-        """Segments with payload queued since ``first`` in this output pass."""
-        out = conn._out
-        return sum(1 for i in range(first, len(out)) if out[i].payload)
 
     def cwnd_validate(self, conn: Connection, sent: bool, now: int) -> None:
         """Linux tcp_cwnd_validate (end of tcp_write_xmit): remember whether cwnd limited
@@ -532,10 +624,15 @@ class Sender:
         marks = self.psh_marks
         if not marks:
             return False
+        self._drop_acked_marks(marks)
+        return end in marks
+
+    def _drop_acked_marks(self, marks: deque[int]) -> None:
+        """Forget the ``marks`` (sequence numbers in order) the peer acknowledged: no
+        segment ends there again."""
         una = self.tcb.snd_una
         while marks and not lt(una, marks[0]):
-            marks.popleft()  # acknowledged: no segment ends there again
-        return end in marks
+            marks.popleft()
 
     def record_left(self, seq: int) -> int:
         """Bytes from ``seq`` to the end of its MSG_EOR record (a segment never joins
@@ -620,7 +717,8 @@ class Sender:
         off = sub(seq, self.tx_seq)
         payload = self.tx.slice(off, n)
         flags = ACK | (FIN if fin else 0)
-        if n and (push or self.push_marked(add(seq, n))):
+        if n and (push or self.push_marked(add(seq, n)) or (
+                retransmission and self.resent_packet_end(conn, seq, add(seq, n)))):
             flags |= PSH  # tcp_write_wakeup (the probe timer's send) sets PSH as well
         conn._emit(conn._make(seq, flags, now, payload))
         if n:
@@ -726,7 +824,8 @@ class Sender:
             return None
         flags = ACK | (FIN if fin else 0) | (
             PSH if n and (off + n == len(self.tx) or n == bound
-                          or self.push_marked(add(seq, n))) else 0)
+                          or self.push_marked(add(seq, n))
+                          or self.resent_packet_end(conn, seq, add(seq, n))) else 0)
         conn._emit(conn._make(seq, flags, now, self.tx.slice(off, n)))
         if n:
             conn.delack.data_sent(now)

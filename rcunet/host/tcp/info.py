@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 
 from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.accecn import EcnMode
-from rcunet.core.tcp.congestion.base import INITIAL_SSTHRESH
 from rcunet.core.tcp.ecnstate import EcnState
-from rcunet.core.tcp.prr import INFINITE_SSTHRESH, CaState
+from rcunet.core.tcp.pacing import pacing_rate, ssthresh_segments
+from rcunet.core.tcp.prr import CaState
 from rcunet.core.tcp.recovery import REORDERING
 from rcunet.wire import ecn as ipecn
 
@@ -37,8 +37,6 @@ TCPI_OPT_SYN_DATA = 32  #: the SYN's data was acknowledged (Fast Open: tp->syn_d
 TCPI_OPT_TFO_CHILD = 128  #: a passive Fast Open child (tp->syn_fastopen_child)
 #: tcp_delack_max: tcpi_ato is capped by it (TCP_DELACK_MAX, 200 ms).
 DELACK_MAX = 200_000_000
-#: net.ipv4.tcp_pacing_ss_ratio / tcp_pacing_ca_ratio (Linux's defaults).
-PACING_SS_RATIO, PACING_CA_RATIO = 200, 120
 #: sk_max_pacing_rate unset (SO_MAX_PACING_RATE): ~0, shown as ~0ULL.
 NO_PACING_LIMIT = (1 << 64) - 1
 #: A listener's cwnd, never used (tcp_init_sock's TCP_INIT_CWND).
@@ -120,7 +118,7 @@ def snapshot(sk: TcpSock, now: int) -> dict[str, int]:
     ca_state = _ca_state(loss.ca_state(), sacked + lost + retrans)
     packets_out = len(loss.log) + sacked  # tp->packets_out: the SACKed ones too
     cwnd = conn.cc.cwnd // mss
-    ssthresh = _ssthresh_segments(conn.cc.ssthresh, mss)
+    ssthresh = ssthresh_segments(conn.cc.ssthresh, mss)
     stats = conn.stats
     srtt = rto.srtt or 0
     info = {
@@ -205,26 +203,6 @@ def _listener_fields(sk: TcpSock) -> dict[str, int]:
             "tcpi_max_pacing_rate": NO_PACING_LIMIT, "tcpi_reordering": REORDERING,
             "tcpi_snd_cwnd": TCP_INIT_CWND,
             "tcpi_unacked": len(sk.acceptq), "tcpi_sacked": sk.max_ack_backlog}
-
-
-def pacing_rate(mss: int, cwnd: int, ssthresh: int, packets_out: int, srtt_us: int) -> int:
-    """tcp_update_pacing_rate (each ACK sets sk_pacing_rate; this evaluates it on the
-    values that ACK left): bytes per second, 200% of mss * cwnd / srtt while cwnd is below
-    half of ssthresh (tcp_pacing_ss_ratio), 120% after (tcp_pacing_ca_ratio); without an
-    RTT sample the rate is not divided (Linux's srtt_us 0)."""
-    rate = mss * ((1_000_000 // 100) << 3)
-    rate *= PACING_SS_RATIO if cwnd < ssthresh // 2 else PACING_CA_RATIO
-    rate *= max(cwnd, packets_out)
-    srtt8 = srtt_us << 3  # tp->srtt_us is 8 * srtt in µs
-    return rate // srtt8 if srtt8 else rate
-
-
-def _ssthresh_segments(ssthresh: int, mss: int) -> int:
-    """tp->snd_ssthresh in segments; not yet set (rcunet's "arbitrarily high" bytes) is
-    Linux's TCP_INFINITE_SSTHRESH."""
-    if ssthresh >= INITIAL_SSTHRESH:
-        return INFINITE_SSTHRESH
-    return min(ssthresh // mss, INFINITE_SSTHRESH)
 
 
 def _ecn_fields(ecn: EcnState) -> dict[str, int]:
