@@ -202,9 +202,7 @@ class LockClass:
         self,
     ) -> tuple[list[_HoldStats], _WaitStats, dict[Site, _WaitStats], dict[Site, int]]:
         with self._stats_lock:
-            wait = _WaitStats()
-            for field in _WaitStats.__slots__:
-                setattr(wait, field, getattr(self._wait, field))
+            wait = _copy_wait(self._wait)
             points = {site: _copy_wait(w) for site, w in self._points.items()}
             contending = dict(self._contending)
             records = list(self._records.copy().values())  # atomic: dict.copy
@@ -213,8 +211,11 @@ class LockClass:
 
 def _copy_wait(w: _WaitStats) -> _WaitStats:
     c = _WaitStats()
-    for field in _WaitStats.__slots__:
-        setattr(c, field, getattr(w, field))
+    c.contentions = w.contentions
+    c.con_bounces = w.con_bounces
+    c.wait_total = w.wait_total
+    c.wait_max = w.wait_max
+    c.wait_min = w.wait_min
     return c
 
 
@@ -269,7 +270,7 @@ class Lock:
         self._acq_thread = 0
         self._last_thread = 0
         self._site: Site | None = None
-        self._held_in: list[Any] | None = None
+        self._held_in: list[_lockdep._Held] | None = None
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         if _instrumented:  # atomic: module-global load (see _set_mode)
@@ -399,7 +400,7 @@ class _RawLockMethod(property):
 
 
 # The interpreted class's own methods, restored whenever a mode needs bookkeeping.
-_WITH_METHODS = {name: Lock.__dict__[name] for name in ("__enter__", "__exit__")}
+_WITH_METHODS = {name: vars(Lock)[name] for name in ("__enter__", "__exit__")}
 _RAW_WITH_METHODS = {name: _RawLockMethod(attrgetter(f"_lock.{name}"))
                      for name in ("__enter__", "__exit__")}
 #: Lock is an ordinary Python class (the source runs, not the compiled module): its

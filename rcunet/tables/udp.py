@@ -179,7 +179,7 @@ class _BindStats(ShardedStats):
     copies the registered shards (list copy) under ``_lock``, taken once per thread.
     """
 
-    FIELDS = ("primary_scans", "hash2_scans", "entries_examined")
+    FIELDS: tuple[str, ...] = ("primary_scans", "hash2_scans", "entries_examined")
 
 
 

@@ -83,8 +83,9 @@ class McastStats(ShardedStats):
     per thread for registration.
     """
 
-    FIELDS = ("packets", "receivers", "clones", "UdpRcvbufErrors", "UdpInErrors",
-              "UdpIgnoredMulti", "lock_sections", "lock_hold_ns")
+    FIELDS: tuple[str, ...] = ("packets", "receivers", "clones", "UdpRcvbufErrors",
+                               "UdpInErrors", "UdpIgnoredMulti", "lock_sections",
+                               "lock_hold_ns")
 
 
 
