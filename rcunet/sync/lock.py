@@ -378,7 +378,7 @@ def _acquiring_frame() -> FrameType:
     the first frame outside this module.  Interpreted, Lock's methods have frames to
     skip; compiled, they have none (sys._getframe starts at the nearest interpreted frame,
     and a compiled caller is reported as the interpreted code that called it)."""
-    frame = sys._getframe(1)
+    frame = sys._getframe(0)
     while frame.f_code.co_filename == _OWN_FILE and frame.f_back is not None:
         frame = frame.f_back
     return frame

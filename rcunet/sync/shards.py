@@ -12,7 +12,7 @@ import itertools
 import threading
 import weakref
 from collections import deque
-from typing import Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar
 
 from mypy_extensions import mypyc_attr
 
@@ -92,7 +92,8 @@ class ShardedStats(ShardRegistry[list[int]]):
     ``shard = stats.shard(); shard[INDEX] += 1``.  A shard is a list of ints, one slot per
     field; ``snapshot`` copies the live shards (``list(shard)``) under ``_lock``."""
 
-    FIELDS: tuple[str, ...] = ()
+    # A class attribute (ClassVar), so a subclass's own FIELDS is the one read, compiled too.
+    FIELDS: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self) -> None:
         super().__init__()
