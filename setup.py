@@ -26,14 +26,6 @@ COMPILED = [
     # wire/pretty.py stays pure: it formats packets for people (CLI, captures), off the
     # hot path.
     # The congestion package goes in whole: an interpreted subclass of a compiled class fails.
-    # sync/lock.py and sync/rcu.py keep weak references to their objects (the lock-class
-    # and read-section registries; a test takes one to a Lock to show it is freed without
-    # the cyclic collector), and mypyc gives __weakref__ only to a class with a __dict__
-    # (mypyc_attr has no weakref option: "cannot create weak reference").  Lock's
-    # instrumented path also finds its call site with sys._getframe(depth), and compiled
-    # functions have no frame: compiled, lock_stat and lockdep would name the wrong line.
-    # refcount.py and the tables/ modules built with them fail their tests (SystemError
-    # from LockArray).
     # tables/entry.py is subclassed by host/tcp and host/udp_sock, which are not compiled:
     # host/ is the next step (its hottest functions, per rcunet bench profile: TcpSock.engine,
     # transmit, demux, ip, link/memory), once mypy is strict on it and entry.py compiles.
@@ -95,6 +87,37 @@ COMPILED = [
     "rcunet/wire/igmp.py",
     "rcunet/wire/tcp.py",
     "rcunet/wire/udp.py",
+    # The sync layer, the tables and the host's small hot helpers.  mypyc gives weak
+    # references only to classes with a __dict__: the classes weakly referenced (LockClass,
+    # rcu's per-thread _Registration, the shard owners) are mypyc_attr(native_class=False),
+    # and Lock and ReadSection have none.  Classes subclassed by interpreted code allow it.
+    # Lock's instrumented path finds the acquiring site as the first frame outside
+    # lock.py; a compiled caller has no frame, so it is reported at its nearest interpreted
+    # caller.  tables/udp_entry.py goes with tables/entry.py (its base class).
+    # sync/atomic.py stays pure: AtomicInt is cereggii's C class where installed, and
+    # compiled, a word typed LockedInt (a native class) would refuse it.
+    # sync/lockarray.py stays pure: LockArray is a list (its slot loads are list's own C
+    # code) and mypyc compiles no subclass of list.
+    "rcunet/sync/lock.py",
+    "rcunet/sync/lockdep.py",
+    "rcunet/sync/hooks.py",
+    "rcunet/sync/rcu.py",
+    "rcunet/sync/refcount.py",
+    "rcunet/sync/shards.py",
+    "rcunet/tables/__init__.py",
+    "rcunet/tables/secret.py",
+    "rcunet/tables/ehash.py",
+    "rcunet/tables/bind.py",
+    "rcunet/tables/listen.py",
+    "rcunet/tables/portsel.py",
+    "rcunet/tables/udp_reuseport.py",
+    "rcunet/tables/udp_mcast.py",
+    "rcunet/tables/udp.py",
+    "rcunet/host/clock.py",
+    "rcunet/host/timers.py",
+    "rcunet/host/counters.py",
+    "rcunet/host/routecache.py",
+    "rcunet/host/socklock.py",
 ]
 
 

@@ -6,7 +6,11 @@ from __future__ import annotations
 import threading
 import time
 
+from mypy_extensions import mypyc_attr
 
+
+# Not a native class when compiled: ``now`` is the C function itself, as a class attribute.
+@mypyc_attr(native_class=False)
 class MonotonicClock:
     """``time.monotonic_ns``; sleeping is real."""
 
@@ -16,6 +20,7 @@ class MonotonicClock:
     now = staticmethod(time.monotonic_ns)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # the simulator's clock (rcunet.sim.clock)
 class VirtualClock:
     """A clock that only moves when a test advances it.
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
+from mypy_extensions import mypyc_attr
+
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.core.route import Route
 from rcunet.sync.lock import LockClass
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
 DST_CACHE_LOCK = LockClass("dst_cache.lock")
 
 
+@mypyc_attr(native_class=False)  # mypyc compiles no subclass of this builtin
 class UseAfterFree(RuntimeError):
     """A send used a dst entry after its last reference was dropped."""
 

@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 
+from mypy_extensions import mypyc_attr
+
 Hook = Callable[[], object]
 
 #: point name -> hook.  ``None`` when nothing is installed (the fast path).
@@ -75,6 +77,7 @@ def active_points() -> frozenset[str]:
     return frozenset(table) if table else frozenset()
 
 
+@mypyc_attr(native_class=False)  # mypyc compiles no subclass of this builtin
 class ScheduleTimeout(AssertionError):
     """A schedule step did not happen in time (a deadlock or a missed yield point)."""
 

@@ -11,8 +11,11 @@ instances share statistics and ordering rules)::
 Two modes, switched for every live instance at once by ``lockstat.enable()`` /
 ``lockdep.enable()`` (and back when both are off):
 
-* **fast** (default): ``acquire``/``release``/``with lock:`` test one module global and
-  call the underlying ``threading.Lock``; nothing else runs per acquisition.
+* **fast** (default): ``acquire``/``release`` test one module global and call the
+  underlying ``threading.Lock``; nothing else runs per acquisition.  ``with lock:`` costs
+  no Python frame in either build: compiled, ``__enter__``/``__exit__`` are C methods;
+  interpreted, they are swapped for C-level attribute getters that hand the ``with``
+  statement the raw lock's own ``__enter__``/``__exit__`` (``_install_with_path``).
 * **instrumented**: acquire first tries a non-blocking acquire; if that fails the
   acquisition is a *contention* and the blocking wait is timed.  Statistics record
   acquisitions, contentions, wait and hold times and call sites (lockstat on); lockdep
@@ -29,9 +32,12 @@ import itertools
 import sys
 import threading
 import weakref
+from operator import attrgetter
 from time import perf_counter_ns
-from types import CodeType, FrameType
+from types import CodeType, FrameType, FunctionType
 from typing import Any
+
+from mypy_extensions import mypyc_attr
 
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.sync import lockdep as _lockdep
@@ -109,6 +115,10 @@ _classes_lock = threading.Lock()
 _classes: list[weakref.ref[LockClass]] = []  # guarded-by: _classes_lock
 
 
+# Not a native class when compiled: the registry above keeps weak references to lock
+# classes, and mypyc gives those only to classes with a __dict__.  Nothing on the fast
+# path reads a LockClass.
+@mypyc_attr(native_class=False)
 class LockClass:
     """A kind of lock: the unit of lock statistics and of lock-order rules.
 
@@ -192,9 +202,7 @@ class LockClass:
         self,
     ) -> tuple[list[_HoldStats], _WaitStats, dict[Site, _WaitStats], dict[Site, int]]:
         with self._stats_lock:
-            wait = _WaitStats()
-            for field in _WaitStats.__slots__:
-                setattr(wait, field, getattr(self._wait, field))
+            wait = _copy_wait(self._wait)
             points = {site: _copy_wait(w) for site, w in self._points.items()}
             contending = dict(self._contending)
             records = list(self._records.copy().values())  # atomic: dict.copy
@@ -203,8 +211,11 @@ class LockClass:
 
 def _copy_wait(w: _WaitStats) -> _WaitStats:
     c = _WaitStats()
-    for field in _WaitStats.__slots__:
-        setattr(c, field, getattr(w, field))
+    c.contentions = w.contentions
+    c.con_bounces = w.con_bounces
+    c.wait_total = w.wait_total
+    c.wait_max = w.wait_max
+    c.wait_min = w.wait_min
     return c
 
 
@@ -249,7 +260,6 @@ class Lock:
         "_last_thread",
         "_site",
         "_held_in",
-        "__weakref__",
     )
 
     def __init__(self, lock_class: LockClass) -> None:
@@ -260,11 +270,11 @@ class Lock:
         self._acq_thread = 0
         self._last_thread = 0
         self._site: Site | None = None
-        self._held_in: list[Any] | None = None
+        self._held_in: list[_lockdep._Held] | None = None
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         if _instrumented:  # atomic: module-global load (see _set_mode)
-            return self._acquire_instrumented(blocking, timeout, 2)  # the site: our caller
+            return self._acquire_instrumented(blocking, timeout)
         return self._lock.acquire(blocking, timeout)
 
     def release(self) -> None:
@@ -275,7 +285,7 @@ class Lock:
 
     def __enter__(self) -> bool:
         if _instrumented:  # atomic: module-global load (see _set_mode)
-            return self._acquire_instrumented(True, -1, 2)  # the site: the with statement
+            return self._acquire_instrumented(True, -1)
         return self._lock.acquire()
 
     def __exit__(self, *exc: object) -> None:
@@ -300,15 +310,12 @@ class Lock:
             )
 
     # -- instrumented path ---------------------------------------------------------------
-    def _acquire_instrumented(self, blocking: bool = True, timeout: float = -1,
-                              depth: int = 1) -> bool:
-        """``depth``: how many frames up the acquiring call site is (the site lock
-        statistics and lockdep record)."""
+    def _acquire_instrumented(self, blocking: bool = True, timeout: float = -1) -> bool:
         if not blocking and timeout != -1:
             raise ValueError("can't specify a timeout for a non-blocking call")
         stats = _stats_on
         checks = _checks_on
-        frame: FrameType = sys._getframe(depth)
+        frame = _acquiring_frame()
         if checks and blocking:
             _lockdep.check_acquire(self, frame)  # OSError(EDEADLK) on a certain self-deadlock
         yield_point(ACQUIRE)
@@ -362,7 +369,54 @@ class Lock:
         self._lock.release()  # RuntimeError on an unlocked lock, as threading.Lock
 
 
+#: This module's source file: its frames are the lock's own, never the acquiring site.
+_OWN_FILE = __file__
+
+
+def _acquiring_frame() -> FrameType:
+    """The frame of the code that acquires (the site lock statistics and lockdep record):
+    the first frame outside this module.  Interpreted, Lock's methods have frames to
+    skip; compiled, they have none (sys._getframe starts at the nearest interpreted frame,
+    and a compiled caller is reported as the interpreted code that called it)."""
+    frame = sys._getframe(0)
+    while frame.f_code.co_filename == _OWN_FILE and frame.f_back is not None:
+        frame = frame.f_back
+    return frame
+
+
 _mode_lock = threading.Lock()
+
+
+@mypyc_attr(native_class=False)  # mypyc compiles no subclass of this builtin
+class _RawLockMethod(property):
+    """``Lock.__enter__``/``__exit__`` of the interpreted build in fast mode: reading it
+    from a lock is one C-level getter (``operator.attrgetter``) returning the raw lock's
+    own method, which the ``with`` statement then calls - no Python frame.  Called through
+    the class (``type(lock).__enter__(lock)``, as mypyc-compiled callers do), it forwards
+    the same way."""
+
+    def __call__(self, lock: Lock, *args: object) -> Any:
+        return self.__get__(lock, Lock)(*args)
+
+
+# The interpreted class's own methods, restored whenever a mode needs bookkeeping.
+_WITH_METHODS = {name: vars(Lock)[name] for name in ("__enter__", "__exit__")}
+_RAW_WITH_METHODS = {name: _RawLockMethod(attrgetter(f"_lock.{name}"))
+                     for name in ("__enter__", "__exit__")}
+#: Lock is an ordinary Python class (the source runs, not the compiled module): its
+#: methods can be swapped per mode.  A compiled Lock's methods are C already.
+_SWAPPABLE = isinstance(_WITH_METHODS["__enter__"], FunctionType)
+
+
+def _install_with_path(instrumented: bool) -> None:
+    """The ``with lock:`` path of every lock: the methods above (they test the mode) when
+    instrumented, the raw lock's when fast.  Called under _mode_lock; the type attribute
+    store is atomic, and a with statement already past its lookup finishes with the
+    methods it found (a release across a mode switch is tolerated: module docstring)."""
+    if not _SWAPPABLE:
+        return
+    for name, method in (_WITH_METHODS if instrumented else _RAW_WITH_METHODS).items():
+        setattr(Lock, name, method)
 
 
 def _set_mode(*, stats: bool | None = None, checks: bool | None = None) -> None:
@@ -375,6 +429,7 @@ def _set_mode(*, stats: bool | None = None, checks: bool | None = None) -> None:
         if checks is not None:
             _checks_on = checks
         _instrumented = _stats_on or _checks_on  # atomic: one module-global store
+        _install_with_path(_instrumented)
 
 
 def stats_enabled() -> bool:
@@ -390,3 +445,4 @@ def _set_checks(on: bool) -> None:
 
 
 _lockdep.install_switch(_set_checks, checks_enabled)
+_set_mode()  # installs the fast with-path of the mode in force

@@ -27,16 +27,23 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from types import FrameType
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rcunet.sync.lock import Lock, LockClass
 
 
-class _Held(NamedTuple):
-    lock: Lock
-    lock_class: LockClass
-    site: str
+class _Held:
+    """One lock a thread holds, where it took it.  Compared by identity (``list.remove``
+    in ``pop`` removes this very entry).  A plain class, not a NamedTuple: compiled, a
+    NamedTuple's annotations are evaluated at import, and Lock is imported for types only."""
+
+    __slots__ = ("lock", "lock_class", "site")
+
+    def __init__(self, lock: Lock, lock_class: LockClass, site: str) -> None:
+        self.lock = lock
+        self.lock_class = lock_class
+        self.site = site
 
 
 _graph_lock = threading.Lock()

@@ -25,7 +25,10 @@ Atomic operations relied on (CPython with the GIL, and free-threaded 3.13t):
     attribute stores on free-threaded builds are sequentially consistent atomics on the
     object's slot, and with the GIL every bytecode is.
   * the registry of slots is a tuple replaced by one store (copy-on-write under
-    ``_registry_lock``), loaded by the writer with one attribute load.
+    ``_registry_lock``), loaded by the writer with one attribute load.  It holds weak
+    references to each thread's ``_Registration`` (kept in the thread's locals beside its
+    section), so an ended thread's section leaves the registry; ``ReadSection`` itself
+    stays a native class when compiled (mypyc classes take no weak references).
   * the callback queue is a ``collections.deque``: ``append`` / ``popleft`` are atomic.
 """
 
@@ -38,6 +41,8 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from mypy_extensions import mypyc_attr
+
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.sync.hooks import yield_point
 
@@ -48,6 +53,7 @@ _GP_POLL_FIRST_S = 2e-6
 _GP_POLL_MAX_S = 1e-3
 
 
+@mypyc_attr(native_class=False)  # mypyc compiles no subclass of this builtin
 class RcuError(RuntimeError):
     """RCU API misuse (unbalanced unlock, synchronize inside a read section)."""
 
@@ -69,7 +75,7 @@ class ReadSection:
     loaded by writers in ``synchronize``)."""
 
     # epoch is loaded by synchronize() in other threads (rcunet.core.freethreaded: why no slots)
-    __slots__ = lockfree_read_slots("epoch", "nesting", "thread_name", "_rcu", "__weakref__")
+    __slots__ = lockfree_read_slots("epoch", "nesting", "thread_name", "_rcu")
 
     def __init__(self, rcu: Rcu, thread_name: str) -> None:
         self.epoch = 0  # atomic: attribute store by owner, loaded by synchronize()
@@ -102,6 +108,18 @@ class ReadSection:
         self.exit()
 
 
+# Not a native class when compiled: the registry keeps weak references to it.
+@mypyc_attr(native_class=False)
+class _Registration:
+    """A thread's entry in a domain's registry, weakly referenced from it and kept alive
+    by the thread's locals: when the thread ends, its section leaves the registry."""
+
+    __slots__ = ("section", "__weakref__")
+
+    def __init__(self, section: ReadSection) -> None:
+        self.section = section  # immutable
+
+
 class Rcu:
     """An RCU domain.
 
@@ -123,7 +141,7 @@ class Rcu:
         self._completed = 0  # last epoch whose grace period ended; stored under _gp_lock
         self._gp_lock = threading.Lock()
         self._registry_lock = threading.Lock()
-        self._slots: tuple[weakref.ref[ReadSection], ...] = ()  # rcu: copy-on-write
+        self._slots: tuple[weakref.ref[_Registration], ...] = ()  # rcu: copy-on-write
         self._tls = threading.local()
         self._callbacks: deque[tuple[int, Callable[[], object]]] = deque()
         self._run_lock = threading.Lock()  # one thread runs callbacks at a time
@@ -151,10 +169,13 @@ class Rcu:
 
     def _register_reader(self) -> ReadSection:
         section = ReadSection(self, threading.current_thread().name)
-        self._tls.section = section  # the thread-local keeps it alive while the thread lives
+        registration = _Registration(section)
+        # the thread-local keeps both alive while the thread lives
+        self._tls.registration = registration
+        self._tls.section = section
         with self._registry_lock:
             alive = tuple(ref for ref in self._slots if ref() is not None)
-            self._slots = alive + (weakref.ref(section),)  # atomic: one attribute store
+            self._slots = alive + (weakref.ref(registration),)  # atomic: one attribute store
         return section
 
     # -- write side --------------------------------------------------------------------
@@ -196,9 +217,10 @@ class Rcu:
         """Names of threads still inside a section that began before ``new_epoch``."""
         left = []
         for ref in self._slots:  # atomic: one load of the registry tuple
-            slot = ref()
-            if slot is None:
+            registration = ref()
+            if registration is None:
                 continue
+            slot = registration.section
             epoch = slot.epoch  # atomic: attribute load; pairs with ReadSection.enter/exit
             if epoch and epoch < new_epoch:
                 left.append(slot.thread_name)

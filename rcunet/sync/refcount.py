@@ -29,6 +29,8 @@ from __future__ import annotations
 import threading
 import warnings
 
+from mypy_extensions import mypyc_attr
+
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.sync import hooks as _hooks
 from rcunet.sync.atomic import AtomicInt
@@ -49,6 +51,7 @@ PUT_AFTER_DEC = "rcuref.put.after_dec"
 #: Yield point between inc_not_zero's read and its compare-and-swap.
 INC_NOT_ZERO_BEFORE_CAS = "refcount.inc_not_zero.before_cas"
 
+@mypyc_attr(native_class=False)  # mypyc compiles no subclass of this builtin
 class RefcountWarning(RuntimeWarning):
     """The kernel's WARN_ONCE cases: imbalanced put, saturation, underflow."""
 

@@ -12,11 +12,14 @@ import itertools
 import threading
 import weakref
 from collections import deque
-from typing import Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar
+
+from mypy_extensions import mypyc_attr
 
 S = TypeVar("S")
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ShardRegistry(abc.ABC, Generic[S]):
     """One shard per live thread, summed by readers: the registry every sharded statistic
     shares (``ShardedStats`` here, ``rcunet.host.counters.Counters``).  A subclass says
@@ -83,12 +86,14 @@ class ShardRegistry(abc.ABC, Generic[S]):
             return len(self._shards)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ShardedStats(ShardRegistry[list[int]]):
     """Subclasses name their counters in ``FIELDS``; hot paths do
     ``shard = stats.shard(); shard[INDEX] += 1``.  A shard is a list of ints, one slot per
     field; ``snapshot`` copies the live shards (``list(shard)``) under ``_lock``."""
 
-    FIELDS: tuple[str, ...] = ()
+    # A class attribute (ClassVar), so a subclass's own FIELDS is the one read, compiled too.
+    FIELDS: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self) -> None:
         super().__init__()
@@ -108,6 +113,8 @@ class ShardedStats(ShardRegistry[list[int]]):
         return {name: sum(s[i] for s in shards) for i, name in enumerate(self.FIELDS)}
 
 
+# Not a native class when compiled: weakref.finalize needs a weak reference to it.
+@mypyc_attr(native_class=False)
 class _ShardOwner:
     """Kept in a thread's locals; its finalizer retires the thread's shard."""
 

@@ -274,8 +274,9 @@ class BindTables:
                 return tb
         return None
 
-    # The locked finders read the same slots; the caller's lock makes the result stable.
-    find_tb_locked = find_tb_rcu
+    def find_tb_locked(self, port: int) -> BindBucket | None:
+        """The same lookup as ``find_tb_rcu``: the caller's lock makes the result stable."""
+        return self.find_tb_rcu(port)
 
     def find_tb2_locked(self, port: int, addr: bytes) -> Bind2Bucket | None:
         """Caller holds the bhash2 lock of (addr, port); ``addr`` in v6_key() form."""

@@ -59,7 +59,7 @@ import errno
 import random
 import threading
 from collections.abc import Callable, Iterator
-from typing import cast
+from typing import ClassVar, cast
 
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.sync import lockdep
@@ -179,7 +179,7 @@ class _BindStats(ShardedStats):
     copies the registered shards (list copy) under ``_lock``, taken once per thread.
     """
 
-    FIELDS = ("primary_scans", "hash2_scans", "entries_examined")
+    FIELDS: ClassVar[tuple[str, ...]] = ("primary_scans", "hash2_scans", "entries_examined")
 
 
 

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from rcunet.sync.hooks import yield_point
 from rcunet.sync.shards import ShardedStats
@@ -83,8 +83,9 @@ class McastStats(ShardedStats):
     per thread for registration.
     """
 
-    FIELDS = ("packets", "receivers", "clones", "UdpRcvbufErrors", "UdpInErrors",
-              "UdpIgnoredMulti", "lock_sections", "lock_hold_ns")
+    FIELDS: ClassVar[tuple[str, ...]] = ("packets", "receivers", "clones", "UdpRcvbufErrors",
+                                         "UdpInErrors", "UdpIgnoredMulti", "lock_sections",
+                                         "lock_hold_ns")
 
 
 

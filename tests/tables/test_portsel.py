@@ -20,6 +20,7 @@ Plus: ports come back on close and TIME_WAIT expiry; no port leaks.
 from __future__ import annotations
 
 import errno
+import random
 
 import pytest
 from hypothesis import given, settings
@@ -165,7 +166,7 @@ def test_hash_is_computed_once_per_connect(modern):
     calls = {"port0": 0, "full": 0}
     real = tables.ehash.secret
 
-    class Counting:
+    class Counting(HashSecret):
         def ehash_port0(self, *a):
             calls["port0"] += 1
             return real.ehash_port0(*a)
@@ -174,7 +175,7 @@ def test_hash_is_computed_once_per_connect(modern):
             calls["full"] += 1
             return real.ehashfn(*a)
 
-    tables.ehash.secret = Counting()
+    tables.ehash.secret = Counting(random.Random(0))
     stats = ConnectStats()
     sk = connect_new(tables, stats=stats)
     assert sk.lport in (40030, 40031) and stats.candidates >= 2

@@ -143,7 +143,8 @@ def test_bind_errors_are_einval() -> None:
     with pytest.raises(OSError) as info:
         t.bind(a, 1001)
     assert info.value.errno == errno.EINVAL
-    for bad_port in (-1, 65536, "53"):
+    # (the port is typed int: compiled, a str is refused at the call with TypeError)
+    for bad_port in (-1, 65536):
         with pytest.raises(OSError) as info:
             t.bind(entry(A2), bad_port)  # type: ignore[arg-type]
         assert info.value.errno == errno.EINVAL
