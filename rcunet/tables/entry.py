@@ -215,7 +215,9 @@ class RequestEntry(TableEntry):
         self.listener = listener
 
 
-def check_address(family: int, addr: bytes) -> None:
+# ``object``, not the types they check: compiled, a wrong type would be refused with a
+# TypeError at the call instead of the errno below.
+def check_address(family: int, addr: object) -> None:
     """EINVAL / EAFNOSUPPORT for an address that cannot belong to ``family``."""
     if family == AF_INET:
         if not isinstance(addr, bytes) or len(addr) != 4:
@@ -227,7 +229,7 @@ def check_address(family: int, addr: bytes) -> None:
         raise OSError(errno.EAFNOSUPPORT, f"address family {family} not supported")
 
 
-def check_port(port: int) -> None:
+def check_port(port: object) -> None:
     if not isinstance(port, int) or not 0 <= port <= 0xFFFF:
         raise OSError(errno.EINVAL, f"port must be an int in 0..65535, got {port!r}")
 
