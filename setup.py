@@ -34,9 +34,6 @@ COMPILED = [
     # functions have no frame: compiled, lock_stat and lockdep would name the wrong line.
     # refcount.py and the tables/ modules built with them fail their tests (SystemError
     # from LockArray).
-    # tables/entry.py is subclassed by host/tcp and host/udp_sock, which are not compiled:
-    # host/ is the next step (its hottest functions, per rcunet bench profile: TcpSock.engine,
-    # transmit, demux, ip, link/memory), once mypy is strict on it and entry.py compiles.
     "rcunet/wire/checksum.py",
     "rcunet/wire/errors.py",
     "rcunet/wire/tcp_options.py",
@@ -93,6 +90,33 @@ COMPILED = [
     "rcunet/wire/igmp.py",
     "rcunet/wire/tcp.py",
     "rcunet/wire/udp.py",
+    # The host side of TCP (the crr path: socket, demux, transmit, listener, TIME_WAIT,
+    # teardown), with the table entry its sockets subclass (entry.py's classes allow
+    # interpreted subclasses: tables/udp_entry.py's UdpEntry may run from source), IP,
+    # the Host and Network that poll them, and the in-memory link.  Still pure: the
+    # socket options, TCP_INFO, the error queue, Fast Open's options and poll mirror
+    # (host/tcp/sockopt, info, meminfo, errq, fastopen_opts, poll: off the per-packet
+    # path), host/icmp.py and host/udp_sock.py (UdpSock subclasses UdpEntry).
+    "rcunet/tables/entry.py",
+    "rcunet/host/tcp/common.py",
+    "rcunet/host/tcp/life.py",
+    "rcunet/host/tcp/buffers.py",
+    "rcunet/host/tcp/md5.py",
+    "rcunet/host/tcp/ipopts.py",
+    "rcunet/host/tcp/sock.py",
+    "rcunet/host/tcp/transmit.py",
+    "rcunet/host/tcp/demux.py",
+    "rcunet/host/tcp/timewait.py",
+    "rcunet/host/tcp/teardown.py",
+    "rcunet/host/tcp/listener.py",
+    "rcunet/host/tcp/fastopen.py",
+    "rcunet/host/tcp/icmp.py",
+    "rcunet/host/tcp/layer.py",
+    "rcunet/host/ip.py",
+    "rcunet/host/interface.py",
+    "rcunet/host/host.py",
+    "rcunet/host/network.py",
+    "rcunet/link/memory.py",
 ]
 
 
