@@ -48,6 +48,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
+from mypy_extensions import mypyc_attr
+
 from rcunet.link.impair import Impairment
 from rcunet.sync.hooks import yield_point
 
@@ -578,6 +580,7 @@ class _Link:
         return deadline is not None and deadline <= self.clock.now()
 
 
+@mypyc_attr(native_class=False)  # compiled, a native class could not be weakly referenced
 class _ShardOwner:
     """Held by one thread's ``PointToPoint._tls`` alone: it dies with that thread's
     locals, after the last Python code the thread runs."""
