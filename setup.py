@@ -26,9 +26,6 @@ COMPILED = [
     # wire/pretty.py stays pure: it formats packets for people (CLI, captures), off the
     # hot path.
     # The congestion package goes in whole: an interpreted subclass of a compiled class fails.
-    # tables/entry.py is subclassed by host/tcp and host/udp_sock, which are not compiled:
-    # host/ is the next step (its hottest functions, per rcunet bench profile: TcpSock.engine,
-    # transmit, demux, ip, link/memory), once mypy is strict on it and entry.py compiles.
     "rcunet/wire/checksum.py",
     "rcunet/wire/errors.py",
     "rcunet/wire/tcp_options.py",
@@ -93,7 +90,7 @@ COMPILED = [
     # and Lock and ReadSection have none.  Classes subclassed by interpreted code allow it.
     # Lock's instrumented path finds the acquiring site as the first frame outside
     # lock.py; a compiled caller has no frame, so it is reported at its nearest interpreted
-    # caller.  tables/udp_entry.py goes with tables/entry.py (its base class).
+    # caller.
     # sync/atomic.py stays pure: AtomicInt is cereggii's C class where installed, and
     # compiled, a word typed LockedInt (a native class) would refuse it.
     # sync/lockarray.py stays pure: LockArray is a list (its slot loads are list's own C
@@ -118,6 +115,33 @@ COMPILED = [
     "rcunet/host/counters.py",
     "rcunet/host/routecache.py",
     "rcunet/host/socklock.py",
+    # The host side of TCP (the crr path: socket, demux, transmit, listener, TIME_WAIT,
+    # teardown), with the table entry its sockets subclass (entry.py's classes allow
+    # interpreted subclasses: tables/udp_entry.py's UdpEntry may run from source), IP,
+    # the Host and Network that poll them, and the in-memory link.  Still pure: the
+    # socket options, TCP_INFO, the error queue, Fast Open's options and poll mirror
+    # (host/tcp/sockopt, info, meminfo, errq, fastopen_opts, poll: off the per-packet
+    # path), host/icmp.py and host/udp_sock.py (UdpSock subclasses UdpEntry).
+    "rcunet/tables/entry.py",
+    "rcunet/host/tcp/common.py",
+    "rcunet/host/tcp/life.py",
+    "rcunet/host/tcp/buffers.py",
+    "rcunet/host/tcp/md5.py",
+    "rcunet/host/tcp/ipopts.py",
+    "rcunet/host/tcp/sock.py",
+    "rcunet/host/tcp/transmit.py",
+    "rcunet/host/tcp/demux.py",
+    "rcunet/host/tcp/timewait.py",
+    "rcunet/host/tcp/teardown.py",
+    "rcunet/host/tcp/listener.py",
+    "rcunet/host/tcp/fastopen.py",
+    "rcunet/host/tcp/icmp.py",
+    "rcunet/host/tcp/layer.py",
+    "rcunet/host/ip.py",
+    "rcunet/host/interface.py",
+    "rcunet/host/host.py",
+    "rcunet/host/network.py",
+    "rcunet/link/memory.py",
 ]
 
 

@@ -311,7 +311,7 @@ class Network:
         end = self.clock.now() + int(duration * 1e9)
         self.run_until(lambda: False, timeout=duration, _end=end)
 
-    def run_until(self, predicate: Callable[[], bool], timeout: float = 10.0,
+    def run_until(self, predicate: Callable[[], object], timeout: float = 10.0,
                   _end: int | None = None) -> bool:
         """Run until ``predicate()`` is true (returns True) or ``timeout`` seconds of
         network time pass (returns False)."""
@@ -335,7 +335,7 @@ class Network:
                 if clock.now() < end:
                     clock.set(end)
                     self.step()
-                return predicate()
+                return bool(predicate())
             if deadline > clock.now():
                 clock.set(deadline)
 

@@ -48,7 +48,10 @@ from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
+from mypy_extensions import mypyc_attr
+
 from rcunet.link.impair import Impairment
+from rcunet.sync.hooks import yield_point
 
 KIND_ETHERNET = "ethernet"
 KIND_IP = "ip"
@@ -61,6 +64,9 @@ DEFAULT_BACKLOG = 1000
 DEFAULT_FDB_AGEING = 300 * 1_000_000_000
 DEFAULT_FDB_MAX = 8192
 
+#: The yield point (rcunet.sync.hooks) between ``_transmit``'s lock-free test of a clean
+#: link and ``_transmit_clean``'s re-check under the lock.
+CLEAN_BEFORE_LOCK = "memory.transmit_clean.before_lock"
 #: Takes each received frame; what it returns is ignored (an endpoint's send returns a bool).
 Receiver = Callable[[bytes], object]
 _log = logging.getLogger(__name__)
@@ -84,7 +90,8 @@ class Clock(Protocol):
 
 
 class _MonotonicClock:
-    now = staticmethod(time.monotonic_ns)  # one C call per read
+    def now(self) -> int:
+        return time.monotonic_ns()
 
 
 class Endpoint:
@@ -305,6 +312,7 @@ class _Link:
         now = self.clock.now()
         size = len(frame)
         resolved = None
+        yield_point(CLEAN_BEFORE_LOCK)  # _transmit found the link clean, without the lock
         with self._lock:
             impaired = self._impaired
             if not impaired:
@@ -572,6 +580,7 @@ class _Link:
         return deadline is not None and deadline <= self.clock.now()
 
 
+@mypyc_attr(native_class=False)  # compiled, a native class could not be weakly referenced
 class _ShardOwner:
     """Held by one thread's ``PointToPoint._tls`` alone: it dies with that thread's
     locals, after the last Python code the thread runs."""

@@ -20,6 +20,8 @@ from __future__ import annotations
 import enum
 import errno
 
+from mypy_extensions import mypyc_attr
+
 from rcunet.core.freethreaded import lockfree_read_slots
 from rcunet.sync.refcount import RcuRef
 from rcunet.wire.addr import ANY4, ANY6, is_v4mapped
@@ -48,6 +50,11 @@ class State(enum.IntEnum):
     NEW_SYN_RECV = 12
 
 
+# Compiled (setup.py), these are native classes: an interpreted subclass (UdpEntry while
+# tables/udp_entry.py runs from source) needs mypyc's consent, at the price of Python-level
+# dispatch for methods called through these two types.  No ``__weakref__``: mypyc gives it
+# only to classes with a ``__dict__``.
+@mypyc_attr(allow_interpreted_subclasses=True)
 class TableEntry:
     """Identity, state, refcount and cached hash of anything the TCP tables hold.
 
@@ -66,7 +73,7 @@ class TableEntry:
     __slots__ = lockfree_read_slots(
         "family", "laddr", "lport", "faddr", "fport", "key", "bound_dev", "state", "ref",
         "sk_hash", "reuseaddr", "reuseport", "uid", "v6only", "incoming_cpu",
-        "reuseport_cb", "tb", "tb2", "__weakref__",
+        "reuseport_cb", "tb", "tb2",
     )
 
     def __init__(
@@ -137,6 +144,7 @@ class TableEntry:
         return f"<{name} {self.key!r} {state} ref={self.ref.read()}>"
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class SockEntry(TableEntry):
     """A full socket's table-relevant fields beyond ``sock_common``.
 
@@ -152,8 +160,11 @@ class SockEntry(TableEntry):
     )
 
     def __init__(self, family: int, laddr: bytes, lport: int = 0,
-                 faddr: bytes | None = None, fport: int = 0, **kw: object) -> None:
-        super().__init__(family, laddr, lport, faddr, fport, **kw)  # type: ignore[arg-type]
+                 faddr: bytes | None = None, fport: int = 0, *,
+                 state: State = State.CLOSE, bound_dev: int = 0, reuseaddr: bool = False,
+                 reuseport: bool = False, uid: int = 0, v6only: bool = False) -> None:
+        super().__init__(family, laddr, lport, faddr, fport, state=state, bound_dev=bound_dev,
+                         reuseaddr=reuseaddr, reuseport=reuseport, uid=uid, v6only=v6only)
         self.local_port_range: tuple[int, int] | None = None
         self.bind_port_locked = False
         self.bind_addr_locked = False
@@ -195,13 +206,18 @@ class RequestEntry(TableEntry):
     __slots__ = lockfree_read_slots("listener", base=TableEntry)
 
     def __init__(self, family: int, laddr: bytes, lport: int, faddr: bytes, fport: int,
-                 listener: TableEntry | None = None, **kw: object) -> None:
-        super().__init__(family, laddr, lport, faddr, fport,
-                         state=State.NEW_SYN_RECV, **kw)  # type: ignore[arg-type]
+                 listener: TableEntry | None = None, *, bound_dev: int = 0,
+                 reuseaddr: bool = False, reuseport: bool = False, uid: int = 0,
+                 v6only: bool = False) -> None:
+        super().__init__(family, laddr, lport, faddr, fport, state=State.NEW_SYN_RECV,
+                         bound_dev=bound_dev, reuseaddr=reuseaddr, reuseport=reuseport,
+                         uid=uid, v6only=v6only)
         self.listener = listener
 
 
-def check_address(family: int, addr: bytes) -> None:
+# ``object``, not the types they check: compiled, a wrong type would be refused with a
+# TypeError at the call instead of the errno below.
+def check_address(family: int, addr: object) -> None:
     """EINVAL / EAFNOSUPPORT for an address that cannot belong to ``family``."""
     if family == AF_INET:
         if not isinstance(addr, bytes) or len(addr) != 4:
@@ -213,7 +229,7 @@ def check_address(family: int, addr: bytes) -> None:
         raise OSError(errno.EAFNOSUPPORT, f"address family {family} not supported")
 
 
-def check_port(port: int) -> None:
+def check_port(port: object) -> None:
     if not isinstance(port, int) or not 0 <= port <= 0xFFFF:
         raise OSError(errno.EINVAL, f"port must be an int in 0..65535, got {port!r}")
 

@@ -75,7 +75,7 @@ class UdpEntry(SockEntry):
                  faddr: bytes | None = None, fport: int = 0, **kw: object) -> None:
         if laddr is None:
             laddr = ANY4 if family == AF_INET else ANY6
-        super().__init__(family, laddr, lport, faddr, fport, **kw)
+        super().__init__(family, laddr, lport, faddr, fport, **kw)  # type: ignore[arg-type]
         self.portaddr_hash = 0
         self.hashed = False
         self.mc_list: dict[bytes, dict[int, McFilter]] = {}  # group -> ifindex -> filter

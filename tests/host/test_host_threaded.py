@@ -19,6 +19,10 @@ import pytest
 from rcunet.host.network import Network
 from rcunet.link.impair import ImpairmentConfig
 from rcunet.sync.jitter import Jitter, stress_seeds
+from rcunet.wire import ipv4
+
+#: RFC 3692's protocol number for experiments: no handler of ours claims it.
+EXPERIMENTAL_PROTOCOL = 253
 
 MS = 1_000_000
 SENDERS = 4
@@ -130,14 +134,15 @@ def test_receive_queue_is_bounded_like_netdev_max_backlog():
     try:
         iface = b.interface("eth0")
         gate = threading.Event()
-        original = b.ip.link_input
 
-        def slow_input(i, frame):
+        def slow_handler(info, payload):
             gate.wait(5)
-            original(i, frame)
 
-        b.ip.link_input = slow_input  # the worker stalls on the first frame
-        frame = b"\xff" * 6 + b"\x02" * 6 + b"\x08\x06" + bytes(28)
+        # the worker stalls on the first frame, in the handler of an unassigned protocol
+        b.ip.handlers[EXPERIMENTAL_PROTOCOL] = slow_handler
+        packet = ipv4.Repr(src=bytes([10, 0, 0, 1]), dst=bytes([10, 0, 0, 2]),
+                           protocol=EXPERIMENTAL_PROTOCOL).build()
+        frame = b"\xff" * 6 + b"\x02" * 6 + b"\x08\x00" + packet
         for _ in range(500):
             b.receive(iface, frame)
         drops = b.counters.get("RcunetRxBacklogDrops")

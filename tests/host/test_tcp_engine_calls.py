@@ -1,7 +1,8 @@
 """The shape of host-side TCP.  Every call into a connection's engine from the host goes
-through ``TcpSock.engine``, which collects what the engine produced (segments, events,
-counters, the next deadline): a call made around it would leave its segments unsent and
-its timer unarmed.  And the layer's parts are objects, not mixins."""
+through ``TcpSock.engine`` or one of its typed siblings (``engine_segment``, ...), each of
+which collects what the engine produced (segments, events, counters, the next deadline)
+in its ``finally``: a call made around them would leave its segments unsent and its timer
+unarmed.  And the layer's parts are objects, not mixins."""
 
 from __future__ import annotations
 
@@ -17,8 +18,11 @@ ENTRY_POINTS = frozenset({
     "take_segments", "take_events",
 })
 #: (module, function) allowed to call them: the helper, and what it is handed to call.
+#: The helpers: the call, then ``_collect`` in a ``finally``.
+ENGINE_HELPERS = ("engine", "engine_segment", "engine_send", "engine_recv", "engine_timer")
 ALLOWED = frozenset({
-    ("host/tcp/sock.py", "engine"),  # the helper: the call, then the collection
+    *(("host/tcp/sock.py", helper) for helper in ENGINE_HELPERS),
+    ("host/tcp/sock.py", "_collect"),  # the collection itself (take_segments, take_events)
     ("host/tcp/errq.py", "send_noted"),  # called as TcpSock.engine(send_noted, ...)
 })
 ROOT = Path(rcunet.__file__).parent
@@ -50,6 +54,27 @@ def test_the_host_calls_the_engine_only_through_tcpsock_engine() -> None:
     offenders = [line for path in paths
                  for line in _direct_calls(path.read_text(), str(path.relative_to(ROOT)))]
     assert offenders == []
+
+
+def _collects_finally(func: ast.FunctionDef) -> bool:
+    """Does ``func`` call ``self._collect`` in the ``finally`` of a ``try``?"""
+    for node in ast.walk(func):
+        if isinstance(node, ast.Try):
+            for stmt in node.finalbody:
+                for call in ast.walk(stmt):
+                    if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                            and call.func.attr == "_collect"):
+                        return True
+    return False
+
+
+def test_every_engine_helper_collects_in_its_finally() -> None:
+    """Whatever the engine call returns or raises, what it produced is collected."""
+    tree = ast.parse(ROOT.joinpath("host", "tcp", "sock.py").read_text())
+    helpers = {node.name: node for node in ast.walk(tree)
+               if isinstance(node, ast.FunctionDef) and node.name in ENGINE_HELPERS}
+    assert sorted(helpers) == sorted(ENGINE_HELPERS)
+    assert [name for name, func in helpers.items() if not _collects_finally(func)] == []
 
 
 def test_the_check_sees_a_direct_call() -> None:

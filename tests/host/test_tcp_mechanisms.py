@@ -29,9 +29,10 @@ from tcp_helpers import (
     wait_eof,
 )
 
-from rcunet.core.tcp.timewait import TimeWait
+from rcunet.core.tcp import State as CState
 from rcunet.host.network import Network
 from rcunet.host.tcp import TCBINFO_LOCK
+from rcunet.host.tcp.life import FINISHED
 from rcunet.host.tcp.sock import TIMER_DEFERRED
 from rcunet.sync import hooks, lockstat
 from rcunet.tables.entry import State
@@ -151,23 +152,24 @@ def test_a_reset_racing_time_wait_entry_is_dropped() -> None:
     srv, cli, child = connected_pair(net, a, b)
     sk = child._sk
     layer = b.tcp
-    teardown = layer.teardown.run
     raced: list[str] = []
 
-    def rst_lands_first(tsk: Any, state: TimeWait | None) -> None:
-        if state is not None:
-            tcb = tsk.conn.tcb
-            rst = tcp.Repr(src_port=cli._sk.lport, dst_port=tsk.lport, seq=tcb.rcv_nxt,
-                           ack=0, flags=tcp.RST, window=0)
-            layer.demux.deliver(tsk, rst, None)  # what another receive thread would do now
-            raced.append(tsk.conn.state.name)
-        teardown(tsk, state)
+    def rst_lands_first() -> None:
+        # the child's own teardown into TIME_WAIT (FINISHED taken, still hashed): the
+        # first one to reach this point once the child is FINISHED
+        if raced or not sk.life & FINISHED or sk.conn.state is not CState.TIME_WAIT:
+            return
+        tcb = sk.conn.tcb
+        rst = tcp.Repr(src_port=cli._sk.lport, dst_port=sk.lport, seq=tcb.rcv_nxt,
+                       ack=0, flags=tcp.RST, window=0)
+        layer.demux.deliver(sk, rst, None)  # what another receive thread would do now
+        raced.append(sk.conn.state.name)
 
-    layer.teardown.run = rst_lands_first  # type: ignore[method-assign]
-    child.close()  # the server closes first: it will hold the TIME_WAIT
-    wait_eof(net, cli)
-    cli.close()
-    net.run(1)
+    with hooks.installed({"tcp.finish.before_unhash": rst_lands_first}):
+        child.close()  # the server closes first: it will hold the TIME_WAIT
+        wait_eof(net, cli)
+        cli.close()
+        net.run(1)
     assert raced == ["CLOSED"]  # the engine did take the RST
     assert len(time_wait_entries(b)) == 1 and sk.state == State.CLOSE
     assert b.counters.get("RcunetRxExceptions") == 0
@@ -212,7 +214,7 @@ def test_syn_timeout_gives_etimedout() -> None:
 
 def test_unresolvable_neighbour_gives_ehostunreach() -> None:
     net, a, b = Network.two_hosts()
-    b.receive = lambda iface, frame: None  # type: ignore[method-assign]  # b is gone
+    b.interface("eth0").up = False  # b is gone: nothing it sends leaves
     cli = start_connect(a, socket.AF_INET, B4, 8080)
     net.run(30)
     # ARP fails; the local host-unreachable error aborts the SYN_SENT socket (Linux)

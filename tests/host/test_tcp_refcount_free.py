@@ -9,12 +9,12 @@ from __future__ import annotations
 import gc
 import socket
 import struct
-import weakref
 from collections.abc import Iterator
 
 import pytest
 
 from rcunet.host.network import Network
+from rcunet.host.tcp.sock import TcpSock
 
 A4, B4 = "10.0.0.1", "10.0.0.2"
 PORT = 9100
@@ -33,8 +33,15 @@ def hosts() -> Iterator[tuple[object, object]]:
         net.close()
 
 
-def _transaction(a: object, srv: object, *, abort: bool) -> tuple[weakref.ref, weakref.ref]:
-    """One tcp_crr transaction; returns weak references to both ends' TcpSocks."""
+def _live_sockets() -> list[TcpSock]:
+    """Every TcpSock still allocated.  Not weak references: a compiled (mypyc) TcpSock
+    has no ``__weakref__``; the collector still tracks every container object, enabled
+    or not."""
+    return [obj for obj in gc.get_objects() if isinstance(obj, TcpSock)]
+
+
+def _transaction(a: object, srv: object, *, abort: bool) -> None:
+    """One tcp_crr transaction, both ends closed."""
     cli = a.socket(socket.AF_INET, socket.SOCK_STREAM)  # type: ignore[attr-defined]
     cli.settimeout(5)
     cli.connect((B4, PORT))
@@ -44,7 +51,6 @@ def _transaction(a: object, srv: object, *, abort: bool) -> tuple[weakref.ref, w
     assert child.recv(64) == b"request"
     child.sendall(b"response")
     assert cli.recv(64) == b"response"
-    refs = weakref.ref(cli._sk), weakref.ref(child._sk)
     if abort:
         cli.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, LINGER_ABORT)  # RST, as neper
         cli.close()
@@ -53,7 +59,6 @@ def _transaction(a: object, srv: object, *, abort: bool) -> tuple[weakref.ref, w
         child.close()  # the server closes first: it keeps the TIME_WAIT entry
         assert cli.recv(64) == b""
         cli.close()
-    return refs
 
 
 @pytest.mark.parametrize("abort", [True, False], ids=["rst", "fin"])
@@ -66,10 +71,12 @@ def test_closed_sockets_are_freed_without_the_collector(hosts: tuple[object, obj
     srv.listen(16)
     _transaction(a, srv, abort=abort)  # warm-up: per-thread caches and pools exist
     gc.collect()
+    before = {id(sk): sk for sk in _live_sockets()}  # held: no id is reused meanwhile
     gc.disable()
     try:
-        refs = [ref for _ in range(3) for ref in _transaction(a, srv, abort=abort)]
-        alive = [ref() for ref in refs if ref() is not None]
+        for _ in range(3):
+            _transaction(a, srv, abort=abort)
+        alive = [sk for sk in _live_sockets() if before.get(id(sk)) is not sk]
     finally:
         gc.enable()
     assert alive == [], f"closed sockets kept alive by a reference cycle: {alive}"

@@ -14,7 +14,8 @@ from collections import deque
 import pytest
 
 from rcunet.link.impair import MS, Impairment
-from rcunet.link.memory import KIND_IP, Endpoint, PointToPoint, Segment
+from rcunet.link.memory import CLEAN_BEFORE_LOCK, KIND_IP, Endpoint, PointToPoint, Segment
+from rcunet.sync import hooks
 
 BROADCAST = b"\xff" * 6
 MCAST = bytes.fromhex("01005e000001")
@@ -531,20 +532,19 @@ def test_segment_frame_racing_an_impaired_attach_meets_the_impairment() -> None:
     seg = Segment()
     a = seg.add_endpoint(mac=mac(1))
     checked, go = threading.Event(), threading.Event()
-    clean = seg._transmit_clean
 
-    def paused_after_the_check(source: Endpoint, frame: bytes) -> bool:
-        checked.set()
-        go.wait(5)
-        return clean(source, frame)
+    def paused_after_the_check() -> None:
+        if not checked.is_set():  # the sender's frame, the only one sent
+            checked.set()
+            go.wait(5)
 
-    seg._transmit_clean = paused_after_the_check  # type: ignore[method-assign]
-    sender = threading.Thread(target=a.send, args=(eth(BROADCAST, mac(1)),))
-    sender.start()
-    assert checked.wait(5)
-    c = seg.add_endpoint(mac=mac(3), rx_impairment=Impairment(loss=1.0))
-    (got,) = wired([c])
-    go.set()
-    sender.join(5)
+    with hooks.installed({CLEAN_BEFORE_LOCK: paused_after_the_check}):
+        sender = threading.Thread(target=a.send, args=(eth(BROADCAST, mac(1)),))
+        sender.start()
+        assert checked.wait(5)
+        c = seg.add_endpoint(mac=mac(3), rx_impairment=Impairment(loss=1.0))
+        (got,) = wired([c])
+        go.set()
+        sender.join(5)
     assert not got.frames and c.rx_impairment is not None
     assert c.rx_impairment.counters["lost"] == 1

@@ -27,6 +27,8 @@ from __future__ import annotations
 import enum
 from typing import Any, Final
 
+from mypy_extensions import mypyc_attr
+
 from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.timewait import TimeWait
 from rcunet.tables.entry import State
@@ -68,6 +70,7 @@ REQUIRES = {
 REOPENS_FROM = FINISHED | UNHASHED
 
 
+@mypyc_attr(native_class=False)  # mypyc's native exceptions derive only from a few bases
 class LifeError(RuntimeError):
     """A step taken out of order: a bug in the host, never the user's doing."""
 

@@ -101,11 +101,10 @@ MTU_REDUCED_DEFERRED = 2
 #: connect the user is inside), so release_sock has nothing to do for it.
 ICMP_DEFERRED = 4
 
-#: The engine calls that may answer with nothing to collect (``Connection.quiet``): a
-#: send whose bytes joined a segment Nagle holds (``errq.send_noted`` is such a send), a
-#: read that owed no ACK.
-_QUIET_CALLS: frozenset[object] = frozenset({Connection.send, Connection.recv,
-                                             tcp_errq.send_noted})
+#: The calls ``engine`` takes that may answer with nothing to collect
+#: (``Connection.quiet``): a send whose bytes joined a segment Nagle holds.  Plain sends
+#: and reads are ``engine_send`` and ``engine_recv``, which ask ``_quiet`` themselves.
+_QUIET_CALLS: frozenset[object] = frozenset({tcp_errq.send_noted})
 
 
 class TcpSock(SockEntry):
@@ -266,7 +265,7 @@ class TcpSock(SockEntry):
         if conn is None:
             self.layer.buffers.free_maybe(buf)
             return False
-        return bool(self.engine(conn.on_segment, seg, self.host.now(), buf=buf, softirq=True))
+        return self.engine_segment(conn, seg, buf, True)
 
     def _do_rcv(self, item: tuple[tcp.Repr, Buffer | None]) -> None:
         """sk_backlog_rcv: one segment under the socket lock (the owner's backlog)."""
@@ -279,7 +278,7 @@ class TcpSock(SockEntry):
         if legacy is not None:
             legacy.acquire()
         try:
-            self.engine(conn.on_segment, seg, self.host.now(), buf=buf)
+            self.engine_segment(conn, seg, buf, False)
         finally:
             if legacy is not None:
                 legacy.release()
@@ -333,13 +332,16 @@ class TcpSock(SockEntry):
                 "backlog_max_bytes": backlog_max, "backlog_drops": drops}
 
     # ------------------------------------------------------------------ the engine
+    # Every call into the engine is one of the methods below, each of which runs
+    # ``_collect`` in its ``finally``: no call site can forget the collection.  ``engine``
+    # takes any call; the others are the per-segment and per-call hot ones, typed, so the
+    # compiled build calls the engine's method directly (no argument tuple, no
+    # Python-level dispatch).
     def engine(self, call: Callable[..., Any] | None = None, *args: Any,
                buf: Buffer | None = None, softirq: bool = False) -> Any:
         """The one way into the engine, socket lock held: ``call(*args)``, one of
         ``self.conn``'s methods (or a function that drives it), then what the engine
-        produced is collected, whatever the call returned or raised: segments to the
-        outbox, events (data to the receive queue, the handshake's end, the teardown it
-        asks for), counters, the table state and the timer at its next deadline.
+        produced is collected (``_collect``), whatever the call returned or raised.
         ``call`` None: only the collection, of what the connection made when it was
         ``attach``-ed or since the last call.
 
@@ -347,73 +349,119 @@ class TcpSock(SockEntry):
         they are read).  ``softirq``: a receive worker under slock, whose caller wakes
         the waiters once slock is released: the result is then True when they are owed
         a wakeup.  Nothing is collected after a send or a recv the engine answered with
-        nothing to collect (``Connection.quiet``) unless a poll fd mirrors the socket.
-
-        The collection is written here, in the ``finally`` (not in a helper of its own:
-        one frame less on every segment and every call)."""
+        nothing to collect (``_quiet``)."""
         conn = self.conn
         assert conn is not None
         result: Any = None
         quiet = False
-        woke = False
         try:
             if call is not None:
                 result = call(*args)
-                # atomic: attribute loads (quiet is the engine's, written by the call
-                # just made, in this thread)
-                quiet = conn.quiet and self.poll is None and getattr(
-                    call, "__func__", call) in _QUIET_CALLS
+                quiet = self._quiet(conn) and getattr(call, "__func__", call) in _QUIET_CALLS
+        finally:
+            woke = False if quiet else self._collect(conn, buf, softirq)
+        return woke if softirq else result
+
+    def engine_segment(self, conn: Connection, seg: tcp.Repr, buf: Buffer | None,
+                       softirq: bool) -> bool:
+        """``engine(conn.on_segment, seg, now, buf=buf, softirq=softirq)``, typed: one
+        received segment (``conn`` is ``self.conn``)."""
+        try:
+            conn.on_segment(seg, self.host.now())
+        finally:
+            woke = self._collect(conn, buf, softirq)
+        return woke
+
+    def engine_send(self, conn: Connection, view: memoryview, now: int, more: bool,
+                    eor: bool) -> int:
+        """``engine(conn.send, view, now, (), more, eor)``, typed."""
+        quiet = False
+        try:
+            n = conn.send(view, now, (), more, eor)
+            quiet = self._quiet(conn)
         finally:
             if not quiet:
-                wake = not softirq
-                layer = self.layer
-                segments = conn.take_segments()
-                if segments:
-                    self.outbox.extend(segments)
-                events = conn.take_events()
-                for event in events:
-                    kind = type(event)
-                    if isinstance(event, DataReceived):
-                        # Every delivery gets an entry, with a buffer or not: the receive
-                        # queue keeps views of the delivered bytes (no copy), so a buffer
-                        # goes back to its pool only once all the bytes delivered with it
-                        # were read (_consume_skbs counts them off in delivery order).
-                        self.rx_skbs.append([buf, event.length])
-                        buf = None
-                    elif kind is Established:
-                        if self.listener is not None:
-                            layer.listeners.publish_child(self)
-                        elif self.tfo_listener is not None:
-                            layer.fastopen.release(self)  # reqsk_fastopen_remove
-                        elif conn.fastopen_active is not None:
-                            layer.fastopen.synack_seen(self, conn)  # tcp_fastopen_cache_set
-                    elif kind is SendSpaceAvailable:
-                        self.write_wakes += 1  # owner: the socket lock's holder
-                    elif kind is TimeWaitEntered:
-                        self.teardown = ask_teardown(self.teardown, TimeWait.of(conn))
-                    elif kind is Closed:
-                        self.teardown = ask_teardown(self.teardown, CLOSE)
-                if buf is not None:
-                    layer.buffers.free(buf)
-                if not self.life & FINISHED:  # atomic: one load; FINISHED is taken in post
-                    self.state = TABLE_STATE[conn.state]
-                if conn.counters.values:  # a dict's truth: no take() when nothing counted
-                    # the engine's counts to the host's: Counters.inc per name, with the
-                    # shard fetched once (most engine calls count something)
-                    shard = self.host.counters.shard()
-                    for name, n in conn.counters.take().items():
-                        shard[name] = shard.get(name, 0) + n  # owner: this thread only
-                # MSG_ZEROCOPY completions, transmit timestamps: sk_error_report
-                reported = (self.zc is not None or self.ts is not None) and tcp_errq.collect(
-                    self, conn, segments)
-                if (events or reported) and wake:
-                    self.wakeup()
-                elif self.poll is not None:
-                    self.update_poll()
-                self._arm_timer()
-                # the caller wakes the socket after unlocking
-                woke = (bool(events) or reported) and not wake
-        return woke if softirq else result
+                self._collect(conn, None, False)
+        return n
+
+    def engine_recv(self, conn: Connection, bufsize: int, now: int) -> bytes:
+        """``engine(conn.recv, bufsize, now)``, typed."""
+        quiet = False
+        try:
+            data = conn.recv(bufsize, now)
+            quiet = self._quiet(conn)
+        finally:
+            if not quiet:
+                self._collect(conn, None, False)
+        return data
+
+    def engine_timer(self, conn: Connection, now: int) -> None:
+        """``engine(conn.on_timer, now)``, typed."""
+        try:
+            conn.on_timer(now)
+        finally:
+            self._collect(conn, None, False)
+
+    def _quiet(self, conn: Connection) -> bool:
+        """After a send or a recv: the engine answered with nothing to collect
+        (``Connection.quiet``) and no poll fd mirrors the socket.  (atomic: attribute
+        loads; quiet is the engine's, written by the call just made, in this thread)"""
+        return conn.quiet and self.poll is None
+
+    def _collect(self, conn: Connection, buf: Buffer | None, softirq: bool) -> bool:
+        """What the engine produced, to where it goes: segments to the outbox, events
+        (data to the receive queue, the handshake's end, the teardown it asks for),
+        counters, the table state and the timer at its next deadline.  ``buf`` and
+        ``softirq`` as ``engine`` takes them; True when a softirq caller owes the waiters
+        a wakeup.  Socket lock held."""
+        wake = not softirq
+        layer = self.layer
+        segments = conn.take_segments()
+        if segments:
+            self.outbox.extend(segments)
+        events = conn.take_events()
+        for event in events:
+            kind = type(event)
+            if isinstance(event, DataReceived):
+                # Every delivery gets an entry, with a buffer or not: the receive
+                # queue keeps views of the delivered bytes (no copy), so a buffer
+                # goes back to its pool only once all the bytes delivered with it
+                # were read (_consume_skbs counts them off in delivery order).
+                self.rx_skbs.append([buf, event.length])
+                buf = None
+            elif kind is Established:
+                if self.listener is not None:
+                    layer.listeners.publish_child(self)
+                elif self.tfo_listener is not None:
+                    layer.fastopen.release(self)  # reqsk_fastopen_remove
+                elif conn.fastopen_active is not None:
+                    layer.fastopen.synack_seen(self, conn)  # tcp_fastopen_cache_set
+            elif kind is SendSpaceAvailable:
+                self.write_wakes += 1  # owner: the socket lock's holder
+            elif kind is TimeWaitEntered:
+                self.teardown = ask_teardown(self.teardown, TimeWait.of(conn))
+            elif kind is Closed:
+                self.teardown = ask_teardown(self.teardown, CLOSE)
+        if buf is not None:
+            layer.buffers.free(buf)
+        if not self.life & FINISHED:  # atomic: one load; FINISHED is taken in post
+            self.state = TABLE_STATE[conn.state]
+        if conn.counters.values:  # a dict's truth: no take() when nothing counted
+            # the engine's counts to the host's: Counters.inc per name, with the
+            # shard fetched once (most engine calls count something)
+            shard = self.host.counters.shard()
+            for name, n in conn.counters.take().items():
+                shard[name] = shard.get(name, 0) + n  # owner: this thread only
+        # MSG_ZEROCOPY completions, transmit timestamps: sk_error_report
+        reported = (self.zc is not None or self.ts is not None) and tcp_errq.collect(
+            self, conn, segments)
+        if (events or reported) and wake:
+            self.wakeup()
+        elif self.poll is not None:
+            self.update_poll()
+        self._arm_timer()
+        # the caller wakes the socket after unlocking
+        return (bool(events) or reported) and not wake
 
     def attach(self, conn: Connection, *, tx_csum_offload: bool) -> None:
         """The socket takes a new connection (connect, a listener's child): the table
@@ -524,7 +572,7 @@ class TcpSock(SockEntry):
             return
         due = conn.next_deadline()
         if due is not None and due <= now:
-            self.engine(conn.on_timer, now)
+            self.engine_timer(conn, now)
         else:
             self._arm_timer()
 
@@ -944,10 +992,8 @@ class TcpSock(SockEntry):
         n: int
         if zc and self.zerocopy or self.ts is not None:
             n = self.engine(tcp_errq.send_noted, self, conn, view, now, zc, partial_ends, iov)
-        elif more or eor:
-            n = self.engine(conn.send, view, now, (), more, eor)  # skb_ends, more, eor
         else:
-            n = self.engine(conn.send, view, now)
+            n = self.engine_send(conn, view, now, more, eor)
         return n
 
     def sendall(self, data: bytes | memoryview, timeout: float | None) -> None:
@@ -1053,7 +1099,7 @@ class TcpSock(SockEntry):
         if conn is None:
             return b""
         try:
-            data: bytes = self.engine(conn.recv, bufsize, self.host.now())
+            data = self.engine_recv(conn, bufsize, self.host.now())
         except BlockingIOError:
             return None
         self._consume_skbs(len(data), consumed)
