@@ -5,6 +5,7 @@ parameters (cubic_params)."""
 from __future__ import annotations
 
 import math
+import pickle
 
 import pytest
 
@@ -123,3 +124,8 @@ def test_initial_ssthresh_applies_only_without_hystart() -> None:
     assert create("cubic", MSS, 10, CubicParams(initial_ssthresh=30)).ssthresh == INITIAL_SSTHRESH
     assert create("cubic", MSS, 10,
                   CubicParams(initial_ssthresh=30, hystart=0)).ssthresh == 30 * MSS
+
+
+def test_params_survive_pickling_to_a_host_process() -> None:
+    params = CubicParams(beta=512, hystart=0)
+    assert pickle.loads(pickle.dumps(params)) == params

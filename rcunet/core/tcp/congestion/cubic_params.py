@@ -14,7 +14,9 @@ DELAY = 0x2
 BETA_SCALE = 1024
 
 
-@dataclass(frozen=True, slots=True)
+# No slots: CPython 3.11 cannot unpickle a frozen slotted dataclass, and a Host in a
+# process receives its Tuning by pickle.
+@dataclass(frozen=True)
 class CubicParams:
     #: Release bandwidth faster when the window before a loss keeps shrinking.
     fast_convergence: int = 1
