@@ -42,6 +42,7 @@ COMPILED = [
     "rcunet/core/tcp/undo.py",
     "rcunet/core/tcp/prr.py",
     "rcunet/core/tcp/pacing.py",
+    "rcunet/core/tcp/sndbuf.py",
     "rcunet/core/tcp/rack.py",
     "rcunet/core/tcp/recovery.py",
     "rcunet/core/tcp/state.py",

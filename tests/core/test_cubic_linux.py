@@ -127,5 +127,5 @@ def test_initial_ssthresh_applies_only_without_hystart() -> None:
 
 
 def test_params_survive_pickling_to_a_host_process() -> None:
-    params = CubicParams(beta=512, hystart=0)
+    params = CubicParams(8, 512, 7, 42, 0, 0, 2, 15, 1999)  # every field changed
     assert pickle.loads(pickle.dumps(params)) == params

@@ -14,9 +14,7 @@ DELAY = 0x2
 BETA_SCALE = 1024
 
 
-# No slots: CPython 3.11 cannot unpickle a frozen slotted dataclass, and a Host in a
-# process receives its Tuning by pickle.
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CubicParams:
     #: Release bandwidth faster when the window before a loss keeps shrinking.
     fast_convergence: int = 1
@@ -36,6 +34,15 @@ class CubicParams:
     hystart_low_window: int = 16
     #: ACKs at most this far apart (µs) make a train.
     hystart_ack_delta_us: int = 2000
+
+    def __reduce__(self) -> tuple[type[CubicParams], tuple[int, ...]]:
+        """Pickled as its constructor's arguments: a Host in a process receives its
+        Tuning by pickle, and neither CPython 3.11 (a frozen slotted dataclass) nor mypyc
+        (a frozen native class) can restore the fields one by one."""
+        return (CubicParams, (self.fast_convergence, self.beta, self.initial_ssthresh,
+                              self.bic_scale, self.tcp_friendliness, self.hystart,
+                              self.hystart_detect, self.hystart_low_window,
+                              self.hystart_ack_delta_us))
 
 
 #: The parameters a write to /sys/module/tcp_cubic/parameters may change (module_param
