@@ -84,6 +84,7 @@ class DstEntry:
         return self
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # tests count lookups with a subclass
 class DstCache:
     """Destination -> DstEntry.
 

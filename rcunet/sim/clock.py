@@ -20,10 +20,11 @@ class SimClock(VirtualClock):
     and the scheduler makes the block virtual: the Hosts are those of a blocking world
     whose time happens to be simulated."""
 
-    virtual = False
-
     def __init__(self) -> None:
         super().__init__(START_NS)
+        # An instance attribute: compiled, VirtualClock keeps ``virtual`` in the instance,
+        # where a class attribute of this subclass would not be seen.
+        self.virtual = False
         #: Host -> ns its wall clock is ahead (``Simulation.skew``); the monotonic
         #: clocks are never skewed (they measure intervals, which a skew leaves alone).
         self.skews: dict[object, int] = {}

@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import socket
 import struct
+import threading
 from typing import Any
 
 import pytest
@@ -56,7 +57,7 @@ def test_cork_and_msg_more_hold_the_tail(pair: tuple[Any, Any]) -> None:
 
 
 def test_notsent_lowat_and_user_timeout_options(pair: tuple[Any, Any]) -> None:
-    cli, _child = pair
+    cli, child = pair
     TCP_USER_TIMEOUT, TCP_NOTSENT_LOWAT = 18, 25
     assert cli.getsockopt(socket.IPPROTO_TCP, TCP_NOTSENT_LOWAT) == 0
     cli.setsockopt(socket.IPPROTO_TCP, TCP_NOTSENT_LOWAT, 16384)
@@ -66,4 +67,17 @@ def test_notsent_lowat_and_user_timeout_options(pair: tuple[Any, Any]) -> None:
     with pytest.raises(OSError) as info:
         cli.setsockopt(socket.IPPROTO_TCP, TCP_USER_TIMEOUT, -1)
     assert info.value.errno == errno.EINVAL
-    cli.sendall(b"z" * 100_000)  # a blocking write still queues everything, in steps
+    # A blocking write under the mark still sends everything, in steps, while the peer
+    # reads (a peer that does not read would close the window and hold the unsent bytes
+    # above the mark).
+    received = bytearray()
+
+    def drain() -> None:
+        while len(received) < 100_000 and (chunk := child.recv(65536)):
+            received.extend(chunk)
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    cli.sendall(b"z" * 100_000)
+    reader.join(10)
+    assert bytes(received) == b"z" * 100_000

@@ -11,35 +11,37 @@ from typing import Any
 import pytest
 from tcp_helpers import accept, connected_pair, listener, start_connect, transfer
 
+from rcunet.host.host import Host
 from rcunet.host.network import Network
+from rcunet.host.routecache import DstCache, DstEntry
 
 
-def _counting_lookups(host: Any) -> list[bytes]:
-    calls: list[bytes] = []
-    cache = host.dst_cache
-    real = cache.lookup
+class CountingDstCache(DstCache):
+    """The host's route cache, recording each lookup's destination."""
 
-    def lookup(dst: bytes, oif: int = 0) -> Any:
-        calls.append(dst)
-        return real(dst, oif)
+    def __init__(self, host: Host) -> None:
+        super().__init__(host)
+        self.calls: list[bytes] = []
 
-    cache.lookup = lookup  # instance attribute: shadows the method for this host only
-    return calls
+    def lookup(self, dst: bytes, oif: int = 0) -> DstEntry | None:
+        self.calls.append(dst)
+        return super().lookup(dst, oif)
 
 
 @pytest.mark.parametrize("family", [socket.AF_INET, socket.AF_INET6])
 def test_one_lookup_then_the_pinned_route(family: int) -> None:
     net, a, b = Network.two_hosts()
+    a.dst_cache = cache = CountingDstCache(a)
     srv, cli, child = connected_pair(net, a, b, family)
     pinned = cli._sk.dst
     peer = bytes([10, 0, 0, 2]) if family == socket.AF_INET else socket.inet_pton(
         socket.AF_INET6, "fd00::2")
     assert pinned is not None and pinned.dst == peer
     refs = pinned.ref.read()
-    calls = _counting_lookups(a)
+    cache.calls.clear()  # the connection's own lookup
     data = bytes(range(256)) * 2000
     assert transfer(net, cli, child, data) == data
-    assert calls == []  # every segment went out through the pinned entry
+    assert cache.calls == []  # every segment went out through the pinned entry
     assert cli._sk.dst is pinned and pinned.ref.read() == refs  # no get/put per segment
     for s in (cli, child, srv):
         s.close()
