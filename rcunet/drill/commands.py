@@ -239,8 +239,32 @@ class Commands:
             return self._ip_link_set(line, text, words[3:])
         if name == "echo" and len(words) == 4 and words[2] == ">":
             return self._echo_into(line, text, words[1], words[3])
-        if name == "tc" or name.startswith("sysctl_restore_"):
-            return 0  # no qdisc, a fresh Host per run: nothing to undo
+        if name == "tc":
+            return self._tc(line, text, words[1:])
+        if name.startswith("sysctl_restore_"):
+            return 0  # a fresh Host per run: nothing to undo
+        raise DrillUnsupported(line, f"command `{text}` is not supported")
+
+    def _tc(self, line: int, text: str, args: list[str]) -> int:
+        """``tc qdisc``: rcunet's link is one FIFO that never fills at a script's load, so
+        deleting the root qdisc or making it a pfifo changes nothing.  A qdisc that
+        changes what TCP sees is refused by name: fq paces each flow at its
+        sk_pacing_rate, and a pfifo of limit 0 drops every packet with the local-drop
+        feedback (NET_XMIT_DROP) TCP counts; the links give neither."""
+        if args[:1] != ["qdisc"] or len(args) < 2:
+            raise DrillUnsupported(line, f"command `{text}` is not supported")
+        verb, rest = args[1], args[2:]
+        if verb in ("del", "delete"):
+            return 0
+        kind = rest[rest.index("root") + 1] if "root" in rest[:-1] else None
+        if verb in ("add", "replace", "change") and kind == "pfifo":
+            limit = rest[rest.index("limit") + 1] if "limit" in rest[:-1] else None
+            if limit is None or limit.isdigit() and int(limit) > 0:
+                return 0
+            raise DrillUnsupported(line, "tc qdisc pfifo limit 0 (local drops with "
+                                         "NET_XMIT_DROP feedback)")
+        if kind == "fq":
+            raise DrillUnsupported(line, "tc qdisc fq (pacing at sk_pacing_rate)")
         raise DrillUnsupported(line, f"command `{text}` is not supported")
 
     def _echo_into(self, line: int, text: str, value: str, path: str) -> int:

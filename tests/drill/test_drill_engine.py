@@ -326,6 +326,23 @@ def test_ethtool_turns_off_offloads_rcunet_does_not_have(command: str, status: s
 
 
 @pytest.mark.parametrize(("command", "status"), [
+    ("tc qdisc add dev tun0 root pfifo", "pass"),
+    ("tc qdisc replace dev tun0 root pfifo limit 100", "pass"),
+    ("tc qdisc delete dev tun0 root 2>/dev/null ; tc qdisc add dev tun0 root pfifo", "pass"),
+    ("tc qdisc replace dev tun0 root pfifo limit 0", "unsupported"),
+    ("tc qdisc replace dev tun0 root fq", "unsupported"),
+    ("tc qdisc add dev tun0 root netem delay 10ms", "unsupported"),
+    ("tc filter show dev tun0", "unsupported"),
+])
+def test_tc_qdisc_is_a_no_op_only_where_a_fifo_changes_nothing(command: str,
+                                                               status: str) -> None:
+    """A pfifo (or no qdisc) is what rcunet's link already is; fq's pacing, a pfifo
+    that drops everything and any other qdisc change what TCP sees, so a script that
+    asks for one is unsupported rather than run as if it had it."""
+    assert _run(f"0 `{command}`\n" + PASSIVE)[0] == status
+
+
+@pytest.mark.parametrize(("command", "status"), [
     ("echo 1 > /sys/module/tcp_cubic/parameters/hystart_detect", "pass"),
     ("echo 0x2 > /sys/module/tcp_cubic/parameters/hystart_detect", "pass"),
     ("echo 0 > /sys/module/tcp_cubic/parameters/hystart", "pass"),
