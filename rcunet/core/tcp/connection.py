@@ -962,13 +962,15 @@ class Connection:
         (tcp_should_expand_sndbuf, tcp_sndbuf_expand), then wakes a writer waiting for
         buffer space when the socket is writable again (sk_stream_write_space), which
         ends the sndbuf-limited time."""
-        if self.sender.nospace:
-            t = self.tcb
-            if sub(t.snd_max, t.snd_una) < self.cc.cwnd:  # tcp_should_expand_sndbuf
-                sndbuf = expanded_sndbuf(self.options, t, self.cc.cwnd)
-                if sndbuf:
-                    self.options = self.options.with_sndbuf(sndbuf)
-        space = self.sender.write_space(self.options)
+        sender = self.sender
+        if not sender.nospace:
+            return  # no writer waits and poll did not ask: the common case, per segment
+        t = self.tcb
+        if sub(t.snd_max, t.snd_una) < self.cc.cwnd:  # tcp_should_expand_sndbuf
+            sndbuf = expanded_sndbuf(self.options, t, self.cc.cwnd)
+            if sndbuf:
+                self.options = self.options.with_sndbuf(sndbuf)
+        space = sender.write_space(self.options)
         if space:
             self._events.append(SendSpaceAvailable(space))
             self.chrono.stop(SNDBUF_LIMITED, now, self.sender.queues_empty())

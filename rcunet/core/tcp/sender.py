@@ -727,9 +727,7 @@ class Sender:
         if 0 < n < t.snd_mss and not retransmission:
             self.snd_sml = end  # tcp_minshall_update
         if retransmission:
-            self.counters.add("TcpRetransSegs")
-            if n:
-                self.skbs.split(add(seq, n))  # tcp_retransmit_skb's tcp_fragment
+            self._retransmitted(seq, n)
         elif self.rtt_seq is None and not t.ts_ok:
             self.rtt_seq, self.rtt_start = end, now  # time this segment (Karn, RFC 6298 §3)
         conn.loss.note_sent(seq, end, now, retransmission)
@@ -755,6 +753,13 @@ class Sender:
         self.cwnd_validate(conn, sent, now)  # tcp_write_xmit's, over the flight it sent into
         self.skbs.split(t.snd_max)
         t.snd_nxt = resume
+
+    def _retransmitted(self, seq: int, n: int) -> None:
+        """A segment of ``n`` bytes at ``seq`` was resent: counted, and the skb it was
+        cut from split where it ended (tcp_retransmit_skb's tcp_fragment)."""
+        self.counters.add("TcpRetransSegs")
+        if n:
+            self.skbs.split(add(seq, n))
 
     def skb_bound(self, seq: int) -> int | None:
         """Bytes from ``seq`` to the next skb end after it (None: none before the data's
@@ -829,9 +834,7 @@ class Sender:
         conn._emit(conn._make(seq, flags, now, self.tx.slice(off, n)))
         if n:
             conn.delack.data_sent(now)
-        self.counters.add("TcpRetransSegs")
-        if n:
-            self.skbs.split(add(seq, n))  # tcp_retransmit_skb's tcp_fragment
+        self._retransmitted(seq, n)
         end = add(seq, n + (1 if fin else 0))
         conn.loss.note_sent(seq, end, now, True)
         if self.rtt_seq is not None and lt(seq, self.rtt_seq):
