@@ -65,6 +65,10 @@ class State(enum.Enum):
     def __str__(self) -> str:
         return self.value
 
+    # Identity hash, as core/tcp/state.State has: members are singletons, and Enum's own
+    # __hash__ is a Python call on each ``in _NO_EVENT_STATES`` (once per packet sent).
+    __hash__ = object.__hash__
+
 
 INCOMPLETE = State.INCOMPLETE
 REACHABLE = State.REACHABLE

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from rcunet.wire.seqnum import gt, le, lt, sub
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)  # __init__ by hand: compiled, where dataclass's is not
 class Sent:
     """One segment sent and not yet (S)ACKed."""
 
@@ -29,6 +29,17 @@ class Sent:
     #: A retransmission of data marked lost, which Linux still counts lost until it is
     #: (S)ACKed (TCPCB_LOST kept with TCPCB_SACKED_RETRANS: tp->lost_out).
     lost_retrans: bool = False
+
+    def __init__(self, seq: int, end: int, xmit_time: int, retransmitted: bool = False,
+                 lost: bool = False, in_retrans: bool = False,
+                 lost_retrans: bool = False) -> None:
+        self.seq = seq
+        self.end = end
+        self.xmit_time = xmit_time
+        self.retransmitted = retransmitted
+        self.lost = lost
+        self.in_retrans = in_retrans
+        self.lost_retrans = lost_retrans
 
 
 class SentLog:

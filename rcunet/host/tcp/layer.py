@@ -8,7 +8,7 @@ import contextlib
 import errno
 import random
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from rcunet.core.tcp import Connection, Counters
 from rcunet.core.tcp.isn import initial_sequence, timestamp_offset
@@ -47,6 +47,21 @@ TS_OFFSET_CACHE = 4096
 #: States of a closed socket that still has queued data or its FIN to deliver (Linux
 #: keeps sending them after close() returns, and after the program exits).
 DELIVERING = frozenset({State.FIN_WAIT1, State.CLOSING, State.LAST_ACK})
+
+
+class _NoGlobalLock:
+    """Seed 004's modern mode, a ``with`` target that takes nothing: one shared, stateless
+    instance, compiled, where ``contextlib.nullcontext()`` is a new Python object and two
+    interpreted calls per connection-table change."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+NO_GLOBAL_LOCK: Final = _NoGlobalLock()
 
 
 class TcpLayer:
@@ -98,7 +113,7 @@ class TcpLayer:
     def global_lock(self) -> contextlib.AbstractContextManager[Any]:
         """The legacy global connection-table lock, or nothing (seed 004)."""
         if self.host.tuning.accept_no_global_lock:
-            return contextlib.nullcontext()
+            return NO_GLOBAL_LOCK
         return self.tcbinfo
 
     def legacy_input_lock(self, sk: TcpSock, seg: tcp.Repr) -> Any:

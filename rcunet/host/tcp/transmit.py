@@ -68,11 +68,10 @@ class Transmit:
             tos, df = sk.tos, dont_fragment(sk.pmtudisc)
         else:
             tos, df = 0, True
-        while True:
-            try:
-                seg = outbox.popleft()  # atomic: deque.popleft
-            except IndexError:
-                break
+        # The only consumer (``sk.xmit`` held): a non-empty outbox stays non-empty until
+        # this loop pops it; an append racing the last pop is the caller's next round.
+        while outbox:  # atomic: deque length
+            seg = outbox.popleft()  # atomic: deque.popleft
             keys = sk.md5_keys  # atomic: one load, pairs with setsockopt's store
             if keys is not None:
                 seg = sign(seg, keys, src, dst)
