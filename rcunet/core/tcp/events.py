@@ -10,11 +10,17 @@ class Established:
     """The three-way handshake completed; ``send`` data now goes on the wire."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False, unsafe_hash=True)
 class DataReceived:
-    """In-order bytes became readable with ``recv``."""
+    """In-order bytes became readable with ``recv``.  One per segment with data, so its
+    ``__init__`` is written out, which mypyc compiles (a dataclass's generated one, and a
+    frozen one's ``object.__setattr__`` per field, run interpreted); not frozen for that
+    reason alone: nothing writes ``length`` after it is made."""
 
     length: int  #: how many bytes were added to the receive buffer
+
+    def __init__(self, length: int) -> None:
+        self.length = length
 
 
 @dataclass(frozen=True, slots=True)

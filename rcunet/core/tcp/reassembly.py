@@ -31,6 +31,14 @@ class Assembler:
         """Held ranges as [start, end) offsets, ascending."""
         return [(start, start + len(data)) for start, data in self._ranges]
 
+    def end(self) -> int:
+        """The offset just past the highest byte held (0: nothing held): the last
+        range's end, since ranges are sorted and disjoint."""
+        if not self._ranges:
+            return 0
+        start, data = self._ranges[-1]
+        return start + len(data)
+
     def add(self, offset: int, data: Buffer) -> int | None:
         """Store ``data`` at ``offset`` (> 0); return the number of new bytes kept.
 

@@ -187,7 +187,7 @@ class Receiver:
 
     def ofo_extent(self) -> int:
         """Bytes from RCV.NXT to the end of the out-of-order queue (0: empty)."""
-        return max((end for _, end in self.ofo.ranges()), default=0)
+        return self.ofo.end()
 
     def rcvbuf_grown(self, rcvbuf: int) -> None:
         """tcp_rcvbuf_grow: autotuning grew the buffer; the clamp follows it."""
@@ -286,8 +286,7 @@ class Receiver:
         if fin:
             # The first FIN position wins; one below data we already hold is contradictory.
             fin_off = sub(add(seq, len(payload)), t.rcv_nxt)
-            if self.fin_offset is None and fin_off >= max((e for _, e in self.ofo.ranges()),
-                                                           default=0):
+            if self.fin_offset is None and fin_off >= self.ofo.end():
                 self.fin_offset = fin_off
         self.maybe_take_fin(conn, gap_filled, now)
 

@@ -444,7 +444,10 @@ class LossRecovery:
         self.ca_rtt_us = None
         # in sequence order, as tcp_clean_rtx_queue walks the retransmit queue: the last
         # segment's RTT is RACK.rtt (a resent head moved to the log's tail)
-        for s in sorted(self.log.acked(ack), key=lambda s: sub(s.seq, ack)):
+        delivered = self.log.acked(ack)
+        if len(delivered) > 1:  # (mostly one: no key function made per ACK)
+            delivered.sort(key=lambda s: sub(s.seq, ack))
+        for s in delivered:
             self._delivered(s, now)
         self._check_reordering()
         if self.recover is not None and self.algorithm is None \
@@ -920,5 +923,4 @@ class LossRecovery:
 
     def sacked_below(self, seq: int) -> int:
         """Bytes SACKed between SND.UNA and ``seq``."""
-        limit = sub(seq, self.tcb.snd_una)
-        return sum(max(0, min(e, limit) - s) for s, e in self.scoreboard.ranges())
+        return self.scoreboard.sacked_below(sub(seq, self.tcb.snd_una))

@@ -77,6 +77,12 @@ class Scoreboard:
     def ranges(self) -> list[tuple[int, int]]:
         return list(self._sacked)
 
+    def sacked_below(self, limit: int) -> int:
+        """Bytes SACKed below offset ``limit``."""
+        if not self._sacked:
+            return 0  # the common case, asked on every ACK: no generator made
+        return sum(max(0, min(end, limit) - start) for start, end in self._sacked)
+
     def clear(self) -> None:
         self._sacked = []
 
