@@ -118,6 +118,7 @@ COMPILED = [
     "rcunet/host/counters.py",
     "rcunet/host/routecache.py",
     "rcunet/host/socklock.py",
+    "rcunet/host/wakeups.py",
     # The host side of TCP (the crr path: socket, demux, transmit, listener, TIME_WAIT,
     # teardown), with the table entry its sockets subclass (entry.py's classes allow
     # interpreted subclasses: tables/udp_entry.py's UdpEntry may run from source), IP,
@@ -145,6 +146,7 @@ COMPILED = [
     "rcunet/host/host.py",
     "rcunet/host/network.py",
     "rcunet/link/memory.py",
+    "rcunet/link/ipc.py",
 ]
 
 

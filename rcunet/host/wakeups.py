@@ -20,9 +20,8 @@ exactly once, later or sooner, and a waiter that timed out meanwhile has already
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, Final
 
 _local = threading.local()  # .gates: the batch's collected gates, or None outside one
 
@@ -37,17 +36,33 @@ def open_gates(gates: Iterable[Any]) -> None:
         pending.extend(gates)
 
 
-@contextmanager
-def deferred() -> Iterator[None]:
-    """Collect the gates opened in this thread until the block ends (nested: the
-    outermost block opens them)."""
-    if getattr(_local, "gates", None) is not None:
-        yield
-        return
-    _local.gates = []
-    try:
-        yield
-    finally:
-        gates, _local.gates = _local.gates, None
+class _Deferred:
+    """The context manager ``deferred()`` returns.  A class, not a generator-based
+    context manager: a receive thread enters it once per batch, and it is compiled.
+    Its state is the thread's (``_local.gates``, ``_local.depth``: the blocks entered
+    and not yet left), so one stateless instance serves every thread."""
+
+    def __enter__(self) -> None:
+        depth: int = getattr(_local, "depth", 0)
+        if depth == 0:
+            _local.gates = []
+        _local.depth = depth + 1
+
+    def __exit__(self, *exc: object) -> None:
+        depth: int = _local.depth - 1
+        _local.depth = depth
+        if depth:
+            return  # an inner block: the outermost opens the gates
+        gates: list[Any] = _local.gates
+        _local.gates = None
         for gate in gates:
             gate.release()
+
+
+_DEFERRED: Final = _Deferred()
+
+
+def deferred() -> _Deferred:
+    """Collect the gates opened in this thread until the block ends (nested: the
+    outermost block opens them)."""
+    return _DEFERRED
