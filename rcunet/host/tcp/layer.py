@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from rcunet.core.tcp import Connection, Counters
 from rcunet.core.tcp.isn import initial_sequence, timestamp_offset
 from rcunet.host.sockerr import oserror, wire
-from rcunet.host.tcp import sockopt
+from rcunet.host.tcp import connopts
 from rcunet.host.tcp.buffers import RxBuffers
 from rcunet.host.tcp.common import TCBINFO_LOCK, family_form, offloads
 from rcunet.host.tcp.demux import Demux
@@ -80,6 +80,8 @@ class TcpLayer:
         self.deferred = DeferredFreeList()
         self.tcbinfo = TCBINFO_LOCK.new()
         self._ts_offsets: dict[tuple[bytes, bytes], int] = {}  # see ts_offset
+        #: The Options of the connections this Host opens (connopts.conn_options).
+        self.conn_options_memo = connopts.ConnOptionsMemo()
         self.lock_hold_ns = PerThreadCounter()
         self.lock_holds = PerThreadCounter()
         self.buffers = RxBuffers(host.id, self.deferred)
@@ -233,7 +235,7 @@ class TcpLayer:
             syn_data, option = self.fastopen.syn(sk, dst, path_mss, fastopen)
         conn = Connection.connect(
             local_port=sk.lport, remote_port=port, iss=iss, now=now,
-            options=sockopt.conn_options(sk, path_mss, dst),
+            options=connopts.conn_options(sk, path_mss, dst),
             ts_offset=self.ts_offset(laddr, dst), counters=Counters(), ts_recent=ts_recent,
             syn_data=syn_data, fastopen_option=option)
         sk.attach(conn, tx_csum_offload=offload)
