@@ -79,7 +79,9 @@ VALID_STATES = frozenset({REACHABLE, STALE, DELAY, PROBE, PERMANENT})
 #: NUD_CONNECTED: states whose address is known to work right now.
 CONNECTED_STATES = frozenset({REACHABLE, PERMANENT})
 #: States in which sending needs no state change (Linux ``neigh_event_send``'s early return).
-_NO_EVENT_STATES = frozenset({REACHABLE, PERMANENT, DELAY, PROBE})
+#: A tuple: ``in`` finds a member by identity, where a set would call Enum.__hash__ (Python
+#: code, even compiled) on every packet sent.
+_NO_EVENT_STATES = (REACHABLE, PERMANENT, DELAY, PROBE)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
