@@ -120,8 +120,9 @@ COMPILED = [
     "rcunet/host/socklock.py",
     "rcunet/host/wakeups.py",
     # The host side of TCP (the crr path: socket, demux, transmit, listener, TIME_WAIT,
-    # teardown), with the table entry its sockets subclass (entry.py's classes allow
-    # interpreted subclasses: tables/udp_entry.py's UdpEntry may run from source), IP,
+    # teardown, the Options each connection opens with), with the table entry its
+    # sockets subclass (entry.py's classes allow interpreted subclasses:
+    # tables/udp_entry.py's UdpEntry may run from source), IP,
     # the Host and Network that poll them, and the in-memory link.  Still pure: the
     # socket options, TCP_INFO, the error queue, Fast Open's options and poll mirror
     # (host/tcp/sockopt, info, meminfo, errq, fastopen_opts, poll: off the per-packet
@@ -132,6 +133,7 @@ COMPILED = [
     "rcunet/host/tcp/buffers.py",
     "rcunet/host/tcp/md5.py",
     "rcunet/host/tcp/ipopts.py",
+    "rcunet/host/tcp/connopts.py",
     "rcunet/host/tcp/sock.py",
     "rcunet/host/tcp/transmit.py",
     "rcunet/host/tcp/demux.py",

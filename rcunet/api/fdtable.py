@@ -40,6 +40,12 @@ _os_close = os.close
 _os_dup = os.dup
 
 
+#: The enum members SockRef reports, by value: calling the Enum (interpreted Python) twice
+#: per socket cost more than the rest of SockRef.  Any other value goes to the Enum.
+_FAMILIES = {int(member): member for member in socket.AddressFamily}
+_KINDS = {int(member): member for member in socket.SocketKind}
+
+
 class SockRef:
     """One protocol socket (the ``struct file``), shared by its descriptors: the last
     descriptor closed closes it.  Family, type and protocol are the socket's own, what
@@ -49,8 +55,9 @@ class SockRef:
 
     def __init__(self, sk: Any, family: int, type: int, proto: int) -> None:
         self.sk = sk
-        self.family = socket.AddressFamily(family)
-        self.type = socket.SocketKind(type)
+        known_family, known_type = _FAMILIES.get(family), _KINDS.get(type)
+        self.family = known_family if known_family is not None else socket.AddressFamily(family)
+        self.type = known_type if known_type is not None else socket.SocketKind(type)
         self.proto = proto
         self.refs = 1  # guarded-by: lock
         self.lock = threading.Lock()

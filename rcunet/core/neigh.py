@@ -66,7 +66,7 @@ class State(enum.Enum):
         return self.value
 
     # Identity hash, as core/tcp/state.State has: members are singletons, and Enum's own
-    # __hash__ is a Python call on each ``in _NO_EVENT_STATES`` (once per packet sent).
+    # __hash__ is Python code (even compiled) run by every set lookup of a state.
     __hash__ = object.__hash__
 
 
@@ -82,7 +82,8 @@ PERMANENT = State.PERMANENT
 VALID_STATES = frozenset({REACHABLE, STALE, DELAY, PROBE, PERMANENT})
 #: NUD_CONNECTED: states whose address is known to work right now.
 CONNECTED_STATES = frozenset({REACHABLE, PERMANENT})
-#: States in which sending needs no state change (Linux ``neigh_event_send``'s early return).
+#: States in which sending needs no state change (Linux ``neigh_event_send``'s early return;
+#: asked once per packet sent).
 _NO_EVENT_STATES = frozenset({REACHABLE, PERMANENT, DELAY, PROBE})
 
 

@@ -509,6 +509,40 @@ def test_set_tuning_reaches_the_tables() -> None:
     t.close()
 
 
+def test_connection_options_follow_sysctls_and_socket_options_after_a_memo_fill() -> None:
+    """The Options a Host's connections open with are remembered per combination
+    (connopts.ConnOptionsMemo): a sysctl write (a new Tuning) or another socket option
+    after connections filled the memo reaches the next connection, on both ends, and
+    going back to the first combination gives the first Options again."""
+    net, a, b = Network.two_hosts()
+    srv = listener(b, socket.AF_INET, B4, 8080)
+
+    def pair(cli: object = None) -> tuple[object, object]:
+        cli = cli if cli is not None else start_connect(a, socket.AF_INET, B4, 8080)
+        child = accept(net, srv)
+        return cli._sk.conn.options, child._sk.conn.options
+
+    first = pair()
+    assert pair() == first  # the same inputs: equal Options, from the memo
+    assert first[0].sndbuf_max == a.tuning.tcp_wmem[2] and not first[0].nodelay
+    for host in (a, b):
+        host.set_tuning(replace(host.tuning, tcp_wmem=(4096, 16384, 1 << 20),
+                                tcp_notsent_lowat=12345, tcp_keepalive_time=99))
+    cli_options, child_options = pair()
+    for options in (cli_options, child_options):
+        assert (options.sndbuf_max, options.notsent_lowat) == (1 << 20, 12345)
+        assert options.keepalive_time == 99 * SECOND
+    cli = a.socket(socket.AF_INET, socket.SOCK_STREAM)
+    cli.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    cli.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 7)
+    cli.settimeout(0)
+    assert cli.connect_ex((B4, 8080)) == errno.EINPROGRESS
+    options = pair(cli)[0]
+    assert options.nodelay and options.keepalive_time == 7 * SECOND
+    assert options.sndbuf_max == 1 << 20
+    assert pair() == (cli_options, child_options)
+
+
 @pytest.mark.parametrize(("family", "foreign"), [
     (socket.AF_INET, "198.51.100.7"), (socket.AF_INET6, "2001:db8::7")])
 def test_bind_to_a_foreign_address_needs_ip_freebind(family: int, foreign: str) -> None:

@@ -283,17 +283,24 @@ def ece_is_echo(mode: EcnMode, flags: int) -> bool:
 
 
 # ------------------------------------------------------------ RFC 3168 feedback
-@dataclass(slots=True)
+# Its own __init__ (init=False): the one dataclass generates runs interpreted under mypyc.
+@dataclass(slots=True, init=False)
 class Rfc3168:
     """Classic ECN's per-connection flags (tp->ecn_flags: TCP_ECN_DEMAND_CWR,
     TCP_ECN_QUEUE_CWR, TCP_ECN_SEEN) and their rules."""
 
     #: We saw CE: every ACK carries ECE until the peer's CWR.
-    demand_cwr: bool = False
+    demand_cwr: bool
     #: We reduced cwnd for an ECE: the next new data segment carries CWR.
-    queue_cwr: bool = False
+    queue_cwr: bool
     #: The peer's packets have been ECT (or CE).
-    seen: bool = False
+    seen: bool
+
+    def __init__(self, demand_cwr: bool = False, queue_cwr: bool = False,
+                 seen: bool = False) -> None:
+        self.demand_cwr = demand_cwr
+        self.queue_cwr = queue_cwr
+        self.seen = seen
 
     def on_data(self, ip_ecn: int) -> bool:
         """An arriving data segment's IP ECN field (tcp_data_ecn_check); True asks for
@@ -396,24 +403,37 @@ def _option_field_codepoint(position: int, kind: int) -> int:
 _FIELDS_NEEDED = {ecn.NOT_ECT: 0, ecn.ECT_1: 1, ecn.CE: 2, ecn.ECT_0: 3}
 
 
-@dataclass(slots=True)
+# Its own __init__ (init=False): the one dataclass generates runs interpreted under mypyc.
+@dataclass(slots=True, init=False)
 class AccEcnReceiver:
     """The data receiver's counters, fed back by ACE and the option (RFC 9768 §3.2)."""
 
     #: CE-marked packets received (r.cep without its offset), pure ACKs included.
-    received_ce: int = 0
+    received_ce: int
     #: CE marks not yet fed back, at most 15.
-    received_ce_pending: int = 0
+    received_ce_pending: int
     #: Payload bytes received per IP ECN codepoint (ECT(1), ECT(0), CE), 32-bit.
-    received_bytes: dict[int, int] = field(
-        default_factory=lambda: {ecn.ECT_1: 0, ecn.ECT_0: 0, ecn.CE: 0})
-    prev_ecnfield: int = ecn.NOT_ECT
+    received_bytes: dict[int, int]
+    prev_ecnfield: int
     #: Options still owed (a change of ECN field, a CE mark: two in a row).
-    opt_demand: int = 0
+    opt_demand: int
     #: The fewest option fields that report what changed since the last option.
-    minlen: int = 0
+    minlen: int
     #: When the last option went out (µs; for the beacon).
-    opt_sent_at: int | None = None
+    opt_sent_at: int | None
+
+    def __init__(self, received_ce: int = 0, received_ce_pending: int = 0,
+                 received_bytes: dict[int, int] | None = None,
+                 prev_ecnfield: int = ecn.NOT_ECT, opt_demand: int = 0, minlen: int = 0,
+                 opt_sent_at: int | None = None) -> None:
+        self.received_ce = received_ce
+        self.received_ce_pending = received_ce_pending
+        self.received_bytes = (received_bytes if received_bytes is not None
+                               else {ecn.ECT_1: 0, ecn.ECT_0: 0, ecn.CE: 0})
+        self.prev_ecnfield = prev_ecnfield
+        self.opt_demand = opt_demand
+        self.minlen = minlen
+        self.opt_sent_at = opt_sent_at
 
     def on_segment(self, ip_ecn: int, payload_len: int, segs: int = 1,
                    accecn: bool = True) -> bool:
@@ -547,24 +567,46 @@ def synack_combine_saving(sack_permitted: bool, timestamps: bool, window_scale: 
 
 
 # ------------------------------------------------------------------ the data sender
-@dataclass(slots=True)
+# Its own __init__ (init=False): the one dataclass generates runs interpreted under mypyc.
+@dataclass(slots=True, init=False)
 class AccEcnSender:
     """The data sender's view of the feedback: how many of its packets and bytes the
     receiver says arrived CE-marked (RFC 9768 §3.2.2, Linux __tcp_accecn_process)."""
 
     #: Packets delivered CE-marked (s.cep without its offset).
-    delivered_ce: int = 0
+    delivered_ce: int
     #: Bytes delivered per codepoint, from the option (32-bit, 24-bit deltas).
-    delivered_bytes: dict[int, int] = field(
-        default_factory=lambda: {ecn.ECT_1: 0, ecn.ECT_0: 0, ecn.CE: 0})
+    delivered_bytes: dict[int, int]
     #: The codepoint new bytes are assumed to carry, learnt from the option (0: unsure).
-    est_ecnfield: int = 0
-    saw_opt: OptionSeen = OptionSeen.NOT_SEEN
+    est_ecnfield: int
+    saw_opt: OptionSeen
     #: The option cannot be trusted on receive (zeroed, or too late to start).
-    opt_fail_recv: bool = False
+    opt_fail_recv: bool
     #: Packets acknowledged per ACK, smoothed (<< EWMA_PREC).
-    pkts_acked_ewma: int = 0
-    counters: Counter[str] = field(default_factory=Counter)
+    pkts_acked_ewma: int
+    #: ``counters``' Counter, made on the first count (most connections never count).
+    _counters: Counter[str] | None = field(init=False, repr=False, compare=False)
+
+    def __init__(self, delivered_ce: int = 0, delivered_bytes: dict[int, int] | None = None,
+                 est_ecnfield: int = 0, saw_opt: OptionSeen = OptionSeen.NOT_SEEN,
+                 opt_fail_recv: bool = False, pkts_acked_ewma: int = 0,
+                 counters: Counter[str] | None = None) -> None:
+        self.delivered_ce = delivered_ce
+        self.delivered_bytes = (delivered_bytes if delivered_bytes is not None
+                                else {ecn.ECT_1: 0, ecn.ECT_0: 0, ecn.CE: 0})
+        self.est_ecnfield = est_ecnfield
+        self.saw_opt = saw_opt
+        self.opt_fail_recv = opt_fail_recv
+        self.pkts_acked_ewma = pkts_acked_ewma
+        self._counters = counters
+
+    @property
+    def counters(self) -> Counter[str]:
+        """Impossible feedback seen (a zeroed option, ambiguous bytes, an ACE that may
+        have wrapped), under rcunet's names; ``EcnState`` moves them to nstat."""
+        if self._counters is None:
+            self._counters = Counter()
+        return self._counters
 
     def process_option(self, option: AccEcnOption | None, delivered_bytes: int,
                        slowpath: bool = True, bytes_sent: int = 0) -> bool:

@@ -39,29 +39,45 @@ def sent_after(t1: int, t2: int, seq1: int, seq2: int) -> bool:
     return t1 > t2 or (t1 == t2 and gt(seq1, seq2))
 
 
-@dataclass(slots=True)
+# Its own __init__ (init=False): the one dataclass generates runs interpreted under mypyc.
+@dataclass(slots=True, init=False)
 class RackState:
     """tp->rack: the most recently sent segment known delivered, and the window."""
 
     #: When that segment was (re)sent (0: nothing delivered yet).
-    xmit_time: int = 0
+    xmit_time: int
     #: Its end sequence number.
-    end_seq: int = 0
+    end_seq: int
     #: The RTT the last ACKed or SACKed segment measured (tp->rack.rtt_us).
-    rtt_us: int = 0
+    rtt_us: int
     #: That segment's send time and end sequence (``detect_loss``'s tie-break).
-    rtt_xmit_time: int = 0
-    rtt_end_seq: int = 0
+    rtt_xmit_time: int
+    rtt_end_seq: int
     #: Advanced since the last loss marking (mark_lost has work to do).
-    advanced: bool = False
+    advanced: bool
     #: The window in steps of min_rtt/4.
-    reo_wnd_steps: int = 1
+    reo_wnd_steps: int
     #: Recoveries left before the window shrinks back.
-    reo_wnd_persist: int = 0
+    reo_wnd_persist: int
     #: A DSACK arrived since the window was last widened.
-    dsack_seen: bool = False
+    dsack_seen: bool
     #: tp->delivered when it was last widened.
-    last_delivered: int = 0
+    last_delivered: int
+
+    def __init__(self, xmit_time: int = 0, end_seq: int = 0, rtt_us: int = 0,
+                 rtt_xmit_time: int = 0, rtt_end_seq: int = 0, advanced: bool = False,
+                 reo_wnd_steps: int = 1, reo_wnd_persist: int = 0,
+                 dsack_seen: bool = False, last_delivered: int = 0) -> None:
+        self.xmit_time = xmit_time
+        self.end_seq = end_seq
+        self.rtt_us = rtt_us
+        self.rtt_xmit_time = rtt_xmit_time
+        self.rtt_end_seq = rtt_end_seq
+        self.advanced = advanced
+        self.reo_wnd_steps = reo_wnd_steps
+        self.reo_wnd_persist = reo_wnd_persist
+        self.dsack_seen = dsack_seen
+        self.last_delivered = last_delivered
 
     def advance(self, xmit_time: int, end_seq: int, now: int, retransmitted: bool,
                 min_rtt_us: int) -> None:

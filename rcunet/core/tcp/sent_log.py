@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from rcunet.wire.seqnum import gt, le, lt, sub
 
 
-@dataclass(slots=True, init=False)  # __init__ by hand: compiled, where dataclass's is not
+# Its own __init__ (init=False): the one dataclass generates runs interpreted under mypyc.
+@dataclass(slots=True, init=False)
 class Sent:
     """One segment sent and not yet (S)ACKed."""
 
@@ -21,14 +22,14 @@ class Sent:
     #: When it was last (re)sent (µs).
     xmit_time: int
     #: Ever retransmitted (TCPCB_EVER_RETRANS): its ACK is an ambiguous RTT sample.
-    retransmitted: bool = False
+    retransmitted: bool
     #: Marked lost and not retransmitted since (TCPCB_LOST without TCPCB_SACKED_RETRANS).
-    lost: bool = False
+    lost: bool
     #: A retransmission not marked lost since (TCPCB_SACKED_RETRANS: tp->retrans_out).
-    in_retrans: bool = False
+    in_retrans: bool
     #: A retransmission of data marked lost, which Linux still counts lost until it is
     #: (S)ACKed (TCPCB_LOST kept with TCPCB_SACKED_RETRANS: tp->lost_out).
-    lost_retrans: bool = False
+    lost_retrans: bool
 
     def __init__(self, seq: int, end: int, xmit_time: int, retransmitted: bool = False,
                  lost: bool = False, in_retrans: bool = False,

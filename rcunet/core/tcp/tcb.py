@@ -14,37 +14,68 @@ from rcunet.wire.seqnum import add, sub
 _MS = 1_000_000
 
 
-@dataclass(slots=True)
+# Its own __init__ (init=False): the one dataclass generates runs interpreted under mypyc.
+@dataclass(slots=True, init=False)
 class Tcb:
     # --- send sequence space (RFC 9293 §3.3.1, Figure 3) --------------------------------
-    iss: int = 0  #: initial send sequence number
-    snd_una: int = 0  #: oldest unacknowledged sequence number
-    snd_nxt: int = 0  #: next sequence number to send (reset to snd_una after an RTO)
-    snd_max: int = 0  #: highest sequence number sent + 1 (BSD's snd_max)
-    snd_wnd: int = 0  #: peer's receive window, scaled, in bytes
-    snd_wl1: int = 0  #: segment sequence number of the last window update (no WL2: Linux)
-    max_snd_wnd: int = 0  #: largest window the peer ever offered (RFC 5961 §5, SWS)
-    snd_wscale: int = 0  #: shift applied to the peer's window field (RFC 7323 §2.3)
-    snd_mss: int = 536  #: effective send MSS: payload bytes per segment (RFC 9293 §3.7.1)
+    iss: int  #: initial send sequence number
+    snd_una: int  #: oldest unacknowledged sequence number
+    snd_nxt: int  #: next sequence number to send (reset to snd_una after an RTO)
+    snd_max: int  #: highest sequence number sent + 1 (BSD's snd_max)
+    snd_wnd: int  #: peer's receive window, scaled, in bytes
+    snd_wl1: int  #: segment sequence number of the last window update (no WL2: Linux)
+    max_snd_wnd: int  #: largest window the peer ever offered (RFC 5961 §5, SWS)
+    snd_wscale: int  #: shift applied to the peer's window field (RFC 7323 §2.3)
+    snd_mss: int  #: effective send MSS: payload bytes per segment (RFC 9293 §3.7.1)
     # --- receive sequence space (RFC 9293 §3.3.1, Figure 4) -----------------------------
-    irs: int = 0  #: initial receive sequence number
-    rcv_nxt: int = 0  #: next sequence number expected
-    rcv_adv: int = 0  #: right edge of the window we advertised (RCV.NXT + RCV.WND at the time)
+    irs: int  #: initial receive sequence number
+    rcv_nxt: int  #: next sequence number expected
+    rcv_adv: int  #: right edge of the window we advertised (RCV.NXT + RCV.WND at the time)
     #: the highest right edge we ever advertised (RFC 7323 §2.4; Linux rcv_mwnd_seq): past
     #: rcv_adv only once a window shrank (``advertise`` keeps it)
-    rcv_mwnd_seq: int = 0
-    rcv_wscale: int = 0  #: shift applied to the window field we send
-    rcv_mss: int = 536  #: the peer's likely segment size, for delayed-ACK counting
+    rcv_mwnd_seq: int
+    rcv_wscale: int  #: shift applied to the window field we send
+    rcv_mss: int  #: the peer's likely segment size, for delayed-ACK counting
     # --- RFC 7323 timestamps ----------------------------------------------------------------
-    ts_ok: bool = False  #: both SYNs carried TSopt
-    ts_offset: int = 0  #: added to our millisecond clock (per-connection, RFC 7323 §5.4)
-    ts_recent: int = 0  #: TS.Recent
-    ts_recent_stamp: int | None = None  #: ``now`` when TS.Recent was last set (RFC 7323 §5.5)
-    last_ack_sent: int = 0  #: Last.ACK.sent
+    ts_ok: bool  #: both SYNs carried TSopt
+    ts_offset: int  #: added to our millisecond clock (per-connection, RFC 7323 §5.4)
+    ts_recent: int  #: TS.Recent
+    ts_recent_stamp: int | None  #: ``now`` when TS.Recent was last set (RFC 7323 §5.5)
+    last_ack_sent: int  #: Last.ACK.sent
     # --- RFC 2018 -----------------------------------------------------------------------
-    sack_ok: bool = False  #: both SYNs carried SACK-permitted
+    sack_ok: bool  #: both SYNs carried SACK-permitted
     # --- RFC 2385 -----------------------------------------------------------------------
-    md5: bool = False  #: every segment carries the MD5 signature option (20 bytes)
+    md5: bool  #: every segment carries the MD5 signature option (20 bytes)
+
+    def __init__(self, iss: int = 0, snd_una: int = 0, snd_nxt: int = 0, snd_max: int = 0,
+                 snd_wnd: int = 0, snd_wl1: int = 0, max_snd_wnd: int = 0,
+                 snd_wscale: int = 0, snd_mss: int = 536, irs: int = 0, rcv_nxt: int = 0,
+                 rcv_adv: int = 0, rcv_mwnd_seq: int = 0, rcv_wscale: int = 0,
+                 rcv_mss: int = 536, ts_ok: bool = False, ts_offset: int = 0,
+                 ts_recent: int = 0, ts_recent_stamp: int | None = None,
+                 last_ack_sent: int = 0, sack_ok: bool = False, md5: bool = False) -> None:
+        self.iss = iss
+        self.snd_una = snd_una
+        self.snd_nxt = snd_nxt
+        self.snd_max = snd_max
+        self.snd_wnd = snd_wnd
+        self.snd_wl1 = snd_wl1
+        self.max_snd_wnd = max_snd_wnd
+        self.snd_wscale = snd_wscale
+        self.snd_mss = snd_mss
+        self.irs = irs
+        self.rcv_nxt = rcv_nxt
+        self.rcv_adv = rcv_adv
+        self.rcv_mwnd_seq = rcv_mwnd_seq
+        self.rcv_wscale = rcv_wscale
+        self.rcv_mss = rcv_mss
+        self.ts_ok = ts_ok
+        self.ts_offset = ts_offset
+        self.ts_recent = ts_recent
+        self.ts_recent_stamp = ts_recent_stamp
+        self.last_ack_sent = last_ack_sent
+        self.sack_ok = sack_ok
+        self.md5 = md5
 
     @property
     def rcv_wnd(self) -> int:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 from rcunet.core.tcp import Connection, Counters
 from rcunet.core.tcp.isn import initial_sequence, timestamp_offset
 from rcunet.host.sockerr import oserror, wire
-from rcunet.host.tcp import sockopt
+from rcunet.host.tcp import connopts
 from rcunet.host.tcp.buffers import RxBuffers
 from rcunet.host.tcp.common import TCBINFO_LOCK, family_form, offloads
 from rcunet.host.tcp.demux import Demux
@@ -49,10 +49,10 @@ TS_OFFSET_CACHE = 4096
 DELIVERING = frozenset({State.FIN_WAIT1, State.CLOSING, State.LAST_ACK})
 
 
-class _NoGlobalLock:
-    """Seed 004's modern mode, a ``with`` target that takes nothing: one shared, stateless
-    instance, compiled, where ``contextlib.nullcontext()`` is a new Python object and two
-    interpreted calls per connection-table change."""
+class NoLock:
+    """``global_lock`` when the legacy lock is off: a with-statement that does nothing.
+    Stateless, so one instance serves every thread (contextlib.nullcontext would be one
+    object and three interpreted calls per use: four uses per tcp_crr transaction)."""
 
     def __enter__(self) -> None:
         return None
@@ -61,7 +61,7 @@ class _NoGlobalLock:
         return None
 
 
-NO_GLOBAL_LOCK: Final = _NoGlobalLock()
+NO_LOCK: Final = NoLock()
 
 
 class TcpLayer:
@@ -95,6 +95,8 @@ class TcpLayer:
         self.deferred = DeferredFreeList()
         self.tcbinfo = TCBINFO_LOCK.new()
         self._ts_offsets: dict[tuple[bytes, bytes], int] = {}  # see ts_offset
+        #: The Options of the connections this Host opens (connopts.conn_options).
+        self.conn_options_memo = connopts.ConnOptionsMemo()
         self.lock_hold_ns = PerThreadCounter()
         self.lock_holds = PerThreadCounter()
         self.buffers = RxBuffers(host.id, self.deferred)
@@ -113,7 +115,7 @@ class TcpLayer:
     def global_lock(self) -> contextlib.AbstractContextManager[Any]:
         """The legacy global connection-table lock, or nothing (seed 004)."""
         if self.host.tuning.accept_no_global_lock:
-            return NO_GLOBAL_LOCK
+            return NO_LOCK
         return self.tcbinfo
 
     def legacy_input_lock(self, sk: TcpSock, seg: tcp.Repr) -> Any:
@@ -248,7 +250,7 @@ class TcpLayer:
             syn_data, option = self.fastopen.syn(sk, dst, path_mss, fastopen)
         conn = Connection.connect(
             local_port=sk.lport, remote_port=port, iss=iss, now=now,
-            options=sockopt.conn_options(sk, path_mss, dst),
+            options=connopts.conn_options(sk, path_mss, dst),
             ts_offset=self.ts_offset(laddr, dst), counters=Counters(), ts_recent=ts_recent,
             syn_data=syn_data, fastopen_option=option)
         sk.attach(conn, tx_csum_offload=offload)

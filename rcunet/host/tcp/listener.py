@@ -13,7 +13,7 @@ from rcunet.core.tcp import Connection, Counters, ListenAction, listen_action, s
 from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.isn import initial_sequence
 from rcunet.host.ip import Delivery
-from rcunet.host.tcp import md5, sockopt
+from rcunet.host.tcp import connopts, md5
 from rcunet.host.tcp.common import family_form
 from rcunet.host.tcp.life import FINISHED, LISTEN_CLOSED, UNHASHED, USER_CLOSED, advance
 from rcunet.host.tcp.sock import TcpSock
@@ -108,7 +108,7 @@ class Listeners:
         engine_counters = Counters()
         reply = syncookies.syn_ack_for(
             seg, secret=self.secret, saddr=info.src, daddr=info.dst, now=now,
-            options=sockopt.conn_options(lsk, mss, info.src, path_mss), ts_offset=ts_offset,
+            options=connopts.conn_options(lsk, mss, info.src, path_mss), ts_offset=ts_offset,
             counters=engine_counters)
         lsk.note_overflow(now)
         for name, n in engine_counters.take().items():
@@ -132,7 +132,7 @@ class Listeners:
             return True
         conn = syncookies.connection_from_ack(
             seg, secret=self.secret, saddr=info.src, daddr=info.dst, now=now,
-            options=sockopt.conn_options(lsk, mss, info.src, path_mss), ts_offset=ts_offset,
+            options=connopts.conn_options(lsk, mss, info.src, path_mss), ts_offset=ts_offset,
             counters=engine_counters)
         for name, n in engine_counters.take().items():
             self.host.counters.inc(name, n)
@@ -155,7 +155,7 @@ class Listeners:
         child = self._make_child(lsk, info)
         decision = self.fastopen.decision(lsk, seg, info)
         conn = Connection.accept_syn(
-            seg, iss=iss, now=now, options=sockopt.conn_options(child, mss, info.src, path_mss),
+            seg, iss=iss, now=now, options=connopts.conn_options(child, mss, info.src, path_mss),
             ts_offset=ts_offset,
             counters=Counters(), fastopen=decision.fastopen,
             synack_options=(decision.reply,) if decision.reply is not None else ())
@@ -166,7 +166,7 @@ class Listeners:
         """A child socket with its listener's options (sk_clone_lock) and its MD5 key
         for the peer (tcp_v4_syn_recv_sock -> tcp_md5_key_copy)."""
         child = TcpSock(self.layer, lsk.family)
-        sockopt.inherit_from(child, lsk)
+        connopts.inherit_from(child, lsk)
         child.md5_keys = md5.child_keys(lsk.md5_keys, info.src)  # atomic: a load
         return child
 

@@ -43,9 +43,9 @@ from rcunet.core.tcp.options import MS, jiffies_ns
 from rcunet.core.tcp.timewait import TimeWait
 from rcunet.host.sockerr import oserror, wire
 from rcunet.host.socklock import BACKLOG_EXTRA, SocketLock
+from rcunet.host.tcp import connopts, md5, sockopt
 from rcunet.host.tcp import errq as tcp_errq
 from rcunet.host.tcp import fastopen_opts as tcp_fastopen
-from rcunet.host.tcp import md5, sockopt
 from rcunet.host.tcp.ipopts import IP_PMTUDISC_WANT
 from rcunet.host.tcp.life import (
     CLOSE,
@@ -486,7 +486,7 @@ class TcpSock(SockEntry):
         conn = self.conn
         if conn is None or conn.state is CState.CLOSED:
             return
-        self.engine(partial(conn.update_options, **sockopt.live_options(self)), self.host.now(),
+        self.engine(partial(conn.update_options, **connopts.live_options(self)), self.host.now(),
                     push)
 
     def update_buffers_locked(self, receive: bool) -> None:

@@ -1,9 +1,8 @@
-"""A TCP socket's options: setsockopt and getsockopt (SOL_SOCKET, SOL_TCP, IPV6_V6ONLY),
-TCP_INFO, and what a connection's engine takes from them (``conn_options`` when it is
-made, ``live_options`` when setsockopt reaches it, ``inherit_from`` for a listener's
-child).  Functions of a ``rcunet.host.tcp.sock.TcpSock``, which delegates its option
-calls here; the option attributes they read and write are the socket's, guarded by the
-socket lock (setsockopt and getsockopt take it)."""
+"""A TCP socket's options: setsockopt and getsockopt (SOL_SOCKET, SOL_TCP, IPV6_V6ONLY)
+and TCP_INFO; what a connection's engine takes from them is ``connopts.py``'s.
+Functions of a ``rcunet.host.tcp.sock.TcpSock``, which delegates its option calls here;
+the option attributes they read and write are the socket's, guarded by the socket lock
+(setsockopt and getsockopt take it)."""
 
 from __future__ import annotations
 
@@ -11,19 +10,18 @@ import errno
 import socket as _pysocket
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from rcunet.core.tcp import Options
 from rcunet.core.tcp import State as CState
 from rcunet.core.tcp.delack import DELACK_MAX
 from rcunet.core.tcp.options import MS, SECOND, jiffies_ns
 from rcunet.core.tcp.timers import RTO_MIN, TIMEOUT_MIN
-from rcunet.core.tcp.window import full_space
 from rcunet.host.sockerr import as_python_error, int_option, oserror, ranged
 from rcunet.host.tcp import errq as tcp_errq
 from rcunet.host.tcp import fastopen_opts as tcp_fastopen
 from rcunet.host.tcp import ipopts, md5
 from rcunet.host.tcp import meminfo as tcp_meminfo
+from rcunet.host.tcp.connopts import TCP_MIN_MSS, conn_options
 from rcunet.host.tcp.info import pack as pack_tcp_info
 from rcunet.host.tcp.info import snapshot as tcp_info_snapshot
 from rcunet.tables.entry import State
@@ -53,8 +51,8 @@ RTO_MAX, RTO_MAX_MIN = 120 * SECOND, 1 * SECOND
 _SO_KEEPALIVE = (SOL_SOCKET, _pysocket.SO_KEEPALIVE)
 _BUFFERS = (_pysocket.SO_RCVBUF, _pysocket.SO_SNDBUF)
 _LINGER = struct.Struct("ii")
-#: Linux's TCP_MIN_MSS and the user MSS ceiling (MAX_TCP_WINDOW).
-TCP_MIN_MSS, TCP_MAX_USER_MSS = 88, 32767
+#: The user MSS ceiling (MAX_TCP_WINDOW); the floor is TCP_MIN_MSS.
+TCP_MAX_USER_MSS = 32767
 TCP_MSS_DEFAULT = 536
 
 
@@ -279,74 +277,4 @@ def _set_sndbuf(sk: TcpSock, number: int) -> None:
     SOCK_MIN_SNDBUF."""
     sk.sndbuf = max(4608, min(number & 0xFFFFFFFF, sk.host.tuning.wmem_max) * 2)
     sk.sndbuf_locked = True
-
-def conn_options(sk: TcpSock, mss: int, peer: bytes | None = None,
-                 path_mss: int = 0) -> Options:
-    """Engine settings for a connection of this socket: the host's sysctls
-    (``Options.from_tuning``), then the socket options and the route's MSS.  The send
-    buffer may grow up to tcp_wmem[2] unless SO_SNDBUF fixed it (tcp_sndbuf_expand), the
-    receive buffer up to tcp_rmem[2] (tcp_rcv_space_adjust), and the window scale covers
-    tcp_rmem[2], unless SO_RCVBUF fixed the receive buffer (tcp_select_initial_window).
-    With a TCP_MD5SIG key for ``peer`` every segment carries the signature
-    (tcp_connect_init, tcp_create_openreq_child: tcp_header_len).  ``path_mss``: a
-    learned path MTU's MSS, when below ``mss`` (``Options.path_mss``)."""
-    if sk.user_mss:
-        mss = min(mss, sk.user_mss)
-    overrides = _conn_overrides(sk, mss, peer)
-    if 0 < path_mss < mss:
-        overrides["path_mss"] = max(TCP_MIN_MSS, path_mss)
-    return Options.from_tuning(sk.host.tuning, **overrides)
-
-def _conn_overrides(sk: TcpSock, mss: int, peer: bytes | None) -> dict[str, Any]:
-    """``conn_options``' overrides of the sysctls."""
-    return dict(
-        mss=max(TCP_MIN_MSS, min(mss, 65495)), rcvbuf=sk.rcvbuf,
-        sndbuf=sk.sndbuf,
-        sndbuf_max=0 if sk.sndbuf_locked else sk.host.tuning.tcp_wmem[2],
-        # SO_RCVBUF also fixes the window clamp at tcp_full_space (tcp_connect_init,
-        # tcp_openreq_init_rwin: SOCK_RCVBUF_LOCK)
-        **({"rcvbuf_max": 0, "wscale_space": 0, "window_clamp": full_space(sk.rcvbuf)}
-           if sk.rcvbuf_locked else {}),
-        md5=peer is not None and md5.lookup(sk.md5_keys, peer) is not None,
-        **_keepalive_overrides(sk))
-
-def _keepalive_overrides(sk: TcpSock) -> dict[str, Any]:
-    """Socket-level settings; the TCP_KEEP* ones only when set (else the sysctls)."""
-    values: dict[str, Any] = {"nodelay": sk.nodelay, "cork": sk.cork,
-                              "rto_min": sk.rto_min, "rto_max": sk.rto_max,
-                              "delack_max": sk.delack_max,
-                              "keepalive": sk.keepalive,
-                              "user_timeout": sk.user_timeout * 1_000_000,  # ms -> ns
-                              "notsent_lowat": (sk.notsent_lowat
-                                                or sk.host.tuning.tcp_notsent_lowat)}
-    if sk.keepidle is not None:
-        values["keepalive_time"] = sk.keepidle * SECOND
-    if sk.keepintvl is not None:
-        values["keepalive_intvl"] = sk.keepintvl * SECOND
-    if sk.keepcnt is not None:
-        values["keepalive_probes"] = sk.keepcnt
-    if sk.syncnt is not None:
-        values["syn_retries"] = sk.syncnt
-    return values
-
-def live_options(sk: TcpSock) -> dict[str, Any]:
-    """The options a live connection picks up from setsockopt
-    (``Connection.update_options``' keywords)."""
-    return _keepalive_overrides(sk)
-
-def inherit_from(sk: TcpSock, listener: TcpSock) -> None:
-    """Socket options a child copies from its listener (sk_clone_lock)."""
-    sk.rcvbuf, sk.sndbuf = listener.rcvbuf, listener.sndbuf
-    sk.sndbuf_locked, sk.rcvbuf_locked = listener.sndbuf_locked, listener.rcvbuf_locked
-    sk.nodelay, sk.keepalive = listener.nodelay, listener.keepalive
-    sk.cork, sk.inq = listener.cork, listener.inq
-    sk.user_timeout, sk.notsent_lowat = listener.user_timeout, listener.notsent_lowat
-    sk.keepidle, sk.keepintvl, sk.keepcnt = (
-        listener.keepidle, listener.keepintvl, listener.keepcnt)
-    sk.user_mss, sk.linger = listener.user_mss, listener.linger
-    sk.reuseaddr, sk.bound_dev = listener.reuseaddr, listener.bound_dev
-    sk.zerocopy = listener.zerocopy
-    sk.tos, sk.pmtudisc, sk.freebind = listener.tos, listener.pmtudisc, listener.freebind
-    sk.rto_min, sk.rto_max, sk.delack_max = (
-        listener.rto_min, listener.rto_max, listener.delack_max)
 

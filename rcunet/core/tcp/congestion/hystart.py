@@ -45,23 +45,49 @@ def delay_threshold_us(delay_min_us: int) -> int:
     return min(max(delay_min_us >> 3, DELAY_THRESH_MIN_US), DELAY_THRESH_MAX_US)
 
 
-@dataclass(slots=True)
+# Its own __init__ (init=False): the one dataclass generates runs interpreted under mypyc.
+@dataclass(slots=True, init=False)
 class HyStart:
     """CUBIC's HyStart state (the hystart fields of struct bictcp, and delay_min)."""
 
-    detect: int = ACK_TRAIN | DELAY
-    low_window: int = 16
-    ack_delta_us: int = 2000
+    detect: int
+    low_window: int
+    ack_delta_us: int
     #: Slow start's end was found (until a loss resets it).
-    found: bool = False
-    round_start: int = 0
-    last_ack: int = 0
-    end_seq: int = 0
-    curr_rtt: int = NO_RTT
-    sample_cnt: int = 0
+    found: bool
+    round_start: int
+    last_ack: int
+    end_seq: int
+    curr_rtt: int
+    sample_cnt: int
     #: The smallest RTT seen (µs), 0 before any.
-    delay_min: int = 0
-    counters: Counter[str] = field(default_factory=Counter)
+    delay_min: int
+    #: ``counters``' Counter, made on the first count (most connections never count).
+    _counters: Counter[str] | None = field(init=False, repr=False, compare=False)
+
+    def __init__(self, detect: int = ACK_TRAIN | DELAY, low_window: int = 16,
+                 ack_delta_us: int = 2000, found: bool = False, round_start: int = 0,
+                 last_ack: int = 0, end_seq: int = 0, curr_rtt: int = NO_RTT,
+                 sample_cnt: int = 0, delay_min: int = 0,
+                 counters: Counter[str] | None = None) -> None:
+        self.detect = detect
+        self.low_window = low_window
+        self.ack_delta_us = ack_delta_us
+        self.found = found
+        self.round_start = round_start
+        self.last_ack = last_ack
+        self.end_seq = end_seq
+        self.curr_rtt = curr_rtt
+        self.sample_cnt = sample_cnt
+        self.delay_min = delay_min
+        self._counters = counters
+
+    @property
+    def counters(self) -> Counter[str]:
+        """What HyStart found, under nstat's names."""
+        if self._counters is None:
+            self._counters = Counter()
+        return self._counters
 
     def reset_round(self, now_us: int, snd_nxt: int) -> None:
         """bictcp_hystart_reset: a new round starts now and ends at ``snd_nxt``."""
