@@ -3,8 +3,10 @@ detection, the low-window gate, rounds, and loss resetting it."""
 
 from __future__ import annotations
 
-from rcunet.core.tcp.congestion import hystart
+from rcunet.core.tcp import congestion
+from rcunet.core.tcp.congestion import Cubic, hystart
 from rcunet.core.tcp.congestion.hystart import HyStart
+from rcunet.core.tcp.counters import Counters
 
 MS = 1000  # µs
 
@@ -25,7 +27,8 @@ def test_ack_train_longer_than_half_the_min_rtt_ends_slow_start() -> None:
         now += 100  # ACKs 0.1 ms apart: one train
         found = _ack(h, now, rtt=10 * MS)
     assert found == 20 and now == 5 * MS + 100
-    assert h.counters == {"TcpExtTCPHystartTrainDetect": 1, "TcpExtTCPHystartTrainCwnd": 20}
+    assert h.counters.values == {"TcpExtTCPHystartTrainDetect": 1,
+                                 "TcpExtTCPHystartTrainCwnd": 20}
     assert _ack(h, now + 100, rtt=10 * MS) is None  # found once per slow start
 
 
@@ -99,3 +102,19 @@ def test_delay_threshold_clamp() -> None:
     assert hystart.delay_threshold_us(8 * MS) == 4 * MS
     assert hystart.delay_threshold_us(80 * MS) == 10 * MS
     assert hystart.delay_threshold_us(800 * MS) == 16 * MS
+
+
+def test_what_hystart_finds_is_counted_in_the_counters_cubic_is_given() -> None:
+    """nstat's TcpExtTCPHystart* come from the connection's counters, which the Host sums."""
+    counters = Counters()
+    cc = congestion.create("cubic", 1000, 10, counters=counters)
+    assert isinstance(cc, Cubic)
+    h = cc.hystart
+    h.detect = hystart.ACK_TRAIN
+    h.reset_round(0, snd_nxt=100_000)
+    now, found = 0, None
+    while found is None:
+        now += 100
+        found = _ack(h, now, rtt=10 * MS)
+    assert counters["TcpExtTCPHystartTrainDetect"] == 1
+    assert counters["TcpExtTCPHystartTrainCwnd"] == 20

@@ -181,8 +181,7 @@ class Connection:
         t.rcv_mss = self._initial_rcv_mss()
         self.timers = Timers()
         self.rto = RtoEstimator(options.rto_initial, options.rto_min, options.rto_max)
-        self.cc = congestion.create(options.congestion_control, t.snd_mss, options.initial_cwnd,
-                                     options.cubic)
+        self.cc = self._new_congestion_control()
         self.chrono = Chrono()  # busy / rwnd- / sndbuf-limited time (TCP_INFO)
         self.stats = TrafficStats()  # segments and bytes each way (TCP_INFO)
         self.sender = Sender(t, self.timers, self.rto, self.counters, self.chrono)
@@ -788,7 +787,14 @@ class Connection:
             mss -= MD5_OPTION_LEN  # tcp_mtu_to_mss: tcp_header_len counts the option
         t.snd_mss = max(mss, 1)
         t.rcv_mss = self._initial_rcv_mss()
-        self.cc = congestion.create(o.congestion_control, t.snd_mss, o.initial_cwnd, o.cubic)
+        self.cc = self._new_congestion_control()
+
+    def _new_congestion_control(self) -> congestion.CongestionControl:
+        """The options' algorithm at the current send MSS, counting into the
+        connection's counters."""
+        o = self.options
+        return congestion.create(o.congestion_control, self.tcb.snd_mss, o.initial_cwnd,
+                                 o.cubic, self.counters)
 
     def _reserve_option_space(self) -> None:
         """The AccECN option rides on our segments from now on: the send MSS leaves room

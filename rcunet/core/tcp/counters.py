@@ -31,6 +31,9 @@ NAMES = (
     "TcpExtSyncookiesSent", "TcpExtSyncookiesRecv", "TcpExtSyncookiesFailed", "TcpExtTW",
     "TcpExtTCPFastOpenActive", "TcpExtTCPFastOpenActiveFail",
     "TcpExtTCPHPHits", "TcpExtTCPHPAcks",  # header prediction (Connection._fast_path)
+    # CUBIC's HyStart ending slow start (hystart_update), and the cwnd it ended at
+    "TcpExtTCPHystartTrainDetect", "TcpExtTCPHystartTrainCwnd",
+    "TcpExtTCPHystartDelayDetect", "TcpExtTCPHystartDelayCwnd",
     # AccECN feedback that cannot be right (rcunet's names: Linux counts none of these):
     # an impossible ACE in the handshake, an option zeroed on the path, byte counters
     # that went backwards or changed in two fields at once, an ACE that may have wrapped

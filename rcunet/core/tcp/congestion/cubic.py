@@ -14,6 +14,7 @@ from __future__ import annotations
 from rcunet.core.tcp.congestion.base import INITIAL_SSTHRESH, CongestionControl
 from rcunet.core.tcp.congestion.cubic_params import BETA_SCALE, DEFAULT_PARAMS, CubicParams
 from rcunet.core.tcp.congestion.hystart import HyStart
+from rcunet.core.tcp.counters import Counters
 
 HZ = 1000  #: jiffies per second
 #: BICTCP_HZ: the cubic function's clock ticks 2^10 times a second.
@@ -65,8 +66,9 @@ def usecs_to_jiffies(us: int) -> int:
 class Cubic(CongestionControl):
     name = "cubic"
 
-    def __init__(self, mss: int, initial_cwnd: int,
-                 params: CubicParams = DEFAULT_PARAMS) -> None:
+    def __init__(self, mss: int, initial_cwnd: int, params: CubicParams = DEFAULT_PARAMS,
+                 counters: Counters | None = None) -> None:
+        """``counters``: the connection's, where HyStart counts what it finds."""
         super().__init__(mss, initial_cwnd)
         self.params = params
         self.cwnd_cnt = 0  #: snd_cwnd_cnt: ACKed segments toward the next increase
@@ -82,7 +84,8 @@ class Cubic(CongestionControl):
         self.tcp_cwnd = 0  #: the Reno-friendly estimate (segments)
         self.hystart = HyStart(detect=params.hystart_detect,
                                low_window=params.hystart_low_window,
-                               ack_delta_us=params.hystart_ack_delta_us)
+                               ack_delta_us=params.hystart_ack_delta_us,
+                               counters=counters)
         self._round_started = False  # bictcp_hystart_reset has run (cubictcp_init)
         if not params.hystart and params.initial_ssthresh:
             self.ssthresh = params.initial_ssthresh * mss

@@ -15,10 +15,10 @@ it on every ACK's RTT sample with the tcp_cubic module parameters (``cubic_param
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 
 from rcunet.core.tcp.congestion.cubic_params import ACK_TRAIN, DELAY
+from rcunet.core.tcp.counters import Counters
 from rcunet.wire.seqnum import gt
 
 __all__ = ["ACK_TRAIN", "DELAY", "HyStart", "ack_delay_us", "delay_threshold_us"]
@@ -62,14 +62,14 @@ class HyStart:
     sample_cnt: int
     #: The smallest RTT seen (µs), 0 before any.
     delay_min: int
-    #: ``counters``' Counter, made on the first count (most connections never count).
-    _counters: Counter[str] | None = field(init=False, repr=False, compare=False)
+    #: Where what HyStart finds is counted, under nstat's names: the connection's own.
+    counters: Counters = field(repr=False, compare=False)
 
     def __init__(self, detect: int = ACK_TRAIN | DELAY, low_window: int = 16,
                  ack_delta_us: int = 2000, found: bool = False, round_start: int = 0,
                  last_ack: int = 0, end_seq: int = 0, curr_rtt: int = NO_RTT,
                  sample_cnt: int = 0, delay_min: int = 0,
-                 counters: Counter[str] | None = None) -> None:
+                 counters: Counters | None = None) -> None:
         self.detect = detect
         self.low_window = low_window
         self.ack_delta_us = ack_delta_us
@@ -80,14 +80,7 @@ class HyStart:
         self.curr_rtt = curr_rtt
         self.sample_cnt = sample_cnt
         self.delay_min = delay_min
-        self._counters = counters
-
-    @property
-    def counters(self) -> Counter[str]:
-        """What HyStart found, under nstat's names."""
-        if self._counters is None:
-            self._counters = Counter()
-        return self._counters
+        self.counters = counters if counters is not None else Counters()
 
     def reset_round(self, now_us: int, snd_nxt: int) -> None:
         """bictcp_hystart_reset: a new round starts now and ends at ``snd_nxt``."""
@@ -129,14 +122,14 @@ class HyStart:
                 threshold >>= 1  # pacing may have spread the train over RTT/2
             if now - self.round_start > threshold:
                 self.found = True
-                self.counters["TcpExtTCPHystartTrainDetect"] += 1
-                self.counters["TcpExtTCPHystartTrainCwnd"] += cwnd
+                self.counters.add("TcpExtTCPHystartTrainDetect")
+                self.counters.add("TcpExtTCPHystartTrainCwnd", cwnd)
         if self.detect & DELAY:
             self.curr_rtt = min(self.curr_rtt, delay)
             if self.sample_cnt < MIN_SAMPLES:
                 self.sample_cnt += 1
             elif self.curr_rtt > self.delay_min + delay_threshold_us(self.delay_min):
                 self.found = True
-                self.counters["TcpExtTCPHystartDelayDetect"] += 1
-                self.counters["TcpExtTCPHystartDelayCwnd"] += cwnd
+                self.counters.add("TcpExtTCPHystartDelayDetect")
+                self.counters.add("TcpExtTCPHystartDelayCwnd", cwnd)
         return cwnd if self.found else None
