@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from rcunet.host.wakeups import deferred, open_gates
 
 
@@ -43,12 +45,9 @@ def test_another_thread_opens_its_gates_at_once_during_a_batch() -> None:
 
 def test_a_batch_that_raises_still_opens_its_gates() -> None:
     gate = closed_gate()
-    try:
-        with deferred():
-            open_gates([gate])
-            raise RuntimeError("receive path bug")
-    except RuntimeError:
-        pass
+    with pytest.raises(RuntimeError), deferred():
+        open_gates([gate])
+        raise RuntimeError("receive path bug")
     assert not gate.locked()
     later = closed_gate()
     open_gates([later])

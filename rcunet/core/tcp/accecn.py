@@ -403,6 +403,12 @@ def _option_field_codepoint(position: int, kind: int) -> int:
 _FIELDS_NEEDED = {ecn.NOT_ECT: 0, ecn.ECT_1: 1, ecn.CE: 2, ecn.ECT_0: 3}
 
 
+def zero_bytes_per_codepoint() -> dict[int, int]:
+    """A fresh set of the three AccECN byte counters (ECT(1), ECT(0), CE), each 0: what
+    a receiver counts and a sender learns from the option."""
+    return {ecn.ECT_1: 0, ecn.ECT_0: 0, ecn.CE: 0}
+
+
 # Its own __init__ (init=False): the one dataclass generates runs interpreted under mypyc.
 @dataclass(slots=True, init=False)
 class AccEcnReceiver:
@@ -429,7 +435,7 @@ class AccEcnReceiver:
         self.received_ce = received_ce
         self.received_ce_pending = received_ce_pending
         self.received_bytes = (received_bytes if received_bytes is not None
-                               else {ecn.ECT_1: 0, ecn.ECT_0: 0, ecn.CE: 0})
+                               else zero_bytes_per_codepoint())
         self.prev_ecnfield = prev_ecnfield
         self.opt_demand = opt_demand
         self.minlen = minlen
@@ -593,7 +599,7 @@ class AccEcnSender:
                  counters: Counter[str] | None = None) -> None:
         self.delivered_ce = delivered_ce
         self.delivered_bytes = (delivered_bytes if delivered_bytes is not None
-                                else {ecn.ECT_1: 0, ecn.ECT_0: 0, ecn.CE: 0})
+                                else zero_bytes_per_codepoint())
         self.est_ecnfield = est_ecnfield
         self.saw_opt = saw_opt
         self.opt_fail_recv = opt_fail_recv
