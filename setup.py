@@ -72,6 +72,7 @@ COMPILED = [
     "rcunet/core/tcp/idle.py",
     "rcunet/core/tcp/connection.py",
     "rcunet/core/tcp/options.py",
+    "rcunet/core/tcp/md5.py",
     "rcunet/core/neigh.py",
     "rcunet/core/route.py",
     "rcunet/wire/_common.py",
@@ -123,15 +124,18 @@ COMPILED = [
     # teardown, the Options each connection opens with), with the table entry its
     # sockets subclass (entry.py's classes allow interpreted subclasses:
     # tables/udp_entry.py's UdpEntry may run from source), IP,
-    # the Host and Network that poll them, and the in-memory link.  Still pure: the
-    # socket options, TCP_INFO, the error queue, Fast Open's options and poll mirror
-    # (host/tcp/sockopt, info, meminfo, errq, fastopen_opts, poll: off the per-packet
-    # path), host/icmp.py and host/udp_sock.py (UdpSock subclasses UdpEntry).
+    # the Host and Network that poll them, and the in-memory link, and what a connection
+    # calls once (the socket options, Fast Open's connect-time check, MD5 key lookup).
+    # Still pure: TCP_INFO, the error queue and the poll mirror (host/tcp/info, meminfo,
+    # errq, poll: off the crr path), host/icmp.py and host/udp_sock.py (UdpSock
+    # subclasses UdpEntry).
     "rcunet/tables/entry.py",
     "rcunet/host/tcp/common.py",
     "rcunet/host/tcp/life.py",
     "rcunet/host/tcp/buffers.py",
     "rcunet/host/tcp/md5.py",
+    "rcunet/host/tcp/sockopt.py",
+    "rcunet/host/tcp/fastopen_opts.py",
     "rcunet/host/tcp/ipopts.py",
     "rcunet/host/tcp/connopts.py",
     "rcunet/host/tcp/sock.py",

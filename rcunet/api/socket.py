@@ -285,10 +285,17 @@ class Socket:
             pass
 
     def _check_open(self) -> None:
+        self._open_ref()
+
+    def _open_ref(self) -> SockRef:
+        """The socket behind this object's descriptor; EBADF once this object or its
+        number was closed.  One call for what each operation checks first."""
         # atomic: one load each of _released (set once under TABLE_LOCK by _real_close
         # or detach) and of the descriptor's closed flag (set once under TABLE_LOCK)
-        if self._released or self._desc.closed:
+        desc = self._desc
+        if self._released or desc.closed:
             raise _oserror(errno.EBADF)
+        return desc.ref  # atomic: one load; see _sk
 
     def fileno(self) -> int:
         """The descriptor number (a readiness fd: ``select``/``selectors``/asyncio wait
@@ -386,16 +393,16 @@ class Socket:
 
     # -- addresses ----------
     def getsockname(self) -> tuple[Any, ...]:
-        self._check_open()
-        laddr, lport, _faddr, _fport = self._sk.key  # atomic: one load, as in send()
-        return unpack_address(self.family, laddr, lport)
+        ref = self._open_ref()
+        laddr, lport, _faddr, _fport = ref.sk.key  # atomic: one load, as in send()
+        return unpack_address(ref.family, laddr, lport)
 
     def getpeername(self) -> tuple[Any, ...]:
-        self._check_open()
-        _laddr, _lport, faddr, fport = self._sk.key  # atomic: one load, as in send()
+        ref = self._open_ref()
+        _laddr, _lport, faddr, fport = ref.sk.key  # atomic: one load, as in send()
         if is_any(faddr) and not fport:
             raise _oserror(errno.ENOTCONN)
-        return unpack_address(self.family, faddr, fport)
+        return unpack_address(ref.family, faddr, fport)
 
     # -- bind / connect ----------
     def bind(self, address: tuple[Any, ...]) -> None:
@@ -404,11 +411,11 @@ class Socket:
         self._sk.bind(pack_address(self.family, host, self._host), port)
 
     def connect(self, address: tuple[Any, ...]) -> None:
-        self._check_open()
-        host, port = _check_sockaddr(self.family, address)
-        addr = _destination(pack_address(self.family, host, self._host))
+        ref = self._open_ref()
+        host, port = _check_sockaddr(ref.family, address)
+        addr = _destination(pack_address(ref.family, host, self._host))
         try:
-            self._sk.connect(addr, port, self._timeout)
+            ref.sk.connect(addr, port, self._timeout)
         except OSError as exc:
             raise as_python_error(exc) from None
 
@@ -428,14 +435,14 @@ class Socket:
         self._sk.listen(max(0, _c_int(backlog)))
 
     def accept(self) -> tuple[Socket, tuple[Any, ...]]:
-        self._check_open()
+        ref = self._open_ref()
         try:
-            child_sk = self._sk.accept(self._timeout)
+            child_sk = ref.sk.accept(self._timeout)
         except OSError as exc:
             raise as_python_error(exc) from None
         # CPython: the accepted socket takes the default timeout, not the listener's
         child = Socket._over(self._host, Descriptor(
-            SockRef(child_sk, self.family, self.type, self.proto)))
+            SockRef(child_sk, ref.family, ref.type, ref.proto)))
         return child, child.getpeername()
 
     def shutdown(self, how: int) -> None:
@@ -448,13 +455,13 @@ class Socket:
 
     # -- send ----------
     def send(self, data: Any, flags: int = 0) -> int:
-        self._check_open()
-        return int(self._call(self._sk.send, self._sndtimeo, _byte_view(data), flags))
+        sk = self._open_ref().sk
+        return int(self._call(sk.send, self._sndtimeo, _byte_view(data), flags))
 
     def sendall(self, data: Any, flags: int = 0) -> None:
-        self._check_open()
+        ref = self._open_ref()
         view = _byte_view(data)
-        if self.type == SOCK_DGRAM:
+        if ref.type == SOCK_DGRAM:
             self.send(view, flags)
             return
         if flags:
@@ -464,7 +471,7 @@ class Socket:
         if timeout is None and self._sndtimeo:
             timeout = so_timeo = self._sndtimeo
         try:
-            self._sk.sendall(view, timeout)
+            ref.sk.sendall(view, timeout)
         except TimeoutError:
             if so_timeo:
                 raise _oserror(errno.EAGAIN) from None  # SO_SNDTIMEO, as in _call
@@ -531,10 +538,10 @@ class Socket:
 
     # -- receive ----------
     def recv(self, bufsize: int, flags: int = 0) -> bytes:
-        self._check_open()
+        sk = self._open_ref().sk
         if bufsize < 0:
             raise ValueError("negative buffersize in recv")
-        return bytes(self._call(self._sk.recv, self._rcvtimeo, bufsize, flags))
+        return bytes(self._call(sk.recv, self._rcvtimeo, bufsize, flags))
 
     def recvfrom(self, bufsize: int, flags: int = 0) -> tuple[bytes, tuple[Any, ...] | None]:
         data, address, _size = self._recvfrom(bufsize, flags)
@@ -626,7 +633,7 @@ class Socket:
     # -- options ----------
     def setsockopt(self, level: int, optname: int, value: int | bytes | None,
                    optlen: int | None = None) -> None:
-        self._check_open()
+        sk = self._open_ref().sk
         if value is None:
             raise _oserror(errno.EINVAL, "setsockopt with a NULL value")
         if not isinstance(value, int):
@@ -639,7 +646,7 @@ class Socket:
                 self._sndtimeo = seconds
             return
         try:
-            self._sk.setsockopt(level, optname, value)
+            sk.setsockopt(level, optname, value)
         except OSError as exc:
             raise as_python_error(exc) from None
 

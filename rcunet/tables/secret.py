@@ -90,9 +90,6 @@ class HashSecret:
         ``secure_ipv4_port_ephemeral``.  Low bits index the perturbation table, high 32
         bits offset the scan (different halves, as Linux since 2022)."""
         epoch = now // PORT_SECRET_PERIOD_NS
-        h = hashlib.blake2b(key=self._port_key, digest_size=8)
-        h.update(saddr)
-        h.update(daddr)
-        h.update(dport.to_bytes(2, "big"))
-        h.update(epoch.to_bytes(8, "big", signed=True))
-        return int.from_bytes(h.digest(), "little")
+        message = saddr + daddr + dport.to_bytes(2, "big") + epoch.to_bytes(8, "big", signed=True)
+        digest = hashlib.blake2b(message, key=self._port_key, digest_size=8).digest()
+        return int.from_bytes(digest, "little")

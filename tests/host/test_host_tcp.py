@@ -324,6 +324,58 @@ def test_socket_options_round_trip_and_reach_the_connection() -> None:
     srv.close()
 
 
+SO_MARK, SO_ACCEPTCONN, TCP_NOTSENT_LOWAT, TCP_INQ = 36, 30, 25, 36
+
+
+@pytest.mark.parametrize(("level", "option", "value", "read_back"), [
+    (socket.SOL_SOCKET, socket.SO_REUSEADDR, 5, 1),
+    (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1, 1),
+    (socket.SOL_SOCKET, SO_MARK, 7, 7),
+    (socket.SOL_SOCKET, SO_MARK, -1, -1),  # a u32, read back as the C int: as Linux
+    (socket.IPPROTO_TCP, socket.TCP_NODELAY, 3, 1),
+    (socket.IPPROTO_TCP, socket.TCP_CORK, 1, 1),
+    (socket.IPPROTO_TCP, TCP_INQ, 1, 1),
+    (socket.IPPROTO_TCP, TCP_NOTSENT_LOWAT, 16384, 16384),
+    (socket.IPPROTO_TCP, TCP_NOTSENT_LOWAT, -1, -1),
+    (socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, 2500, 2500),
+    (socket.IPPROTO_TCP, socket.TCP_SYNCNT, 3, 3),
+    (socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 127, 127),
+])
+def test_int_options_read_back_as_on_linux(level: int, option: int, value: int,
+                                           read_back: int) -> None:
+    """What the real kernel gives for the same calls (setsockopt, then getsockopt with and
+    without a buffer length)."""
+    _net, a, _b = Network.two_hosts()
+    s = a.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(level, option, value)
+    assert s.getsockopt(level, option) == read_back
+    assert s.getsockopt(level, option, 4) == struct.pack("i", read_back)
+    s.close()
+
+
+def test_option_errors_as_on_linux() -> None:
+    _net, a, _b = Network.two_hosts()
+    s = a.socket(socket.AF_INET, socket.SOCK_STREAM)
+    assert s.getsockopt(socket.SOL_SOCKET, SO_ACCEPTCONN) == 0
+    s.bind((A4, 6000))
+    s.listen()
+    assert s.getsockopt(socket.SOL_SOCKET, SO_ACCEPTCONN) == 1
+    for level, option, value, code in [
+        (socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 128, errno.EINVAL),  # 1..127
+        (socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, -1, errno.EINVAL),
+        (socket.IPPROTO_TCP, 9999, b"xx", errno.EINVAL),  # too short, whatever the option
+        (socket.IPPROTO_TCP, 9999, 1, errno.ENOPROTOOPT),
+        (socket.SOL_SOCKET, 9999, 1, errno.ENOPROTOOPT),
+    ]:
+        with pytest.raises(OSError) as info:
+            s.setsockopt(level, option, value)
+        assert info.value.errno == code, (option, value)
+    with pytest.raises(OSError) as info:
+        s.getsockopt(socket.IPPROTO_TCP, 9999)
+    assert info.value.errno == errno.ENOPROTOOPT
+    s.close()
+
+
 def test_ipv6_listener_accepts_ipv4_clients_v4_mapped() -> None:
     net, a, b = Network.two_hosts()
     srv = listener(b, socket.AF_INET6, "::", 8080)

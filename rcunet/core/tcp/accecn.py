@@ -105,6 +105,11 @@ class SynRequest(NamedTuple):
     mode: EcnMode
 
 
+#: The answers without ECN, made once: a NamedTuple made by mypyc-compiled code is a
+#: call of its interpreted ``__new__``, and most connections take these.
+_NO_ECN_REQUEST = SynRequest(0, EcnMode.DISABLED)
+
+
 def syn_request(tcp_ecn: int, *, ca_needs_ecn: bool = False,
                 ca_needs_accecn: bool = False) -> SynRequest:
     """What a connecting socket asks for: AE+CWR+ECE for AccECN (tcp_ecn 3, or a
@@ -113,7 +118,7 @@ def syn_request(tcp_ecn: int, *, ca_needs_ecn: bool = False,
     use_ecn = (tcp_ecn in (TcpEcn.ECN, TcpEcn.IN_ACCECN_OUT_ECN) or ca_needs_ecn
                or use_accecn)
     if not use_ecn:
-        return SynRequest(0, EcnMode.DISABLED)
+        return _NO_ECN_REQUEST
     if use_accecn:
         return SynRequest(wtcp.AE | wtcp.CWR | wtcp.ECE, EcnMode.PENDING)
     return SynRequest(wtcp.CWR | wtcp.ECE, EcnMode.RFC3168)
@@ -146,6 +151,9 @@ class Answer(NamedTuple):
     syn_ect_rcv: int = ecn.NOT_ECT
 
 
+_ECN_DECLINED = Answer(EcnMode.DISABLED)  # see _NO_ECN_REQUEST
+
+
 def answer_syn(tcp_ecn: int, flags: int, ip_ecn: int, *, reserved: int = 0,
                ca_needs_ecn: bool = False, ca_needs_accecn: bool = False) -> Answer:
     """The listener's side: AccECN when asked and tcp_ecn is 3-5; RFC 3168 when the SYN
@@ -155,12 +163,12 @@ def answer_syn(tcp_ecn: int, flags: int, ip_ecn: int, *, reserved: int = 0,
     if accecn_syn_requested(flags) and (tcp_ecn >= TcpEcn.ACCECN or ca_needs_accecn):
         return Answer(EcnMode.ACCECN, ip_ecn & ecn.MASK)
     if flags & (wtcp.ECE | wtcp.CWR) != wtcp.ECE | wtcp.CWR:
-        return Answer(EcnMode.DISABLED)
+        return _ECN_DECLINED
     ect = ip_ecn & ecn.MASK != ecn.NOT_ECT
     ecn_ok = tcp_ecn != TcpEcn.OFF
     if ((not ect or reserved or flags & wtcp.AE) and ecn_ok) or ca_needs_ecn:
         return Answer(EcnMode.RFC3168)
-    return Answer(EcnMode.DISABLED)
+    return _ECN_DECLINED
 
 
 #: tcp_accecn_reflector_flags: the ACE of a SYN-ACK per IP ECN field of the SYN
@@ -220,6 +228,9 @@ class SynAckResult(NamedTuple):
     syn_ect_rcv: int = ecn.NOT_ECT
 
 
+_NO_ECN_SYNACK = SynAckResult(EcnMode.DISABLED)  # see _NO_ECN_REQUEST
+
+
 def after_synack(mode: EcnMode, flags: int, ip_ecn: int, syn_ect_snt: int = ecn.NOT_ECT,
                  fallback: bool = True) -> SynAckResult:
     """The mode a SYN-ACK leaves a connecting socket in.  RFC 3168 requested: the answer
@@ -228,10 +239,10 @@ def after_synack(mode: EcnMode, flags: int, ip_ecn: int, syn_ect_snt: int = ecn.
     leaves to its default case: the AE bit is unused by classic ECN, as the kernel's
     tcp_accecn_serverside_accecn_disabled1 selftest shows)."""
     if mode is EcnMode.DISABLED:
-        return SynAckResult(mode)
+        return _NO_ECN_SYNACK
     value = wtcp.ace(flags)
     if value in (0b000, 0b111):
-        return SynAckResult(EcnMode.DISABLED)
+        return _NO_ECN_SYNACK
     if value == 0b001:
         return SynAckResult(EcnMode.RFC3168 if mode is EcnMode.PENDING else mode)
     # tcp_ecn_rcv_synack's default case: AccECN, whatever we asked for (a socket that

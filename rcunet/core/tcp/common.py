@@ -62,3 +62,14 @@ def segment_repr(src_port: int, dst_port: int, seq: int, ack: int, flags: int, w
     return _new_tuple(tcp.Repr, (src_port, dst_port, seq, ack, flags, window, payload, 0,
                                  None, None, False, sack_blocks, timestamp, (), 0, None,
                                  ecn))
+
+
+def syn_repr(src_port: int, dst_port: int, seq: int, ack: int, flags: int, window: int,
+             payload: bytes, mss: int, window_scale: int | None, sack_permitted: bool,
+             timestamp: tuple[int, int] | None,
+             unknown_options: tuple[tuple[int, bytes], ...]) -> tcp.Repr:
+    """``segment_repr`` for a SYN or SYN-ACK: the handshake options instead of SACK
+    blocks (tests/core/test_tcp_segment_repr.py pins it to the keyword constructor)."""
+    return _new_tuple(tcp.Repr, (src_port, dst_port, seq, ack, flags, window, payload, 0,
+                                 mss, window_scale, sack_permitted, (), timestamp,
+                                 unknown_options, 0, None, 0))

@@ -91,6 +91,7 @@ from rcunet.core.tcp.common import (
     TIME_WAIT,
     TS_OPTION_LEN,
     segment_repr,
+    syn_repr,
 )
 from rcunet.core.tcp.counters import Counters
 from rcunet.core.tcp.delack import DELACK_MAX, PINGPONG_THRESH, DelayedAck
@@ -902,10 +903,9 @@ class Connection:
         if is_synack and self.ecn.mode is EcnMode.ACCECN:
             extra = self._synack_accecn_option(o, wscale, sack_permitted, ts, extra,
                                                retransmit)
-        seg = tcp.Repr(src_port=self.local_port, dst_port=self.remote_port, seq=t.iss,
-                       ack=t.rcv_nxt if is_synack else 0, flags=flags, window=self._syn_window(),
-                       mss=o.mss, window_scale=wscale, sack_permitted=sack_permitted,
-                       timestamp=ts, unknown_options=extra, payload=payload)
+        seg = syn_repr(self.local_port, self.remote_port, t.iss, t.rcv_nxt if is_synack else 0,
+                       flags, self._syn_window(), payload, o.mss, wscale, sack_permitted, ts,
+                       extra)
         if is_synack:
             t.last_ack_sent = t.rcv_nxt
         self._emit(seg)

@@ -1,11 +1,14 @@
-"""What a Connection tells its host.  Frozen, slotted, named in the past tense; don't subclass."""
+"""What a Connection tells its host.  Frozen, slotted, named in the past tense; don't subclass.
+
+The events with no fields take ``init=False``: a dataclass's generated ``__init__`` (even
+an empty one) runs as interpreted Python under mypyc, ``object``'s does not."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Established:
     """The three-way handshake completed; ``send`` data now goes on the wire."""
 
@@ -23,12 +26,12 @@ class DataReceived:
         self.length = length
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class FinReceived:
     """The peer closed its direction; ``recv`` returns b"" once the buffer is drained."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class ResetReceived:
     """An acceptable RST arrived (RFC 9293 §3.10.7.4 second, RFC 5961 §3)."""
 
@@ -47,12 +50,12 @@ class SendSpaceAvailable:
     space: int  #: free bytes in the send buffer now
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class TimeWaitEntered:
     """The connection entered TIME-WAIT; the host may move it to its TIME_WAIT table."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Closed:
     """The connection reached CLOSED; the host may drop every reference to it."""
 

@@ -77,17 +77,7 @@ def _setsockopt_locked(sk: TcpSock, level: int, opt: int, value: int | bytes) ->
             onoff, seconds = _LINGER.unpack_from(value)
             sk.linger = (bool(onoff), max(0, seconds))
             return
-        number = int_option(value)
-        setters: dict[int, Callable[[], None]] = {
-            _pysocket.SO_REUSEADDR: lambda: setattr(sk, "reuseaddr", bool(number)),
-            _pysocket.SO_REUSEPORT: lambda: setattr(sk, "reuseport", bool(number)),
-            _pysocket.SO_KEEPALIVE: lambda: setattr(sk, "keepalive", bool(number)),
-            _pysocket.SO_RCVBUF: lambda: _set_rcvbuf(sk, number),
-            _pysocket.SO_SNDBUF: lambda: _set_sndbuf(sk, number),
-            tcp_errq.SO_ZEROCOPY: lambda: tcp_errq.set_zerocopy(sk, number),
-            tcp_errq.SO_TIMESTAMPING: lambda: tcp_errq.set_timestamping(sk, number),
-            SO_MARK: lambda: setattr(sk, "mark", number & 0xFFFFFFFF),
-        }
+        setters = _SOCKET_SETTERS
     elif level == SOL_TCP:
         if opt in tcp_fastopen.FASTOPEN_OPTIONS:
             tcp_fastopen.setsockopt(sk, opt, value)
@@ -99,25 +89,7 @@ def _setsockopt_locked(sk: TcpSock, level: int, opt: int, value: int | bytes) ->
             except OSError as err:
                 raise as_python_error(err) from None
             return
-        number = int_option(value)
-        setters = {
-            _pysocket.TCP_NODELAY: lambda: setattr(sk, "nodelay", bool(number)),
-            TCP_CORK: lambda: setattr(sk, "cork", bool(number)),
-            TCP_INQ: lambda: setattr(sk, "inq", bool(number)),
-            TCP_USER_TIMEOUT: lambda: _set_user_timeout(sk, number),
-            TCP_NOTSENT_LOWAT: lambda: setattr(sk, "notsent_lowat",
-                                               number & 0xFFFFFFFF),
-            _pysocket.TCP_MAXSEG: lambda: _set_maxseg(sk, number),
-            TCP_KEEPIDLE: lambda: setattr(sk, "keepidle", ranged(number, 1, 32767)),
-            TCP_KEEPINTVL: lambda: setattr(sk, "keepintvl", ranged(number, 1, 32767)),
-            TCP_KEEPCNT: lambda: setattr(sk, "keepcnt", ranged(number, 1, 127)),
-            TCP_SYNCNT: lambda: setattr(sk, "syncnt", ranged(number, 1, 127)),
-            TCP_RTO_MAX_MS: lambda: setattr(sk, "rto_max", _rto_max(number)),
-            TCP_RTO_MIN_US: lambda: setattr(sk, "rto_min", _in_jiffies(
-                number, TIMEOUT_MIN, RTO_MIN, "TCP_RTO_MIN_US")),
-            TCP_DELACK_MAX_US: lambda: setattr(sk, "delack_max", _in_jiffies(
-                number, TIMEOUT_MIN, DELACK_MAX, "TCP_DELACK_MAX_US")),
-        }
+        setters = _TCP_SETTERS
     elif level in (_pysocket.IPPROTO_IP, _pysocket.IPPROTO_IPV6):
         if level == _pysocket.IPPROTO_IP and opt in ipopts.OPTIONS:
             ipopts.setsockopt(sk, opt, int_option(value))
@@ -130,10 +102,23 @@ def _setsockopt_locked(sk: TcpSock, level: int, opt: int, value: int | bytes) ->
         raise oserror(errno.ENOPROTOOPT)
     else:
         raise oserror(errno.ENOPROTOOPT)
+    number = int_option(value)  # before the lookup: a bad value is EINVAL for any option
     setter = setters.get(opt)
     if setter is None:
         raise oserror(errno.ENOPROTOOPT)
-    setter()
+    setter(sk, number)
+
+#: Stores an int option's value (already read by ``int_option``) on the socket.
+Setter = Callable[["TcpSock", int], None]
+
+def _store(name: str, convert: Callable[[int], object]) -> Setter:
+    """A setter that stores ``convert(value)`` as the socket's attribute ``name``."""
+    def store(sk: TcpSock, number: int) -> None:
+        setattr(sk, name, convert(number))
+    return store
+
+def _u32(number: int) -> int:
+    return number & 0xFFFFFFFF
 
 def _set_user_timeout(sk: TcpSock, value: int) -> None:
     """TCP_USER_TIMEOUT in ms: negative is EINVAL (do_tcp_setsockopt ->
@@ -171,50 +156,24 @@ def getsockopt(sk: TcpSock, level: int, opt: int, buflen: int | None = None) -> 
         return tcp_meminfo.getsockopt(sk, buflen)
     if level == SOL_TCP and opt in tcp_fastopen.FASTOPEN_OPTIONS:
         return tcp_fastopen.getsockopt(sk, opt, buflen)
-    conn = sk.conn
-    getters: dict[int, Callable[[], int]]
     if level == SOL_SOCKET:
-        getters = {
-            _pysocket.SO_REUSEADDR: lambda: int(sk.reuseaddr),
-            _pysocket.SO_REUSEPORT: lambda: int(sk.reuseport),
-            _pysocket.SO_KEEPALIVE: lambda: int(sk.keepalive),
-            _pysocket.SO_RCVBUF: lambda: sk.rcvbuf if conn is None else conn.rcvbuf,
-            _pysocket.SO_SNDBUF: lambda: sk.sndbuf if conn is None else conn.options.sndbuf,
-            _pysocket.SO_ERROR: lambda: _so_error(sk),
-            _pysocket.SO_TYPE: lambda: _pysocket.SOCK_STREAM,
-            tcp_errq.SO_ZEROCOPY: lambda: int(sk.zerocopy),
-            tcp_errq.SO_TIMESTAMPING: lambda: sk.ts.flags if sk.ts else 0,
-            SO_MARK: lambda: sk.mark,
-            SO_ACCEPTCONN: lambda: int(sk.state == State.LISTEN),
-        }
+        getters = _SOCKET_GETTERS
     elif level == SOL_TCP:
-        getters = {
-            _pysocket.TCP_NODELAY: lambda: int(sk.nodelay),
-            TCP_CORK: lambda: int(sk.cork),
-            TCP_INQ: lambda: int(sk.inq),
-            TCP_USER_TIMEOUT: lambda: sk.user_timeout,
-            TCP_NOTSENT_LOWAT: lambda: sk.notsent_lowat,
-            _pysocket.TCP_MAXSEG: lambda: (conn.tcb.snd_mss if conn is not None
-                                           and conn.state.synchronized
-                                           else sk.user_mss or TCP_MSS_DEFAULT),
-            TCP_KEEPIDLE: lambda: _keepalive_setting(sk, "keepalive_time", SECOND),
-            TCP_KEEPINTVL: lambda: _keepalive_setting(sk, "keepalive_intvl", SECOND),
-            TCP_KEEPCNT: lambda: _keepalive_setting(sk, "keepalive_probes", 1),
-            TCP_SYNCNT: lambda: _keepalive_setting(sk, "syn_retries", 1),
-            TCP_RTO_MAX_MS: lambda: sk.rto_max // MS,  # jiffies_to_msecs
-            TCP_RTO_MIN_US: lambda: sk.rto_min // 1000,  # jiffies_to_usecs
-            TCP_DELACK_MAX_US: lambda: sk.delack_max // 1000,
-        }
+        getters = _TCP_GETTERS
     elif level == _pysocket.IPPROTO_IPV6 and opt == _pysocket.IPV6_V6ONLY:
         return int(sk.v6only)
     elif level == _pysocket.IPPROTO_IP and opt in ipopts.OPTIONS:
-        getters = {opt: lambda: ipopts.getsockopt(sk, opt)}
+        return _as_buffer(ipopts.getsockopt(sk, opt), buflen)
     else:
         raise oserror(errno.ENOPROTOOPT)
     getter = getters.get(opt)
     if getter is None:
         raise oserror(errno.ENOPROTOOPT)
-    result = getter()
+    return _as_buffer(getter(sk), buflen)
+
+def _as_buffer(result: int, buflen: int | None) -> int | bytes:
+    """An int option as getsockopt returns it: the int, or its C int's first ``buflen``
+    bytes when the caller gave a buffer length."""
     if buflen is not None:
         return struct.pack("i", result)[:buflen]
     return result
@@ -278,3 +237,97 @@ def _set_sndbuf(sk: TcpSock, number: int) -> None:
     sk.sndbuf = max(4608, min(number & 0xFFFFFFFF, sk.host.tuning.wmem_max) * 2)
     sk.sndbuf_locked = True
 
+def _user_mss(sk: TcpSock) -> int:
+    """TCP_MAXSEG: the connection's MSS once synchronized, else the user's or 536."""
+    conn = sk.conn
+    if conn is not None and conn.state.synchronized:
+        return conn.tcb.snd_mss
+    return sk.user_mss or TCP_MSS_DEFAULT
+
+def _rcvbuf(sk: TcpSock) -> int:
+    conn = sk.conn
+    return sk.rcvbuf if conn is None else conn.rcvbuf
+
+def _sndbuf(sk: TcpSock) -> int:
+    conn = sk.conn
+    return sk.sndbuf if conn is None else conn.options.sndbuf
+
+# Built once: a table per level, by option number (setsockopt and getsockopt look up one).
+_SOCKET_SETTERS: dict[int, Setter] = {
+    _pysocket.SO_REUSEADDR: _store("reuseaddr", bool),
+    _pysocket.SO_REUSEPORT: _store("reuseport", bool),
+    _pysocket.SO_KEEPALIVE: _store("keepalive", bool),
+    _pysocket.SO_RCVBUF: _set_rcvbuf,
+    _pysocket.SO_SNDBUF: _set_sndbuf,
+    tcp_errq.SO_ZEROCOPY: tcp_errq.set_zerocopy,
+    tcp_errq.SO_TIMESTAMPING: tcp_errq.set_timestamping,
+    SO_MARK: _store("mark", _u32),
+}
+_TCP_SETTERS: dict[int, Setter] = {
+    _pysocket.TCP_NODELAY: _store("nodelay", bool),
+    TCP_CORK: _store("cork", bool),
+    TCP_INQ: _store("inq", bool),
+    TCP_USER_TIMEOUT: _set_user_timeout,
+    TCP_NOTSENT_LOWAT: _store("notsent_lowat", _u32),
+    _pysocket.TCP_MAXSEG: _set_maxseg,
+    TCP_KEEPIDLE: _store("keepidle", lambda number: ranged(number, 1, 32767)),
+    TCP_KEEPINTVL: _store("keepintvl", lambda number: ranged(number, 1, 32767)),
+    TCP_KEEPCNT: _store("keepcnt", lambda number: ranged(number, 1, 127)),
+    TCP_SYNCNT: _store("syncnt", lambda number: ranged(number, 1, 127)),
+    TCP_RTO_MAX_MS: _store("rto_max", _rto_max),
+    TCP_RTO_MIN_US: _store("rto_min", lambda number: _in_jiffies(
+        number, TIMEOUT_MIN, RTO_MIN, "TCP_RTO_MIN_US")),
+    TCP_DELACK_MAX_US: _store("delack_max", lambda number: _in_jiffies(
+        number, TIMEOUT_MIN, DELACK_MAX, "TCP_DELACK_MAX_US")),
+}
+#: Reads an int option's value from the socket.
+Getter = Callable[["TcpSock"], int]
+
+def _load(name: str, unit: int = 1) -> Getter:
+    """A getter of the socket's attribute ``name`` (an int or a flag) in ``unit``s."""
+    def load(sk: TcpSock) -> int:
+        return int(getattr(sk, name)) // unit
+    return load
+
+def _load_u32(name: str) -> Getter:
+    """A getter of a u32 the socket keeps (SO_MARK, TCP_NOTSENT_LOWAT), read back as the
+    C int getsockopt copies out: 0xFFFFFFFF is -1, as on Linux."""
+    def load(sk: TcpSock) -> int:
+        value: int = getattr(sk, name)
+        return value - (1 << 32) if value >= 1 << 31 else value
+    return load
+
+def _timestamping(sk: TcpSock) -> int:
+    return sk.ts.flags if sk.ts else 0
+
+def _acceptconn(sk: TcpSock) -> int:
+    return int(sk.state == State.LISTEN)
+
+_SOCKET_GETTERS: dict[int, Getter] = {
+    _pysocket.SO_REUSEADDR: _load("reuseaddr"),
+    _pysocket.SO_REUSEPORT: _load("reuseport"),
+    _pysocket.SO_KEEPALIVE: _load("keepalive"),
+    _pysocket.SO_RCVBUF: _rcvbuf,
+    _pysocket.SO_SNDBUF: _sndbuf,
+    _pysocket.SO_ERROR: _so_error,
+    _pysocket.SO_TYPE: lambda sk: _pysocket.SOCK_STREAM,
+    tcp_errq.SO_ZEROCOPY: _load("zerocopy"),
+    tcp_errq.SO_TIMESTAMPING: _timestamping,
+    SO_MARK: _load_u32("mark"),
+    SO_ACCEPTCONN: _acceptconn,
+}
+_TCP_GETTERS: dict[int, Getter] = {
+    _pysocket.TCP_NODELAY: _load("nodelay"),
+    TCP_CORK: _load("cork"),
+    TCP_INQ: _load("inq"),
+    TCP_USER_TIMEOUT: _load("user_timeout"),
+    TCP_NOTSENT_LOWAT: _load_u32("notsent_lowat"),
+    _pysocket.TCP_MAXSEG: _user_mss,
+    TCP_KEEPIDLE: lambda sk: _keepalive_setting(sk, "keepalive_time", SECOND),
+    TCP_KEEPINTVL: lambda sk: _keepalive_setting(sk, "keepalive_intvl", SECOND),
+    TCP_KEEPCNT: lambda sk: _keepalive_setting(sk, "keepalive_probes", 1),
+    TCP_SYNCNT: lambda sk: _keepalive_setting(sk, "syn_retries", 1),
+    TCP_RTO_MAX_MS: _load("rto_max", MS),  # jiffies_to_msecs
+    TCP_RTO_MIN_US: _load("rto_min", 1000),  # jiffies_to_usecs
+    TCP_DELACK_MAX_US: _load("delack_max", 1000),
+}
