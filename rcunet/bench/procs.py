@@ -30,6 +30,9 @@ default seqpacket pair (``rcunet bench ipc`` compares the two).  ``RCUNET_IPC_BU
 turns busy polling on at both ends (rcunet/host/busypoll.py: off by default, as
 Linux's ``net.core.busy_poll``; it helps one thread's request/response and costs
 streams and several threads, docs/BENCHMARKS.md "Hosts in processes").
+``RCUNET_IPC_RX_SPIN_US=N`` makes each end's receive thread poll on for N µs after its
+last frame before it sleeps (rcunet/link/ipc.py; off by default): request/response
+traffic then mostly skips the wake-up of the receiving process.
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ class ProcsTarget:
                           [f"{MEM_SERVER[4]}/24", f"{MEM_SERVER[6]}/64"], inline_rx=True,
                           mtu=LOOPBACK_MTU,
                           busy_poll=os.environ.get("RCUNET_IPC_BUSY_POLL") == "1",
+                          rx_spin=float(os.environ.get("RCUNET_IPC_RX_SPIN_US", "0")) / 1e6,
                           transport=(transport or os.environ.get("RCUNET_IPC_TRANSPORT")
                                      or DEFAULT_TRANSPORT))
         self.network.start()

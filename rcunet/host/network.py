@@ -167,6 +167,7 @@ class Network:
         inline_rx: bool = False,
         transport: str = DEFAULT_TRANSPORT,
         busy_poll: bool = False,
+        rx_spin: float = 0.0,
     ) -> PointToPoint | tuple[IpcEndpoint, IpcEndpoint]:
         """A point-to-point link between ``a`` and ``b`` (``impair`` applies to both
         directions unless ``impair_ba`` is given for b->a).  In memory between two
@@ -174,7 +175,9 @@ class Network:
         ``ring``, rcunet/link/ipc.py) when either end is a ``HostProcess``: then the
         two ``IpcEndpoint`` ends are returned.  ``busy_poll`` (inter-process and
         ``inline_rx`` only): threads about to sleep on a socket poll the link themselves
-        (host/busypoll.py), at both ends."""
+        (host/busypoll.py), at both ends.  ``rx_spin`` (inter-process only): seconds
+        each end's receive thread keeps polling after its last frame before it sleeps
+        (rcunet/link/ipc.py)."""
         ethernet = kind == KIND_ETHERNET
         mac_a = self._mac() if ethernet else None
         mac_b = self._mac() if ethernet else None
@@ -182,7 +185,7 @@ class Network:
             end_a, end_b = ipc_pair(
                 transport=transport, kind=kind, mtu=mtu, impair_ab=impair,
                 impair_ba=impair_ba if impair_ba else impair,
-                seed=next(self._seed_serial))
+                seed=next(self._seed_serial), rx_spin=rx_spin)
             for host, end, mac, address in ((a, end_a, mac_a, a_address),
                                             (b, end_b, mac_b, b_address)):
                 self._attach_ipc(host, end, mac, address, inline_rx, busy_poll)

@@ -16,6 +16,15 @@ Two transports carry the frames; ``ipc_pair(transport=...)`` builds both ends:
 ``rcunet bench ipc`` measures both (µs and CPU per frame, frames/s, frames per wake-up);
 docs/BENCHMARKS.md "Hosts in processes" has the figures and why seqpacket is the default.
 
+Spinning (``rx_spin``, off by default): the receive thread keeps polling the link for
+that long after its last frame before it sleeps, yielding the CPU between polls (as a
+NAPI thread keeps polling while packets keep coming, ``napi_defer_hard_irqs``, instead
+of re-arming the interrupt at once).  A frame that arrives within the spin costs no
+wake-up of the receiving process: on a virtual machine, where waking an idle CPU is
+dear, request/response traffic gets faster and may even cost less CPU; the spin's own
+polls are CPU the process spends while idle (docs/BENCHMARKS.md, ``procs-spin``).
+``spin_hits`` counts the batches a spin found.
+
 Each end is an ``IpcEndpoint``: the same surface as an in-memory ``Endpoint`` (``send``,
 ``set_receiver``, ``tap``, ``mtu``, ``kind``, ``checksum_offload``, ``stats``), so a
 Host interface attaches to it the same way.  Frames keep their bytes: the sender's
@@ -49,7 +58,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any
+from typing import Any, TypeVar
 
 from rcunet.link.impair import Impairment, ImpairmentConfig
 from rcunet.link.memory import ETH_VLAN_HEADER_LEN, KIND_ETHERNET, KIND_IP, Tap
@@ -80,10 +89,11 @@ BUSY_POLL_DEFER = 0.0005
 ENDPOINT_COUNTERS = ("tx_packets", "tx_bytes", "tx_dropped", "rx_packets", "rx_bytes",
                      "rx_dropped", "mtu_drops", "rx_length_errors", "tx_queue_full",
                      "tx_carrier_errors", "receiver_errors", "wakeups", "doorbells",
-                     "busy_claims")
+                     "busy_claims", "spin_hits")
 
 #: Takes each received frame; what it returns is ignored (an endpoint's send returns a bool).
 Receiver = Callable[[bytes], object]
+_T = TypeVar("_T")
 
 
 def max_frame(kind: str, mtu: int) -> int:
@@ -160,12 +170,18 @@ class _SeqpacketTransport:
             return "down"
         return "full"
 
-    def take(self, counts: dict[str, int],
-             timeout_ms: float = _POLL_SLICE_MS) -> list[bytes] | None:
+    def take(self, counts: dict[str, int], timeout_ms: float = _POLL_SLICE_MS,
+             spin: float = 0.0) -> list[bytes] | None:
         """Wait up to ``timeout_ms`` for frames and return them (a batch: what is queued
         now); [] on a quiet slice, a ``wake()`` or a torn message; None when the peer is
-        gone.  One caller at a time (the endpoint's receiver)."""
-        events = self._poller.poll(timeout_ms)
+        gone.  With ``spin`` (seconds), poll without sleeping that long first.  One
+        caller at a time (the endpoint's receiver)."""
+        poll = self._poller.poll
+        events = _spin_until(lambda: poll(0), spin) if spin else None
+        if events:
+            counts["spin_hits"] += 1
+        else:
+            events = poll(timeout_ms)
         if not events:
             return []
         for fd, _event in events:
@@ -359,8 +375,8 @@ class _RingTransport:
                 return "full"
             time.sleep(0.0002)
 
-    def take(self, counts: dict[str, int],
-             timeout_ms: float = _POLL_SLICE_MS) -> list[bytes] | None:
+    def take(self, counts: dict[str, int], timeout_ms: float = _POLL_SLICE_MS,
+             spin: float = 0.0) -> list[bytes] | None:
         """As the seqpacket transport's; the consumer never sleeps longer than
         RING_MAX_SLEEP (see ``_Ring``).  One caller at a time (the endpoint's
         receiver)."""
@@ -368,6 +384,13 @@ class _RingTransport:
         frames = rx.consume(self.largest, counts)
         if frames:
             return frames
+        if spin:  # frames, or a wake-up or the peer's end on the poller, end the spin
+            poll = self._poller.poll
+            _spin_until(lambda: not rx.empty() or bool(poll(0)), spin)
+            frames = rx.consume(self.largest, counts)
+            if frames:
+                counts["spin_hits"] += 1
+                return frames
         rx.set_sleeping(True)
         if not rx.empty():  # a frame published before the producer saw us sleeping
             rx.set_sleeping(False)
@@ -445,6 +468,19 @@ def _drain_wake(fd: int) -> None:
         pass  # another wake-up's read took it
 
 
+def _spin_until(ready: Callable[[], _T], spin: float) -> _T:
+    """Call ``ready`` until it returns something true or ``spin`` seconds have passed;
+    its last result.  Between calls the thread yields its CPU (``sched_yield`` runs
+    without the GIL): the process's other threads, which share the CPU when it is
+    pinned to one, run meanwhile."""
+    end = time.monotonic() + spin
+    result = ready()
+    while not result and time.monotonic() < end:
+        os.sched_yield()
+        result = ready()
+    return result
+
+
 # ============================================================================ endpoint
 class IpcEndpoint:
     """One end of an inter-process link (see the module docstring).
@@ -461,8 +497,13 @@ class IpcEndpoint:
 
     def __init__(self, transport: _Transport, *, kind: str, mtu: int, name: str,
                  offload: bool, tx_impair: ImpairmentConfig | None,
-                 rx_impair_active: bool, seed: int) -> None:
+                 rx_impair_active: bool, seed: int, rx_spin: float = 0.0) -> None:
+        if rx_spin < 0:
+            raise ValueError(f"rx_spin must be >= 0 seconds, got {rx_spin}")
         self.transport = transport
+        #: How long the receive thread polls on after its last frame before it sleeps
+        #: (seconds; 0: it sleeps at once).  Immutable.
+        self.rx_spin = rx_spin
         self.kind = kind  # immutable
         self.mtu = mtu  # immutable
         self.name = name  # immutable
@@ -614,14 +655,15 @@ class IpcEndpoint:
         """Take what the link has (waiting up to ``timeout_ms``) and deliver it; False
         once the link is down or closing.  The caller holds ``_receiver``."""
         scratch = self._scratch
-        frames = self.transport.take(scratch, timeout_ms)
+        frames = self.transport.take(scratch, timeout_ms, self.rx_spin)
         with self._lock:
             closing = self._closing
-            if scratch["rx_length_errors"] or scratch["doorbells"]:
+            if scratch["rx_length_errors"] or scratch["doorbells"] or scratch["spin_hits"]:
                 self.counters["rx_length_errors"] += scratch["rx_length_errors"]
                 self.counters["rx_dropped"] += scratch["rx_length_errors"]
                 self.counters["doorbells"] += scratch["doorbells"]
-                scratch["rx_length_errors"] = scratch["doorbells"] = 0
+                self.counters["spin_hits"] += scratch["spin_hits"]
+                scratch["rx_length_errors"] = scratch["doorbells"] = scratch["spin_hits"] = 0
         if frames is None:
             if not closing:
                 self._went_down("the peer process closed its end (exited or died)")
@@ -772,7 +814,7 @@ class IpcEndpoint:
         return (_rebuild_endpoint,
                 (transport.name, [_Fd(fd) for fd in transport.fds()], extra, self.kind,
                  self.mtu, self.name, self._offload, self._tx_config,
-                 self._rx_impair_active, self._seed))
+                 self._rx_impair_active, self._seed, self.rx_spin))
 
     def forget(self) -> None:
         """Close this process's copy of an end handed to a child (its descriptors now
@@ -797,7 +839,7 @@ class IpcEndpoint:
 def _rebuild_endpoint(transport_name: str, fds: list[_Fd], extra: tuple[int, ...],
                       kind: str, mtu: int, name: str, offload: bool,
                       tx_impair: ImpairmentConfig | None, rx_impair_active: bool,
-                      seed: int) -> IpcEndpoint:
+                      seed: int, rx_spin: float) -> IpcEndpoint:
     numbers = [fd.fd for fd in fds]
     largest = max_frame(kind, mtu)
     transport: _Transport
@@ -806,7 +848,8 @@ def _rebuild_endpoint(transport_name: str, fds: list[_Fd], extra: tuple[int, ...
     else:
         transport = _RingTransport.from_fds(numbers, extra[0], largest, extra[1])
     return IpcEndpoint(transport, kind=kind, mtu=mtu, name=name, offload=offload,
-                       tx_impair=tx_impair, rx_impair_active=rx_impair_active, seed=seed)
+                       tx_impair=tx_impair, rx_impair_active=rx_impair_active, seed=seed,
+                       rx_spin=rx_spin)
 
 
 # ============================================================================ building
@@ -839,9 +882,12 @@ def _ring_pair(largest: int, ring_bytes: int) -> tuple[_Transport, _Transport]:
 def ipc_pair(*, transport: str = DEFAULT_TRANSPORT, kind: str = KIND_ETHERNET,
              mtu: int = 1500, impair_ab: ImpairmentConfig | None = None,
              impair_ba: ImpairmentConfig | None = None, checksum_offload: bool = True,
-             seed: int = 1, ring_bytes: int = RING_BYTES) -> tuple[IpcEndpoint, IpcEndpoint]:
+             seed: int = 1, ring_bytes: int = RING_BYTES,
+             rx_spin: float = 0.0) -> tuple[IpcEndpoint, IpcEndpoint]:
     """Both ends of a new inter-process link: ``a`` sends with ``impair_ab``, ``b`` with
-    ``impair_ba``.  Start each with ``start()`` in the process that uses it."""
+    ``impair_ba``; each end's receive thread spins ``rx_spin`` seconds before it sleeps
+    (see the module docstring).  Start each with ``start()`` in the process that uses
+    it."""
     if transport not in TRANSPORTS:
         raise ValueError(f"IPC transport {transport!r} (expected one of {TRANSPORTS})")
     if kind not in (KIND_ETHERNET, KIND_IP):
@@ -854,7 +900,9 @@ def ipc_pair(*, transport: str = DEFAULT_TRANSPORT, kind: str = KIND_ETHERNET,
     active_ab = impair_ab is not None and impair_ab.active
     active_ba = impair_ba is not None and impair_ba.active
     a = IpcEndpoint(end_a, kind=kind, mtu=mtu, name="a", offload=checksum_offload,
-                    tx_impair=impair_ab, rx_impair_active=active_ba, seed=seed)
+                    tx_impair=impair_ab, rx_impair_active=active_ba, seed=seed,
+                    rx_spin=rx_spin)
     b = IpcEndpoint(end_b, kind=kind, mtu=mtu, name="b", offload=checksum_offload,
-                    tx_impair=impair_ba, rx_impair_active=active_ab, seed=seed + 1)
+                    tx_impair=impair_ba, rx_impair_active=active_ab, seed=seed + 1,
+                    rx_spin=rx_spin)
     return a, b

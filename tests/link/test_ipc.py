@@ -239,3 +239,43 @@ def test_unknown_transport_and_bad_mtu_are_refused() -> None:
         ipc_pair(transport="pipe")
     with pytest.raises(ValueError, match="MTU"):
         ipc_pair(mtu=40)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("rx_spin", [0.0, 0.05])
+def test_a_spinning_receive_thread_takes_what_comes_during_its_spin(
+        transport: str, rx_spin: float) -> None:
+    """Ping-pong: each end answers a frame from its receive thread, so every frame after
+    the first arrives while the other end's receive thread has just delivered one.  A
+    spinning thread (50 ms: far longer than an answer takes, whatever the load) finds
+    them by polling on; one that does not spin sleeps and never counts a spin hit.
+    Either way every frame arrives, in order."""
+    a, b = started(transport, rx_spin=rx_spin)
+    rounds = 200
+    try:
+        got_a = Collector(rounds)
+
+        def echo(frame: bytes) -> None:
+            b.send(frame)
+
+        b.set_receiver(echo)
+
+        def bounce(frame: bytes) -> None:
+            got_a(frame)
+            if len(got_a.frames) < rounds:
+                a.send(len(got_a.frames).to_bytes(4, "big") + bytes(56))
+
+        a.set_receiver(bounce)
+        assert a.send((0).to_bytes(4, "big") + bytes(56))
+        assert got_a.done.wait(60)
+        assert [int.from_bytes(f[:4], "big") for f in got_a.frames] == list(range(rounds))
+        hits = a.stats()["spin_hits"] + b.stats()["spin_hits"]
+        assert (hits > 0) if rx_spin else (hits == 0)
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_negative_spin_is_refused() -> None:
+    with pytest.raises(ValueError, match="rx_spin"):
+        ipc_pair(rx_spin=-1.0)
