@@ -23,7 +23,7 @@ of re-arming the interrupt at once).  A frame that arrives within the spin costs
 wake-up of the receiving process: on a virtual machine, where waking an idle CPU is
 dear, request/response traffic gets faster and may even cost less CPU; the spin's own
 polls are CPU the process spends while idle (docs/BENCHMARKS.md, ``procs-spin``).
-``spin_hits`` counts the batches a spin found.
+``spin_hits`` counts the batches found by spinning (not those already waiting).
 
 Each end is an ``IpcEndpoint``: the same surface as an in-memory ``Endpoint`` (``send``,
 ``set_receiver``, ``tap``, ``mtu``, ``kind``, ``checksum_offload``, ``stats``), so a
@@ -177,10 +177,12 @@ class _SeqpacketTransport:
         gone.  With ``spin`` (seconds), poll without sleeping that long first.  One
         caller at a time (the endpoint's receiver)."""
         poll = self._poller.poll
-        events = _spin_until(lambda: poll(0), spin) if spin else None
-        if events:
-            counts["spin_hits"] += 1
-        else:
+        events = poll(0) if spin else None
+        if spin and not events:
+            events = _spin_until(lambda: poll(0), spin)
+            if any(fd != self._wake_r for fd, _event in events):
+                counts["spin_hits"] += 1  # frames (or the peer's end), not a wake-up
+        if not events:
             events = poll(timeout_ms)
         if not events:
             return []
