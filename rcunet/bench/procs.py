@@ -29,7 +29,7 @@ whose transactions are serial, gained little there and ~45% beside load).
 default seqpacket pair (``rcunet bench ipc`` compares the two).  ``RCUNET_IPC_BUSY_POLL=1``
 turns busy polling on at both ends (rcunet/host/busypoll.py: off by default, as
 Linux's ``net.core.busy_poll``; it helps one thread's request/response and costs
-streams and several threads, docs/BENCHMARKS.md "Hosts in processes").
+streams and several threads: ``scripts/bench-procs --targets procs,procs-busypoll``).
 ``RCUNET_IPC_RX_SPIN_US=N`` makes each end's receive thread poll on for N µs after its
 last frame before it sleeps (rcunet/link/ipc.py; off by default): request/response
 traffic then mostly skips the wake-up of the receiving process.

@@ -23,7 +23,7 @@ busy_poll=True)`` on an ``inline_rx`` link turns it on for the Hosts at its ends
 costs: one thread's request/response wakes half as often; a stream's receiver leaves
 the link unattended while it copies (frames wait up to ``BUSY_POLL_DEFER``), and with
 several threads the link goes back and forth between the poller and the receive
-thread (docs/BENCHMARKS.md, "Hosts in processes").
+thread (``scripts/bench-procs --targets procs,procs-busypoll,kernel`` measures it).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ Two transports carry the frames; ``ipc_pair(transport=...)`` builds both ends:
   socketpair tells each side when the other process is gone.
 
 ``rcunet bench ipc`` measures both (µs and CPU per frame, frames/s, frames per wake-up);
-docs/BENCHMARKS.md "Hosts in processes" has the figures and why seqpacket is the default.
+docs/BENCHMARKS.md "Inter-process link" has the figures for both.
 
 Spinning (``rx_spin``, off by default): the receive thread keeps polling the link for
 that long after its last frame before it sleeps, yielding the CPU between polls (as a

@@ -1,8 +1,8 @@
 """A closed TCP socket is freed by reference counting the moment its last user lets go,
 with the cyclic garbage collector off: no reference cycle (socket lock callbacks, timer
 callbacks) keeps it alive.  tcp_crr opens and closes a connection per transaction; when
-every socket waited for the collector, collections scanning the Hosts' tables cost ~15%
-of its CPU (docs/BENCHMARKS.md, "TCP performance")."""
+every socket waited for the collector, collections scanning the Hosts' tables took a
+large share of its CPU."""
 
 from __future__ import annotations
 
