@@ -471,16 +471,16 @@ def _drain_wake(fd: int) -> None:
 
 
 def _spin_until(ready: Callable[[], _T], spin: float) -> _T:
-    """Call ``ready`` until it returns something true or ``spin`` seconds have passed;
-    its last result.  Between calls the thread yields its CPU (``sched_yield`` runs
-    without the GIL): the process's other threads, which share the CPU when it is
-    pinned to one, run meanwhile."""
+    """After a check that found nothing: yield the CPU, then call ``ready``, until it
+    returns something true or ``spin`` seconds have passed; its last result.
+    ``sched_yield`` runs without the GIL: the process's other threads, which share the
+    CPU when it is pinned to one, run meanwhile."""
     end = time.monotonic() + spin
-    result = ready()
-    while not result and time.monotonic() < end:
+    while True:
         os.sched_yield()
         result = ready()
-    return result
+        if result or time.monotonic() >= end:
+            return result
 
 
 # ============================================================================ endpoint

@@ -17,8 +17,7 @@ CLOCK_SHIFT = 6
 
 
 def _keyed32(secret: bytes, label: bytes, *parts: bytes) -> int:
-    # each part after its one-byte length, hashed in one call (a call per piece cost
-    # more than the hashing)
+    # each part after its one-byte length, hashed in one call
     message = b"".join([len(part).to_bytes(1, "big") + part for part in parts])
     digest = hashlib.blake2b(message, digest_size=4, key=secret[:64], person=label).digest()
     return int.from_bytes(digest, "big")
