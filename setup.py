@@ -105,6 +105,7 @@ COMPILED = [
     "rcunet/sync/refcount.py",
     "rcunet/sync/shards.py",
     "rcunet/sync/deferred.py",
+    "rcunet/sync/spin.py",
     "rcunet/tables/__init__.py",
     "rcunet/tables/secret.py",
     "rcunet/tables/ehash.py",

@@ -34,7 +34,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from rcunet.host.wakeups import deferred as deferred_wakeups
+
 if TYPE_CHECKING:
+    from rcunet.host.host import Host
     from rcunet.link.ipc import IpcEndpoint
 
 #: Longest single wait on the link before the poller re-checks its socket (a kick ends
@@ -122,3 +125,16 @@ class BusyPoller:
                 if sk.wq_gates and gate in sk.wq_gates:
                     sk.wq_gates.remove(gate)
             endpoint.unclaim(hand_back or self.sleepers > 0)  # atomic: see sleepers
+
+
+def attach_waits(host: Host, endpoint: IpcEndpoint, *, busy_poll: bool,
+                 inline_rx: bool) -> None:
+    """How ``host``'s threads wait on what ``endpoint`` (its end of an inter-process link)
+    brings, set before the Host's threads start: the end's receive batches open the
+    sleepers' gates when they end (host/wakeups.py); with ``busy_poll`` (``inline_rx``
+    only) sleepers poll the link themselves; and a link whose receive thread spins
+    makes the Host's waits spin as long first (``Host.wait_spin``, rcunet/sync/spin.py)."""
+    endpoint.around_batch = deferred_wakeups
+    if busy_poll and inline_rx:
+        host.busy_poller = BusyPoller(endpoint)
+    host.wait_spin = max(host.wait_spin, endpoint.rx_spin)

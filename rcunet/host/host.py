@@ -124,6 +124,10 @@ class Host:
         #: Busy polling on an inter-process link (host/busypoll.py): set once, before
         #: the Host's threads start; None: sleepers sleep on their gates.
         self.busy_poller: BusyPoller | None = None
+        #: Spin-then-park (host/tcp/sock.py ``_spin``): seconds a thread about to sleep on
+        #: a socket first spins re-checking it; the longest ``rx_spin`` of this Host's
+        #: inter-process links (set with them, before the Host's threads start).  0: off.
+        self.wait_spin = 0.0
         self.ip = IpLayer(self)
         self.dst_cache = DstCache(self)
         self.udp = UdpLayer(self)

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TypedDict, Unpack
 
-from rcunet.host.busypoll import BusyPoller
+from rcunet.host.busypoll import attach_waits
 from rcunet.host.clock import MonotonicClock, VirtualClock
 from rcunet.host.host import Host
 from rcunet.host.interface import Interface
@@ -216,9 +216,7 @@ class Network:
                                                  inline_rx, busy_poll=busy_poll))
             return
         self._attach(host, end, mac, addresses, inline_rx)
-        end.around_batch = deferred_wakeups
-        if busy_poll and inline_rx:
-            host.busy_poller = BusyPoller(end)
+        attach_waits(host, end, busy_poll=busy_poll, inline_rx=inline_rx)
         self.ipc_ends.append(end)
         if self._started:
             end.start()

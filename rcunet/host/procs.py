@@ -58,8 +58,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.context import ForkServerContext, SpawnContext
 from typing import TYPE_CHECKING, Any
 
-from rcunet.host.busypoll import BusyPoller
-from rcunet.host.wakeups import deferred as deferred_wakeups
+from rcunet.host.busypoll import attach_waits
 from rcunet.link.ipc import IpcEndpoint
 from rcunet.tuning import Tuning
 from rcunet.wire.addr import is_link_local6
@@ -202,9 +201,7 @@ def _build_host(spec: HostSpec) -> tuple[Any, dict[str, Any]]:
                                    inline_rx=ispec.inline_rx)
         iface.attach(endpoint.send)
         endpoint.set_receiver(host.receiver_for(iface))
-        endpoint.around_batch = deferred_wakeups
-        if ispec.busy_poll and ispec.inline_rx:
-            host.busy_poller = BusyPoller(endpoint)
+        attach_waits(host, endpoint, busy_poll=ispec.busy_poll, inline_rx=ispec.inline_rx)
         if spec.capture or ispec.capture:
             buffer = io.BytesIO()
             linktype = LINKTYPE_ETHERNET if ispec.mac is not None else LINKTYPE_RAW

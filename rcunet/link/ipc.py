@@ -23,7 +23,9 @@ of re-arming the interrupt at once).  A frame that arrives within the spin costs
 wake-up of the receiving process: on a virtual machine, where waking an idle CPU is
 dear, request/response traffic gets faster and may even cost less CPU; the spin's own
 polls are CPU the process spends while idle (docs/BENCHMARKS.md, ``procs-spin``).
-``spin_hits`` counts the batches found by spinning (not those already waiting).
+``spin_hits`` counts the batches found by spinning (not those already waiting).  The
+Hosts at both ends spin as long in their sockets' waits (``Host.wait_spin``), so a
+frame that ends a wait costs no thread wake-up either (rcunet/sync/spin.py).
 
 Each end is an ``IpcEndpoint``: the same surface as an in-memory ``Endpoint`` (``send``,
 ``set_receiver``, ``tap``, ``mtu``, ``kind``, ``checksum_offload``, ``stats``), so a
@@ -58,10 +60,11 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any, TypeVar
+from typing import Any
 
 from rcunet.link.impair import Impairment, ImpairmentConfig
 from rcunet.link.memory import ETH_VLAN_HEADER_LEN, KIND_ETHERNET, KIND_IP, Tap
+from rcunet.sync.spin import spin_until
 
 TRANSPORTS = ("seqpacket", "ring")
 DEFAULT_TRANSPORT = "seqpacket"
@@ -93,7 +96,6 @@ ENDPOINT_COUNTERS = ("tx_packets", "tx_bytes", "tx_dropped", "rx_packets", "rx_b
 
 #: Takes each received frame; what it returns is ignored (an endpoint's send returns a bool).
 Receiver = Callable[[bytes], object]
-_T = TypeVar("_T")
 
 
 def max_frame(kind: str, mtu: int) -> int:
@@ -179,7 +181,7 @@ class _SeqpacketTransport:
         poll = self._poller.poll
         events = poll(0) if spin else None
         if spin and not events:
-            events = _spin_until(lambda: poll(0), spin)
+            events = spin_until(lambda: poll(0), spin)
             if any(fd != self._wake_r for fd, _event in events):
                 counts["spin_hits"] += 1  # frames (or the peer's end), not a wake-up
         if not events:
@@ -388,7 +390,7 @@ class _RingTransport:
             return frames
         if spin:  # frames, or a wake-up or the peer's end on the poller, end the spin
             poll = self._poller.poll
-            _spin_until(lambda: not rx.empty() or bool(poll(0)), spin)
+            spin_until(lambda: not rx.empty() or bool(poll(0)), spin)
             frames = rx.consume(self.largest, counts)
             if frames:
                 counts["spin_hits"] += 1
@@ -468,19 +470,6 @@ def _drain_wake(fd: int) -> None:
         os.read(fd, 512)
     except BlockingIOError:
         pass  # another wake-up's read took it
-
-
-def _spin_until(ready: Callable[[], _T], spin: float) -> _T:
-    """After a check that found nothing: yield the CPU, then call ``ready``, until it
-    returns something true or ``spin`` seconds have passed; its last result.
-    ``sched_yield`` runs without the GIL: the process's other threads, which share the
-    CPU when it is pinned to one, run meanwhile."""
-    end = time.monotonic() + spin
-    while True:
-        os.sched_yield()
-        result = ready()
-        if result or time.monotonic() >= end:
-            return result
 
 
 # ============================================================================ endpoint

@@ -160,17 +160,22 @@ def test_20mb_each_way_clean_link(transport: str) -> None:
 
 
 def test_receive_threads_that_spin_carry_the_same_bytes() -> None:
-    """``rx_spin`` reaches the child's end of the link (it counts spin hits there too),
-    and bulk data both ways arrives as without it."""
+    """``rx_spin`` reaches the child's end of the link (it counts spin hits there too)
+    and both Hosts' waits (``Host.wait_spin``), and bulk data both ways arrives as
+    without it."""
     net = Network(threaded=True)
     a = net.host("a")
     b = net.host_process("b", lockdep=True)
     end_a, _end_b = net.link(a, b, f"{A4}/24", f"{B4}/24", rx_spin=0.05)
+    assert a.wait_spin == 0.05
     net.start()
     try:
         bulk_both_ways(net, a, b, 2_000_000)
         assert end_a.stats()["spin_hits"] > 0
-        assert b.join().links["eth0"]["spin_hits"] > 0
+        outcome = b.join()
+        assert outcome.links["eth0"]["spin_hits"] > 0
+        assert outcome.counters.get("RcunetWaitSpinHits", 0) > 0
+        assert a.counters.get("RcunetWaitSpinHits") > 0
     finally:
         net.close()
 

@@ -216,14 +216,14 @@ class Connection:
         #: counted by sk_stream_wait_connect): the host's socket is the only writer.
         self.write_pending = 0
 
-    @classmethod
-    def connect(cls, *, local_port: int, remote_port: int, iss: int, now: int,
-                options: Options | None = None, ts_offset: int = 0,
-                counters: Counters | None = None,
-                ts_recent: tuple[int, int] | None = None,
-                local_addr: bytes = b"", remote_addr: bytes = b"",
-                syn_data: bytes = b"", fastopen_option: tuple[int, bytes] | None = None
-                ) -> Connection:
+    @staticmethod
+    def connect(*, local_port: int, remote_port: int, iss: int, now: int,
+            options: Options | None = None, ts_offset: int = 0,
+            counters: Counters | None = None,
+            ts_recent: tuple[int, int] | None = None,
+            local_addr: bytes = b"", remote_addr: bytes = b"",
+            syn_data: bytes = b"", fastopen_option: tuple[int, bytes] | None = None
+            ) -> Connection:
         """Active OPEN (RFC 9293 §3.10.1): CLOSED -> SYN-SENT, SYN pending.
 
         ``ts_recent`` is (TS.Recent, stamp) inherited from a TIME-WAIT connection this one
@@ -235,9 +235,9 @@ class Connection:
         or a cookie request) among its options.  A retransmitted SYN carries neither; data
         the SYN-ACK does not acknowledge is sent again once the connection is open.
         """
-        conn = cls(local_port=local_port, remote_port=remote_port, iss=iss, options=options,
-                   ts_offset=ts_offset, counters=counters, local_addr=local_addr,
-                   remote_addr=remote_addr)
+        conn = Connection(local_port=local_port, remote_port=remote_port, iss=iss,
+                          options=options, ts_offset=ts_offset, counters=counters,
+                          local_addr=local_addr, remote_addr=remote_addr)
         conn._now = now
         if ts_recent is not None:
             conn.tcb.ts_recent, conn.tcb.ts_recent_stamp = ts_recent
@@ -256,11 +256,11 @@ class Connection:
         conn._send_syn(now, extra=extra, payload=bytes(syn_data))
         return conn
 
-    @classmethod
-    def accept_syn(cls, syn: tcp.Repr, *, iss: int, now: int, options: Options | None = None,
-                   ts_offset: int = 0, counters: Counters | None = None,
-                   local_addr: bytes = b"", remote_addr: bytes = b"", fastopen: bool = False,
-                   synack_options: tuple[tuple[int, bytes], ...] = ()) -> Connection:
+    @staticmethod
+    def accept_syn(syn: tcp.Repr, *, iss: int, now: int, options: Options | None = None,
+               ts_offset: int = 0, counters: Counters | None = None,
+               local_addr: bytes = b"", remote_addr: bytes = b"", fastopen: bool = False,
+               synack_options: tuple[tuple[int, bytes], ...] = ()) -> Connection:
         """A listener took ``syn`` (``listen_action`` said SYN): SYN-RECEIVED, SYN,ACK pending.
 
         RFC 9293 §3.10.7.2 third check.  Without ``fastopen`` data carried by the SYN is
@@ -273,9 +273,9 @@ class Connection:
         """
         if listen_action(syn) is not ListenAction.SYN:
             raise ValueError("accept_syn needs a SYN without ACK, RST or FIN")
-        conn = cls(local_port=syn.dst_port, remote_port=syn.src_port, iss=iss, options=options,
-                   ts_offset=ts_offset, counters=counters, passive=True,
-                   local_addr=local_addr, remote_addr=remote_addr)
+        conn = Connection(local_port=syn.dst_port, remote_port=syn.src_port, iss=iss,
+                          options=options, ts_offset=ts_offset, counters=counters,
+                          passive=True, local_addr=local_addr, remote_addr=remote_addr)
         conn._now = now
         conn.stats.segment_in(0)  # tcp_create_openreq_child: segs_in 1 (the SYN)
         conn._take_peer_syn(syn, now)
@@ -297,19 +297,20 @@ class Connection:
         self._events.append(DataReceived(len(data)))
         self.syn_data_acked = True
 
-    @classmethod
-    def from_cookie(cls, ack: tcp.Repr, *, mss: int, wscale: int | None, sack_ok: bool,
-                    ts_ok: bool, now: int, options: Options | None = None, ts_offset: int = 0,
-                    counters: Counters | None = None, local_addr: bytes = b"",
-                    remote_addr: bytes = b"") -> Connection:
+    @staticmethod
+    def from_cookie(ack: tcp.Repr, *, mss: int, wscale: int | None, sack_ok: bool,
+                ts_ok: bool, now: int, options: Options | None = None, ts_offset: int = 0,
+                counters: Counters | None = None, local_addr: bytes = b"",
+                remote_addr: bytes = b"") -> Connection:
         """An ESTABLISHED connection rebuilt from a valid SYN-cookie ACK (RFC 4987 §3.6).
 
         ``mss``/``wscale``/``sack_ok``/``ts_ok`` are what ``syncookies.check`` decoded.
         The ACK itself is then processed like any segment (it may carry data).
         """
-        conn = cls(local_port=ack.dst_port, remote_port=ack.src_port, iss=add(ack.ack, -1),
-                   options=options, ts_offset=ts_offset, counters=counters, passive=True,
-                   local_addr=local_addr, remote_addr=remote_addr)
+        conn = Connection(local_port=ack.dst_port, remote_port=ack.src_port,
+                          iss=add(ack.ack, -1), options=options, ts_offset=ts_offset,
+                          counters=counters, passive=True, local_addr=local_addr,
+                          remote_addr=remote_addr)
         conn._now = now
         t = conn.tcb
         opts = conn.options

@@ -64,6 +64,7 @@ from rcunet.host.wakeups import open_gates
 from rcunet.sync import lock as _lock_mod
 from rcunet.sync.deferred import Buffer
 from rcunet.sync.lock import LockClass
+from rcunet.sync.spin import spin_until
 from rcunet.tables.entry import AF_INET, SockEntry, State
 from rcunet.wire import tcp
 from rcunet.wire.addr import ANY4, ANY6
@@ -357,7 +358,7 @@ class TcpSock(SockEntry):
         try:
             if call is not None:
                 result = call(*args)
-                quiet = self._quiet(conn) and getattr(call, "__func__", call) in _QUIET_CALLS
+                quiet = self._quiet(conn) and call in _QUIET_CALLS
         finally:
             woke = False if quiet else self._collect(conn, buf, softirq)
         return woke if softirq else result
@@ -748,14 +749,30 @@ class TcpSock(SockEntry):
 
     def _wait(self, seen: int, deadline: float | None) -> bool:
         """Sleep until ``wake_seq`` moves past ``seen``; False at the deadline."""
-        poller = self.host.busy_poller  # atomic: attribute load, stored before start()
+        host = self.host
+        poller = host.busy_poller  # atomic: attribute load, stored before start()
         if poller is not None:
             polled = poller.wait(self, seen, deadline)
             if polled is not None:
                 return polled
             with poller.asleep():  # a poller that lets go hands the link back at once
                 return self._sleep(seen, deadline)
+        spin = host.wait_spin  # atomic: attribute load, stored before start()
+        if spin and self._spin(seen, deadline, spin):
+            host.counters.inc("RcunetWaitSpinHits")
+            return True
         return self._sleep(seen, deadline)
+
+    def _spin(self, seen: int, deadline: float | None, spin: float) -> bool:
+        """Spin-then-park (``Host.wait_spin``): re-check ``wake_seq`` for up to ``spin``
+        seconds, yielding the CPU between checks; True once it moved.  A wakeup that
+        finds no gate opens none, so the waker wakes no thread: the spinner sees it."""
+        if deadline is not None:
+            spin = min(spin, deadline - time.monotonic())
+            if spin <= 0:
+                return False
+        # atomic: one attribute load per check; wake_seq is stored under wq by wakeup()
+        return spin_until(lambda: self.wake_seq != seen, spin)
 
     def _sleep(self, seen: int, deadline: float | None) -> bool:
         """``_wait`` on this thread's own gate."""
