@@ -78,6 +78,10 @@ RING_BYTES = 4 * 1024 * 1024
 #: The ring consumer's longest sleep: bounds the cost of a doorbell lost to store->load
 #: reordering on a weakly ordered CPU (see ``_Ring``).
 RING_MAX_SLEEP = 0.001
+#: A spinning ring consumer polls its doorbell, wake-up pipe and liveness socket once in
+#: this many looks at the ring (a few µs apart): a wake-up or the peer's end is seen a
+#: little later, and most looks make no system call.
+RING_SPIN_POLL_EVERY = 16
 #: How long closing a ring waits for a thread still inside a call on its mapping.
 MAP_CLOSE_PATIENCE = 5.0
 #: How long a receive thread blocks between checks that its endpoint is closing.
@@ -388,9 +392,19 @@ class _RingTransport:
         frames = rx.consume(self.largest, counts)
         if frames:
             return frames
-        if spin:  # frames, or a wake-up or the peer's end on the poller, end the spin
+        if spin:
+            # Frames end the spin, and so does a wake-up or the peer's end on the poller;
+            # the ring is memory, looked at each time, the poller a system call (which
+            # lets the GIL go and come back), looked at every RING_SPIN_POLL_EVERY times.
             poll = self._poller.poll
-            spin_until(lambda: not rx.empty() or bool(poll(0)), spin)
+            looks = 0
+
+            def ready() -> bool:
+                nonlocal looks
+                looks += 1
+                return not rx.empty() or (looks % RING_SPIN_POLL_EVERY == 0 and bool(poll(0)))
+
+            spin_until(ready, spin)
             frames = rx.consume(self.largest, counts)
             if frames:
                 counts["spin_hits"] += 1

@@ -276,6 +276,25 @@ def test_a_spinning_receive_thread_takes_what_comes_during_its_spin(
         b.close()
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_closing_an_end_ends_its_receive_threads_spin(transport: str) -> None:
+    """A wake-up ends a spin early (a spinning ring consumer looks at its poller every
+    few looks at the ring): closing an end whose receive thread is in a 600 s spin
+    leaves no thread of it running long before the spin would end."""
+    a, b = started(transport, rx_spin=600.0)
+    try:
+        got = Collector(1)
+        a.set_receiver(got)
+        assert b.send(bytes(60))
+        assert got.done.wait(60)  # a's receive thread delivered it, and now spins
+        a.close()
+        wait_until(lambda: not any(thread.is_alive() for thread in a._threads),
+                   timeout=120, what="a's threads to end")
+    finally:
+        a.close()
+        b.close()
+
+
 def test_a_negative_spin_is_refused() -> None:
     with pytest.raises(ValueError, match="rx_spin"):
         ipc_pair(rx_spin=-1.0)
