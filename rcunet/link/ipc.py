@@ -394,8 +394,8 @@ class _RingTransport:
             return frames
         if spin:
             # Frames end the spin, and so does a wake-up or the peer's end on the poller;
-            # the ring is memory, looked at each time, the poller a system call (which
-            # lets the GIL go and come back), looked at every RING_SPIN_POLL_EVERY times.
+            # the ring is memory, looked at every time, the poller a system call (which
+            # lets the GIL go and come back), looked at once in RING_SPIN_POLL_EVERY looks.
             poll = self._poller.poll
             looks = 0
 

@@ -218,12 +218,12 @@ class Connection:
 
     @staticmethod
     def connect(*, local_port: int, remote_port: int, iss: int, now: int,
-            options: Options | None = None, ts_offset: int = 0,
-            counters: Counters | None = None,
-            ts_recent: tuple[int, int] | None = None,
-            local_addr: bytes = b"", remote_addr: bytes = b"",
-            syn_data: bytes = b"", fastopen_option: tuple[int, bytes] | None = None
-            ) -> Connection:
+                options: Options | None = None, ts_offset: int = 0,
+                counters: Counters | None = None,
+                ts_recent: tuple[int, int] | None = None,
+                local_addr: bytes = b"", remote_addr: bytes = b"",
+                syn_data: bytes = b"", fastopen_option: tuple[int, bytes] | None = None
+                ) -> Connection:
         """Active OPEN (RFC 9293 §3.10.1): CLOSED -> SYN-SENT, SYN pending.
 
         ``ts_recent`` is (TS.Recent, stamp) inherited from a TIME-WAIT connection this one
@@ -258,9 +258,9 @@ class Connection:
 
     @staticmethod
     def accept_syn(syn: tcp.Repr, *, iss: int, now: int, options: Options | None = None,
-               ts_offset: int = 0, counters: Counters | None = None,
-               local_addr: bytes = b"", remote_addr: bytes = b"", fastopen: bool = False,
-               synack_options: tuple[tuple[int, bytes], ...] = ()) -> Connection:
+                   ts_offset: int = 0, counters: Counters | None = None,
+                   local_addr: bytes = b"", remote_addr: bytes = b"", fastopen: bool = False,
+                   synack_options: tuple[tuple[int, bytes], ...] = ()) -> Connection:
         """A listener took ``syn`` (``listen_action`` said SYN): SYN-RECEIVED, SYN,ACK pending.
 
         RFC 9293 §3.10.7.2 third check.  Without ``fastopen`` data carried by the SYN is
@@ -299,9 +299,9 @@ class Connection:
 
     @staticmethod
     def from_cookie(ack: tcp.Repr, *, mss: int, wscale: int | None, sack_ok: bool,
-                ts_ok: bool, now: int, options: Options | None = None, ts_offset: int = 0,
-                counters: Counters | None = None, local_addr: bytes = b"",
-                remote_addr: bytes = b"") -> Connection:
+                    ts_ok: bool, now: int, options: Options | None = None, ts_offset: int = 0,
+                    counters: Counters | None = None, local_addr: bytes = b"",
+                    remote_addr: bytes = b"") -> Connection:
         """An ESTABLISHED connection rebuilt from a valid SYN-cookie ACK (RFC 4987 §3.6).
 
         ``mss``/``wscale``/``sack_ok``/``ts_ok`` are what ``syncookies.check`` decoded.
