@@ -53,3 +53,15 @@ def _lockdep_guard():
         lockstat.disable()
     if problems:
         pytest.fail("\n".join(problems), pytrace=False)
+
+
+@pytest.fixture
+def unguarded_spin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spins that never give up for want of CPU (rcunet/sync/spin.py's guard off), here
+    and in the child processes a test starts: a test that counts spin hits must not find
+    none because a loaded machine made every spin back off."""
+    from rcunet.sync import spin
+
+    monkeypatch.setattr(spin, "GUARD", False)
+    monkeypatch.setattr(spin, "_calm_until", 0.0)  # a back-off an earlier spin began
+    monkeypatch.setenv("RCUNET_SPIN_GUARD", "0")

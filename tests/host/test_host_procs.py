@@ -159,6 +159,7 @@ def test_20mb_each_way_clean_link(transport: str) -> None:
     assert after == before, left_behind(before, after)
 
 
+@pytest.mark.usefixtures("unguarded_spin")
 def test_receive_threads_that_spin_carry_the_same_bytes() -> None:
     """``rx_spin`` reaches the child's end of the link (it counts spin hits there too)
     and both Hosts' waits (``Host.wait_spin``), and bulk data both ways arrives as

@@ -52,10 +52,12 @@ def request(a: Any, data: bytes) -> bytes:
         return bytes(sock.recv(64))
 
 
+@pytest.mark.usefixtures("unguarded_spin")
 @pytest.mark.parametrize("spin", [0.0, 5.0], ids=["off", "5s"])
 def test_request_and_reply_whether_waits_spin_or_sleep(spin: float) -> None:
     """The reply arrives either way; only spinning waits count hits (5 s: far longer than
-    any wake-up takes, so every wait here ends in its spin, whatever the load)."""
+    any wake-up takes, and spins that never give up their CPU, so every wait here ends
+    in its spin, whatever the load)."""
     net, a, b = spinning_pair(spin)
     try:
         server = echo_once(b)

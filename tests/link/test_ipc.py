@@ -241,13 +241,15 @@ def test_unknown_transport_and_bad_mtu_are_refused() -> None:
         ipc_pair(mtu=40)
 
 
+@pytest.mark.usefixtures("unguarded_spin")
 @pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize("rx_spin", [0.0, 0.05])
 def test_a_spinning_receive_thread_takes_what_comes_during_its_spin(
         transport: str, rx_spin: float) -> None:
     """Ping-pong: each end answers a frame from its receive thread, so every frame after
     the first arrives while the other end's receive thread has just delivered one.  A
-    spinning thread (50 ms: far longer than an answer takes, whatever the load) finds
+    spinning thread (50 ms: far longer than an answer takes, whatever the load, and a
+    spin that never gives up its CPU) finds
     them by polling on; one that does not spin sleeps and never counts a spin hit.
     Either way every frame arrives, in order."""
     a, b = started(transport, rx_spin=rx_spin)
