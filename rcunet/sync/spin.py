@@ -42,7 +42,7 @@ STOLEN_LIMIT = 1e-3
 GUARD = os.environ.get("RCUNET_SPIN_GUARD", "1") != "0"
 #: After a spin ended for want of CPU, how long no thread of the process spins: long
 #: beside the slice a spin loses to find out, short beside the rare wrong call on an
-#: idle machine (a kernel thread that ran a millisecond, about once a second).
+#: idle machine (a kernel thread or the hypervisor that took a millisecond).
 BACK_OFF = 0.02
 
 #: Monotonic time before which no thread spins (``BACK_OFF`` after a spin that lost its
