@@ -70,8 +70,10 @@ def test_request_and_reply_whether_waits_spin_or_sleep(spin: float) -> None:
         net.close()
 
 
+@pytest.mark.usefixtures("unguarded_spin")
 def test_a_timeout_shorter_than_the_spin_still_expires() -> None:
-    """A receive timeout ends the spin: the wait does not last the Host's whole spin."""
+    """A receive timeout ends the spin: the wait does not last the Host's whole spin (a
+    spin that never gives up its CPU, so only the deadline can end it early)."""
     net, a, b = spinning_pair(60.0)
     try:
         listener = b.socket(socket.AF_INET, socket.SOCK_STREAM)
