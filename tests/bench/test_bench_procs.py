@@ -4,10 +4,12 @@ nothing left running.  Bounded by counts or ``-l 1``; nothing here asserts a rat
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
 
+from rcunet.bench import ipc as ipc_bench
 from rcunet.bench import neper
 from rcunet.bench.cpus import cpu_list, parse_cpu_list, placement
 from rcunet.cli import main
@@ -50,10 +52,30 @@ def test_ipc_link_bench_prints_both_transports(capsys: pytest.CaptureFixture[str
     status, values, err = bench(capsys, "ipc", "--rounds", "1", "-n", "2000",
                                 "--pings", "50")
     assert status == 0, err
+    pings = [f"one_way_us_{name}" for name in ipc_bench.placements()]
     for transport in ("seqpacket", "ring"):
         for key in ("us_per_frame", "frames_per_s", "cpu_us_per_frame",
-                    "frames_per_wakeup", "one_way_us", "dropped"):
+                    "frames_per_wakeup", "dropped", *pings):
             assert float(values[f"{transport}.round1.{key}"]) >= 0
+
+
+def test_ping_pong_runs_where_it_is_placed() -> None:
+    """Each placement's ping-pong runs (and ends) with both processes pinned, and the
+    caller's own CPUs are given back afterwards."""
+    before = os.sched_getaffinity(0)
+    where = ipc_bench.placements()
+    assert where["one_cpu"][0] == where["one_cpu"][1]
+    if len(before) > 1:
+        assert where["two_cpus"][0] != where["two_cpus"][1]
+    for cpus in where.values():
+        assert ipc_bench.run_ping("seqpacket", 20, 64, cpus) > 0
+        assert os.sched_getaffinity(0) == before
+
+
+def test_the_crr_floor_is_four_crossings() -> None:
+    line = ipc_bench.crr_floor_line("ring", 50.0)
+    assert "4 crossings in turn x 50.0 us = 200 us" in line
+    assert "at most 5,000 conn/s" in line
 
 
 def test_spread_gives_each_process_half_of_the_allowed_cpus() -> None:
