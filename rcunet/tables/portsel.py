@@ -321,8 +321,9 @@ class PortSelector:
         # atomic reference-count update that the other connecting threads also make).
         bhash, net_mix, bmask = bind.bhash_rcu()
         ebuckets, emask = ehash.buckets_rcu()
-        # get_random_u32_below(8) of the ok: path, drawn here, outside every lock
-        jitter = self.rng.randrange(8) * step
+        # get_random_u32_below(8) of the ok: path, drawn here, outside every lock (three
+        # random bits: randrange(8) would cost an interpreted call into random.py)
+        jitter = self.rng.getrandbits(3) * step
         while True:  # other_parity_scan
             port = low + offset
             for i in range(0, remaining, step):

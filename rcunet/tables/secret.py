@@ -54,16 +54,20 @@ def bhash_slot(port: int, net_mix: int, mask: int) -> int:
 class HashSecret:
     """Per-host hash keys.
 
-    Concurrency: every field is immutable after ``__init__``; the methods are pure
-    functions of their arguments and the keys, callable from any thread.
+    Concurrency: the keys are immutable after ``__init__``; the methods are pure
+    functions of their arguments and the keys, callable from any thread.  The one other
+    field, ``_last_port``, remembers the last port offset computed (connects to one
+    destination repeat its inputs for 10 s); it is replaced whole, never changed.
     """
 
-    __slots__ = lockfree_read_slots("ehash_seed", "net_mix", "_port_key")
+    __slots__ = lockfree_read_slots("ehash_seed", "net_mix", "_port_key", "_last_port")
 
     def __init__(self, rng: random.Random) -> None:
         self.ehash_seed: int = rng.getrandbits(64)  # immutable
         self.net_mix: int = rng.getrandbits(32)  # immutable; net_hash_mix()
         self._port_key: bytes = rng.getrandbits(128).to_bytes(16, "little")  # immutable
+        #: (epoch, dport, saddr, daddr, offset) of the last port_ephemeral()
+        self._last_port: tuple[int, int, bytes, bytes, int] = (-1, -1, b"", b"", 0)
 
     # --- ehash (reference §1.3, post-March-2025 semantics) ------------------------------
     def ehash_port0(self, laddr: bytes, faddr: bytes, fport: int) -> int:
@@ -90,6 +94,13 @@ class HashSecret:
         ``secure_ipv4_port_ephemeral``.  Low bits index the perturbation table, high 32
         bits offset the scan (different halves, as Linux since 2022)."""
         epoch = now // PORT_SECRET_PERIOD_NS
+        # atomic: one attribute load of a tuple, pairs with the store below; a thread that
+        # loses the race stores its own equal or newer tuple, never a torn one
+        last = self._last_port
+        if last[0] == epoch and last[1] == dport and last[2] == saddr and last[3] == daddr:
+            return last[4]
         message = saddr + daddr + dport.to_bytes(2, "big") + epoch.to_bytes(8, "big", signed=True)
         digest = hashlib.blake2b(message, key=self._port_key, digest_size=8).digest()
-        return int.from_bytes(digest, "little")
+        offset = int.from_bytes(digest, "little")
+        self._last_port = (epoch, dport, saddr, daddr, offset)
+        return offset

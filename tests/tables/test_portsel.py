@@ -121,6 +121,18 @@ def test_port_offset_is_resalted_every_ten_seconds():
     assert first != secret.port_ephemeral(L4, D4, 81, t0)
 
 
+def test_a_remembered_port_offset_is_the_keyed_hash_of_its_own_inputs():
+    """port_ephemeral remembers its last answer; any other input gets its own hash."""
+    t0 = 50 * 10**9
+    inputs = [(L4, D4, 80, t0), (L4, D4, 80, t0 + 1), (L4, D4, 81, t0),
+              (L4, bytes([10, 0, 0, 9]), 80, t0), (bytes([10, 0, 0, 7]), D4, 80, t0),
+              (L4, D4, 80, t0 + 10**10), (L4, D4, 80, t0)]
+    remembering = HashSecret(__import__("random").Random(1))
+    for args in inputs:
+        fresh = HashSecret(__import__("random").Random(1))
+        assert remembering.port_ephemeral(*args) == fresh.port_ephemeral(*args), args
+
+
 def test_bind_owned_and_reserved_ports_are_never_autoselected():
     tables = make_tables(ip_local_port_range=(40000, 40003),
                          ip_local_reserved_ports=frozenset({40002}))

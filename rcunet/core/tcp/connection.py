@@ -133,6 +133,11 @@ from rcunet.wire import tcp
 from rcunet.wire.seqnum import add, ge, gt, le, lt, sub
 
 
+def _no_data() -> BlockingIOError:
+    """What recv() and peek() raise when nothing is readable yet."""
+    return BlockingIOError(errnos.EAGAIN, "no data")
+
+
 class Connection:
     """One TCP connection.  See the module docstring for how to drive it.
 
@@ -438,6 +443,15 @@ class Connection:
         Raises BlockingIOError (EAGAIN) when nothing is readable yet, and the connection's
         error (ECONNRESET, ETIMEDOUT, ...) once, after any data that arrived before it.
         """
+        data = self.try_recv(max_bytes, now)
+        if data is None:
+            raise _no_data()
+        return data
+
+    def try_recv(self, max_bytes: int, now: int) -> bytes | None:
+        """``recv`` that answers None where it would raise EAGAIN: a reader that will
+        wait (the host's blocking recv) asks without raising and catching an exception
+        each time it finds nothing.  Nothing to collect then (``quiet``)."""
         self._now = now
         self.quiet = False
         if max_bytes < 0:
@@ -456,7 +470,9 @@ class Connection:
             else:
                 self.quiet = True
             return data
-        return self._nothing_readable(max_bytes)
+        nothing = self._nothing_readable(max_bytes)
+        self.quiet = nothing is None
+        return nothing
 
     def peek(self, max_bytes: int) -> bytes:
         """recv() with MSG_PEEK: the same bytes, left in the receive queue (no window
@@ -465,16 +481,20 @@ class Connection:
             raise OSError(errnos.EINVAL, "negative recv size")
         if self.receiver.rx and max_bytes:
             return self.receiver.rx.peek(max_bytes)
-        return self._nothing_readable(max_bytes)
+        data = self._nothing_readable(max_bytes)
+        if data is None:
+            raise _no_data()
+        return data
 
-    def _nothing_readable(self, max_bytes: int) -> bytes:
-        """What a read finds with no data queued: the pending error, EOF or EAGAIN."""
+    def _nothing_readable(self, max_bytes: int) -> bytes | None:
+        """What a read finds with no data queued: the pending error (raised), EOF (b"")
+        or None: nothing yet (EAGAIN)."""
         if max_bytes == 0:
             return b""
         self._raise_pending_error()
         if self.state.fin_received or self.state is CLOSED:
             return b""
-        raise BlockingIOError(errnos.EAGAIN, "no data")
+        return None
 
     def shutdown_write(self, now: int) -> None:
         """SHUT_WR: send FIN after the queued data (RFC 9293 §3.10.4 CLOSE)."""

@@ -385,11 +385,12 @@ class TcpSock(SockEntry):
                 self._collect(conn, None, False)
         return n
 
-    def engine_recv(self, conn: Connection, bufsize: int, now: int) -> bytes:
-        """``engine(conn.recv, bufsize, now)``, typed."""
+    def engine_recv(self, conn: Connection, bufsize: int, now: int) -> bytes | None:
+        """``engine(conn.try_recv, bufsize, now)``, typed: None when nothing is readable
+        yet (EAGAIN)."""
         quiet = False
         try:
-            data = conn.recv(bufsize, now)
+            data = conn.try_recv(bufsize, now)
             quiet = self._quiet(conn)
         finally:
             if not quiet:
@@ -1115,9 +1116,8 @@ class TcpSock(SockEntry):
         conn = self._reader_locked()
         if conn is None:
             return b""
-        try:
-            data = self.engine_recv(conn, bufsize, self.host.now())
-        except BlockingIOError:
+        data = self.engine_recv(conn, bufsize, self.host.now())
+        if data is None:
             return None
         self._consume_skbs(len(data), consumed)
         return data
