@@ -361,9 +361,15 @@ class PmtuStore:
 
     def get(self, dst: bytes, now: int) -> int | None:
         """The learned path MTU towards ``dst``, or ``None`` (none, or expired)."""
+        entries = self._entries
+        # atomic: dict containment, then a subscript (not dict.get: see
+        # rcunet.core.freethreaded, point 2); both pair with the stores below.  Most
+        # destinations have no entry, and a miss then raises no KeyError.
+        if dst not in entries:
+            return None
         try:
-            entry = self._entries[dst]  # atomic: dict subscript, pairs with the stores below
-        except KeyError:  # (not dict.get: see lookup_with_generation)
+            entry = entries[dst]
+        except KeyError:  # expired and dropped in between
             return None
         if entry.expires_at <= now:
             return None

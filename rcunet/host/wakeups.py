@@ -26,9 +26,18 @@ from typing import Any, Final
 _local = threading.local()  # .gates: the batch's collected gates, or None outside one
 
 
+def _batch_gates() -> list[Any] | None:
+    """This thread's receive batch's gates; None outside a batch.  Read from the thread's
+    own attribute dict: a thread that never entered a batch (an application thread) has
+    no ``gates``, and ``getattr`` with a default would raise and catch an AttributeError
+    to learn that, at every wake-up it makes."""
+    gates: list[Any] | None = _local.__dict__.get("gates")
+    return gates
+
+
 def open_gates(gates: Iterable[Any]) -> None:
     """Open ``gates`` now, or at the end of this thread's receive batch."""
-    pending = getattr(_local, "gates", None)
+    pending = _batch_gates()
     if pending is None:
         for gate in gates:
             gate.release()
@@ -43,7 +52,7 @@ class _Deferred:
     and not yet left), so one stateless instance serves every thread."""
 
     def __enter__(self) -> None:
-        depth: int = getattr(_local, "depth", 0)
+        depth: int = _local.__dict__.get("depth", 0)  # as in _batch_gates
         if depth == 0:
             _local.gates = []
         _local.depth = depth + 1

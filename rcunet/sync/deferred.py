@@ -102,9 +102,13 @@ class BufferPool:
 
     def alloc(self) -> Buffer:
         self.allocated.add()
+        free = self._free
         try:
-            buf = self._free.pop()  # atomic: deque.pop
-        except IndexError:
+            # atomic: deque length, then deque.pop (an empty pool raises no IndexError)
+            buf = free.pop() if free else None
+        except IndexError:  # another thread took the last one
+            buf = None
+        if buf is None:
             self.created.add()
             return Buffer(self.buffer_size, self.owner)
         buf.length = 0
@@ -239,11 +243,11 @@ class DeferredFreeList:
         if not queue:  # atomic: deque length; an append after this is a later drain's
             return 0  # (the owner drains before every allocation: mostly nothing queued)
         n = 0
-        while True:
+        while queue:  # atomic: deque length (appends only add; ends without an exception)
             try:
                 obj = queue.popleft()  # atomic: deque.popleft
             except IndexError:
-                break
+                break  # another drainer took the last one
             entry.recycle(obj)
             n += 1
         if n:
