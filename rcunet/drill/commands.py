@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from rcunet.core.tcp import fastopen
 from rcunet.core.tcp.congestion.cubic_params import WRITABLE
 from rcunet.drill.errors import DrillUnsupported
+from rcunet.wire.addr import is_v4mapped
 
 if TYPE_CHECKING:
     from rcunet.host.host import Host
@@ -156,7 +157,7 @@ def proc_net_tcp(host: Host, path: str) -> list[str]:
     entries = [*hashinfo.listen.listeners(), *hashinfo.ehash.entries()]
     for sk in entries:
         laddr = sk.laddr if len(sk.laddr) == size else None
-        if size == 4 and laddr is None and sk.laddr[:12] == bytes(10) + b"\xff\xff":
+        if size == 4 and laddr is None and is_v4mapped(sk.laddr):
             continue  # a dual-stack socket is listed in tcp6
         if laddr is None:
             continue

@@ -25,6 +25,7 @@ from rcunet.drill.errors import DrillError, DrillUnsupported
 from rcunet.host.tcp import fastopen_opts as tcp_fastopen
 from rcunet.host.tcp import md5
 from rcunet.tables.entry import AF_INET, AF_INET6, State
+from rcunet.wire.addr import v4mapped
 
 if TYPE_CHECKING:
     from rcunet.host.host import Host
@@ -733,7 +734,7 @@ class Syscalls:
         remote = ipaddress.ip_address(self.remote_ip)
         if family == 10:
             if remote.version == 4:
-                remote = ipaddress.IPv6Address(b"\0" * 10 + b"\xff\xff" + remote.packed)
+                remote = ipaddress.IPv6Address(v4mapped(remote.packed))
             sockaddr = struct.pack("=HHI16s", family, 0, 0, remote.packed)
         else:
             sockaddr = struct.pack("=HH4s", family, 0, remote.packed)

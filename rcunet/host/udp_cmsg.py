@@ -29,7 +29,7 @@ import struct
 from typing import TYPE_CHECKING, NamedTuple
 
 from rcunet.host.sockerr import oserror
-from rcunet.wire.addr import ANY4, ANY6
+from rcunet.wire.addr import ANY4, ANY6, is_v4mapped, v4mapped
 
 if TYPE_CHECKING:
     from rcunet.host.host import Host
@@ -118,7 +118,7 @@ def recv_cmsgs(host: Host, flags: int, socket_v6: bool, info: RecvInfo, src: byt
             out.append((SOL_SOCKET, SO_TIMESTAMP, _TWO_LONGS.pack(seconds, nanos // 1000)))
     v4_packet = len(info.dst) == 4
     if socket_v6 and flags & WANT_PKTINFO6:
-        dst = b"\0" * 10 + b"\xff\xff" + info.dst if v4_packet else info.dst
+        dst = v4mapped(info.dst)
         out.append((SOL_IPV6, IPV6_PKTINFO, _PKTINFO6.pack(dst, info.ifindex)))
     if v4_packet:
         if flags & WANT_PKTINFO:
@@ -209,7 +209,7 @@ def _ipv6_cmsg(control: SendControl, kind: int, data: bytes, to_v4: bool) -> Sen
             raise oserror(errno.EINVAL, "IPV6_PKTINFO takes a struct in6_pktinfo")
         address, ifindex = _PKTINFO6.unpack_from(data)
         if to_v4:  # ip_cmsg_send: only a v4-mapped source
-            if address[:12] != b"\0" * 10 + b"\xff\xff":
+            if not is_v4mapped(address):
                 raise oserror(errno.EINVAL, "IPV6_PKTINFO to an IPv4 peer needs a "
                               "v4-mapped source")
             address = address[12:]

@@ -17,14 +17,14 @@ from typing import Any
 from rcunet.api.socket import Socket, pack_address
 from rcunet.host.network import Network
 from rcunet.sim.patches import refuse
+from rcunet.wire.addr import LIMITED_BROADCAST, unmapped
 
 
 def _inside(network: Network, packed: bytes) -> bool:
-    if len(packed) == 16 and packed[:12] == b"\0" * 10 + b"\xff\xff":
-        packed = packed[12:]  # v4-mapped
+    packed = unmapped(packed)
     address = ipaddress.ip_address(packed)
     if (address.is_loopback or address.is_unspecified or address.is_multicast
-            or packed == b"\xff\xff\xff\xff"):
+            or packed == LIMITED_BROADCAST):
         return True
     for host in network.hosts:
         for iface in host.interfaces.values():

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from rcunet.wire import tcp
 from rcunet.wire import tcp_md5 as md5
-from rcunet.wire.addr import unmapped
+from rcunet.wire.addr import is_v4mapped, unmapped
 from rcunet.wire.errors import WireError
 
 TCP_MD5SIG, TCP_MD5SIG_EXT = 14, 32
@@ -24,7 +24,6 @@ FLAG_PREFIX, FLAG_IFINDEX = 0x1, 0x2
 #: struct tcp_md5sig: sockaddr_storage (128), flags, prefixlen, keylen, ifindex, key[80].
 _CMD = struct.Struct("=128sBBHi80s")
 _FAMILY = struct.Struct("=H")
-_V4MAPPED = bytes(10) + b"\xff\xff"
 
 
 def _error(code: int, detail: str) -> OSError:
@@ -94,7 +93,7 @@ def apply_setsockopt(keys: Keys | None, family: int, optname: int, value: object
         if addr_family != AF_INET6:
             raise _error(errno.EINVAL, "TCP_MD5SIG address family")
         addr = bytes(storage[8:24])
-        full = 32 if addr.startswith(_V4MAPPED) else 128
+        full = 32 if is_v4mapped(addr) else 128
         addr = unmapped(addr)
     if ext and flags & FLAG_PREFIX:
         if prefixlen > full:
