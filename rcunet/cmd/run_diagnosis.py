@@ -34,6 +34,9 @@ _RCUNET_DIR = os.path.dirname(os.path.abspath(rcunet.__file__))
 _SOCKET_CALL_FILES = tuple(os.path.join(_RCUNET_DIR, "api", name)
                            for name in ("socket.py", "tls.py"))
 _THREADING_FILE = os.path.abspath(threading.__file__)
+#: This module: its frames on a thread's stack are a signal handler of ours that
+#: interrupted the thread (the main thread's, for SIGINT), not the program's code.
+_DIAGNOSIS_FILE = os.path.abspath(__file__)
 
 
 class Diagnosis:
@@ -78,7 +81,10 @@ def _threads_text() -> str:
         if start is None:
             internal.append(thread.name)
             continue
-        stack = traceback.StackSummary.from_list(stack[start:])  # from the program's code
+        # from the program's code to where it was when one of our handlers interrupted it
+        end = next((i for i in range(start, len(stack))
+                    if os.path.abspath(stack[i].filename) == _DIAGNOSIS_FILE), len(stack))
+        stack = traceback.StackSummary.from_list(stack[start:end])
         kind = " (daemon)" if thread.daemon else ""
         lines.append(f'Thread "{thread.name}"{kind}, most recent call last:')
         lines.append("".join(traceback.format_list(stack)).rstrip("\n"))

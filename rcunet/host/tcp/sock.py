@@ -62,6 +62,7 @@ from rcunet.host.tcp.life import (
 from rcunet.host.tcp.poll import PollFd
 from rcunet.host.wakeups import open_gates
 from rcunet.sync import lock as _lock_mod
+from rcunet.sync import signals
 from rcunet.sync.deferred import Buffer
 from rcunet.sync.lock import LockClass
 from rcunet.sync.spin import spin_until
@@ -786,17 +787,22 @@ class TcpSock(SockEntry):
             if gates is None:
                 gates = self.wq_gates = []
             gates.append(gate)
-        if deadline is None:
-            gate.acquire()
-            return True
-        remaining = deadline - time.monotonic()
-        if remaining > 0 and gate.acquire(timeout=remaining):
-            return True
+        try:
+            if signals.acquire(gate, deadline):  # runs due signal handlers (Ctrl-C)
+                return True
+        except BaseException:  # a signal handler's KeyboardInterrupt: leave no gate behind
+            self._drop_gate(gate)
+            raise
+        self._drop_gate(gate)
+        return self.wake_seq != seen  # atomic: attribute load; woken at the deadline?
+
+    def _drop_gate(self, gate: _thread.LockType) -> None:
+        """A sleeper that stops waiting takes its gate off the wait list (a waker that
+        took it first owns it, and opens a gate nobody waits on)."""
         with self.wq:
             gates = self.wq_gates  # not None: this sleeper listed its gate in it
             if gates is not None and gate in gates:
                 gates.remove(gate)
-            return self.wake_seq != seen
 
     def _deadline(self, timeout: float | None) -> float | None:
         if timeout is not None and timeout > 0 and self.host.deterministic:
