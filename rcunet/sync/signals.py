@@ -7,12 +7,17 @@ code (a socket call on its way to sleep) only marks the handler as due, and the 
 then sleeps in ``lock.acquire`` with nothing left to wake it.  The program hangs in its
 ``recv()`` instead of raising KeyboardInterrupt.
 
-So a compiled wait sleeps through ``acquire``, which is interpreted on purpose (this
-module is never compiled: setup.py does not list it).  Entering it runs every handler
-already due, and its exception (KeyboardInterrupt) propagates from the call.  The main
-thread then sleeps in slices of ``MAIN_SLICE``, re-entering the interpreter between
-them, so that a signal landing in the last instructions before the sleep waits one
-slice at most.  The other threads run no handlers, and they sleep in one piece.
+So a compiled wait in the main thread (``main_ident``) sleeps through
+``acquire_in_main_thread``, which is interpreted on purpose (this module is never
+compiled: setup.py does not list it).  Entering it runs every handler already due, and
+its exception (KeyboardInterrupt) propagates from the call.  It sleeps in slices of
+``MAIN_SLICE``, re-entering the interpreter between them, so that a signal landing in
+the last instructions before the sleep waits one slice at most.
+
+Other threads run no handlers and keep sleeping in compiled code: entering the
+interpreter also hands the GIL to any thread that asked for it, which would cost a
+thread about to sleep a switch there and back (tcp_crr with both Hosts on one CPU ran
+at 40% of its rate when every wait came through here).
 """
 
 from __future__ import annotations
@@ -31,30 +36,27 @@ class Gate(Protocol):
     def acquire(self, blocking: bool = ..., timeout: float = ...) -> bool: ...
 
 
-def _main_ident() -> int | None:
+def _main_thread_ident() -> int | None:
     return threading.main_thread().ident
 
 
 #: The thread that runs signal handlers (a forked child's is the thread that forked).
-_main = _main_ident()
+#: Read without a lock: one module-attribute load, which pairs with the store below.
+main_ident = _main_thread_ident()
 
 
 def _after_fork_in_child() -> None:
-    global _main
-    _main = _main_ident()  # after threading's own after-fork hook: registered earlier
+    global main_ident
+    main_ident = _main_thread_ident()  # after threading's own hook, registered earlier
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def acquire(gate: Gate, deadline: float | None) -> bool:
-    """``gate.acquire()`` until ``deadline`` (``time.monotonic``; None: no limit); True
-    once acquired.  Raises what a due signal handler raises (KeyboardInterrupt)."""
-    if threading.get_ident() != _main:
-        if deadline is None:
-            return gate.acquire()
-        remaining = deadline - time.monotonic()
-        return remaining > 0 and gate.acquire(timeout=remaining)
+def acquire_in_main_thread(gate: Gate, deadline: float | None) -> bool:
+    """``gate.acquire()`` in the main thread until ``deadline`` (``time.monotonic``;
+    None: no limit); True once acquired.  Raises what a due signal handler raises
+    (KeyboardInterrupt)."""
     while True:  # each pass enters the interpreter's loop again: due handlers run
         if deadline is None:
             slice_ = MAIN_SLICE

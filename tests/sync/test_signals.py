@@ -1,7 +1,7 @@
-"""``rcunet.sync.signals.acquire``: the sleep of a compiled wait runs the handler of a
-signal that came before the sleep began (Ctrl-C in a program blocked in ``recv()``).
-Each case runs in a process of its own, whose main thread is the one that runs signal
-handlers; nothing here waits for a sleep to be long enough."""
+"""``rcunet.sync.signals``: the main thread's sleep in a compiled socket wait runs the
+handler of a signal that came before the sleep began (Ctrl-C in a program blocked in
+``recv()``).  Each case runs in a process of its own, whose main thread is the one that
+runs signal handlers; nothing here waits for a sleep to be long enough."""
 
 from __future__ import annotations
 
@@ -9,10 +9,8 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
-
 PROLOGUE = """\
-import signal, threading, time, _thread
+import os, signal, sys, threading, time, _thread
 from rcunet.sync import signals
 
 class Interrupted(Exception):
@@ -36,21 +34,21 @@ def run(body: str) -> str:
 
 def test_a_signal_that_lands_in_another_thread_interrupts_the_main_threads_sleep() -> None:
     """SIGUSR1 to a helper thread: its C handler runs there and only marks the Python
-    handler due, waking nothing.  The main thread asleep in ``acquire`` runs it within a
-    slice and raises its exception."""
+    handler due, waking nothing.  The main thread asleep in the gate runs it within a
+    slice and raises its exception (a plain ``gate.acquire()`` would sleep on)."""
     out = run("""
-        import sys
         main = threading.get_ident()
+        sleeping = signals.acquire_in_main_thread.__code__
 
         def signal_from_elsewhere():
-            # once the main thread sleeps in acquire (its innermost Python frame)
-            while sys._current_frames()[main].f_code is not signals.acquire.__code__:
+            # once the main thread sleeps in the gate (its innermost Python frame)
+            while sys._current_frames()[main].f_code is not sleeping:
                 time.sleep(0.001)
             signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)
 
         threading.Thread(target=signal_from_elsewhere).start()
         try:
-            signals.acquire(gate, None)
+            signals.acquire_in_main_thread(gate, None)
         except Interrupted:
             print("interrupted")
     """)
@@ -60,35 +58,30 @@ def test_a_signal_that_lands_in_another_thread_interrupts_the_main_threads_sleep
 def test_the_main_thread_takes_its_gate_when_it_opens() -> None:
     out = run("""
         threading.Thread(target=gate.release).start()
-        print(signals.acquire(gate, None))
+        print(signals.acquire_in_main_thread(gate, None))
     """)
     assert out == "True\n"
 
 
-@pytest.mark.parametrize("where", ["main", "other"])
-def test_a_deadline_ends_the_sleep(where: str) -> None:
-    out = run(f"""
-        result = []
-        def sleep():
-            result.append(signals.acquire(gate, time.monotonic() + 0.05))
-        if {where!r} == "main":
-            sleep()
-        else:
-            thread = threading.Thread(target=sleep)
-            thread.start()
-            thread.join()
-        print(result, gate.locked())
-    """)
-    assert out == "[False] True\n"
-
-
-def test_another_thread_takes_its_gate_when_it_opens() -> None:
+def test_a_deadline_ends_the_main_threads_sleep() -> None:
     out = run("""
-        result = []
-        thread = threading.Thread(target=lambda: result.append(signals.acquire(gate, None)))
-        thread.start()
-        gate.release()
-        thread.join()
-        print(result)
+        print(signals.acquire_in_main_thread(gate, time.monotonic() + 0.05), gate.locked())
     """)
-    assert out == "[True]\n"
+    assert out == "False True\n"
+
+
+def test_the_main_thread_of_a_forked_child_is_the_thread_that_forked() -> None:
+    out = run("""
+        assert signals.main_ident == threading.get_ident()
+
+        def fork_here():
+            pid = os.fork()
+            if pid == 0:
+                os._exit(0 if signals.main_ident == threading.get_ident() else 1)
+            print(os.waitpid(pid, 0)[1])
+
+        thread = threading.Thread(target=fork_here)
+        thread.start()
+        thread.join()
+    """)
+    assert out == "0\n"

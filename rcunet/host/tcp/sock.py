@@ -109,6 +109,18 @@ ICMP_DEFERRED = 4
 _QUIET_CALLS: frozenset[object] = frozenset({tcp_errq.send_noted})
 
 
+def _acquire(gate: _thread.LockType, deadline: float | None) -> bool:
+    """A sleeper's ``gate.acquire()`` until ``deadline``; True once acquired.  The main
+    thread sleeps through rcunet.sync.signals, which runs the signal handlers (Ctrl-C)
+    that compiled code leaves due."""
+    if _thread.get_ident() == signals.main_ident:  # atomic: module-attribute load
+        return signals.acquire_in_main_thread(gate, deadline)
+    if deadline is None:
+        return gate.acquire()
+    remaining = deadline - time.monotonic()
+    return remaining > 0 and gate.acquire(timeout=remaining)
+
+
 class TcpSock(SockEntry):
     """One TCP socket (listener, connection, or a listener's child).
 
@@ -788,7 +800,7 @@ class TcpSock(SockEntry):
                 gates = self.wq_gates = []
             gates.append(gate)
         try:
-            if signals.acquire(gate, deadline):  # runs due signal handlers (Ctrl-C)
+            if _acquire(gate, deadline):
                 return True
         except BaseException:  # a signal handler's KeyboardInterrupt: leave no gate behind
             self._drop_gate(gate)
