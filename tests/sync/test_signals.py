@@ -14,7 +14,7 @@ import os, signal, sys, threading, time, _thread
 from rcunet.sync import signals
 
 class Interrupted(Exception):
-    pass
+    'What the SIGUSR1 handler raises.'
 
 def raise_interrupted(signum, frame):
     raise Interrupted
