@@ -32,9 +32,9 @@ from tcp_helpers import (
 from rcunet.core.tcp import State as CState
 from rcunet.host.network import Network
 from rcunet.host.tcp import TCBINFO_LOCK
-from rcunet.host.tcp.life import FINISHED
+from rcunet.host.tcp.life import CLOSE, FINISHED
 from rcunet.host.tcp.sock import TIMER_DEFERRED
-from rcunet.sync import hooks, lockstat
+from rcunet.sync import hooks, lock, lockstat
 from rcunet.tables.entry import State
 from rcunet.tuning import Tuning
 from rcunet.wire import tcp
@@ -278,6 +278,33 @@ def test_timer_firing_while_owned_runs_at_release() -> None:
     assert b.counters.get("TcpExtDelayedACKs") == delayed + 1  # exactly once, at release
     net.run(0.1)
     assert b.counters.get("TcpExtDelayedACKs") == delayed + 1
+    for s in (cli, child, srv):
+        s.close()
+
+
+def test_post_leaves_a_teardown_another_thread_claimed_first() -> None:
+    """post() looks for a teardown with no lock, then claims it under slock: when another
+    thread claimed it in between (here: at the lock's acquire point), post does nothing.
+    Compiled, a re-read that kept the unlocked check's narrowing raised TypeError."""
+    net, a, b = Network.two_hosts()
+    srv, cli, child = connected_pair(net, a, b)
+    sk = child._sk
+    assert not sk.outbox  # nothing to flush: the next lock post takes is slock
+    claims: list[object] = []
+
+    def other_thread_claims() -> None:
+        if not claims:
+            claims.append(sk.teardown)
+            sk.teardown = None
+
+    sk.teardown = CLOSE
+    with hooks.installed({lock.ACQUIRE: other_thread_claims}):
+        sk.post()
+    assert claims == [CLOSE] and sk.teardown is None
+    assert not sk.life & FINISHED and sk.state == State.ESTABLISHED  # nobody tore it down
+    cli.send(b"still connected")
+    net.run(0.01)
+    assert child.recv(100) == b"still connected"
     for s in (cli, child, srv):
         s.close()
 

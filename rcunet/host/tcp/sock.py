@@ -534,23 +534,33 @@ class TcpSock(SockEntry):
         (only when nobody owns the socket; the owner's own ``post`` does it)."""
         if self.outbox:
             self.layer.transmit.flush(self)
-        if self.teardown is not None and not self.sl.owned:  # atomic loads; re-checked below
-            with self.sl.slock:
-                if self.sl.owned:
-                    return
-                todo: TeardownRequest | None = self.teardown
-                self.teardown = None
-                # One teardown per connection: between taking TIME_WAIT here and its
-                # hashdance, the socket is still hashed, and another thread's segment (a
-                # RST answering our ACK of a retransmitted FIN) can make the engine ask
-                # for a close too.  Linux has no such window (tcp_time_wait runs under
-                # the socket lock); the later request is dropped, as RFC 1337 would drop
-                # that RST in TIME_WAIT.  Whoever takes FINISHED (``advance``: once)
-                # does the teardown.
-                if todo is not None and not advance(self, FINISHED):
-                    todo = None
-            if todo is not None:
-                self.layer.teardown.run(self, None if todo is CLOSE else todo)
+        if self.teardown is None or self.sl.owned:  # atomic loads; re-checked by the claim
+            return
+        todo = self._claim_teardown()
+        if todo is not None:
+            self.layer.teardown.run(self, None if todo is CLOSE else todo)
+
+    def _claim_teardown(self) -> TeardownRequest | None:
+        """Under ``slock``: take the teardown asked for, if the socket is not owned and this
+        thread takes FINISHED.  A function of its own so that the read under the lock is a
+        fresh load (compiled, the unlocked check in ``post`` narrows ``self.teardown`` to
+        not-None for the rest of that function: another thread's claim in between would
+        fail that type check)."""
+        with self.sl.slock:
+            if self.sl.owned:
+                return None
+            todo = self.teardown
+            self.teardown = None
+            # One teardown per connection: between taking TIME_WAIT here and its
+            # hashdance, the socket is still hashed, and another thread's segment (a
+            # RST answering our ACK of a retransmitted FIN) can make the engine ask
+            # for a close too.  Linux has no such window (tcp_time_wait runs under
+            # the socket lock); the later request is dropped, as RFC 1337 would drop
+            # that RST in TIME_WAIT.  Whoever takes FINISHED (``advance``: once)
+            # does the teardown.
+            if todo is None or not advance(self, FINISHED):
+                return None
+            return todo
 
     # ------------------------------------------------------------------ the timer
     def _arm_timer(self) -> None:
