@@ -6,6 +6,7 @@ broken extension file can be planted without touching the installed one.
 
 from __future__ import annotations
 
+import ast
 import importlib.machinery
 import os
 import pathlib
@@ -164,6 +165,63 @@ def test_every_compiled_module_exists_and_is_type_checked_strictly():
         module = path[: -len(".py")].replace("/", ".")
         assert any(module == p or (p.endswith(".*") and module.startswith(p[:-1]))
                    for p in patterns), f"{module} is compiled but not under mypy strict"
+
+
+def _none_checks(function: ast.FunctionDef) -> list[tuple[int, str]]:
+    """(line, attribute) of every ``obj.attr is None`` / ``is not None`` in ``function``."""
+    return [(node.lineno, ast.unparse(node.left)) for node in ast.walk(function)
+            if isinstance(node, ast.Compare) and isinstance(node.left, ast.Attribute)
+            and any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops)
+            and any(isinstance(c, ast.Constant) and c.value is None
+                    for c in node.comparators)]
+
+
+def _narrowed_rereads(function: ast.FunctionDef) -> list[str]:
+    """Reads, in the body of a ``with`` block (under the lock it took), of an attribute
+    the function tested against None on an earlier line."""
+    checks = _none_checks(function)
+    found = []
+    for block in ast.walk(function):
+        if not isinstance(block, ast.With):
+            continue
+        for node in (n for statement in block.body for n in ast.walk(statement)):
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+                text = ast.unparse(node)
+                if any(name == text and line < block.lineno for line, name in checks):
+                    found.append(f"{function.name}:{node.lineno} {text}")
+    return found
+
+
+@pytest.mark.skipif(not (REPO / "setup.py").exists(), reason="installed without its setup.py")
+def test_no_compiled_function_rereads_under_a_lock_what_it_checked_before():
+    """mypy narrows ``self.x`` after ``if self.x is None: return`` for the rest of the
+    function, and mypyc checks every later read against the narrowed type: a lockless
+    check followed by a re-read under the lock turns another thread's store of None in
+    between into a TypeError.  The locked re-read belongs in a function of its own
+    (``TcpSock._claim_teardown``)."""
+    offenders = []
+    for path in _setup_compiled_list():
+        tree = ast.parse((PACKAGE.parent / path).read_text(encoding="utf-8"))
+        for function in ast.walk(tree):
+            if isinstance(function, ast.FunctionDef):
+                offenders += [f"{path}:{where}" for where in _narrowed_rereads(function)]
+    assert not offenders
+
+
+def test_the_narrowed_reread_check_finds_the_pattern():
+    bad = ast.parse("def post(self):\n"
+                    "    if self.teardown is None:\n"
+                    "        return\n"
+                    "    with self.lock:\n"
+                    "        todo = self.teardown\n").body[0]
+    good = ast.parse("def post(self):\n"
+                     "    if self.teardown is None:\n"
+                     "        return\n"
+                     "    with self.lock:\n"
+                     "        todo = self.claim()\n").body[0]
+    assert isinstance(bad, ast.FunctionDef) and isinstance(good, ast.FunctionDef)
+    assert _narrowed_rereads(bad) == ["post:5 self.teardown"]
+    assert _narrowed_rereads(good) == []
 
 
 def _source_tree(tmp_path: pathlib.Path) -> pathlib.Path:
