@@ -25,8 +25,8 @@ def test_lab_with_the_server_in_a_child_counts_the_same_search():
     assert modern["occupied_candidate_locks_per_connect"] == 0
     assert modern["rcu_skips_per_connect"] >= 16
     # the client's lock statistics stay in this process, where the search takes them
-    assert result["table_locks"]["legacy"]["per_connection"] > \
-        result["table_locks"]["modern"]["per_connection"]
+    assert result["table_locks"]["legacy"]["per_connect"] > \
+        result["table_locks"]["modern"]["per_connect"]
     for mode in ("legacy", "modern"):
         checks = result["checks"][mode]  # passed: finish() raises on any failed check
         n = checks["completed"]
