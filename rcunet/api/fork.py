@@ -20,7 +20,8 @@ links), so it cannot run the stack itself.  Instead:
   open for the parent's other holders, and close if the child was the last.
 * The child never outlives its parent silently: a thread of the child waits on its end
   of that socketpair, and when the parent's end closes (the parent died) the child says
-  so on stderr and exits; a call whose parent is gone fails with ``OSError(ENETDOWN)``.
+  so on stderr and exits; a call whose parent is gone fails with ``OSError(ENETDOWN)``,
+  and says so on stderr if it saw the parent's end first (once per child).
   (Not a signal handler: a Python-level handler can miss a signal that arrives just
   before the main thread blocks in C, as a multiprocessing worker does.)  ``rcunet run``
   waits for children that still hold sockets before it stops the network.
@@ -346,10 +347,26 @@ class RemoteSock:
 class _Channel:
     """The child's end: one connection to the parent per thread of the child."""
 
-    def __init__(self, address: bytes, host: Any) -> None:
+    def __init__(self, address: bytes, host: Any, parent: int) -> None:
         self.address = address
         self.host = host
+        self.parent = parent  # the pid that serves our sockets
         self._local = threading.local()
+        self._told_lock = threading.Lock()
+        self._told = False  # guarded-by: _told_lock
+
+    def parent_gone(self) -> OSError:
+        """The parent has ended: say so on stderr once (the thread that waits on ``life``
+        and a call that found its connection closed race to see it first; a call's
+        thread may end the process before the other one runs), and the error a call
+        raises."""
+        with self._told_lock:
+            told, self._told = self._told, True
+        if not told:
+            os.write(2, f"rcunet: forked child {os.getpid()}: its parent {self.parent}, "
+                        f"which served its sockets, has ended; exiting\n".encode())
+        return OSError(errno.ENETDOWN, "rcunet: the parent process that serves this "
+                       "forked child's sockets has ended")
 
     def _connection(self) -> Any:
         conn = getattr(self._local, "conn", None)
@@ -360,7 +377,7 @@ class _Channel:
                 _send(conn, ("hello", os.getpid()))
             except OSError:
                 conn.close()
-                raise _parent_gone() from None
+                raise self.parent_gone() from None
             self._local.conn = conn
         return conn
 
@@ -370,7 +387,7 @@ class _Channel:
             _send(conn, message)
             (kind, value), fd = _recv(conn)
         except (OSError, EOFError):
-            raise _parent_gone() from None
+            raise self.parent_gone() from None
         self._local.fd = fd
         if kind == "raise":
             raise value
@@ -386,11 +403,6 @@ class _Channel:
         return sock
 
 
-def _parent_gone() -> OSError:
-    return OSError(errno.ENETDOWN, "rcunet: the parent process that serves this forked "
-                   "child's sockets has ended")
-
-
 #: Set in a forked child: its channel to the parent (None in the parent).
 CHILD: _Channel | None = None
 
@@ -400,7 +412,7 @@ def _become_child(server: _Server, host: Any, refs: list[fdtable.SockRef],
     """In the child, right after fork: the only thread; every lock another thread held
     at fork time is still held in this copy, so the ones rcunet needs are made anew."""
     global CHILD, _SERVER
-    channel = CHILD = _Channel(server.address, host)
+    channel = CHILD = _Channel(server.address, host, parent)
     _SERVER = None
     server.listener.close()  # the copies of the parent's ends: its other children's
     for other in list(server.lives.values()):  # lives must end with the parent alone
@@ -414,19 +426,18 @@ def _become_child(server: _Server, host: Any, refs: list[fdtable.SockRef],
         ref.lock = threading.Lock()
         ref.refs = counts.get(id(ref), 0)  # the child's own descriptors of it
         ref.sk = RemoteSock(channel, id(ref), getattr(ref.sk, "host", host))
-    threading.Thread(target=_die_with, args=(life, parent), name="rcunet-fork-parent",
+    threading.Thread(target=_die_with, args=(life, channel), name="rcunet-fork-parent",
                      daemon=True).start()
 
 
-def _die_with(life: Any, parent: int) -> None:
+def _die_with(life: Any, channel: _Channel) -> None:
     """Our end of ``life`` reads EOF once the parent's end closes: the parent died."""
     try:
         while life.recv(64):
             pass
     except OSError:
         pass
-    os.write(2, f"rcunet: forked child {os.getpid()}: its parent {parent}, which served "
-                f"its sockets, has ended; exiting\n".encode())
+    channel.parent_gone()
     os._exit(1)
 
 

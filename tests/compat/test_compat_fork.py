@@ -5,11 +5,17 @@ parent; and no process is left behind."""
 
 from __future__ import annotations
 
+import errno
 import os
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
+
+from rcunet.api import fork
 
 FORKING_TCP = """\
 import hashlib, os, socket, socketserver, threading
@@ -203,3 +209,21 @@ def _state(pid: str) -> str:
             return file.read().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "gone"
+
+
+def test_a_call_that_finds_the_parent_gone_says_so_once(capfd: pytest.CaptureFixture[str]
+                                                        ) -> None:
+    """The thread that waits on the parent's end and a call whose connection closed race
+    to see the parent's end; the call's thread may end the process first (its error
+    uncaught), so whichever sees it says so on stderr, and only once."""
+    nobody = b"\0rcunet-test-no-parent-%d" % os.getpid()  # an abstract name nobody binds
+    channel = fork._Channel(nobody, host=None, parent=4242)
+    for _ in range(2):
+        with pytest.raises(OSError) as caught:
+            channel.request(("new", socket.AF_INET, socket.SOCK_STREAM))
+        assert caught.value.errno == errno.ENETDOWN
+    said = capfd.readouterr().err
+    assert said == (f"rcunet: forked child {os.getpid()}: its parent 4242, which served its "
+                    f"sockets, has ended; exiting\n")
+    channel.parent_gone()
+    assert capfd.readouterr().err == ""
