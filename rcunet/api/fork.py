@@ -26,8 +26,14 @@ links), so it cannot run the stack itself.  Instead:
   before the main thread blocks in C, as a multiprocessing worker does.)  ``rcunet run``
   waits for children that still hold sockets before it stops the network.
 
-Limit: a forked child cannot fork again (``OSError(ENOSYS)`` at once): its sockets live
-in its parent, which serves its own children only.
+* A call in the child's main thread waits for its reply in slices
+  (``signals.wait_readable_in_main_thread``), so Ctrl-C interrupts it.  The interrupted
+  call's connection is closed; the thread's next call opens another.
+
+Limits: a forked child cannot fork again (``OSError(ENOSYS)`` at once): its sockets live
+in its parent, which serves its own children only.  An interrupted call is not taken
+back in the parent: a ``recv`` it was making still takes the data that comes, and that
+data is lost (Linux's interrupted ``recv`` takes nothing).
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ import time
 from typing import Any
 
 from rcunet.api import fdtable
+from rcunet.sync import signals
 
 _real_fork = os.fork
 _os_close = os.close  # the real one: drop-in mode's takes the descriptor table's lock
@@ -385,9 +392,18 @@ class _Channel:
         conn = self._connection()
         try:
             _send(conn, message)
+            if threading.get_ident() == signals.main_ident:  # atomic: one module load
+                signals.wait_readable_in_main_thread(conn.fileno())  # hears Ctrl-C
             (kind, value), fd = _recv(conn)
         except (OSError, EOFError):
             raise self.parent_gone() from None
+        except BaseException:
+            # Interrupted (Ctrl-C) before the reply came: it would answer this thread's
+            # next call (a close on the way out would wait for it for good).  The
+            # connection goes; the next call opens another.
+            self._local.conn = None
+            conn.close()
+            raise
         self._local.fd = fd
         if kind == "raise":
             raise value

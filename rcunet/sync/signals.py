@@ -1,4 +1,4 @@
-"""Sleeping in compiled code without missing a signal (Ctrl-C).
+"""Sleeping in the main thread without missing a signal (Ctrl-C).
 
 CPython runs a Python signal handler in the main thread, when that thread next enters
 interpreted code or is woken from a blocking call by the signal (EINTR).  Compiled code
@@ -14,6 +14,11 @@ its exception (KeyboardInterrupt) propagates from the call.  It sleeps in slices
 ``MAIN_SLICE``, re-entering the interpreter between them, so that a signal landing in
 the last instructions before the sleep waits one slice at most.
 
+A blocking read in C has the same gap, even from interpreted code: a signal that lands
+just before the read begins, or whose C handler runs in another thread, causes no EINTR.
+A forked child's call to its parent (rcunet/api/fork.py) waits for the reply through
+``wait_readable_in_main_thread``, in the same slices.
+
 Other threads run no handlers and keep sleeping in compiled code: entering the
 interpreter also hands the GIL to any thread that asked for it, which would cost a
 thread about to sleep a switch there and back (tcp_crr with both Hosts on one CPU ran
@@ -23,6 +28,7 @@ at 40% of its rate when every wait came through here).
 from __future__ import annotations
 
 import os
+import select
 import threading
 import time
 from typing import Protocol
@@ -66,3 +72,17 @@ def acquire_in_main_thread(gate: Gate, deadline: float | None) -> bool:
                 return False
         if gate.acquire(timeout=slice_):
             return True
+
+
+def wait_readable_in_main_thread(fd: int) -> None:
+    """Until ``fd`` has something to read (or its peer closed), for a blocking read in
+    the main thread.  A blocking read in C is just as deaf: a signal whose C handler ran
+    in another thread, or just before the read began, causes no EINTR, and its Python
+    handler would wait for the read to end.  So the wait polls in slices of
+    ``MAIN_SLICE``, re-entering the interpreter between them.  Raises what a due signal
+    handler raises."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    ready: list[tuple[int, int]] = []
+    while not ready:  # each pass enters the interpreter's loop again: due handlers run
+        ready = poller.poll(MAIN_SLICE * 1000)

@@ -5,11 +5,13 @@ parent; and no process is left behind."""
 
 from __future__ import annotations
 
+import _thread
 import errno
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -227,3 +229,45 @@ def test_a_call_that_finds_the_parent_gone_says_so_once(capfd: pytest.CaptureFix
                     f"sockets, has ended; exiting\n")
     channel.parent_gone()
     assert capfd.readouterr().err == ""
+
+
+def test_an_interrupted_call_leaves_no_reply_for_the_next_one() -> None:
+    """Ctrl-C while the child's main thread waits for a reply: the call raises
+    KeyboardInterrupt (the wait hears it although no EINTR comes: ``interrupt_main``
+    only marks the handler due), and the thread's next call goes out on a new
+    connection, where no late reply of the interrupted call can answer it."""
+    address = b"\0rcunet-test-fake-parent-%d" % os.getpid()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(address)
+    listener.listen(2)
+    connections: list[socket.socket] = []
+
+    def fake_parent() -> None:
+        try:
+            first, _ = listener.accept()
+            connections.append(first)
+            assert fork._recv(first)[0] == ("hello", os.getpid())
+            assert fork._recv(first)[0] == ("attr", 1, "never answered")
+            _thread.interrupt_main()  # Ctrl-C while the child waits
+            if first.recv(1 << 16):  # not EOF: the next call came on this connection
+                fork._send(first, ("value", "the late reply"))  # and takes this reply
+                return
+            second, _ = listener.accept()
+            connections.append(second)
+            assert fork._recv(second)[0] == ("hello", os.getpid())
+            assert fork._recv(second)[0] == ("attr", 1, "answered")
+            fork._send(second, ("value", "its own reply"))
+        finally:
+            for conn in (listener, *connections):  # a child still waiting reads EOF
+                conn.close()
+
+    server = threading.Thread(target=fake_parent)
+    server.start()
+    try:
+        channel = fork._Channel(address, host=None, parent=os.getppid())
+        with pytest.raises(KeyboardInterrupt):
+            channel.request(("attr", 1, "never answered"))
+        assert channel.request(("attr", 1, "answered")) == "its own reply"
+    finally:
+        server.join(30)
+    assert not server.is_alive() and len(connections) == 2

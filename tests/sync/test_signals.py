@@ -85,3 +85,40 @@ def test_the_main_thread_of_a_forked_child_is_the_thread_that_forked() -> None:
         thread.join()
     """)
     assert out == "0\n"
+
+
+def test_a_signal_that_lands_in_another_thread_interrupts_the_main_threads_read() -> None:
+    """The same for a read: the main thread waiting for a socket to become readable runs
+    the handler within a slice (a plain ``recv()`` would sleep on: no EINTR reaches it)."""
+    out = run("""
+        import socket
+        main = threading.get_ident()
+        waiting = signals.wait_readable_in_main_thread.__code__
+        ours, peer = socket.socketpair()
+
+        def signal_from_elsewhere():
+            while sys._current_frames()[main].f_code is not waiting:
+                time.sleep(0.001)
+            signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)
+
+        threading.Thread(target=signal_from_elsewhere).start()
+        try:
+            signals.wait_readable_in_main_thread(ours.fileno())
+        except Interrupted:
+            print("interrupted")
+    """)
+    assert out == "interrupted\n"
+
+
+def test_the_main_thread_reads_once_its_socket_is_readable() -> None:
+    out = run("""
+        import socket
+        ours, peer = socket.socketpair()
+        threading.Thread(target=peer.send, args=(b"x",)).start()
+        signals.wait_readable_in_main_thread(ours.fileno())
+        print(ours.recv(1))
+        peer.close()
+        signals.wait_readable_in_main_thread(ours.fileno())  # the peer's end closed
+        print(ours.recv(1))
+    """)
+    assert out == "b'x'\nb''\n"
