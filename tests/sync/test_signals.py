@@ -22,6 +22,17 @@ def raise_interrupted(signum, frame):
 signal.signal(signal.SIGUSR1, raise_interrupted)
 gate = _thread.allocate_lock()
 gate.acquire()
+
+def signal_from_elsewhere_once_main_is_in(code):
+    'SIGUSR1 to a helper thread once the main thread waits in code (its innermost frame).'
+    main = threading.get_ident()
+
+    def signal_from_elsewhere():
+        while sys._current_frames()[main].f_code is not code:
+            time.sleep(0.001)
+        signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)
+
+    threading.Thread(target=signal_from_elsewhere).start()
 """
 
 
@@ -37,16 +48,7 @@ def test_a_signal_that_lands_in_another_thread_interrupts_the_main_threads_sleep
     handler due, waking nothing.  The main thread asleep in the gate runs it within a
     slice and raises its exception (a plain ``gate.acquire()`` would sleep on)."""
     out = run("""
-        main = threading.get_ident()
-        sleeping = signals.acquire_in_main_thread.__code__
-
-        def signal_from_elsewhere():
-            # once the main thread sleeps in the gate (its innermost Python frame)
-            while sys._current_frames()[main].f_code is not sleeping:
-                time.sleep(0.001)
-            signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)
-
-        threading.Thread(target=signal_from_elsewhere).start()
+        signal_from_elsewhere_once_main_is_in(signals.acquire_in_main_thread.__code__)
         try:
             signals.acquire_in_main_thread(gate, None)
         except Interrupted:
@@ -92,16 +94,8 @@ def test_a_signal_that_lands_in_another_thread_interrupts_the_main_threads_read(
     the handler within a slice (a plain ``recv()`` would sleep on: no EINTR reaches it)."""
     out = run("""
         import socket
-        main = threading.get_ident()
-        waiting = signals.wait_readable_in_main_thread.__code__
         ours, peer = socket.socketpair()
-
-        def signal_from_elsewhere():
-            while sys._current_frames()[main].f_code is not waiting:
-                time.sleep(0.001)
-            signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)
-
-        threading.Thread(target=signal_from_elsewhere).start()
+        signal_from_elsewhere_once_main_is_in(signals.wait_readable_in_main_thread.__code__)
         try:
             signals.wait_readable_in_main_thread(ours.fileno())
         except Interrupted:
